@@ -1,0 +1,6 @@
+// Command nodeagent is a lean, event-driven Kubernetes node agent.
+package main
+
+import "os"
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
