@@ -1,0 +1,247 @@
+package testimage
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Containerd is a private containerd daemon for one test: its root, state
+// and sockets live in a temporary directory, the CRI plugin is disabled, and
+// it can be killed and started again (to test reconnection). Containers
+// created through it should use CgroupParent so that Cleanup can kill
+// whatever is left.
+type Containerd struct {
+	Dir          string
+	Address      string // gRPC socket path
+	CgroupParent string // unique cgroupfs parent for this test's containers
+
+	t   testing.TB
+	cmd *exec.Cmd
+	log *os.File
+}
+
+// StartContainerd starts a private containerd (skipping the test when not
+// root or containerd/runc are missing) and registers its cleanup.
+func StartContainerd(t testing.TB) *Containerd {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run containerd")
+	}
+	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s not installed", bin)
+		}
+	}
+	// Short path: unix socket paths are limited to 108 bytes.
+	dir, err := os.MkdirTemp("", "nactrd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	c := &Containerd{
+		Dir:          dir,
+		Address:      filepath.Join(dir, "c.sock"),
+		CgroupParent: "/nodeagent-test-" + hex.EncodeToString(b),
+		t:            t,
+	}
+	cfg := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+[debug]
+  address = ""
+[metrics]
+  address = ""
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Address, c.Address+".ttrpc")
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.cleanup)
+	c.Start()
+	return c
+}
+
+// Start starts the daemon (again) and waits until its socket accepts
+// connections.
+func (c *Containerd) Start() {
+	c.t.Helper()
+	if c.cmd != nil {
+		c.t.Fatal("containerd already running")
+	}
+	log, err := os.OpenFile(filepath.Join(c.Dir, "containerd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command("containerd", "--config", filepath.Join(c.Dir, "config.toml"))
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		c.t.Fatalf("start containerd: %v", err)
+	}
+	c.cmd, c.log = cmd, log
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.Dial("unix", c.Address)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("containerd did not come up: %v (log %s)", err, log.Name())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Kill kills the daemon with SIGKILL (a crash; shims and containers keep
+// running) and waits for it to exit.
+func (c *Containerd) Kill() {
+	c.t.Helper()
+	if c.cmd == nil {
+		return
+	}
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+	c.log.Close()
+	c.cmd = nil
+	_ = os.Remove(c.Address)
+}
+
+func (c *Containerd) cleanup() {
+	// Kill the containers' processes and their shims first: they outlive
+	// containerd.
+	killCgroup(c.CgroupParent)
+	killShims(c.Address)
+	if c.cmd != nil {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = c.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-done
+		}
+		c.log.Close()
+	}
+	unmountUnder(c.Dir)
+	removeCgroup(c.CgroupParent)
+	if err := os.RemoveAll(c.Dir); err != nil {
+		c.t.Logf("cleanup %s: %v", c.Dir, err)
+	}
+}
+
+// cgroupRoots are the mounted cgroup hierarchies (v1 controllers and v2).
+func cgroupRoots() []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var roots []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		for i, fl := range fields {
+			if fl == "-" && i+1 < len(fields) && (fields[i+1] == "cgroup" || fields[i+1] == "cgroup2") {
+				roots = append(roots, fields[4])
+			}
+		}
+	}
+	return roots
+}
+
+func killCgroup(parent string) {
+	for _, root := range cgroupRoots() {
+		dir := filepath.Join(root, parent)
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			data, _ := os.ReadFile(p)
+			for _, l := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(l); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+func removeCgroup(parent string) {
+	for _, root := range cgroupRoots() {
+		dir := filepath.Join(root, parent)
+		var dirs []string
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- { // children first
+			for try := 0; try < 50; try++ {
+				if err := syscall.Rmdir(dirs[i]); err == nil || os.IsNotExist(err) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+}
+
+func killShims(address string) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) == 0 || !strings.Contains(args[0], "containerd-shim") {
+			continue
+		}
+		for i, a := range args {
+			if a == "-address" && i+1 < len(args) && args[i+1] == address {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+}
+
+func unmountUnder(dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var mps []string
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			mps = append(mps, f[4])
+		}
+	}
+	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
+	for _, mp := range mps {
+		_ = syscall.Unmount(mp, syscall.MNT_DETACH)
+	}
+}

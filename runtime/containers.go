@@ -1,0 +1,476 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd"
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	tasktypes "github.com/containerd/containerd/api/types/task"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/containers"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// podFilter selects the containers that carry a pod UID label.
+var podFilter = `labels."` + LabelPodUID + `"`
+
+// ListContainers lists every pod container of the namespace with its state.
+// It costs two calls to containerd whatever the number of containers.
+func (r *Runtime) ListContainers(ctx context.Context) ([]Container, error) {
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	// Tasks first: a container created between the two calls then shows as
+	// created (its task is not in the list), never as a task without a
+	// container.
+	tl, err := r.client.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list tasks: %w", convertErr(err))
+	}
+	cl, err := r.client.ContainerService().List(ctx, podFilter)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list containers: %w", convertErr(err))
+	}
+	tasks := make(map[string]*tasktypes.Process, len(tl.Tasks))
+	for _, t := range tl.Tasks {
+		tasks[t.ID] = t
+	}
+	out := make([]Container, 0, len(cl))
+	keep := make(map[string]bool, len(cl))
+	for i := range cl {
+		keep[cl[i].ID] = true
+		out = append(out, r.containerFrom(&cl[i], tasks[cl[i].ID]))
+	}
+	r.forgetCgroupsPaths(keep)
+	return out, nil
+}
+
+// ListPods lists pod containers grouped by pod.
+func (r *Runtime) ListPods(ctx context.Context) ([]Pod, error) {
+	cs, err := r.ListContainers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return GroupPods(cs), nil
+}
+
+// InspectContainer returns one container's state. A container that does not
+// exist, or is not a pod container, yields an error matching ErrNotFound.
+func (r *Runtime) InspectContainer(ctx context.Context, id string) (Container, error) {
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	c, err := r.client.ContainerService().Get(ctx, id)
+	if err != nil {
+		return Container{}, fmt.Errorf("runtime: inspect container %s: %w", id, convertErr(err))
+	}
+	if c.Labels[LabelPodUID] == "" {
+		return Container{}, fmt.Errorf("runtime: inspect container %s: %w: not a pod container", id, ErrNotFound)
+	}
+	var proc *tasktypes.Process
+	resp, err := r.client.TaskService().Get(ctx, &tasksapi.GetRequest{ContainerID: id})
+	switch err = convertErr(err); {
+	case err == nil:
+		proc = resp.Process
+	case errors.Is(err, ErrNotFound):
+	default:
+		return Container{}, fmt.Errorf("runtime: inspect task %s: %w", id, err)
+	}
+	return r.containerFrom(&c, proc), nil
+}
+
+func (r *Runtime) containerFrom(c *containers.Container, t *tasktypes.Process) Container {
+	l := c.Labels
+	out := Container{
+		ID: c.ID,
+		Pod: PodRef{
+			UID:       types.UID(l[LabelPodUID]),
+			Name:      l[LabelPodName],
+			Namespace: l[LabelPodNamespace],
+		},
+		Name:        l[LabelContainerName],
+		Image:       c.Image,
+		CreatedAt:   c.CreatedAt,
+		StartedAt:   parseTime(l[labelStartedAt]),
+		LogPath:     l[labelLogPath],
+		CgroupsPath: r.cgroupsPathOf(c.ID, l, c.Spec),
+		Labels:      l,
+	}
+	if a, err := strconv.ParseUint(l[LabelContainerAttempt], 10, 32); err == nil {
+		out.Attempt = uint32(a)
+	}
+	oom := l[labelOOMKilled] == "true"
+	switch {
+	case t == nil && out.StartedAt.IsZero():
+		out.State = StateCreated
+	case t == nil:
+		// Started, then the task was deleted (StopContainer records the
+		// exit status in labels before deleting it).
+		out.State = StateExited
+		out.FinishedAt = parseTime(l[labelFinishedAt])
+		out.Reason = ReasonUnknown
+		if code, err := strconv.ParseInt(l[labelExitCode], 10, 32); err == nil {
+			out.ExitCode = int32(code)
+			out.Reason = l[labelReason]
+		} else {
+			out.ExitCode = -1
+		}
+	default:
+		switch t.Status {
+		case tasktypes.Status_CREATED:
+			out.State = StateCreated
+		case tasktypes.Status_RUNNING, tasktypes.Status_PAUSED, tasktypes.Status_PAUSING:
+			out.State = StateRunning
+			out.Pid = t.Pid
+		case tasktypes.Status_STOPPED:
+			out.State = StateExited
+			out.ExitCode = int32(t.ExitStatus)
+			if t.ExitedAt != nil {
+				out.FinishedAt = t.ExitedAt.AsTime()
+			}
+			out.Reason = exitReason(out.ExitCode, oom)
+		default:
+			out.State = StateUnknown
+		}
+	}
+	return out
+}
+
+func exitReason(code int32, oom bool) string {
+	switch {
+	case oom:
+		return ReasonOOMKilled
+	case code == 0:
+		return ReasonCompleted
+	default:
+		return ReasonError
+	}
+}
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// Validate checks a ContainerSpec and reports every problem at once.
+func (s *ContainerSpec) Validate() error {
+	var errs []error
+	if s.Pod.UID == "" {
+		errs = append(errs, errors.New("pod UID is required"))
+	}
+	if s.Pod.Name == "" || s.Pod.Namespace == "" {
+		errs = append(errs, errors.New("pod name and namespace are required"))
+	}
+	if s.Name == "" {
+		errs = append(errs, errors.New("container name is required"))
+	}
+	if s.Image == "" {
+		errs = append(errs, errors.New("image is required"))
+	}
+	for i, e := range s.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			errs = append(errs, fmt.Errorf("env[%d] %q is not KEY=VALUE", i, e))
+		}
+	}
+	if s.WorkingDir != "" && !path.IsAbs(s.WorkingDir) {
+		errs = append(errs, fmt.Errorf("workingDir %q must be absolute", s.WorkingDir))
+	}
+	for i, m := range s.Mounts {
+		if !filepath.IsAbs(m.HostPath) || !path.IsAbs(m.ContainerPath) {
+			errs = append(errs, fmt.Errorf("mounts[%d]: hostPath %q and containerPath %q must be absolute", i, m.HostPath, m.ContainerPath))
+		}
+	}
+	if s.LogPath != "" && !filepath.IsAbs(s.LogPath) {
+		errs = append(errs, fmt.Errorf("logPath %q must be absolute", s.LogPath))
+	}
+	if s.CgroupParent != "" && !strings.HasPrefix(s.CgroupParent, "/") {
+		errs = append(errs, fmt.Errorf("cgroupParent %q must be an absolute cgroupfs path", s.CgroupParent))
+	}
+	r := s.Resources
+	if r.CPUQuota < 0 || r.MemoryLimitBytes < 0 {
+		errs = append(errs, errors.New("resources must not be negative"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidSpec, errors.Join(errs...))
+	}
+	return nil
+}
+
+func newID() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+// CreateContainer creates (but does not start) a container and returns its ID.
+func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (string, error) {
+	if err := spec.Validate(); err != nil {
+		return "", err
+	}
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	img, err := r.client.GetImage(ctx, spec.Image)
+	if err != nil {
+		return "", fmt.Errorf("runtime: image %s: %w", spec.Image, convertErr(err))
+	}
+	if ok, err := img.IsUnpacked(ctx, r.opts.Snapshotter); err != nil || !ok {
+		if err := img.Unpack(ctx, r.opts.Snapshotter); err != nil {
+			return "", fmt.Errorf("runtime: unpack image %s: %w", spec.Image, convertErr(err))
+		}
+	}
+	id := newID()
+	parent := spec.CgroupParent
+	if parent == "" {
+		parent = path.Join(r.opts.CgroupParent, string(spec.Pod.UID))
+	}
+	cgroupsPath := path.Join(parent, id)
+
+	labels := map[string]string{}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	labels[LabelPodUID] = string(spec.Pod.UID)
+	labels[LabelPodName] = spec.Pod.Name
+	labels[LabelPodNamespace] = spec.Pod.Namespace
+	labels[LabelContainerName] = spec.Name
+	labels[LabelContainerAttempt] = strconv.FormatUint(uint64(spec.Attempt), 10)
+	labels[labelCgroupsPath] = cgroupsPath
+	if spec.LogPath != "" {
+		labels[labelLogPath] = spec.LogPath
+	}
+
+	sopts := []oci.SpecOpts{oci.WithImageConfig(img)}
+	switch {
+	case len(spec.Command) > 0:
+		sopts = append(sopts, oci.WithProcessArgs(append(append([]string{}, spec.Command...), spec.Args...)...))
+	case len(spec.Args) > 0:
+		sopts = append(sopts, oci.WithImageConfigArgs(img, spec.Args))
+	}
+	if len(spec.Env) > 0 {
+		sopts = append(sopts, oci.WithEnv(spec.Env))
+	}
+	if spec.WorkingDir != "" {
+		sopts = append(sopts, oci.WithProcessCwd(spec.WorkingDir))
+	}
+	if len(spec.Mounts) > 0 {
+		ms := make([]specs.Mount, 0, len(spec.Mounts))
+		for _, m := range spec.Mounts {
+			mode := "rw"
+			if m.ReadOnly {
+				mode = "ro"
+			}
+			ms = append(ms, specs.Mount{Type: "bind", Source: m.HostPath, Destination: m.ContainerPath, Options: []string{"rbind", mode}})
+		}
+		sopts = append(sopts, oci.WithMounts(ms))
+	}
+	if spec.HostNetwork {
+		sopts = append(sopts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf)
+	} else {
+		sopts = append(sopts, oci.WithHostname(spec.Pod.Name))
+	}
+	res := spec.Resources
+	if res.CPUShares > 0 {
+		sopts = append(sopts, oci.WithCPUShares(res.CPUShares))
+	}
+	if res.CPUQuota > 0 {
+		period := res.CPUPeriod
+		if period == 0 {
+			period = 100000
+		}
+		sopts = append(sopts, oci.WithCPUCFS(res.CPUQuota, period))
+	}
+	if res.MemoryLimitBytes > 0 {
+		sopts = append(sopts, oci.WithMemoryLimit(uint64(res.MemoryLimitBytes)))
+	}
+	sopts = append(sopts, oci.WithCgroup(cgroupsPath))
+
+	_, err = r.client.NewContainer(ctx, id,
+		containerd.WithImage(img),
+		containerd.WithSnapshotter(r.opts.Snapshotter),
+		containerd.WithNewSnapshot(id, img),
+		containerd.WithRuntime("io.containerd.runc.v2", nil),
+		containerd.WithNewSpec(sopts...),
+		containerd.WithContainerLabels(labels),
+	)
+	if err != nil {
+		return "", fmt.Errorf("runtime: create container %s/%s %s: %w", spec.Pod.Namespace, spec.Pod.Name, spec.Name, convertErr(err))
+	}
+	return id, nil
+}
+
+// StartContainer starts a created container. A container runs at most once:
+// starting it again fails with ErrFailedPrecondition (create a new attempt).
+func (r *Runtime) StartContainer(ctx context.Context, id string) error {
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return fmt.Errorf("runtime: start %s: %w", id, convertErr(err))
+	}
+	labels, err := c.Labels(ctx)
+	if err != nil {
+		return fmt.Errorf("runtime: start %s: %w", id, convertErr(err))
+	}
+	if labels[labelStartedAt] != "" {
+		return fmt.Errorf("runtime: start %s: %w: container already started", id, ErrFailedPrecondition)
+	}
+	creator := cio.NullIO
+	if lp := labels[labelLogPath]; lp != "" {
+		if err := os.MkdirAll(filepath.Dir(lp), 0o755); err != nil {
+			return fmt.Errorf("runtime: start %s: log directory: %w", id, err)
+		}
+		creator = cio.LogFile(lp)
+	}
+	task, err := c.NewTask(ctx, creator)
+	if err != nil {
+		return fmt.Errorf("runtime: start %s: create task: %w", id, convertErr(err))
+	}
+	// Record the start before the process runs so that an observer never
+	// sees a started container without its start time.
+	if _, err := c.SetLabels(ctx, map[string]string{labelStartedAt: formatTime(time.Now())}); err != nil {
+		_, _ = task.Delete(ctx, containerd.WithProcessKill)
+		return fmt.Errorf("runtime: start %s: record start: %w", id, convertErr(err))
+	}
+	if err := task.Start(ctx); err != nil {
+		_, _ = task.Delete(ctx, containerd.WithProcessKill)
+		return fmt.Errorf("runtime: start %s: %w", id, convertErr(err))
+	}
+	return nil
+}
+
+// StopContainer sends SIGTERM to the container's processes, waits up to
+// grace for them to exit, then SIGKILLs them. It records the exit status in
+// the container's labels and deletes the task (freeing its shim). Stopping a
+// container that is not running is not an error.
+func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	if grace < 0 {
+		grace = 0
+	}
+	ctx = namespaces.WithNamespace(ctx, r.opts.Namespace)
+	ctx, cancel := context.WithTimeout(ctx, 2*r.opts.CallTimeout+grace)
+	defer cancel()
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(err))
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		if errors.Is(convertErr(err), ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(err))
+	}
+	statusC, err := task.Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("runtime: stop %s: wait: %w", id, convertErr(err))
+	}
+	st, err := task.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(err))
+	}
+	var exit containerd.ExitStatus
+	if st.Status != containerd.Stopped {
+		if st.Status == containerd.Created {
+			// Never started: nothing to signal, delete below kills it.
+			_, err := task.Delete(ctx, containerd.WithProcessKill)
+			return convertErrf(err, "runtime: stop %s: delete task", id)
+		}
+		if err := task.Kill(ctx, syscall.SIGTERM, containerd.WithKillAll); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
+			return fmt.Errorf("runtime: stop %s: SIGTERM: %w", id, convertErr(err))
+		}
+		select {
+		case exit = <-statusC:
+		case <-r.opts.Clock.After(grace):
+			if err := task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
+				return fmt.Errorf("runtime: stop %s: SIGKILL: %w", id, convertErr(err))
+			}
+			select {
+			case exit = <-statusC:
+			case <-ctx.Done():
+				return fmt.Errorf("runtime: stop %s: waiting for exit after SIGKILL: %w", id, ctx.Err())
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("runtime: stop %s: %w", id, ctx.Err())
+		}
+	} else {
+		exit = *containerd.NewExitStatus(st.ExitStatus, st.ExitTime, nil)
+	}
+	if exit.Error() != nil {
+		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(exit.Error()))
+	}
+	if err := r.recordExit(ctx, c, int32(exit.ExitCode()), exit.ExitTime()); err != nil {
+		return err
+	}
+	if _, err := task.Delete(ctx); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
+		return fmt.Errorf("runtime: stop %s: delete task: %w", id, convertErr(err))
+	}
+	return nil
+}
+
+func convertErrf(err error, format string, args ...any) error {
+	if err == nil || errors.Is(convertErr(err), ErrNotFound) {
+		return nil
+	}
+	return fmt.Errorf(format+": %w", append(args, convertErr(err))...)
+}
+
+func (r *Runtime) recordExit(ctx context.Context, c containerd.Container, code int32, at time.Time) error {
+	labels, err := c.Labels(ctx)
+	if err != nil {
+		return fmt.Errorf("runtime: record exit of %s: %w", c.ID(), convertErr(err))
+	}
+	_, err = c.SetLabels(ctx, map[string]string{
+		labelExitCode:   strconv.Itoa(int(code)),
+		labelFinishedAt: formatTime(at),
+		labelReason:     exitReason(code, labels[labelOOMKilled] == "true"),
+	})
+	if err != nil {
+		return fmt.Errorf("runtime: record exit of %s: %w", c.ID(), convertErr(err))
+	}
+	return nil
+}
+
+// RemoveContainer removes a container, killing its processes if they still
+// run, and its snapshot. Removing a container that does not exist is not an
+// error.
+func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		if errors.Is(convertErr(err), ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
+	}
+	if task, err := c.Task(ctx, nil); err == nil {
+		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
+			return fmt.Errorf("runtime: remove %s: delete task: %w", id, convertErr(err))
+		}
+	} else if !errors.Is(convertErr(err), ErrNotFound) {
+		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
+	}
+	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
+		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
+	}
+	return nil
+}

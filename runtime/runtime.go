@@ -1,0 +1,252 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/errdefs"
+	"github.com/containerd/containerd/images"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/platforms"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/grpc/status"
+	"k8s.io/utils/clock"
+)
+
+// Options configure a Runtime. Zero values take the documented defaults.
+type Options struct {
+	// Address of containerd's gRPC socket ("/run/containerd/containerd.sock"
+	// or "unix:///run/containerd/containerd.sock"). Required.
+	Address string
+	// Namespace is the containerd namespace; default "k8s.io".
+	Namespace string
+	// CallTimeout bounds every call to containerd; default 10s.
+	CallTimeout time.Duration
+	// DialTimeout bounds the initial connection; default 10s.
+	DialTimeout time.Duration
+	// Snapshotter used for container root filesystems; default "overlayfs".
+	Snapshotter string
+	// CgroupParent is the default parent cgroup (cgroupfs path) of pods;
+	// default "/nodeagent".
+	CgroupParent string
+	// Logger receives the adapter's few logs; default slog.Default().
+	Logger *slog.Logger
+	// Clock drives backoff and grace periods; default the real clock.
+	Clock clock.WithTicker
+}
+
+// Defaults.
+const (
+	DefaultNamespace    = "k8s.io"
+	DefaultCallTimeout  = 10 * time.Second
+	DefaultSnapshotter  = "overlayfs"
+	DefaultCgroupParent = "/nodeagent"
+)
+
+func (o *Options) setDefaults() error {
+	if o.Address == "" {
+		return errors.New("runtime: containerd address is required")
+	}
+	o.Address = strings.TrimPrefix(o.Address, "unix://")
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.CallTimeout == 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.CallTimeout < 0 {
+		return fmt.Errorf("runtime: negative call timeout %s", o.CallTimeout)
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	if o.Snapshotter == "" {
+		o.Snapshotter = DefaultSnapshotter
+	}
+	if o.CgroupParent == "" {
+		o.CgroupParent = DefaultCgroupParent
+	}
+	if !strings.HasPrefix(o.CgroupParent, "/") {
+		return fmt.Errorf("runtime: cgroup parent %q must be an absolute cgroupfs path", o.CgroupParent)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return nil
+}
+
+// Runtime is the containerd adapter. All methods are safe for concurrent use.
+type Runtime struct {
+	opts   Options
+	client *containerd.Client
+
+	mu          sync.Mutex
+	cgroupPaths map[string]string // container ID -> cgroupsPath decoded from its spec (immutable)
+}
+
+// New connects to containerd. It fails if containerd cannot be reached
+// within Options.DialTimeout.
+func New(opts Options) (*Runtime, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	client, err := containerd.New(opts.Address,
+		containerd.WithDefaultNamespace(opts.Namespace),
+		containerd.WithTimeout(opts.DialTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("runtime: connect to containerd at %s: %w", opts.Address, err)
+	}
+	return &Runtime{opts: opts, client: client, cgroupPaths: map[string]string{}}, nil
+}
+
+// Close closes the connection to containerd.
+func (r *Runtime) Close() error { return r.client.Close() }
+
+// Namespace returns the containerd namespace the runtime works in.
+func (r *Runtime) Namespace() string { return r.opts.Namespace }
+
+// callCtx derives the context of one containerd call: namespace and timeout.
+func (r *Runtime) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx = namespaces.WithNamespace(ctx, r.opts.Namespace)
+	return context.WithTimeout(ctx, r.opts.CallTimeout)
+}
+
+// convertErr maps containerd's error classes onto ours, keeping the cause.
+func convertErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		err = errdefs.FromGRPC(err)
+	}
+	switch {
+	case errdefs.IsNotFound(err):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errdefs.IsFailedPrecondition(err), errdefs.IsAlreadyExists(err):
+		return fmt.Errorf("%w: %w", ErrFailedPrecondition, err)
+	}
+	return err
+}
+
+// Version reports the connected containerd's version.
+func (r *Runtime) Version(ctx context.Context) (Version, error) {
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	v, err := r.client.Version(ctx)
+	if err != nil {
+		return Version{}, fmt.Errorf("runtime: version: %w", convertErr(err))
+	}
+	return Version{RuntimeName: "containerd", RuntimeVersion: v.Version, Revision: v.Revision}, nil
+}
+
+// ListImages lists the images of the namespace, one entry per image config
+// (several references to the same image are merged into Names).
+func (r *Runtime) ListImages(ctx context.Context) ([]Image, error) {
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	imgs, err := r.client.ImageService().List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: list images: %w", convertErr(err))
+	}
+	return r.imagesFrom(ctx, imgs)
+}
+
+func (r *Runtime) imagesFrom(ctx context.Context, imgs []images.Image) ([]Image, error) {
+	cs := r.client.ContentStore()
+	platform := platforms.Default()
+	byID := map[string]*Image{}
+	var order []string
+	for _, img := range imgs {
+		conf, err := img.Config(ctx, cs, platform)
+		if err != nil {
+			// An image whose content for this platform is missing is not
+			// usable here; skip it rather than failing the whole list.
+			r.opts.Logger.Debug("skipping image without usable config", "image", img.Name, "err", err)
+			continue
+		}
+		id := conf.Digest.String()
+		e, ok := byID[id]
+		if !ok {
+			size, err := img.Size(ctx, cs, platform)
+			if err != nil {
+				r.opts.Logger.Debug("image size unknown", "image", img.Name, "err", err)
+			}
+			e = &Image{ID: id, Size: size}
+			byID[id] = e
+			order = append(order, id)
+		}
+		e.Names = append(e.Names, img.Name)
+	}
+	out := make([]Image, 0, len(order))
+	for _, id := range order {
+		sort.Strings(byID[id].Names)
+		out = append(out, *byID[id])
+	}
+	return out, nil
+}
+
+// ImportImage imports an OCI or Docker image archive (as written by
+// "ctr images export" or "docker save") and unpacks it for the configured
+// snapshotter. It returns the imported images.
+func (r *Runtime) ImportImage(ctx context.Context, archive io.Reader) ([]Image, error) {
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	imgs, err := r.client.Import(ctx, archive, containerd.WithImportPlatform(platforms.Default()))
+	if err != nil {
+		return nil, fmt.Errorf("runtime: import image: %w", convertErr(err))
+	}
+	for _, img := range imgs {
+		i := containerd.NewImageWithPlatform(r.client, img, platforms.Default())
+		if err := i.Unpack(ctx, r.opts.Snapshotter); err != nil {
+			return nil, fmt.Errorf("runtime: unpack image %s: %w", img.Name, convertErr(err))
+		}
+	}
+	return r.imagesFrom(ctx, imgs)
+}
+
+// cgroupsPathOf returns linux.cgroupsPath of a container's OCI spec, decoding
+// the spec once per container.
+func (r *Runtime) cgroupsPathOf(id string, labels map[string]string, spec interface{ GetValue() []byte }) string {
+	if p := labels[labelCgroupsPath]; p != "" {
+		return p
+	}
+	r.mu.Lock()
+	p, ok := r.cgroupPaths[id]
+	r.mu.Unlock()
+	if ok {
+		return p
+	}
+	if spec == nil {
+		return ""
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(spec.GetValue(), &s); err != nil || s.Linux == nil {
+		return ""
+	}
+	r.mu.Lock()
+	r.cgroupPaths[id] = s.Linux.CgroupsPath
+	r.mu.Unlock()
+	return s.Linux.CgroupsPath
+}
+
+func (r *Runtime) forgetCgroupsPaths(keep map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id := range r.cgroupPaths {
+		if !keep[id] {
+			delete(r.cgroupPaths, id)
+		}
+	}
+}

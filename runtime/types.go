@@ -1,0 +1,198 @@
+package runtime
+
+import (
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Label keys that tie a container to its pod. They are the keys CRI
+// implementations use, so tools that know CRI conventions read them too.
+const (
+	LabelPodUID           = "io.kubernetes.pod.uid"
+	LabelPodName          = "io.kubernetes.pod.name"
+	LabelPodNamespace     = "io.kubernetes.pod.namespace"
+	LabelContainerName    = "io.kubernetes.container.name"
+	LabelContainerAttempt = "io.kubernetes.container.attempt"
+
+	// Labels this adapter keeps for its own bookkeeping.
+	labelPrefix      = "io.nodeagent."
+	labelCgroupsPath = labelPrefix + "cgroups-path"
+	labelLogPath     = labelPrefix + "log-path"
+	labelStartedAt   = labelPrefix + "started-at"
+	labelFinishedAt  = labelPrefix + "finished-at"
+	labelExitCode    = labelPrefix + "exit-code"
+	labelReason      = labelPrefix + "reason"
+	labelOOMKilled   = labelPrefix + "oom-killed"
+)
+
+// Errors returned by the adapter; match them with errors.Is.
+var (
+	// ErrNotFound: the container (or image) does not exist or is not ours.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalidSpec: a ContainerSpec failed validation.
+	ErrInvalidSpec = errors.New("invalid container spec")
+	// ErrFailedPrecondition: the container is not in a state that allows
+	// the operation (for example starting a container that already ran).
+	ErrFailedPrecondition = errors.New("failed precondition")
+)
+
+// State is the lifecycle state of a container.
+type State string
+
+const (
+	StateCreated State = "created"
+	StateRunning State = "running"
+	StateExited  State = "exited"
+	StateUnknown State = "unknown"
+)
+
+// Reasons reported for exited containers (kubelet's vocabulary).
+const (
+	ReasonCompleted = "Completed"
+	ReasonError     = "Error"
+	ReasonOOMKilled = "OOMKilled"
+	ReasonUnknown   = "Unknown"
+)
+
+// PodRef identifies the pod a container belongs to.
+type PodRef struct {
+	UID       types.UID
+	Name      string
+	Namespace string
+}
+
+// Container is one container's identity and observed state.
+type Container struct {
+	ID      string
+	Pod     PodRef
+	Name    string // container name within the pod
+	Attempt uint32 // restart attempt
+	Image   string
+
+	State      State
+	Pid        uint32 // 0 unless running
+	ExitCode   int32  // valid when State == StateExited
+	Reason     string // set when State == StateExited
+	CreatedAt  time.Time
+	StartedAt  time.Time // zero until started
+	FinishedAt time.Time // zero until exited
+
+	// CgroupsPath is linux.cgroupsPath of the container's OCI spec: either a
+	// path relative to the cgroup root(s) ("/nodeagent/<pod>/<id>") or, for
+	// the systemd driver, "slice:prefix:name".
+	CgroupsPath string
+	LogPath     string
+	Labels      map[string]string
+}
+
+// Pod groups the containers that carry the same pod UID label.
+type Pod struct {
+	PodRef
+	Containers []Container
+}
+
+// GroupPods groups containers into pods, keeping the input order of
+// containers within a pod and ordering pods by first appearance.
+func GroupPods(cs []Container) []Pod {
+	idx := map[types.UID]int{}
+	var pods []Pod
+	for _, c := range cs {
+		i, ok := idx[c.Pod.UID]
+		if !ok {
+			i = len(pods)
+			idx[c.Pod.UID] = i
+			pods = append(pods, Pod{PodRef: c.Pod})
+		}
+		pods[i].Containers = append(pods[i].Containers, c)
+	}
+	return pods
+}
+
+// Mount is a bind mount from the host into the container.
+type Mount struct {
+	HostPath      string
+	ContainerPath string
+	ReadOnly      bool
+}
+
+// Resources are the cgroup limits of a container. Zero means "not set".
+type Resources struct {
+	CPUShares        uint64
+	CPUQuota         int64  // microseconds per CPUPeriod
+	CPUPeriod        uint64 // microseconds; default 100000 when CPUQuota is set
+	MemoryLimitBytes int64
+}
+
+// ContainerSpec is what CreateContainer needs to create one container of a pod.
+type ContainerSpec struct {
+	Pod     PodRef
+	Name    string
+	Attempt uint32
+
+	// Image is an image reference already present in containerd.
+	Image string
+	// Command replaces the image's entrypoint, Args its cmd (as in a Pod spec).
+	Command    []string
+	Args       []string
+	Env        []string // KEY=VALUE
+	WorkingDir string
+	Mounts     []Mount
+	Resources  Resources
+	// LogPath, when set, receives the container's stdout and stderr (written
+	// by the shim, so logs survive an agent restart). Must be absolute.
+	LogPath string
+	// HostNetwork shares the host's network namespace (and /etc/hosts,
+	// /etc/resolv.conf); otherwise the container gets its own namespace.
+	HostNetwork bool
+	// CgroupParent is the cgroup (cgroupfs path) the container is created
+	// under; default Options.CgroupParent + "/" + pod UID.
+	CgroupParent string
+	// Labels are extra labels; pod labels override them.
+	Labels map[string]string
+}
+
+// Image is an image known to containerd.
+type Image struct {
+	ID    string   // config digest
+	Names []string // references
+	Size  int64    // bytes of content (compressed layers + config + manifest)
+}
+
+// Version describes the connected containerd.
+type Version struct {
+	RuntimeName    string
+	RuntimeVersion string
+	Revision       string
+}
+
+// EventType is the kind of a runtime event.
+type EventType string
+
+const (
+	EventTaskStart       EventType = "TaskStart"
+	EventTaskExit        EventType = "TaskExit"
+	EventTaskDelete      EventType = "TaskDelete"
+	EventTaskOOM         EventType = "TaskOOM"
+	EventContainerCreate EventType = "ContainerCreate"
+	EventContainerDelete EventType = "ContainerDelete"
+
+	// EventStreamUp: the subscription is (re)established. Events may have
+	// been missed before it (at start, after a break or an overflow):
+	// consumers should relist.
+	EventStreamUp EventType = "StreamUp"
+	// EventStreamDown: the subscription broke (Err says why); events are
+	// being missed until the next EventStreamUp.
+	EventStreamDown EventType = "StreamDown"
+)
+
+// Event is one runtime event. ContainerID is empty for stream events.
+type Event struct {
+	Type        EventType
+	ContainerID string
+	Time        time.Time // when containerd published it (or observed, for stream events)
+	ExitCode    uint32    // TaskExit
+	Pid         uint32    // TaskStart, TaskExit
+	Err         error     // EventStreamDown
+}
