@@ -1,0 +1,127 @@
+package config
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Default values; the kubelet's where the field has the same meaning.
+const (
+	DefaultNodeLeaseDurationSeconds         = 40
+	DefaultNodeStatusUpdateFrequency        = 10 * time.Second
+	DefaultNodeStatusReportFrequency        = 5 * time.Minute
+	DefaultNodeStatusMaxImages              = 50
+	DefaultContainerRuntimeEndpoint         = "unix:///run/containerd/containerd.sock"
+	DefaultContainerRuntimeNamespace        = "k8s.io"
+	DefaultMaxPods                          = 110
+	DefaultEvictionPressureTransitionPeriod = 5 * time.Minute
+	DefaultHealthzBindAddress               = "127.0.0.1"
+	DefaultHealthzPort                      = 10266
+	DefaultKubeconfig                       = "/etc/nodeagent/kubeconfig"
+	DefaultRootDir                          = "/var/lib/nodeagent"
+	DefaultLoggingFormat                    = "text"
+	DefaultPLEGRelistPeriod                 = 5 * time.Minute
+	DefaultPLEGFallbackRelistPeriod         = time.Second
+	DefaultPLEGHealthThreshold              = 3 * time.Minute
+
+	// DefaultConfigPath and DefaultStaticPodPath are what the packages
+	// install; they are not defaults of the fields (staticPodPath defaults
+	// to "", disabled).
+	DefaultConfigPath    = "/etc/nodeagent/config.yaml"
+	DefaultStaticPodPath = "/etc/nodeagent/manifests"
+
+	// ControlPlaneGracePeriod is kube-controller-manager's default
+	// --node-monitor-grace-period: a node whose Lease is older than this is
+	// marked NotReady (Ready=Unknown).
+	ControlPlaneGracePeriod = 40 * time.Second
+)
+
+// DefaultEvictionHard returns kubelet's default hard eviction thresholds on
+// Linux.
+func DefaultEvictionHard() map[string]string {
+	return map[string]string{
+		"memory.available":  "100Mi",
+		"nodefs.available":  "10%",
+		"nodefs.inodesFree": "5%",
+		"imagefs.available": "15%",
+	}
+}
+
+// Default returns a complete, valid configuration with every default set.
+func Default() *NodeAgentConfiguration {
+	return &NodeAgentConfiguration{
+		TypeMeta:                         metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
+		NodeLeaseDurationSeconds:         DefaultNodeLeaseDurationSeconds,
+		NodeStatusUpdateFrequency:        metav1.Duration{Duration: DefaultNodeStatusUpdateFrequency},
+		NodeStatusReportFrequency:        metav1.Duration{Duration: DefaultNodeStatusReportFrequency},
+		NodeStatusMaxImages:              DefaultNodeStatusMaxImages,
+		ContainerRuntimeEndpoint:         DefaultContainerRuntimeEndpoint,
+		ContainerRuntimeNamespace:        DefaultContainerRuntimeNamespace,
+		StaticPodPath:                    "",
+		MaxPods:                          DefaultMaxPods,
+		SystemReserved:                   map[string]string{},
+		KubeReserved:                     map[string]string{},
+		EvictionHard:                     DefaultEvictionHard(),
+		EvictionPressureTransitionPeriod: metav1.Duration{Duration: DefaultEvictionPressureTransitionPeriod},
+		HealthzBindAddress:               DefaultHealthzBindAddress,
+		HealthzPort:                      DefaultHealthzPort,
+		NodeLabels:                       map[string]string{},
+		RegisterWithTaints:               []v1.Taint{},
+		ProviderID:                       "",
+		NodeIP:                           "",
+		HostnameOverride:                 "",
+		Kubeconfig:                       DefaultKubeconfig,
+		RootDir:                          DefaultRootDir,
+		Logging: LoggingConfiguration{
+			Format:    DefaultLoggingFormat,
+			Verbosity: 0,
+		},
+		PLEG: PLEGConfiguration{
+			RelistPeriod:         metav1.Duration{Duration: DefaultPLEGRelistPeriod},
+			FallbackRelistPeriod: metav1.Duration{Duration: DefaultPLEGFallbackRelistPeriod},
+			HealthThreshold:      metav1.Duration{Duration: DefaultPLEGHealthThreshold},
+			EventSources:         []string{EventSourceCgroups, EventSourceContainerd},
+		},
+	}
+}
+
+// RenewInterval is how often the Lease is renewed: a quarter of its
+// duration, as in kubelet.
+func (c *NodeAgentConfiguration) RenewInterval() time.Duration {
+	return time.Duration(c.NodeLeaseDurationSeconds) * time.Second / 4
+}
+
+// DeepCopy returns a copy that shares no memory with c.
+func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.SystemReserved = copyMap(c.SystemReserved)
+	out.KubeReserved = copyMap(c.KubeReserved)
+	out.EvictionHard = copyMap(c.EvictionHard)
+	out.NodeLabels = copyMap(c.NodeLabels)
+	if c.RegisterWithTaints != nil {
+		out.RegisterWithTaints = make([]v1.Taint, len(c.RegisterWithTaints))
+		for i := range c.RegisterWithTaints {
+			c.RegisterWithTaints[i].DeepCopyInto(&out.RegisterWithTaints[i])
+		}
+	}
+	if c.PLEG.EventSources != nil {
+		out.PLEG.EventSources = append([]string{}, c.PLEG.EventSources...)
+	}
+	return &out
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package config
+
+import (
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// APIVersion and Kind identify a nodeagent configuration file.
+const (
+	APIVersion = "config.nodeagent.io/v1alpha1"
+	Kind       = "NodeAgentConfiguration"
+)
+
+// KubeletAPIVersion and KubeletKind identify an upstream kubelet configuration
+// file, which Load also accepts (supported fields are used, the others are
+// reported in one warning).
+const (
+	KubeletAPIVersion = "kubelet.config.k8s.io/v1beta1"
+	KubeletKind       = "KubeletConfiguration"
+)
+
+// NodeAgentConfiguration is the versioned configuration of nodeagent.
+//
+// JSON names, types and defaults follow kubelet.config.k8s.io/v1beta1
+// KubeletConfiguration wherever the meaning is the same. Fields the kubelet
+// does not have are marked "nodeagent" in docs/configuration.md.
+//
+// A field that is absent from every file takes its default; a field that is
+// present is used as written, even when it is empty or zero (so
+// `evictionHard: {}` disables hard eviction thresholds and `healthzPort: 0`
+// disables the health server). `null` means absent.
+type NodeAgentConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// NodeLeaseDurationSeconds is the duration the agent sets on its Lease; it
+	// renews the Lease every NodeLeaseDurationSeconds × 0.25.
+	NodeLeaseDurationSeconds int32 `json:"nodeLeaseDurationSeconds"`
+	// NodeStatusUpdateFrequency is how often the node status is computed.
+	NodeStatusUpdateFrequency metav1.Duration `json:"nodeStatusUpdateFrequency"`
+	// NodeStatusReportFrequency is how often an unchanged node status is
+	// reported anyway. When only NodeStatusUpdateFrequency is set it defaults
+	// to that value (as in kubelet).
+	NodeStatusReportFrequency metav1.Duration `json:"nodeStatusReportFrequency"`
+	// NodeStatusMaxImages caps the images reported in the node status; -1
+	// means no cap, 0 reports none.
+	NodeStatusMaxImages int32 `json:"nodeStatusMaxImages"`
+
+	// ContainerRuntimeEndpoint is the containerd socket, as a unix:// URL.
+	ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint"`
+	// ContainerRuntimeNamespace is the containerd namespace the agent's
+	// containers live in (nodeagent).
+	ContainerRuntimeNamespace string `json:"containerRuntimeNamespace"`
+
+	// StaticPodPath is the directory of static pod manifests; "" disables
+	// static pods.
+	StaticPodPath string `json:"staticPodPath"`
+	// MaxPods is the pod capacity of the node.
+	MaxPods int32 `json:"maxPods"`
+
+	// SystemReserved and KubeReserved are resources (cpu, memory,
+	// ephemeral-storage, pid) subtracted from capacity to compute allocatable.
+	SystemReserved map[string]string `json:"systemReserved"`
+	KubeReserved   map[string]string `json:"kubeReserved"`
+	// EvictionHard maps eviction signals to thresholds (a quantity or a
+	// percentage). A present map replaces the default map.
+	EvictionHard map[string]string `json:"evictionHard"`
+	// EvictionPressureTransitionPeriod is how long a pressure condition stays
+	// true after its signal went below the threshold.
+	EvictionPressureTransitionPeriod metav1.Duration `json:"evictionPressureTransitionPeriod"`
+
+	// HealthzBindAddress and HealthzPort is where /healthz, /livez, /readyz,
+	// /metrics and /events are served; port 0 disables the server.
+	HealthzBindAddress string `json:"healthzBindAddress"`
+	HealthzPort        int32  `json:"healthzPort"`
+
+	// NodeLabels are added to the Node when it is registered.
+	NodeLabels map[string]string `json:"nodeLabels"`
+	// RegisterWithTaints are set on the Node when it is registered.
+	RegisterWithTaints []v1.Taint `json:"registerWithTaints"`
+	// ProviderID is set as spec.providerID of the Node.
+	ProviderID string `json:"providerID"`
+
+	// NodeIP is the address reported for the node (nodeagent; kubelet only
+	// has --node-ip). "" means the address of the default route's interface.
+	NodeIP string `json:"nodeIP"`
+	// HostnameOverride replaces the hostname as the node name (nodeagent;
+	// flag --hostname-override).
+	HostnameOverride string `json:"hostnameOverride"`
+	// Kubeconfig is the kubeconfig file with the node's credentials
+	// (nodeagent; flag --kubeconfig).
+	Kubeconfig string `json:"kubeconfig"`
+	// RootDir is the agent's state directory (nodeagent).
+	RootDir string `json:"rootDir"`
+
+	// Logging configures the agent's logs, like kubelet's logging section.
+	Logging LoggingConfiguration `json:"logging"`
+	// PLEG tunes the pod lifecycle event generator (nodeagent).
+	PLEG PLEGConfiguration `json:"pleg"`
+}
+
+// LoggingConfiguration is the subset of kubelet's logging configuration that
+// nodeagent supports.
+type LoggingConfiguration struct {
+	// Format is "text" or "json".
+	Format string `json:"format"`
+	// Verbosity is the log verbosity threshold (klog -v). It can change
+	// without a restart.
+	Verbosity int32 `json:"verbosity"`
+}
+
+// PLEGConfiguration tunes the pod lifecycle event generator.
+type PLEGConfiguration struct {
+	// RelistPeriod is the safety-net relist interval while every event
+	// source is healthy.
+	RelistPeriod metav1.Duration `json:"relistPeriod"`
+	// FallbackRelistPeriod is the relist interval when no event source is
+	// configured or one of them is unhealthy.
+	FallbackRelistPeriod metav1.Duration `json:"fallbackRelistPeriod"`
+	// HealthThreshold is how long the PLEG may make no progress before it
+	// reports itself unhealthy (which makes the node NotReady).
+	HealthThreshold metav1.Duration `json:"healthThreshold"`
+	// EventSources are the upstream event sources: "cgroups" (inotify on
+	// cgroup directories) and "containerd" (task events). Empty means
+	// relist-only.
+	EventSources []string `json:"eventSources"`
+}
+
+// Event sources of the PLEG.
+const (
+	EventSourceCgroups    = "cgroups"
+	EventSourceContainerd = "containerd"
+)
+
+// Overrides are values set by command-line flags; they take precedence over
+// every file. A nil pointer means the flag was not given.
+type Overrides struct {
+	Kubeconfig       *string // --kubeconfig
+	HostnameOverride *string // --hostname-override
+	NodeIP           *string // --node-ip
+	Verbosity        *int32  // -v
+}
+
+// LoadOptions say where the configuration comes from.
+type LoadOptions struct {
+	// Path is the main configuration file (--config); "" means none, so the
+	// defaults apply before drop-ins and flags.
+	Path string
+	// DropInDir is the drop-in directory (--config-dir); "" means none.
+	// Its *.conf files are applied in lexical order on top of Path.
+	DropInDir string
+	// Overrides are the command-line flags.
+	Overrides Overrides
+}

@@ -1,0 +1,319 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
+)
+
+// reservedPorts are used by other node components (kubelet healthz, kube-proxy
+// metrics, kubelet API, kube-proxy healthz, ...).
+var reservedPorts = map[int32]string{
+	10248: "kubelet healthz",
+	10249: "kube-proxy metrics",
+	10250: "kubelet API",
+	10255: "kubelet read-only API",
+	10256: "kube-proxy healthz",
+	20256: "kube-proxy",
+	20257: "kube-proxy",
+}
+
+// reservableResources are the resources systemReserved and kubeReserved
+// may name, as in kubelet.
+var reservableResources = []string{"cpu", "memory", "ephemeral-storage", "pid"}
+
+// evictionSignals are the signals evictionHard may name, as in kubelet.
+var evictionSignals = []string{
+	"memory.available", "allocatableMemory.available",
+	"nodefs.available", "nodefs.inodesFree",
+	"imagefs.available", "imagefs.inodesFree",
+	"containerfs.available", "containerfs.inodesFree",
+	"pid.available",
+}
+
+var containerdNamespaceRE = regexp.MustCompile(`^[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*$`)
+
+// Validate checks a complete configuration. It returns every error, each
+// with its field path, and warnings for settings that are valid but likely
+// mistakes.
+func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
+	var errs field.ErrorList
+	var warnings []string
+
+	if c.APIVersion != APIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), c.APIVersion, []string{APIVersion}))
+	}
+	if c.Kind != Kind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), c.Kind, []string{Kind}))
+	}
+
+	// Timing.
+	if c.NodeLeaseDurationSeconds <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("nodeLeaseDurationSeconds"), c.NodeLeaseDurationSeconds, "must be greater than 0"))
+	} else if renew := c.RenewInterval(); renew > ControlPlaneGracePeriod {
+		warnings = append(warnings, fmt.Sprintf(
+			"nodeLeaseDurationSeconds: %d means the Lease is renewed every %s, longer than the control plane's default node-monitor-grace-period of %s: "+
+				"unless kube-controller-manager's --node-monitor-grace-period is raised above %s, the node will be marked NotReady between renewals",
+			c.NodeLeaseDurationSeconds, renew, ControlPlaneGracePeriod, renew))
+	}
+	errs = append(errs, positiveDuration(c.NodeStatusUpdateFrequency, field.NewPath("nodeStatusUpdateFrequency"))...)
+	errs = append(errs, positiveDuration(c.NodeStatusReportFrequency, field.NewPath("nodeStatusReportFrequency"))...)
+	if c.NodeStatusUpdateFrequency.Duration > 0 && c.NodeStatusReportFrequency.Duration > 0 &&
+		c.NodeStatusReportFrequency.Duration < c.NodeStatusUpdateFrequency.Duration {
+		errs = append(errs, field.Invalid(field.NewPath("nodeStatusReportFrequency"), c.NodeStatusReportFrequency.Duration.String(),
+			fmt.Sprintf("must not be less than nodeStatusUpdateFrequency (%s)", c.NodeStatusUpdateFrequency.Duration)))
+	}
+	if c.NodeStatusMaxImages < -1 {
+		errs = append(errs, field.Invalid(field.NewPath("nodeStatusMaxImages"), c.NodeStatusMaxImages, "must be greater than or equal to -1"))
+	}
+
+	// Runtime.
+	errs = append(errs, validateEndpoint(c.ContainerRuntimeEndpoint, field.NewPath("containerRuntimeEndpoint"))...)
+	if p := field.NewPath("containerRuntimeNamespace"); c.ContainerRuntimeNamespace == "" {
+		errs = append(errs, field.Required(p, "the containerd namespace, normally \"k8s.io\""))
+	} else if len(c.ContainerRuntimeNamespace) > 76 || !containerdNamespaceRE.MatchString(c.ContainerRuntimeNamespace) {
+		errs = append(errs, field.Invalid(p, c.ContainerRuntimeNamespace, "must be a containerd namespace: letters and digits separated by '.', '_' or '-', at most 76 characters"))
+	}
+
+	// Pods and resources.
+	if c.StaticPodPath != "" && !filepath.IsAbs(c.StaticPodPath) {
+		errs = append(errs, field.Invalid(field.NewPath("staticPodPath"), c.StaticPodPath, "must be an absolute path or empty (disabled)"))
+	}
+	if c.MaxPods <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("maxPods"), c.MaxPods, "must be greater than 0"))
+	}
+	errs = append(errs, validateReserved(c.SystemReserved, field.NewPath("systemReserved"))...)
+	errs = append(errs, validateReserved(c.KubeReserved, field.NewPath("kubeReserved"))...)
+	errs = append(errs, validateEviction(c.EvictionHard, field.NewPath("evictionHard"))...)
+	if c.EvictionPressureTransitionPeriod.Duration < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("evictionPressureTransitionPeriod"), c.EvictionPressureTransitionPeriod.Duration.String(), "must be greater than or equal to 0"))
+	}
+
+	// Endpoints.
+	if c.HealthzPort < 0 || c.HealthzPort > 65535 {
+		errs = append(errs, field.Invalid(field.NewPath("healthzPort"), c.HealthzPort, "must be between 0 (disabled) and 65535"))
+	} else if what, ok := reservedPorts[c.HealthzPort]; ok {
+		warnings = append(warnings, fmt.Sprintf("healthzPort: %d is the %s port; it fails to bind if that component runs on this node", c.HealthzPort, what))
+	}
+	if c.HealthzPort != 0 {
+		if p := field.NewPath("healthzBindAddress"); c.HealthzBindAddress == "" {
+			errs = append(errs, field.Required(p, "an IP address to serve the health endpoints on (or set healthzPort to 0)"))
+		} else if net.ParseIP(c.HealthzBindAddress) == nil {
+			errs = append(errs, field.Invalid(p, c.HealthzBindAddress, "must be an IP address"))
+		}
+	} else if c.HealthzBindAddress != "" && net.ParseIP(c.HealthzBindAddress) == nil {
+		errs = append(errs, field.Invalid(field.NewPath("healthzBindAddress"), c.HealthzBindAddress, "must be an IP address"))
+	}
+
+	// Node.
+	errs = append(errs, validateNodeLabels(c.NodeLabels, field.NewPath("nodeLabels"))...)
+	errs = append(errs, validateTaints(c.RegisterWithTaints, field.NewPath("registerWithTaints"))...)
+	if c.NodeIP != "" && net.ParseIP(c.NodeIP) == nil {
+		errs = append(errs, field.Invalid(field.NewPath("nodeIP"), c.NodeIP, "must be an IP address or empty (the address of the default route's interface)"))
+	}
+	if c.HostnameOverride != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(c.HostnameOverride) {
+			errs = append(errs, field.Invalid(field.NewPath("hostnameOverride"), c.HostnameOverride, msg))
+		}
+	}
+
+	// Files.
+	errs = append(errs, absPathRequired(c.Kubeconfig, field.NewPath("kubeconfig"))...)
+	errs = append(errs, absPathRequired(c.RootDir, field.NewPath("rootDir"))...)
+
+	// Logging.
+	if p := field.NewPath("logging", "format"); c.Logging.Format != "text" && c.Logging.Format != "json" {
+		errs = append(errs, field.NotSupported(p, c.Logging.Format, []string{"text", "json"}))
+	}
+	if c.Logging.Verbosity < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("logging", "verbosity"), c.Logging.Verbosity, "must be greater than or equal to 0"))
+	}
+
+	// PLEG.
+	pp := field.NewPath("pleg")
+	errs = append(errs, positiveDuration(c.PLEG.RelistPeriod, pp.Child("relistPeriod"))...)
+	errs = append(errs, positiveDuration(c.PLEG.FallbackRelistPeriod, pp.Child("fallbackRelistPeriod"))...)
+	errs = append(errs, positiveDuration(c.PLEG.HealthThreshold, pp.Child("healthThreshold"))...)
+	if f, r := c.PLEG.FallbackRelistPeriod.Duration, c.PLEG.RelistPeriod.Duration; f > 0 && r > 0 && f > r {
+		errs = append(errs, field.Invalid(pp.Child("fallbackRelistPeriod"), f.String(), fmt.Sprintf("must not be greater than pleg.relistPeriod (%s)", r)))
+	}
+	if h, f := c.PLEG.HealthThreshold.Duration, c.PLEG.FallbackRelistPeriod.Duration; h > 0 && f > 0 && h <= f {
+		errs = append(errs, field.Invalid(pp.Child("healthThreshold"), h.String(), fmt.Sprintf("must be greater than pleg.fallbackRelistPeriod (%s)", f)))
+	}
+	seen := map[string]bool{}
+	for i, s := range c.PLEG.EventSources {
+		p := pp.Child("eventSources").Index(i)
+		switch {
+		case s != EventSourceCgroups && s != EventSourceContainerd:
+			errs = append(errs, field.NotSupported(p, s, []string{EventSourceCgroups, EventSourceContainerd}))
+		case seen[s]:
+			errs = append(errs, field.Duplicate(p, s))
+		}
+		seen[s] = true
+	}
+	return errs, warnings
+}
+
+func positiveDuration(d metav1.Duration, p *field.Path) field.ErrorList {
+	if d.Duration <= 0 {
+		return field.ErrorList{field.Invalid(p, d.Duration.String(), "must be greater than 0")}
+	}
+	return nil
+}
+
+func absPathRequired(s string, p *field.Path) field.ErrorList {
+	switch {
+	case s == "":
+		return field.ErrorList{field.Required(p, "an absolute path")}
+	case !filepath.IsAbs(s):
+		return field.ErrorList{field.Invalid(p, s, "must be an absolute path")}
+	}
+	return nil
+}
+
+func validateEndpoint(s string, p *field.Path) field.ErrorList {
+	if s == "" {
+		return field.ErrorList{field.Required(p, "the containerd socket as a unix:// URL, such as "+DefaultContainerRuntimeEndpoint)}
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "unix" || u.Host != "" || !filepath.IsAbs(u.Path) || u.RawQuery != "" || u.Fragment != "" {
+		return field.ErrorList{field.Invalid(p, s, "must be a unix:// URL with an absolute socket path, such as "+DefaultContainerRuntimeEndpoint)}
+	}
+	return nil
+}
+
+func validateReserved(m map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range sortedKeys(m) {
+		kp := p.Key(k)
+		if !contains(reservableResources, k) {
+			errs = append(errs, field.NotSupported(kp, k, reservableResources))
+			continue
+		}
+		q, err := resource.ParseQuantity(m[k])
+		if err != nil {
+			errs = append(errs, field.Invalid(kp, m[k], "must be a quantity such as \"500m\", \"1Gi\" or \"100\""))
+			continue
+		}
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(kp, m[k], "must not be negative"))
+		}
+	}
+	return errs
+}
+
+func validateEviction(m map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range sortedKeys(m) {
+		kp := p.Key(k)
+		v := m[k]
+		if !contains(evictionSignals, k) {
+			errs = append(errs, field.NotSupported(kp, k, evictionSignals))
+			continue
+		}
+		if pct, ok := strings.CutSuffix(v, "%"); ok {
+			f, err := strconv.ParseFloat(pct, 64)
+			if !numericRE.MatchString(pct) || err != nil {
+				errs = append(errs, field.Invalid(kp, v, "must be a percentage such as \"10%\" or a quantity such as \"100Mi\""))
+			} else if f > 100 {
+				errs = append(errs, field.Invalid(kp, v, "must be a percentage between 0% and 100%"))
+			}
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			errs = append(errs, field.Invalid(kp, v, "must be a percentage such as \"10%\" or a quantity such as \"100Mi\""))
+			continue
+		}
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(kp, v, "must not be negative"))
+		}
+	}
+	return errs
+}
+
+var numericRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
+func validateNodeLabels(m map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range sortedKeys(m) {
+		kp := p.Key(k)
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(kp, k, "label key "+msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(m[k]) {
+			errs = append(errs, field.Invalid(kp, m[k], "label value "+msg))
+		}
+		if isKubernetesLabel(k) && !kubeletapis.IsKubeletLabel(k) {
+			errs = append(errs, field.Forbidden(kp, fmt.Sprintf(
+				"labels in the kubernetes.io and k8s.io namespaces must begin with an allowed prefix (%s) or be one of %s; the NodeRestriction admission plugin rejects others",
+				strings.Join(kubeletapis.KubeletLabelNamespaces(), ", "), strings.Join(kubeletapis.KubeletLabels(), ", "))))
+		}
+	}
+	return errs
+}
+
+func isKubernetesLabel(key string) bool {
+	ns, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return false
+	}
+	ns = strings.ToLower(ns)
+	for _, d := range []string{"kubernetes.io", "k8s.io"} {
+		if ns == d || strings.HasSuffix(ns, "."+d) {
+			return true
+		}
+	}
+	return false
+}
+
+func validateTaints(taints []v1.Taint, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	effects := []string{string(v1.TaintEffectNoSchedule), string(v1.TaintEffectPreferNoSchedule), string(v1.TaintEffectNoExecute)}
+	seen := map[string]bool{}
+	for i, t := range taints {
+		ip := p.Index(i)
+		if t.Key == "" {
+			errs = append(errs, field.Required(ip.Child("key"), "a taint key"))
+		} else {
+			for _, msg := range validation.IsQualifiedName(t.Key) {
+				errs = append(errs, field.Invalid(ip.Child("key"), t.Key, msg))
+			}
+		}
+		for _, msg := range validation.IsValidLabelValue(t.Value) {
+			errs = append(errs, field.Invalid(ip.Child("value"), t.Value, msg))
+		}
+		if !contains(effects, string(t.Effect)) {
+			errs = append(errs, field.NotSupported(ip.Child("effect"), string(t.Effect), effects))
+		}
+		if t.TimeAdded != nil {
+			errs = append(errs, field.Forbidden(ip.Child("timeAdded"), "is set by the API server, not in configuration"))
+		}
+		id := t.Key + ":" + string(t.Effect)
+		if seen[id] {
+			errs = append(errs, field.Duplicate(ip, fmt.Sprintf("%s with effect %s", t.Key, t.Effect)))
+		}
+		seen[id] = true
+	}
+	return errs
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
