@@ -1,0 +1,131 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// FieldDoc documents one configuration field. Its type and default are
+// derived from the Go types and Default, so only the meaning is written by
+// hand; docs/configuration.md and `nodeagent config defaults` are built from
+// these.
+type FieldDoc struct {
+	Path    string // JSON path, "pleg.relistPeriod"
+	Meaning string
+}
+
+// fieldDocs must hold every field of NodeAgentConfiguration (a test checks).
+var fieldDocs = []FieldDoc{
+	{"nodeLeaseDurationSeconds", "Duration in seconds the agent sets on its Lease (kube-node-lease/<node>); the Lease is renewed every quarter of it (40 → 10s, 60 → 15s). A renew interval above the control plane's node-monitor-grace-period (40s by default) gets a warning: the node would be marked NotReady between renewals."},
+	{"nodeStatusUpdateFrequency", "How often the node status is computed. A status that changed meaningfully is reported at once."},
+	{"nodeStatusReportFrequency", "How often an unchanged node status is reported anyway. Must not be less than nodeStatusUpdateFrequency. If absent while nodeStatusUpdateFrequency is set, it takes that value (as in kubelet)."},
+	{"nodeStatusMaxImages", "Maximum number of images reported in the node status; -1 means no cap, 0 reports none."},
+	{"containerRuntimeEndpoint", "The containerd socket, as a unix:// URL with an absolute path."},
+	{"containerRuntimeNamespace", "The containerd namespace of the pods' containers and images (nodeagent's own field; kubelet's CRI plugin uses k8s.io)."},
+	{"staticPodPath", "Directory of static pod manifests, watched for changes; empty disables static pods. The packages' config.yaml sets /etc/nodeagent/manifests. Relative paths are relative to the file that sets them."},
+	{"maxPods", "Number of pods the node accepts (its pods capacity)."},
+	{"systemReserved", "Resources (cpu, memory, ephemeral-storage, pid) reserved for the operating system, subtracted from capacity to compute allocatable. Values are quantities such as \"500m\" or \"1Gi\"."},
+	{"kubeReserved", "Resources (cpu, memory, ephemeral-storage, pid) reserved for Kubernetes node components, subtracted from capacity to compute allocatable."},
+	{"evictionHard", "Hard eviction thresholds by signal (memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, ...), each a quantity or a percentage. They set the memory, disk and PID pressure conditions. A map that is set replaces the default map (a drop-in's map merges key by key); {} disables the thresholds."},
+	{"evictionPressureTransitionPeriod", "How long a pressure condition stays true after its signal went back below the threshold, so that it does not flap."},
+	{"healthzBindAddress", "IP address the health and metrics endpoints are served on."},
+	{"healthzPort", "Port of /healthz, /livez, /readyz, /metrics and /events; 0 disables the server. The default is chosen not to collide with kubelet (10248, 10250) or kube-proxy (10249, 10256)."},
+	{"nodeLabels", "Labels set on the Node when it registers (kubelet's --node-labels). Labels in the kubernetes.io and k8s.io namespaces are limited to those the NodeRestriction admission plugin lets a node set."},
+	{"registerWithTaints", "Taints (key, value, effect) set on the Node when it registers."},
+	{"providerID", "spec.providerID of the Node, the cloud provider's ID of the machine; empty leaves it unset."},
+	{"nodeIP", "IP address reported for the node (nodeagent's field for kubelet's --node-ip; flag --node-ip). Empty means the address of the interface that holds the default route."},
+	{"hostnameOverride", "Node name to use instead of the hostname (flag --hostname-override); must be a DNS subdomain. Empty uses the lower-cased hostname."},
+	{"kubeconfig", "Kubeconfig with the node's credentials (system:node:<name> in system:nodes) (flag --kubeconfig). Relative paths are relative to the file that sets them."},
+	{"rootDir", "Directory for the agent's state (pod data, checkpoints)."},
+	{"logging.format", "Log format: text or json."},
+	{"logging.verbosity", "Log verbosity (klog -v; flag -v). Higher logs more; 0 logs only important messages."},
+	{"pleg.relistPeriod", "Interval of the PLEG's safety-net relist while every event source is healthy; events, not the relist, detect container changes."},
+	{"pleg.fallbackRelistPeriod", "Relist interval when no event source is configured or one of them is unhealthy (kubelet's generic PLEG relists every 1s)."},
+	{"pleg.healthThreshold", "How long the PLEG may make no progress before it reports itself unhealthy, which sets the node NotReady."},
+	{"pleg.eventSources", "Upstream event sources that trigger an immediate inspection: cgroups (inotify on cgroup directories and cgroup.events) and containerd (task events). An empty list means relist only, every fallbackRelistPeriod."},
+}
+
+// FieldInfo is a FieldDoc with its derived type and default.
+type FieldInfo struct {
+	Path, Type, Default, Meaning string
+	// Kubelet says the field has the same name and meaning in
+	// KubeletConfiguration; Live says it changes without a restart.
+	Kubelet, Live bool
+}
+
+// Fields returns the documentation of every field, in declaration order.
+func Fields() []FieldInfo {
+	docs := map[string]string{}
+	for _, d := range fieldDocs {
+		docs[d.Path] = d.Meaning
+	}
+	def := Default()
+	var out []FieldInfo
+	walkFields(agentType, reflect.ValueOf(*def), "", func(path string, f reflect.StructField, v reflect.Value) {
+		top, _, _ := strings.Cut(path, ".")
+		out = append(out, FieldInfo{
+			Path:    path,
+			Type:    typeName(f.Type),
+			Default: compactJSON(v.Interface()),
+			Meaning: docs[path],
+			Kubelet: kubeletSupported[top] || path == "logging.format" || path == "logging.verbosity",
+			Live:    isLive(path),
+		})
+	})
+	return out
+}
+
+// FieldPaths returns the JSON path of every leaf field of
+// NodeAgentConfiguration, found by reflection.
+func FieldPaths() []string {
+	var out []string
+	walkFields(agentType, reflect.ValueOf(*Default()), "", func(path string, _ reflect.StructField, _ reflect.Value) {
+		out = append(out, path)
+	})
+	return out
+}
+
+// walkFields calls fn for every leaf field in declaration order, recursing
+// into nested configuration sections.
+func walkFields(t reflect.Type, v reflect.Value, prefix string, fn func(path string, f reflect.StructField, v reflect.Value)) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if isConfigStruct(f.Type) {
+			walkFields(f.Type, v.Field(i), prefix+name+".", fn)
+			continue
+		}
+		fn(prefix+name, f, v.Field(i))
+	}
+}
+
+func typeName(t reflect.Type) string {
+	switch {
+	case t == durationT:
+		return "duration"
+	case t == reflect.TypeOf(v1.Taint{}):
+		return "Taint"
+	}
+	switch t.Kind() {
+	case reflect.Slice:
+		return "[]" + typeName(t.Elem())
+	case reflect.Map:
+		return "map[" + typeName(t.Key()) + "]" + typeName(t.Elem())
+	}
+	return t.Kind().String()
+}
+
+func compactJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

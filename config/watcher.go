@@ -1,0 +1,286 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"k8s.io/utils/clock"
+)
+
+// DefaultDebounce is how long the Watcher waits after the last file change
+// before it re-reads the configuration, so that an editor's or a
+// configuration manager's burst of writes is read once, complete.
+const DefaultDebounce = 500 * time.Millisecond
+
+// Watcher re-loads the configuration on demand (Trigger, for SIGHUP) and when
+// the main file's directory or the drop-in directory changes, and delivers
+// the configuration in force after each change of a live field.
+//
+// The running configuration only ever changes in its LiveFields: a change
+// of any other field is logged by name as requiring a restart and not
+// delivered, and an invalid configuration is logged with all its problems
+// while the running configuration stays in force.
+//
+// Run owns all state; Trigger and Updates may be called from any goroutine.
+type Watcher struct {
+	opts  LoadOptions
+	log   *slog.Logger
+	clock clock.Clock // For testability.
+
+	// Debounce is the quiet time after a file change before re-reading;
+	// set it before Run. Zero means DefaultDebounce.
+	Debounce time.Duration
+
+	trigger chan struct{}                // 1-buffered: triggers coalesce
+	updates chan *NodeAgentConfiguration // 1-buffered: the newest wins
+
+	// Owned by Run.
+	running        *NodeAgentConfiguration
+	pendingRestart []string
+	watchedDirs    map[string]bool
+}
+
+// NewWatcher returns a Watcher for the configuration described by o.
+// running is the configuration the agent started with (from Load with the
+// same options); if it is nil, Run loads it first. A nil logger discards
+// logs.
+func NewWatcher(o LoadOptions, logger *slog.Logger, clk clock.Clock, running *NodeAgentConfiguration) *Watcher {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Watcher{
+		opts:        o,
+		log:         logger,
+		clock:       clk,
+		trigger:     make(chan struct{}, 1),
+		updates:     make(chan *NodeAgentConfiguration, 1),
+		running:     running.DeepCopy(),
+		watchedDirs: map[string]bool{},
+	}
+}
+
+// Trigger asks Run to re-read the configuration now (on SIGHUP). It never
+// blocks; triggers that arrive while one is pending coalesce.
+func (w *Watcher) Trigger() {
+	select {
+	case w.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Updates delivers the configuration in force after a reload changed a live
+// field. The channel holds one value; an unread value is replaced by a newer
+// one, so a slow reader only sees the newest configuration.
+func (w *Watcher) Updates() <-chan *NodeAgentConfiguration { return w.updates }
+
+// Run watches until ctx is done. It returns an error only if it cannot
+// start watching.
+func (w *Watcher) Run(ctx context.Context) error {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("config watcher: %w", err)
+	}
+	defer fw.Close()
+	if err := w.addWatches(fw); err != nil {
+		return err
+	}
+	if w.running == nil {
+		cfg, warnings, err := Load(w.opts)
+		w.logWarnings(warnings)
+		if err != nil {
+			return fmt.Errorf("config watcher: initial load: %w", err)
+		}
+		w.running = cfg
+	} else {
+		// Catch a change made between the agent's Load and the watches.
+		w.reloadAndDeliver()
+	}
+
+	debounce := w.Debounce
+	if debounce <= 0 {
+		debounce = DefaultDebounce
+	}
+	var timer clock.Timer
+	var timerC <-chan time.Time // nil while no change is pending
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.trigger:
+			w.log.Info("re-reading configuration", "reason", "trigger")
+			w.reloadAndDeliver()
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return nil
+			}
+			if !w.relevant(ev) {
+				continue
+			}
+			w.log.Debug("configuration file event", "event", ev.String())
+			if timer == nil {
+				timer = w.clock.NewTimer(debounce)
+			} else {
+				timer.Stop()
+				timer.Reset(debounce)
+			}
+			timerC = timer.C()
+		case <-timerC:
+			timerC = nil
+			w.log.Info("re-reading configuration", "reason", "files changed")
+			w.reloadAndDeliver()
+			if err := w.addWatches(fw); err != nil {
+				w.log.Error("cannot watch configuration directory", "err", err)
+			}
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return nil
+			}
+			w.log.Error("configuration watch error", "err", err)
+		}
+	}
+}
+
+func (w *Watcher) reloadAndDeliver() {
+	next, changed := w.Reload()
+	if !changed {
+		return
+	}
+	select { // replace an unread value
+	case <-w.updates:
+	default:
+	}
+	w.updates <- next
+}
+
+// Reload re-reads the configuration once and returns the configuration in
+// force afterwards and whether a live field changed. It is the body of
+// Run's loop; tests call it directly. It must not be called concurrently
+// with Run.
+func (w *Watcher) Reload() (*NodeAgentConfiguration, bool) {
+	cfg, warnings, err := Load(w.opts)
+	w.logWarnings(warnings)
+	if err != nil {
+		var problems []string
+		if ce, ok := err.(*Error); ok {
+			problems = ce.Lines()
+		} else {
+			problems = []string{err.Error()}
+		}
+		w.log.Error("new configuration rejected; the running configuration stays in force", "problems", problems)
+		return w.running, false
+	}
+	if w.running == nil {
+		w.running = cfg
+		return cfg, false
+	}
+	live, restart := LiveChanges(w.running, cfg)
+	if !slices.Equal(restart, w.pendingRestart) {
+		if len(restart) > 0 {
+			w.log.Warn("configuration change requires restart; the running values stay in force until then", "fields", restart)
+		}
+		w.pendingRestart = restart
+	}
+	if len(live) == 0 {
+		return w.running, false
+	}
+	next := WithLiveChanges(w.running, cfg)
+	attrs := []any{"fields", live}
+	for _, f := range live {
+		attrs = append(attrs, f, liveValue(next, f))
+	}
+	w.log.Info("applying configuration change without restart", attrs...)
+	w.running = next
+	return next.DeepCopy(), true
+}
+
+func liveValue(c *NodeAgentConfiguration, f string) any {
+	switch f {
+	case "nodeLeaseDurationSeconds":
+		return c.NodeLeaseDurationSeconds
+	case "nodeStatusUpdateFrequency":
+		return c.NodeStatusUpdateFrequency.Duration.String()
+	case "nodeStatusReportFrequency":
+		return c.NodeStatusReportFrequency.Duration.String()
+	case "logging.verbosity":
+		return c.Logging.Verbosity
+	}
+	return nil
+}
+
+func (w *Watcher) logWarnings(warnings []string) {
+	for _, s := range warnings {
+		w.log.Warn("configuration warning", "warning", s)
+	}
+}
+
+// dirs returns the directories to watch: the main file's directory, the
+// directory of its symlink target (which changes on a ConfigMap-style swap)
+// and the drop-in directory.
+func (w *Watcher) dirs() []string {
+	var out []string
+	if w.opts.Path != "" {
+		p := absPath(w.opts.Path)
+		out = append(out, filepath.Dir(p))
+		if t, err := filepath.EvalSymlinks(p); err == nil {
+			out = append(out, filepath.Dir(t))
+		}
+	}
+	if w.opts.DropInDir != "" {
+		out = append(out, absPath(w.opts.DropInDir))
+	}
+	return out
+}
+
+func (w *Watcher) addWatches(fw *fsnotify.Watcher) error {
+	for _, d := range w.dirs() {
+		if w.watchedDirs[d] {
+			continue
+		}
+		if err := fw.Add(d); err != nil {
+			return fmt.Errorf("config watcher: watching %s: %w", d, err)
+		}
+		w.watchedDirs[d] = true
+	}
+	return nil
+}
+
+// relevant reports whether ev may change the configuration: anything in the
+// drop-in directory, and in the main file's directory the file itself, its
+// symlink target and ConfigMap-style "..data" entries. Pure attribute
+// changes are ignored.
+func (w *Watcher) relevant(ev fsnotify.Event) bool {
+	if ev.Op == fsnotify.Chmod {
+		return false
+	}
+	dir, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+	if w.opts.DropInDir != "" && dir == absPath(w.opts.DropInDir) {
+		return true
+	}
+	if w.opts.Path == "" {
+		return false
+	}
+	p := absPath(w.opts.Path)
+	if base == filepath.Base(p) || strings.HasPrefix(base, "..") {
+		return true
+	}
+	if t, err := filepath.EvalSymlinks(p); err == nil && ev.Name == t {
+		return true
+	}
+	if _, err := os.Lstat(p); err != nil {
+		return true // the file is gone or being replaced
+	}
+	return false
+}
