@@ -121,7 +121,14 @@ func trimYAMLError(err error) string {
 	s := err.Error()
 	s = strings.TrimPrefix(s, "error converting YAML to JSON: ")
 	s = strings.TrimPrefix(s, "yaml: ")
-	return s
+	s = strings.TrimPrefix(s, "unmarshal errors:\n")
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "; ")
 }
 
 // checkTypeMeta returns the file's kind, or problems naming apiVersion or

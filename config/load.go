@@ -94,7 +94,7 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 	mainObj := map[string]any{}
 	if len(docs) == 1 {
 		mainObj = docs[0].obj
-		recordOrigins(res.Origins, mainObj, agentType, nil, docs[0].source)
+		recordOrigins(res.Origins, mainObj, agentType, nil, docs[0].source, true)
 	}
 	cfg, err := fromObject(mainObj)
 	if err != nil {
@@ -110,7 +110,7 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 		}
 		for _, d := range dropIns {
 			merged = mergePatch(merged, d.obj)
-			recordOrigins(res.Origins, d.obj, agentType, nil, d.source)
+			recordOrigins(res.Origins, d.obj, agentType, nil, d.source, false)
 		}
 		cfg, err = fromObject(merged)
 		if err != nil {
@@ -239,8 +239,8 @@ func unsupportedWarning(docs []*document) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return "ignoring KubeletConfiguration fields that nodeagent does not support (supported: " +
-		strings.Join(KubeletSupportedFields(), ", ") + "): " + strings.Join(parts, "; ")
+	return "ignoring KubeletConfiguration fields that nodeagent does not support: " + strings.Join(parts, "; ") +
+		" (nodeagent uses only " + strings.Join(KubeletSupportedFields(), ", ") + ")"
 }
 
 // pathFields are the fields holding file system paths. In a file, a
@@ -344,8 +344,10 @@ func mergePatch(base, patch map[string]any) map[string]any {
 	return base
 }
 
-// recordOrigins notes in origins that source set the fields of obj.
-func recordOrigins(origins map[string]string, obj map[string]any, t reflect.Type, p *field.Path, source string) {
+// recordOrigins notes in origins that source set the fields of obj. A map
+// in the main file replaces the default map (replaceMaps); a drop-in's map
+// merges key by key, so only its keys are recorded.
+func recordOrigins(origins map[string]string, obj map[string]any, t reflect.Type, p *field.Path, source string, replaceMaps bool) {
 	fields := jsonFields(t)
 	for k, v := range obj {
 		ft, ok := fields[k]
@@ -360,9 +362,12 @@ func recordOrigins(origins map[string]string, obj map[string]any, t reflect.Type
 		m, isMap := v.(map[string]any)
 		switch {
 		case isMap && isConfigStruct(ft):
-			recordOrigins(origins, m, ft, cp, source)
+			recordOrigins(origins, m, ft, cp, source, replaceMaps)
 		case isMap && ft.Kind() == reflect.Map:
-			origins[cp.String()] = source
+			if replaceMaps {
+				deleteOrigins(origins, cp.String())
+				origins[cp.String()] = source
+			}
 			for mk, mv := range m {
 				if mv == nil {
 					delete(origins, cp.Key(mk).String())

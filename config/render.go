@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -43,15 +44,29 @@ func EffectiveYAML(r *Result) []byte {
 		b.WriteString("# Files read, in order: " + strings.Join(r.Files, ", ") + "\n")
 	}
 	render(&b, r.Config, func(path string) []string {
-		if o := r.Origin(path); o != "default" {
-			return []string{"from " + o}
-		}
-		for k, o := range r.Origins { // a map key set somewhere
-			if strings.HasPrefix(k, path+"[") {
-				return []string{"partly from " + o}
+		var sources []string
+		for k, o := range r.Origins {
+			if k == path || strings.HasPrefix(k, path+"[") {
+				sources = append(sources, o)
 			}
 		}
-		return nil
+		if len(sources) == 0 {
+			return nil
+		}
+		// In the order they were applied; flags last.
+		rank := func(s string) int {
+			if i := slices.Index(r.Files, s); i >= 0 {
+				return i
+			}
+			return len(r.Files)
+		}
+		slices.SortFunc(sources, func(a, b string) int {
+			if ra, rb := rank(a), rank(b); ra != rb {
+				return ra - rb
+			}
+			return strings.Compare(a, b)
+		})
+		return []string{"from " + strings.Join(slices.Compact(sources), ", ")}
 	})
 	return b.Bytes()
 }

@@ -1,0 +1,309 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const hdr = "apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\n"
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// problemLines returns the lines of a *config.Error, failing otherwise.
+func problemLines(t *testing.T, err error) []string {
+	t.Helper()
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v (%T) is not a *config.Error", err, err)
+	}
+	return ce.Lines()
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		desc    string
+		content string
+		want    []string // each a full problem line, after "FILE: "
+	}{
+		{
+			desc:    "unknown field with suggestion",
+			content: hdr + "maxpods: 3\n",
+			want:    []string{`maxpods: unknown field (did you mean "maxPods"?)`},
+		},
+		{
+			desc:    "wrongly cased field",
+			content: hdr + "NodeLeaseDurationSeconds: 40\n",
+			want:    []string{`NodeLeaseDurationSeconds: unknown field (did you mean "nodeLeaseDurationSeconds"?)`},
+		},
+		{
+			desc:    "nested unknown field",
+			content: hdr + "pleg:\n  relistPeriodd: 5m\n",
+			want:    []string{`pleg.relistPeriodd: unknown field (did you mean "relistPeriod"?)`},
+		},
+		{
+			desc:    "unknown field without suggestion",
+			content: hdr + "frobnicate: true\n",
+			want:    []string{`frobnicate: unknown field`},
+		},
+		{
+			desc:    "unknown field inside a taint",
+			content: hdr + "registerWithTaints:\n- key: a\n  effect: NoSchedule\n  colour: red\n",
+			want:    []string{`registerWithTaints[0].colour: unknown field`},
+		},
+		{
+			desc:    "string for an integer",
+			content: hdr + "healthzPort: x\n",
+			want:    []string{`healthzPort: Invalid value: "x": must be an integer`},
+		},
+		{
+			desc:    "fraction for an integer",
+			content: hdr + "maxPods: 1.5\n",
+			want:    []string{`maxPods: Invalid value: 1.5: must be an integer`},
+		},
+		{
+			desc:    "integer out of range",
+			content: hdr + "nodeLeaseDurationSeconds: 9999999999\n",
+			want:    []string{`nodeLeaseDurationSeconds: Invalid value: 9999999999: out of range for a 32-bit integer`},
+		},
+		{
+			desc:    "number for a duration",
+			content: hdr + "nodeStatusUpdateFrequency: 10\n",
+			want:    []string{`nodeStatusUpdateFrequency: Invalid value: 10: must be a duration string such as "10s", "5m" or "1h30m"`},
+		},
+		{
+			desc:    "bad duration",
+			content: hdr + "pleg:\n  healthThreshold: 3 minutes\n",
+			want:    []string{`pleg.healthThreshold: Invalid value: "3 minutes": must be a duration such as "10s", "5m" or "1h30m"`},
+		},
+		{
+			desc:    "number in a string map",
+			content: hdr + "systemReserved:\n  cpu: 1\n",
+			want:    []string{`systemReserved[cpu]: Invalid value: 1: must be a string (quote it: "1")`},
+		},
+		{
+			desc:    "scalar for a map",
+			content: hdr + "nodeLabels: a=b\n",
+			want:    []string{`nodeLabels: Invalid value: "a=b": must be a mapping (object)`},
+		},
+		{
+			desc:    "map for a list",
+			content: hdr + "pleg:\n  eventSources: {a: b}\n",
+			want:    []string{`pleg.eventSources: Invalid value: "{\"a\":\"b\"}": must be a list`},
+		},
+		{
+			desc:    "every problem at once",
+			content: hdr + "maxpods: 3\nhealthzPort: x\npleg:\n  relistPeriod: 5\n",
+			want: []string{
+				`healthzPort: Invalid value: "x": must be an integer`,
+				`maxpods: unknown field (did you mean "maxPods"?)`,
+				`pleg.relistPeriod: Invalid value: 5: must be a duration string such as "10s", "5m" or "1h30m"`,
+			},
+		},
+		{
+			desc:    "duplicate key",
+			content: hdr + "maxPods: 10\nmaxPods: 20\n",
+			want:    []string{`YAML error: line 4: key "maxPods" already set in map`},
+		},
+		{
+			desc:    "syntax error with line",
+			content: hdr + "maxPods: 10\n  healthzPort: 1\n",
+			want:    []string{`YAML syntax error: line 4: mapping values are not allowed in this context`},
+		},
+		{
+			desc:    "tab indentation",
+			content: hdr + "pleg:\n\trelistPeriod: 5m\n",
+			want:    []string{`YAML syntax error: line 4: found character that cannot start any token`},
+		},
+		{
+			desc:    "missing apiVersion and kind",
+			content: "maxPods: 10\n",
+			want: []string{
+				`apiVersion: Required value: must be config.nodeagent.io/v1alpha1 (or kubelet.config.k8s.io/v1beta1)`,
+				`kind: Required value: must be NodeAgentConfiguration`,
+			},
+		},
+		{
+			desc:    "wrong apiVersion",
+			content: "apiVersion: config.nodeagent.io/v1\nkind: NodeAgentConfiguration\n",
+			want:    []string{`apiVersion: Unsupported value: "config.nodeagent.io/v1": supported values: "config.nodeagent.io/v1alpha1", "kubelet.config.k8s.io/v1beta1"`},
+		},
+		{
+			desc:    "wrong kind",
+			content: "apiVersion: config.nodeagent.io/v1alpha1\nkind: KubeletConfiguration\n",
+			want:    []string{`kind: Unsupported value: "KubeletConfiguration": supported values: "NodeAgentConfiguration"`},
+		},
+		{
+			desc:    "kubelet apiVersion with our kind",
+			content: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: NodeAgentConfiguration\n",
+			want:    []string{`kind: Unsupported value: "NodeAgentConfiguration": supported values: "KubeletConfiguration"`},
+		},
+		{
+			desc:    "non-string kind",
+			content: "apiVersion: config.nodeagent.io/v1alpha1\nkind: 3\n",
+			want:    []string{`kind: Invalid value: 3: must be a string`},
+		},
+		{
+			desc:    "empty file",
+			content: "",
+			want:    []string{`file is empty; a configuration needs at least apiVersion: config.nodeagent.io/v1alpha1 and kind: NodeAgentConfiguration`},
+		},
+		{
+			desc:    "only comments",
+			content: "# nothing here\n---\n",
+			want:    []string{`file is empty; a configuration needs at least apiVersion: config.nodeagent.io/v1alpha1 and kind: NodeAgentConfiguration`},
+		},
+		{
+			desc:    "two documents",
+			content: hdr + "---\n" + hdr,
+			want:    []string{`found 2 YAML documents; a configuration file holds exactly one`},
+		},
+		{
+			desc:    "a list at the top",
+			content: "- a\n- b\n",
+			want:    []string{`the top level must be a mapping with apiVersion and kind, found a list`},
+		},
+		{
+			desc:    "unknown field in a KubeletConfiguration",
+			content: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
+			want:    []string{`maxPod: unknown field (did you mean "maxPods"?)`},
+		},
+		{
+			desc:    "wrong type in an unsupported KubeletConfiguration field",
+			content: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nserializeImagePulls: maybe\n",
+			want:    []string{`serializeImagePulls: Invalid value: "maybe": must be a boolean (true or false)`},
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			p := writeFile(t, t.TempDir(), "config.yaml", tc.content)
+			cfg, _, err := Load(LoadOptions{Path: p})
+			if err == nil {
+				t.Fatalf("Load succeeded with %+v, want errors %q", cfg, tc.want)
+			}
+			got := problemLines(t, err)
+			var want []string
+			for _, w := range tc.want {
+				want = append(want, p+": "+w)
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+func TestLoadPathErrors(t *testing.T) {
+	dir := t.TempDir()
+	loop := filepath.Join(dir, "loop.yaml")
+	if err := os.Symlink(loop, loop); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, dir, "file.yaml", hdr)
+	for _, tc := range []struct {
+		desc   string
+		o      LoadOptions
+		want   string
+		errIs  error
+		asRoot bool
+	}{
+		{desc: "missing file", o: LoadOptions{Path: filepath.Join(dir, "nope.yaml")}, want: filepath.Join(dir, "nope.yaml") + ": cannot read: no such file or directory", errIs: fs.ErrNotExist},
+		{desc: "directory", o: LoadOptions{Path: dir}, want: dir + ": is a directory, not a configuration file"},
+		{desc: "symlink loop", o: LoadOptions{Path: loop}, want: loop + ": cannot read: too many levels of symbolic links"},
+		{desc: "missing drop-in dir", o: LoadOptions{Path: file, DropInDir: filepath.Join(dir, "nodir")}, want: filepath.Join(dir, "nodir") + ": cannot read drop-in directory: no such file or directory", errIs: fs.ErrNotExist},
+		{desc: "drop-in dir is a file", o: LoadOptions{Path: file, DropInDir: file}, want: file + ": drop-in path is not a directory"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, _, err := Load(tc.o)
+			if err == nil {
+				t.Fatal("Load succeeded")
+			}
+			got := problemLines(t, err)
+			if len(got) != 1 || got[0] != tc.want {
+				t.Errorf("problems %q, want %q", got, tc.want)
+			}
+			if tc.errIs != nil && !errors.Is(err, tc.errIs) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tc.errIs)
+			}
+		})
+	}
+}
+
+func TestLoadUnreadableFile(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads files regardless of their mode; TestLoadPathErrors covers an unreadable symlink loop")
+	}
+	p := writeFile(t, t.TempDir(), "config.yaml", hdr)
+	if err := os.Chmod(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Load(LoadOptions{Path: p})
+	if got := problemLines(t, err); len(got) != 1 || got[0] != p+": cannot read: permission denied" {
+		t.Errorf("problems %q", got)
+	}
+	if !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("errors.Is(err, fs.ErrPermission) = false for %v", err)
+	}
+}
+
+func TestKubeletConfiguration(t *testing.T) {
+	cfg, warnings, err := Load(LoadOptions{Path: "testdata/kubelet-config.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.ContainerRuntimeEndpoint = "unix:///var/run/containerd/containerd.sock"
+	want.EvictionHard = map[string]string{"memory.available": "200Mi", "nodefs.available": "10%"}
+	want.HealthzPort = 10248
+	want.Logging.Verbosity = 2
+	want.MaxPods = 250
+	want.NodeLeaseDurationSeconds = 60
+	want.RegisterWithTaints = cfg.RegisterWithTaints
+	want.StaticPodPath = "/etc/kubernetes/manifests"
+	if d := Diff(want, cfg); len(d) > 0 {
+		t.Errorf("fields differ from expected: %v\ngot %+v", d, cfg)
+	}
+	if len(cfg.RegisterWithTaints) != 1 || cfg.RegisterWithTaints[0].Key != "node-role.kubernetes.io/control-plane" || cfg.RegisterWithTaints[0].Effect != "NoSchedule" {
+		t.Errorf("registerWithTaints = %+v", cfg.RegisterWithTaints)
+	}
+	var unsupported []string
+	for _, w := range warnings {
+		if strings.Contains(w, "KubeletConfiguration fields") {
+			unsupported = append(unsupported, w)
+		}
+	}
+	if len(unsupported) != 1 {
+		t.Fatalf("want one warning about unsupported fields, got %q", warnings)
+	}
+	wantList := "testdata/kubelet-config.yaml: authentication, authorization, cgroupDriver, clusterDNS, clusterDomain, cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, imageMaximumGCAge, imageMinimumGCAge, logging.flushFrequency, logging.options, memorySwap, resolvConf, rotateCertificates, runtimeRequestTimeout, shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
+	if !strings.Contains(unsupported[0], wantList) {
+		t.Errorf("warning %q\ndoes not list %q", unsupported[0], wantList)
+	}
+	// Supported fields are not listed as unsupported.
+	for _, f := range []string{"maxPods", "staticPodPath", "nodeLeaseDurationSeconds", "logging.verbosity"} {
+		if strings.Contains(strings.SplitN(unsupported[0], " (nodeagent uses only", 2)[0], " "+f+",") {
+			t.Errorf("supported field %s listed as unsupported: %q", f, unsupported[0])
+		}
+	}
+}
+
+func TestDecodeNeverPanicsOnOddYAML(t *testing.T) {
+	for _, s := range []string{
+		"&a [*a]", "a: &a\n  b: *a\n", "? [a]\n: b\n", "!!binary aGVsbG8=", "\x00\xff", "{", "[", "---\n...\n",
+		hdr + "nodeLabels:\n  ? [x]\n  : y\n", hdr + "evictionHard: !!map {}\n",
+	} {
+		_, _, _ = DecodeBytes("odd", []byte(s))
+	}
+}

@@ -1,0 +1,274 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+func TestDefaultIsValid(t *testing.T) {
+	errs, warnings := Validate(Default())
+	if len(errs) > 0 || len(warnings) > 0 {
+		t.Errorf("Default() has errors %v, warnings %q", errs, warnings)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		desc     string
+		mutate   func(c *NodeAgentConfiguration)
+		want     []string // full error lines, in order
+		warnings []string // substrings, one per warning
+	}{
+		{desc: "defaults", mutate: func(c *NodeAgentConfiguration) {}},
+		{
+			desc:   "negative lease duration",
+			mutate: func(c *NodeAgentConfiguration) { c.NodeLeaseDurationSeconds = -1 },
+			want:   []string{"nodeLeaseDurationSeconds: Invalid value: -1: must be greater than 0"},
+		},
+		{
+			desc:     "lease renew interval beyond the grace period",
+			mutate:   func(c *NodeAgentConfiguration) { c.NodeLeaseDurationSeconds = 200 },
+			warnings: []string{"nodeLeaseDurationSeconds: 200 means the Lease is renewed every 50s, longer than the control plane's default node-monitor-grace-period of 40s: unless kube-controller-manager's --node-monitor-grace-period is raised above 50s, the node will be marked NotReady between renewals"},
+		},
+		{
+			desc:   "lease renew interval exactly the grace period is fine",
+			mutate: func(c *NodeAgentConfiguration) { c.NodeLeaseDurationSeconds = 160 },
+		},
+		{
+			desc: "frequencies",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.NodeStatusUpdateFrequency = dur(time.Minute)
+				c.NodeStatusReportFrequency = dur(30 * time.Second)
+			},
+			want: []string{"nodeStatusReportFrequency: Invalid value: \"30s\": must not be less than nodeStatusUpdateFrequency (1m0s)"},
+		},
+		{
+			desc: "zero and negative durations",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.NodeStatusUpdateFrequency = dur(0)
+				c.NodeStatusReportFrequency = dur(-time.Second)
+				c.EvictionPressureTransitionPeriod = dur(-time.Second)
+			},
+			want: []string{
+				`nodeStatusUpdateFrequency: Invalid value: "0s": must be greater than 0`,
+				`nodeStatusReportFrequency: Invalid value: "-1s": must be greater than 0`,
+				`evictionPressureTransitionPeriod: Invalid value: "-1s": must be greater than or equal to 0`,
+			},
+		},
+		{
+			desc:   "max images",
+			mutate: func(c *NodeAgentConfiguration) { c.NodeStatusMaxImages = -2 },
+			want:   []string{"nodeStatusMaxImages: Invalid value: -2: must be greater than or equal to -1"},
+		},
+		{
+			desc: "runtime",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.ContainerRuntimeEndpoint = "tcp://localhost:1"
+				c.ContainerRuntimeNamespace = "k8s io"
+			},
+			want: []string{
+				`containerRuntimeEndpoint: Invalid value: "tcp://localhost:1": must be a unix:// URL with an absolute socket path, such as unix:///run/containerd/containerd.sock`,
+				`containerRuntimeNamespace: Invalid value: "k8s io": must be a containerd namespace: letters and digits separated by '.', '_' or '-', at most 76 characters`,
+			},
+		},
+		{
+			desc: "required strings",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.ContainerRuntimeEndpoint = ""
+				c.ContainerRuntimeNamespace = ""
+				c.Kubeconfig = ""
+				c.RootDir = "var/lib"
+			},
+			want: []string{
+				`containerRuntimeEndpoint: Required value: the containerd socket as a unix:// URL, such as unix:///run/containerd/containerd.sock`,
+				`containerRuntimeNamespace: Required value: the containerd namespace, normally "k8s.io"`,
+				`kubeconfig: Required value: an absolute path`,
+				`rootDir: Invalid value: "var/lib": must be an absolute path`,
+			},
+		},
+		{
+			desc: "pods and resources",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.StaticPodPath = "manifests"
+				c.MaxPods = 0
+				c.SystemReserved = map[string]string{"cpu": "lots", "gpu": "1"}
+				c.KubeReserved = map[string]string{"memory": "-1Gi"}
+			},
+			want: []string{
+				`staticPodPath: Invalid value: "manifests": must be an absolute path or empty (disabled)`,
+				`maxPods: Invalid value: 0: must be greater than 0`,
+				`systemReserved[cpu]: Invalid value: "lots": must be a quantity such as "500m", "1Gi" or "100"`,
+				`systemReserved[gpu]: Unsupported value: "gpu": supported values: "cpu", "memory", "ephemeral-storage", "pid"`,
+				`kubeReserved[memory]: Invalid value: "-1Gi": must not be negative`,
+			},
+		},
+		{
+			desc: "eviction",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.EvictionHard = map[string]string{
+					"memory.available":  "ten",
+					"nodefs.available":  "110%",
+					"imagefs.available": "x%",
+					"disk.available":    "1Gi",
+					"pid.available":     "5.5%",
+				}
+			},
+			want: []string{
+				`evictionHard[disk.available]: Unsupported value: "disk.available": supported values: "memory.available", "allocatableMemory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "containerfs.available", "containerfs.inodesFree", "pid.available"`,
+				`evictionHard[imagefs.available]: Invalid value: "x%": must be a percentage such as "10%" or a quantity such as "100Mi"`,
+				`evictionHard[memory.available]: Invalid value: "ten": must be a percentage such as "10%" or a quantity such as "100Mi"`,
+				`evictionHard[nodefs.available]: Invalid value: "110%": must be a percentage between 0% and 100%`,
+			},
+		},
+		{
+			desc: "endpoints",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.HealthzPort = 70000
+				c.HealthzBindAddress = "localhost"
+			},
+			want: []string{
+				`healthzPort: Invalid value: 70000: must be between 0 (disabled) and 65535`,
+				`healthzBindAddress: Invalid value: "localhost": must be an IP address`,
+			},
+		},
+		{
+			desc:   "healthz disabled needs no address",
+			mutate: func(c *NodeAgentConfiguration) { c.HealthzPort, c.HealthzBindAddress = 0, "" },
+		},
+		{
+			desc:   "healthz enabled needs an address",
+			mutate: func(c *NodeAgentConfiguration) { c.HealthzBindAddress = "" },
+			want:   []string{`healthzBindAddress: Required value: an IP address to serve the health endpoints on (or set healthzPort to 0)`},
+		},
+		{
+			desc:     "healthz on kubelet's port",
+			mutate:   func(c *NodeAgentConfiguration) { c.HealthzPort = 10250 },
+			warnings: []string{"healthzPort: 10250 is the kubelet API port"},
+		},
+		{
+			desc: "labels",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.NodeLabels = map[string]string{
+					"bad key!":                       "v",
+					"example.com/ok":                 "not valid value",
+					"node-role.kubernetes.io/worker": "",
+					"node.kubernetes.io/pool":        "edge",   // allowed namespace
+					"topology.kubernetes.io/zone":    "zone-a", // allowed label
+				}
+			},
+			want: []string{
+				`nodeLabels[bad key!]: Invalid value: "bad key!": label key name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+				`nodeLabels[example.com/ok]: Invalid value: "not valid value": label value a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`,
+				`nodeLabels[node-role.kubernetes.io/worker]: Forbidden: labels in the kubernetes.io and k8s.io namespaces must begin with an allowed prefix (kubelet.kubernetes.io, node.kubernetes.io) or be one of beta.kubernetes.io/arch, beta.kubernetes.io/instance-type, beta.kubernetes.io/os, failure-domain.beta.kubernetes.io/region, failure-domain.beta.kubernetes.io/zone, kubernetes.io/arch, kubernetes.io/hostname, kubernetes.io/os, node.kubernetes.io/instance-type, topology.kubernetes.io/region, topology.kubernetes.io/zone; the NodeRestriction admission plugin rejects others`,
+			},
+		},
+		{
+			desc: "taints",
+			mutate: func(c *NodeAgentConfiguration) {
+				now := metav1.Now()
+				c.RegisterWithTaints = []v1.Taint{
+					{Key: "a", Effect: v1.TaintEffectNoSchedule},
+					{Key: "a", Effect: v1.TaintEffectNoSchedule},
+					{Key: "", Value: "x y", Effect: "Sometimes"},
+					{Key: "b", Effect: v1.TaintEffectNoExecute, TimeAdded: &now},
+				}
+			},
+			want: []string{
+				`registerWithTaints[1]: Duplicate value: "a with effect NoSchedule"`,
+				`registerWithTaints[2].key: Required value: a taint key`,
+				`registerWithTaints[2].value: Invalid value: "x y": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`,
+				`registerWithTaints[2].effect: Unsupported value: "Sometimes": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`,
+				`registerWithTaints[3].timeAdded: Forbidden: is set by the API server, not in configuration`,
+			},
+		},
+		{
+			desc: "node identity",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.NodeIP = "10.0.0.300"
+				c.HostnameOverride = "Node_1"
+			},
+			want: []string{
+				`nodeIP: Invalid value: "10.0.0.300": must be an IP address or empty (the address of the default route's interface)`,
+				`hostnameOverride: Invalid value: "Node_1": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
+			},
+		},
+		{
+			desc: "logging",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.Logging.Format = "xml"
+				c.Logging.Verbosity = -1
+			},
+			want: []string{
+				`logging.format: Unsupported value: "xml": supported values: "text", "json"`,
+				`logging.verbosity: Invalid value: -1: must be greater than or equal to 0`,
+			},
+		},
+		{
+			desc: "pleg",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.PLEG.RelistPeriod = dur(time.Second)
+				c.PLEG.FallbackRelistPeriod = dur(2 * time.Second)
+				c.PLEG.HealthThreshold = dur(time.Second)
+				c.PLEG.EventSources = []string{"cgroups", "cgroups", "kernel"}
+			},
+			want: []string{
+				`pleg.fallbackRelistPeriod: Invalid value: "2s": must not be greater than pleg.relistPeriod (1s)`,
+				`pleg.healthThreshold: Invalid value: "1s": must be greater than pleg.fallbackRelistPeriod (2s)`,
+				`pleg.eventSources[1]: Duplicate value: "cgroups"`,
+				`pleg.eventSources[2]: Unsupported value: "kernel": supported values: "cgroups", "containerd"`,
+			},
+		},
+		{
+			desc:   "relist only",
+			mutate: func(c *NodeAgentConfiguration) { c.PLEG.EventSources = []string{} },
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := Default()
+			tc.mutate(c)
+			errs, warnings := Validate(c)
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Error())
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			if len(warnings) != len(tc.warnings) {
+				t.Fatalf("warnings %q, want %q", warnings, tc.warnings)
+			}
+			for i := range warnings {
+				if !strings.Contains(warnings[i], tc.warnings[i]) {
+					t.Errorf("warning %q does not contain %q", warnings[i], tc.warnings[i])
+				}
+			}
+		})
+	}
+}
+
+func TestLoadReportsEveryValidationErrorWithItsFile(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "config.yaml", hdr+"nodeLeaseDurationSeconds: -1\nmaxPods: 0\nlogging:\n  format: xml\n")
+	writeFile(t, dir, "conf.d/10-pods.conf", hdr+"maxPods: -5\n")
+	_, _, err := Load(LoadOptions{Path: p, DropInDir: joinPath(dir, "conf.d")})
+	got := problemLines(t, err)
+	want := []string{
+		p + ": nodeLeaseDurationSeconds: Invalid value: -1: must be greater than 0",
+		joinPath(dir, "conf.d/10-pods.conf") + ": maxPods: Invalid value: -5: must be greater than 0",
+		p + `: logging.format: Unsupported value: "xml": supported values: "text", "json"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(err.Error(), "invalid configuration (3 problems):") {
+		t.Errorf("Error() = %q", err.Error())
+	}
+}
+
+func joinPath(dir, name string) string { return dir + "/" + name }
