@@ -206,10 +206,15 @@ kubeconfig: /etc/file/kubeconfig
 			wantWarn: []string{"DIR/d/10.yaml: ignored: drop-in files must end in .conf"},
 		},
 		{
-			desc:        "flags override drop-ins",
-			dropIns:     map[string]string{"10.conf": hdr + "kubeconfig: /etc/dropin/kubeconfig\nhostnameOverride: from-dropin\nlogging:\n  verbosity: 3\n"},
-			overrides:   Overrides{Kubeconfig: ptr("/etc/flag/kubeconfig"), HostnameOverride: ptr("from-flag"), NodeIP: ptr("192.0.2.1"), Verbosity: ptr(int32(5))},
-			want:        func(c *NodeAgentConfiguration) { c.Kubeconfig = "/etc/flag/kubeconfig"; c.HostnameOverride = "from-flag"; c.NodeIP = "192.0.2.1"; c.Logging.Verbosity = 5 },
+			desc:      "flags override drop-ins",
+			dropIns:   map[string]string{"10.conf": hdr + "kubeconfig: /etc/dropin/kubeconfig\nhostnameOverride: from-dropin\nlogging:\n  verbosity: 3\n"},
+			overrides: Overrides{Kubeconfig: ptr("/etc/flag/kubeconfig"), HostnameOverride: ptr("from-flag"), NodeIP: ptr("192.0.2.1"), Verbosity: ptr(int32(5))},
+			want: func(c *NodeAgentConfiguration) {
+				c.Kubeconfig = "/etc/flag/kubeconfig"
+				c.HostnameOverride = "from-flag"
+				c.NodeIP = "192.0.2.1"
+				c.Logging.Verbosity = 5
+			},
 			wantOrigins: map[string]string{"kubeconfig": "flag --kubeconfig", "hostnameOverride": "flag --hostname-override", "logging.verbosity": "flag -v"},
 		},
 		{
