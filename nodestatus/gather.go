@@ -1,0 +1,156 @@
+package nodestatus
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// gather reads the host and calls the runtime once, filling m.in for the
+// setters, and advances the pressure hysteresis. The caller holds syncMu.
+func (m *Manager) gather(now time.Time) {
+	in := inputs{now: now, observations: map[string]observation{}}
+	h := m.cfg.Host
+
+	// Start every runtime call at once; wait for all within one timeout.
+	type waiter struct {
+		done    <-chan struct{}
+		started time.Time
+		wait    func(<-chan struct{}, time.Time)
+	}
+	var waits []waiter
+	if m.version != nil {
+		d, s := m.version.start()
+		waits = append(waits, waiter{d, s, m.version.wait})
+	}
+	if m.images != nil {
+		d, s := m.images.start()
+		waits = append(waits, waiter{d, s, m.images.wait})
+	}
+	if m.runtimeHealth != nil {
+		d, s := m.runtimeHealth.start()
+		waits = append(waits, waiter{d, s, m.runtimeHealth.wait})
+	}
+	if m.plegHealth != nil {
+		d, s := m.plegHealth.start()
+		waits = append(waits, waiter{d, s, m.plegHealth.wait})
+	}
+
+	// Capacity.
+	var capErrs []error
+	in.capacity = v1.ResourceList{v1.ResourcePods: countQ(int64(m.cfg.MaxPods))}
+	if n, err := h.NumCPU(); err != nil {
+		capErrs = append(capErrs, err)
+	} else {
+		in.capacity[v1.ResourceCPU] = countQ(int64(n))
+	}
+	if mi, err := h.Meminfo(); err != nil {
+		capErrs = append(capErrs, err)
+	} else {
+		in.capacity[v1.ResourceMemory] = bytesQ(int64(mi.Total))
+		in.observations[SignalMemoryAvailable] = observation{available: int64(mi.Available()), capacity: int64(mi.Total)}
+	}
+	if fs, err := h.FS(m.cfg.RootDir); err != nil {
+		capErrs = append(capErrs, fmt.Errorf("nodefs: %w", err))
+	} else {
+		in.capacity[v1.ResourceEphemeralStorage] = bytesQ(int64(fs.CapacityBytes))
+		in.observations[SignalNodeFsAvailable] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
+		if fs.Inodes > 0 {
+			in.observations[SignalNodeFsInodesFree] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
+		}
+	}
+	imagefs := m.cfg.ImageFSDir
+	if fs, err := h.FS(imagefs); err != nil {
+		m.log.Warn("reading imagefs stats", "path", imagefs, "err", err)
+	} else {
+		for _, sig := range []string{SignalImageFsAvailable, SignalContainerFsAvailable} {
+			in.observations[sig] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
+		}
+		if fs.Inodes > 0 {
+			for _, sig := range []string{SignalImageFsInodesFree, SignalContainerFsInodesFree} {
+				in.observations[sig] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
+			}
+		}
+	}
+	if hp, err := h.HugePages(); err != nil {
+		capErrs = append(capErrs, err)
+	} else {
+		for size, total := range hp {
+			in.capacity[v1.ResourceName(HugePageResourceName(size))] = bytesQ(total)
+		}
+	}
+	if limit, running, err := h.PIDs(); err != nil {
+		m.log.Warn("reading pid stats", "err", err)
+	} else {
+		in.observations[SignalPIDAvailable] = observation{limit - running, limit}
+	}
+	in.capacityErr = errors.Join(capErrs...)
+
+	// Node info from the host.
+	var infoErrs []error
+	read := func(dst *string, f func() (string, error)) {
+		v, err := f()
+		if err != nil {
+			infoErrs = append(infoErrs, err)
+			return
+		}
+		*dst = v
+	}
+	read(&in.info.MachineID, h.MachineID)
+	read(&in.info.SystemUUID, h.SystemUUID)
+	read(&in.info.BootID, h.BootID)
+	read(&in.info.KernelVersion, h.KernelVersion)
+	read(&in.info.OSImage, h.OSImage)
+	in.info.KubeletVersion = m.cfg.AgentVersion
+
+	// Pressure with hysteresis.
+	met := thresholdsMet(m.cfg.thresholds, in.observations)
+	in.pressure = map[v1.NodeConditionType]bool{}
+	for _, c := range []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure} {
+		if met[c] {
+			if m.pressureSeen[c].IsZero() || !PressureActive(now, m.pressureSeen[c], m.cfg.EvictionPressureTransitionPeriod) {
+				m.log.Info("eviction threshold crossed", "condition", c)
+			}
+			m.pressureSeen[c] = now
+		}
+		in.pressure[c] = PressureActive(now, m.pressureSeen[c], m.cfg.EvictionPressureTransitionPeriod)
+	}
+
+	// Runtime answers.
+	for _, w := range waits {
+		w.wait(w.done, w.started)
+	}
+	grace := m.cfg.RuntimeGracePeriod
+	if m.version != nil {
+		v, ok, err := m.version.get(now, grace)
+		if ok {
+			in.info.ContainerRuntimeVersion = v[0] + "://" + v[1]
+		}
+		if err != nil {
+			in.readyErrs = append(in.readyErrs, fmt.Errorf("container runtime is down: %w", err))
+		}
+	}
+	if m.runtimeHealth != nil {
+		if _, _, err := m.runtimeHealth.get(now, grace); err != nil {
+			in.readyErrs = append(in.readyErrs, fmt.Errorf("container runtime not ready: %w", err))
+		}
+	}
+	if m.plegHealth != nil {
+		if _, _, err := m.plegHealth.get(now, grace); err != nil {
+			in.readyErrs = append(in.readyErrs, fmt.Errorf("PLEG is not healthy: %w", err))
+		}
+	}
+	if m.images != nil {
+		in.images, in.imagesOK, in.imagesErr = m.images.get(now, grace)
+		if in.imagesErr == nil && in.imagesOK {
+			// The probe's freshest failure is still worth a log line.
+			if _, _, e := m.images.get(now, 0); e != nil {
+				m.log.Debug("listing images failed; reporting the last good list", "err", e)
+			}
+		}
+	}
+	in.infoErr = errors.Join(infoErrs...)
+	m.in = in
+}
