@@ -1,0 +1,329 @@
+package pleg
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// cgroupEvent is what the cgroup watcher tells the PLEG.
+type cgroupEvent struct {
+	containerID string
+	at          time.Time
+	exited      bool  // cgroup.events says populated 0, or the directory went away
+	overflow    bool  // the inotify queue overflowed: events were lost
+	failed      error // the source cannot watch every running container
+	recovered   bool  // it can again
+}
+
+// cgroupWatcher watches the cgroup v2 directory of every running container
+// (its cgroup.events, and the directory's removal) and the parent
+// directories (creation of container directories) with inotify. It finds a
+// container's directory from its init process (/proc/<pid>/cgroup, the
+// "0::" line), falling back to the OCI spec's cgroupsPath, so no layout is
+// assumed. It works on pure cgroup v2 and on hybrid hosts, where runc also
+// places containers in the unified hierarchy.
+type cgroupWatcher struct {
+	root   string
+	log    *slog.Logger
+	signal func(cgroupEvent)
+	w      *fsnotify.Watcher
+
+	mu      sync.Mutex
+	dirs    map[string]string // container ID -> watched dir
+	byDir   map[string]string // watched container dir -> container ID
+	parents map[string]int    // watched parent dir -> number of containers
+	missing map[string]runtime.Container
+	failing bool          // some running container is unwatched
+	lastErr error         // why
+	health  chan struct{} // 1-buffered: failing changed
+}
+
+// findCgroup2Root returns the mount point of the cgroup2 filesystem.
+func findCgroup2Root() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		for i, fl := range fields {
+			if fl == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && len(fields) > 4 {
+				return fields[4], nil
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return "", err
+	}
+	return "", errors.New("no cgroup2 (unified) hierarchy mounted")
+}
+
+func newCgroupWatcher(root string, log *slog.Logger, signal func(cgroupEvent)) (*cgroupWatcher, error) {
+	if root == "" {
+		var err error
+		if root, err = findCgroup2Root(); err != nil {
+			return nil, fmt.Errorf("cgroup event source: %w", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err != nil {
+		return nil, fmt.Errorf("cgroup event source: %s is not a cgroup2 mount: %w", root, err)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("cgroup event source: %w", err)
+	}
+	return &cgroupWatcher{
+		root: root, log: log, signal: signal, w: w,
+		dirs: map[string]string{}, byDir: map[string]string{}, parents: map[string]int{}, missing: map[string]runtime.Container{},
+		health: make(chan struct{}, 1),
+	}, nil
+}
+
+// dirOf finds the container's cgroup v2 directory. gone is true when the
+// init process no longer exists (the container exited meanwhile).
+func (cw *cgroupWatcher) dirOf(c runtime.Container) (dir string, gone bool, err error) {
+	if c.Pid > 0 {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", c.Pid))
+		if errors.Is(err, os.ErrNotExist) {
+			return "", true, nil
+		}
+		if err == nil {
+			for _, l := range strings.Split(string(data), "\n") {
+				if rest, ok := strings.CutPrefix(l, "0::"); ok {
+					return filepath.Join(cw.root, rest), false, nil
+				}
+			}
+		}
+	}
+	if c.CgroupsPath == "" {
+		return "", false, fmt.Errorf("container %s: cgroup path unknown", c.ID)
+	}
+	return filepath.Join(cw.root, cgroupfsPath(c.CgroupsPath)), false, nil
+}
+
+// cgroupfsPath converts a systemd-driver cgroupsPath ("slice:prefix:name")
+// to a filesystem path; cgroupfs paths are returned unchanged.
+func cgroupfsPath(p string) string {
+	parts := strings.Split(p, ":")
+	if len(parts) != 3 || strings.HasPrefix(p, "/") {
+		return p
+	}
+	slice, prefix, name := parts[0], parts[1], parts[2]
+	var dir string
+	if slice != "" && slice != "-.slice" {
+		// a-b-c.slice lives in a.slice/a-b.slice/a-b-c.slice
+		base := strings.TrimSuffix(slice, ".slice")
+		comps := strings.Split(base, "-")
+		for i := range comps {
+			dir = filepath.Join(dir, strings.Join(comps[:i+1], "-")+".slice")
+		}
+	}
+	unit := name
+	if !strings.HasSuffix(name, ".slice") {
+		unit = prefix + "-" + name + ".scope"
+	}
+	return "/" + filepath.Join(dir, unit)
+}
+
+// track starts or stops watching a container.
+func (cw *cgroupWatcher) track(c runtime.Container, running bool) {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if !running {
+		delete(cw.missing, c.ID)
+		cw.unwatchLocked(c.ID)
+		cw.updateHealthLocked(nil)
+		return
+	}
+	if _, ok := cw.dirs[c.ID]; ok {
+		return
+	}
+	err := cw.watchLocked(c)
+	if err != nil {
+		cw.missing[c.ID] = c
+	} else {
+		delete(cw.missing, c.ID)
+	}
+	cw.updateHealthLocked(err)
+}
+
+func (cw *cgroupWatcher) watchLocked(c runtime.Container) error {
+	dir, gone, err := cw.dirOf(c)
+	if gone {
+		// Exited between observation and now: have it inspected again.
+		go cw.signal(cgroupEvent{containerID: c.ID, at: time.Now(), exited: true})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := cw.w.Add(dir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("container %s: cgroup directory %s not found: %w", c.ID, dir, err)
+		}
+		if isWatchLimit(err) {
+			return fmt.Errorf("container %s: watch %s: inotify watch limit reached (fs.inotify.max_user_watches): %w", c.ID, dir, err)
+		}
+		return fmt.Errorf("container %s: watch %s: %w", c.ID, dir, err)
+	}
+	parent := filepath.Dir(dir)
+	if cw.parents[parent] == 0 {
+		if err := cw.w.Add(parent); err != nil {
+			_ = cw.w.Remove(dir)
+			return fmt.Errorf("container %s: watch %s: %w", c.ID, parent, err)
+		}
+	}
+	cw.parents[parent]++
+	cw.dirs[c.ID] = dir
+	cw.byDir[dir] = c.ID
+	// The process may have exited before the watch existed.
+	if populated, err := readPopulated(dir); err == nil && !populated {
+		go cw.signal(cgroupEvent{containerID: c.ID, at: time.Now(), exited: true})
+	}
+	return nil
+}
+
+func (cw *cgroupWatcher) unwatchLocked(id string) {
+	dir, ok := cw.dirs[id]
+	if !ok {
+		return
+	}
+	delete(cw.dirs, id)
+	delete(cw.byDir, dir)
+	_ = cw.w.Remove(dir) // fails harmlessly when the directory is gone
+	parent := filepath.Dir(dir)
+	if cw.parents[parent]--; cw.parents[parent] <= 0 {
+		delete(cw.parents, parent)
+		_ = cw.w.Remove(parent)
+	}
+}
+
+// updateHealthLocked notes whether every running container is watched; the
+// run loop reports changes, in order.
+func (cw *cgroupWatcher) updateHealthLocked(err error) {
+	failing := len(cw.missing) > 0
+	if err != nil {
+		cw.lastErr = err
+	}
+	if failing != cw.failing {
+		cw.failing = failing
+		select {
+		case cw.health <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// retryMissing tries again to watch the running containers it could not
+// watch (inotify limit, directory not found).
+func (cw *cgroupWatcher) retryMissing() {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	var last error
+	for id, c := range cw.missing {
+		if err := cw.watchLocked(c); err != nil {
+			last = err
+			continue
+		}
+		delete(cw.missing, id)
+	}
+	cw.updateHealthLocked(last)
+}
+
+func readPopulated(dir string) (bool, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	if err != nil {
+		return false, err
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "populated "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			return n != 0, err
+		}
+	}
+	return false, errors.New("no populated line in cgroup.events")
+}
+
+func (cw *cgroupWatcher) run(ctx context.Context) {
+	defer cw.w.Close()
+	reported := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-cw.health:
+			cw.mu.Lock()
+			failing, err, n := cw.failing, cw.lastErr, len(cw.missing)
+			cw.mu.Unlock()
+			if failing == reported {
+				continue
+			}
+			reported = failing
+			if failing {
+				cw.signal(cgroupEvent{failed: fmt.Errorf("%d running containers unwatched, last error: %w", n, err)})
+			} else {
+				cw.signal(cgroupEvent{recovered: true})
+			}
+		case err, ok := <-cw.w.Errors:
+			if !ok {
+				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				cw.log.Warn("inotify queue overflow, relisting", "err", err)
+				cw.signal(cgroupEvent{overflow: true})
+				continue
+			}
+			cw.log.Warn("inotify error", "err", err)
+		case ev, ok := <-cw.w.Events:
+			if !ok {
+				return
+			}
+			cw.handle(ev, time.Now())
+		}
+	}
+}
+
+func (cw *cgroupWatcher) handle(ev fsnotify.Event, at time.Time) {
+	cw.mu.Lock()
+	dir, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+	var id string
+	exited := false
+	switch {
+	case base == "cgroup.events" && ev.Has(fsnotify.Write):
+		id = cw.byDir[dir]
+		if id != "" {
+			if populated, err := readPopulated(dir); err == nil && !populated {
+				exited = true
+			}
+		}
+	case ev.Has(fsnotify.Remove) && cw.byDir[ev.Name] != "":
+		id, exited = cw.byDir[ev.Name], true
+	case ev.Has(fsnotify.Create) && cw.parents[dir] > 0 && cw.byDir[ev.Name] == "":
+		// A new container directory next to a known one; its name is the
+		// container ID with the cgroupfs layout (else the inspection
+		// finds nothing and is ignored).
+		id = base
+	}
+	cw.mu.Unlock()
+	if id != "" {
+		cw.signal(cgroupEvent{containerID: id, at: at, exited: exited})
+	}
+}
+
+// isWatchLimit reports whether err is inotify's watch limit (ENOSPC).
+func isWatchLimit(err error) bool { return errors.Is(err, syscall.ENOSPC) }

@@ -1,0 +1,76 @@
+// Package pleg is nodeagent's pod lifecycle event generator: it turns
+// container state in the runtime into pod lifecycle events (ContainerStarted,
+// ContainerDied, ContainerRemoved, ContainerChanged) for the pod workers,
+// keeps a cache of pod statuses with timestamps, and reports its health.
+//
+// # Detection
+//
+// Relist lists every container (two runtime calls) and diffs it against the
+// last observed state with kubelet's generic PLEG semantics: running →
+// ContainerStarted, exited → ContainerDied, created/unknown →
+// ContainerChanged, gone → ContainerRemoved (preceded by ContainerDied unless
+// it had already exited). Every relist refreshes the whole cache.
+//
+// Upstream event sources (Options.Sources) trigger a targeted inspection of
+// the one container concerned instead of a relist:
+//   - "containerd": task start/exit/delete/OOM and container create/delete
+//     events (runtime.Subscribe);
+//   - "cgroup": inotify on each running container's cgroup v2 directory
+//     (cgroup.events "populated 1 → 0", removal of the directory) and on its
+//     parent (creation of container directories). The directory comes from
+//     the container's init process (/proc/<pid>/cgroup) or its OCI spec, so
+//     pure v2 and hybrid v1/v2 hosts both work; pure v1 hosts cannot use
+//     this source.
+//
+// At most one inspection per container is in flight; signals arriving
+// meanwhile (from either source) coalesce into one more inspection, so
+// duplicates cost one runtime call and per-container order holds. An
+// observation older than the one already applied is discarded. Each
+// inspection has its own timeout; a failing one is retried with backoff on
+// its own (five times, then left to the next relist), so one hung container
+// never stalls the others.
+//
+// While every configured source works, the periodic relist is a safety net
+// (Options.RelistPeriod, default 5m). When a source fails (containerd event
+// stream broken, inotify watch limit reached, cgroup directory not found)
+// the PLEG logs it, counts it (nodeagent_pleg_fallbacks_total,
+// nodeagent_pleg_fallback_active) and relists every
+// Options.FallbackRelistPeriod (1s) until the source recovers; it relists
+// once more at recovery to cover the gap. With no sources it is a
+// relist-only PLEG with kubelet's 1s baseline.
+//
+// # Expected events
+//
+// A pod worker records the events its own actions will cause (Expect,
+// ExpectWithin) before acting. For a pod with pending expectations, an
+// event of the expected container and type meets the expectation and is
+// not delivered; earlier stages of the same container (ContainerChanged
+// before an expected ContainerStarted, ContainerDied before an expected
+// ContainerRemoved) are absorbed; later stages meet it and are news. News is
+// held and delivered in order once all the pod's expectations are met or
+// expired. Expiries are logged and counted (nodeagent_pleg_expectations_total).
+//
+// # Delivery
+//
+// Watch is the pod workers' channel (Options.EventBuffer, default 1000).
+// Policy: drop. Sending never blocks the PLEG; when the channel is full the
+// event is dropped and counted (nodeagent_pleg_discarded_events_total
+// {consumer="watch"}), as kubelet does. A worker that missed an event still
+// converges: the cache always holds the latest status and workers resync
+// periodically. Subscribe/EventsHandler stream every event (before
+// expectation filtering) to observers through 256-event buffers with the
+// same drop policy (consumer="stream").
+//
+// # Cache
+//
+// Cache().GetNewerThan(ctx, uid, t) returns the pod's status once it
+// reflects the runtime at a time after t. Relists refresh every pod; an
+// inspection refreshes its pod; in event mode the cache is declared current
+// every second while no inspection is pending.
+//
+// # Health
+//
+// Healthy is false only when relisting has been hung or failing for longer
+// than Options.HealthThreshold (3m), or never succeeded that long after
+// start. Slow inspections do not count.
+package pleg

@@ -1,0 +1,665 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nodeagent/nodeagent/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of Options.
+const (
+	DefaultRelistPeriod         = 5 * time.Minute
+	DefaultFallbackRelistPeriod = time.Second
+	DefaultHealthThreshold      = 3 * time.Minute
+	DefaultInspectTimeout       = 10 * time.Second
+	DefaultRelistTimeout        = 30 * time.Second
+	DefaultEventBuffer          = 1000
+	DefaultStreamBuffer         = 256
+
+	// maxConcurrentInspections bounds the targeted inspections in flight;
+	// each has its own timeout, so a hung one holds a slot for at most
+	// InspectTimeout.
+	maxConcurrentInspections = 16
+	// exitRecheckDelay/exitRechecks: after cgroup.events says "populated 0"
+	// containerd may still report the task as running for a moment.
+	exitRecheckDelay = 10 * time.Millisecond
+	exitRechecks     = 50
+	// maxInspectFailures: a container whose inspection failed this many
+	// times in a row is left to the next relist.
+	maxInspectFailures = 5
+	// globalRefreshPeriod: in event mode the cache is declared current this
+	// often (when no inspection is pending).
+	globalRefreshPeriod = time.Second
+)
+
+// Options configure the PLEG. Zero values take the defaults.
+type Options struct {
+	// RelistPeriod is the safety-net relist period while all event sources
+	// work (default 5m).
+	RelistPeriod time.Duration
+	// FallbackRelistPeriod is the relist period when relisting is the
+	// detector: no event sources configured (kubelet's baseline) or one of
+	// them failed (default 1s).
+	FallbackRelistPeriod time.Duration
+	// HealthThreshold: Healthy() turns false once relisting has been stuck
+	// or failing this long (default 3m).
+	HealthThreshold time.Duration
+	// Sources are the upstream event sources; empty means relist-only.
+	Sources []Source
+	// Namespace and Endpoint locate containerd; see RuntimeOptions. New does
+	// not use them.
+	Namespace string
+	Endpoint  string
+	// InspectTimeout bounds one targeted inspection (default 10s);
+	// RelistTimeout one relist's listing (default 30s).
+	InspectTimeout time.Duration
+	RelistTimeout  time.Duration
+	// EventBuffer is the capacity of the Watch channel (default 1000).
+	EventBuffer int
+	// CgroupRoot is the cgroup v2 (unified) mount point; default: found in
+	// /proc/self/mountinfo (/sys/fs/cgroup on pure v2, /sys/fs/cgroup/unified
+	// on hybrid hosts).
+	CgroupRoot string
+	// Clock, Logger and Registerer default to the real clock, slog.Default()
+	// and no metrics registration.
+	Clock      clock.WithTicker
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// RuntimeOptions returns the runtime settings carried by Options.
+func (o Options) RuntimeOptions() runtime.Options {
+	return runtime.Options{Address: o.Endpoint, Namespace: o.Namespace}
+}
+
+// Validate reports every invalid option.
+func (o Options) Validate() error {
+	var errs []error
+	for name, d := range map[string]time.Duration{"relistPeriod": o.RelistPeriod, "fallbackRelistPeriod": o.FallbackRelistPeriod,
+		"healthThreshold": o.HealthThreshold, "inspectTimeout": o.InspectTimeout, "relistTimeout": o.RelistTimeout} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", name, d))
+		}
+	}
+	if o.EventBuffer < 0 {
+		errs = append(errs, fmt.Errorf("eventBuffer: must not be negative, got %d", o.EventBuffer))
+	}
+	seen := map[Source]bool{}
+	for i, s := range o.Sources {
+		if _, err := ParseSource(string(s)); err != nil {
+			errs = append(errs, fmt.Errorf("sources[%d]: %w", i, err))
+		} else if seen[s] {
+			errs = append(errs, fmt.Errorf("sources[%d]: %q listed twice", i, s))
+		}
+		seen[s] = true
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Options) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.RelistPeriod, DefaultRelistPeriod)
+	def(&o.FallbackRelistPeriod, DefaultFallbackRelistPeriod)
+	def(&o.HealthThreshold, DefaultHealthThreshold)
+	def(&o.InspectTimeout, DefaultInspectTimeout)
+	def(&o.RelistTimeout, DefaultRelistTimeout)
+	if o.EventBuffer == 0 {
+		o.EventBuffer = DefaultEventBuffer
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// PLEG is the pod lifecycle event generator. See the package documentation
+// for its contract. Its methods are safe for concurrent use; Run must be
+// called once.
+type PLEG struct {
+	opts  Options
+	rt    Runtime
+	clock clock.WithTicker
+	log   *slog.Logger
+	m     *metrics
+	cache *Cache
+	out   chan Event
+	bc    *broadcaster
+	cg    *cgroupWatcher // nil unless the cgroup source is enabled
+
+	sem       chan struct{}
+	wake      chan struct{} // 1-buffered: timers must be recomputed
+	relistReq chan struct{} // 1-buffered: relist soon (coalesced)
+
+	mu                 sync.Mutex
+	records            map[string]*record
+	exp                *expectations
+	sourceOK           map[Source]bool
+	inFallback         bool
+	inflight           map[string]*inspection
+	created            time.Time
+	lastRelistStart    time.Time
+	lastRelistOK       time.Time
+	relistRunningSince time.Time
+	relistFailingSince time.Time
+	lastGlobalRefresh  time.Time
+}
+
+type record struct {
+	c          runtime.Container
+	observedAt time.Time
+}
+
+type inspection struct {
+	source      Source
+	triggeredAt time.Time
+	dirty       bool // triggered again while in flight
+	expectExit  bool // cgroup says the processes are gone
+	exitChecks  int
+	failures    int
+}
+
+// New creates a PLEG over rt. Nothing runs until Run.
+func New(rt Runtime, opts Options) (*PLEG, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("pleg: invalid options: %w", err)
+	}
+	opts.setDefaults()
+	p := &PLEG{
+		opts:      opts,
+		rt:        rt,
+		clock:     opts.Clock,
+		log:       opts.Logger,
+		m:         newMetrics(opts.Registerer),
+		cache:     newCache(),
+		out:       make(chan Event, opts.EventBuffer),
+		sem:       make(chan struct{}, maxConcurrentInspections),
+		wake:      make(chan struct{}, 1),
+		relistReq: make(chan struct{}, 1),
+		records:   map[string]*record{},
+		exp:       newExpectations(),
+		sourceOK:  map[Source]bool{},
+		inflight:  map[string]*inspection{},
+		created:   opts.Clock.Now(),
+	}
+	p.bc = newBroadcaster(p.m)
+	for _, s := range opts.Sources {
+		p.sourceOK[s] = true
+		p.m.sourceHealthy.WithLabelValues(string(s)).Set(1)
+	}
+	return p, nil
+}
+
+// Cache returns the pod status cache the PLEG maintains.
+func (p *PLEG) Cache() *Cache { return p.cache }
+
+// Watch returns the channel of pod lifecycle events for the pod workers
+// (one consumer). Events matching expectations are filtered out and events
+// held behind expectations are delivered late, as the package doc says. The
+// channel is bounded (Options.EventBuffer); when it is full, new events are
+// dropped and counted (nodeagent_pleg_discarded_events_total{consumer="watch"}).
+func (p *PLEG) Watch() <-chan Event { return p.out }
+
+// Expect records an event the caller's own action will cause, so that it is
+// not delivered as news and so that the pod's other events are held until
+// it is seen or expires. Record it before acting.
+func (p *PLEG) Expect(e Expectation) {
+	p.mu.Lock()
+	p.exp.add(e)
+	p.mu.Unlock()
+	p.poke(p.wake)
+}
+
+// ExpectWithin is Expect with a deadline ttl from now.
+func (p *PLEG) ExpectWithin(uid types.UID, containerID string, t EventType, ttl time.Duration) {
+	p.Expect(Expectation{PodUID: uid, ContainerID: containerID, Type: t, Deadline: p.clock.Now().Add(ttl)})
+}
+
+func (p *PLEG) poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Run starts the event sources and relists until ctx is cancelled.
+func (p *PLEG) Run(ctx context.Context) {
+	for _, s := range p.opts.Sources {
+		switch s {
+		case SourceContainerd:
+			go p.followRuntime(ctx)
+		case SourceCgroup:
+			cg, err := newCgroupWatcher(p.opts.CgroupRoot, p.log, p.cgroupSignal)
+			if err != nil {
+				p.setSource(SourceCgroup, false, err)
+				continue
+			}
+			p.mu.Lock()
+			p.cg = cg
+			p.mu.Unlock()
+			go cg.run(ctx)
+		}
+	}
+	if err := p.Relist(ctx); err != nil {
+		p.log.Error("relist failed", "err", err)
+	}
+	for {
+		now := p.clock.Now()
+		next := p.nextWakeup(now)
+		timer := p.clock.NewTimer(next.Sub(now))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-p.wake:
+		case <-p.relistReq:
+			timer.Stop()
+			if err := p.Relist(ctx); err != nil {
+				p.log.Error("relist failed", "err", err)
+			}
+			continue
+		case <-timer.C():
+		}
+		timer.Stop()
+		p.tick(ctx)
+	}
+}
+
+// period is the current relist period.
+func (p *PLEG) periodLocked() time.Duration {
+	if len(p.opts.Sources) == 0 || p.inFallback {
+		return p.opts.FallbackRelistPeriod
+	}
+	return p.opts.RelistPeriod
+}
+
+func (p *PLEG) nextWakeup(now time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	next := p.lastRelistStart.Add(p.periodLocked())
+	if d, ok := p.exp.nextDeadline(); ok && d.Before(next) {
+		next = d
+	}
+	if p.eventModeLocked() {
+		if g := p.lastGlobalRefresh.Add(globalRefreshPeriod); g.Before(next) {
+			next = g
+		}
+	}
+	if next.Before(now) {
+		next = now
+	}
+	return next
+}
+
+func (p *PLEG) eventModeLocked() bool { return len(p.opts.Sources) > 0 && !p.inFallback }
+
+// tick does whatever is due at now: expire expectations, refresh the cache's
+// global timestamp, relist.
+func (p *PLEG) tick(ctx context.Context) {
+	now := p.clock.Now()
+	p.mu.Lock()
+	deliver, expired := p.exp.expire(now)
+	p.deliverLocked(deliver, expired, nil, now)
+	if p.eventModeLocked() && !now.Before(p.lastGlobalRefresh.Add(globalRefreshPeriod)) {
+		p.lastGlobalRefresh = now
+		if len(p.inflight) == 0 {
+			p.cache.updateTime(now)
+		}
+	}
+	due := !now.Before(p.lastRelistStart.Add(p.periodLocked()))
+	p.mu.Unlock()
+	if due {
+		if err := p.Relist(ctx); err != nil {
+			p.log.Error("relist failed", "err", err)
+		}
+	}
+}
+
+// Relist lists all containers, generates events for every difference from
+// the last observed state and refreshes the whole cache. Tests and the Run
+// loop call it; concurrent calls are safe.
+func (p *PLEG) Relist(ctx context.Context) error {
+	start := p.clock.Now()
+	p.mu.Lock()
+	if !p.lastRelistStart.IsZero() {
+		p.m.relistInterval.Observe(start.Sub(p.lastRelistStart).Seconds())
+	}
+	p.lastRelistStart = start
+	p.relistRunningSince = start
+	p.mu.Unlock()
+
+	lctx, cancel := context.WithTimeout(ctx, p.opts.RelistTimeout)
+	cs, err := p.rt.ListContainers(lctx)
+	cancel()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.relistRunningSince = time.Time{}
+	if err != nil {
+		p.m.relistFailures.Inc()
+		if p.relistFailingSince.IsZero() {
+			p.relistFailingSince = start
+		}
+		return fmt.Errorf("pleg: relist: %w", err)
+	}
+	seen := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		seen[c.ID] = true
+		p.applyLocked(c, true, start, SourceRelist, start, false)
+	}
+	for id, rec := range p.records {
+		if !seen[id] && !rec.observedAt.After(start) {
+			p.applyLocked(rec.c, false, start, SourceRelist, start, false)
+		}
+	}
+	pods := map[types.UID]PodStatus{}
+	for _, rec := range p.records {
+		s := pods[rec.c.Pod.UID]
+		s.Pod = rec.c.Pod
+		s.Containers = append(s.Containers, rec.c)
+		pods[rec.c.Pod.UID] = s
+	}
+	p.cache.setAll(pods, start)
+	if p.cg != nil {
+		p.cg.retryMissing()
+	}
+	end := p.clock.Now()
+	p.relistFailingSince = time.Time{}
+	p.lastRelistOK = end
+	p.m.relistDuration.Observe(end.Sub(start).Seconds())
+	return nil
+}
+
+// transition generates kubelet generic PLEG events for a state change; ""
+// means the container does not exist.
+func transition(old, new runtime.State) []EventType {
+	if old == new {
+		return nil
+	}
+	switch new {
+	case runtime.StateRunning:
+		return []EventType{ContainerStarted}
+	case runtime.StateExited:
+		return []EventType{ContainerDied}
+	case "":
+		if old == runtime.StateExited {
+			return []EventType{ContainerRemoved}
+		}
+		return []EventType{ContainerDied, ContainerRemoved}
+	default: // created, unknown
+		return []EventType{ContainerChanged}
+	}
+}
+
+// applyLocked records an observation of c made at observedAt (exists false:
+// the container was not found) and emits the events of the change. It
+// reports whether the observation was applied (not stale).
+func (p *PLEG) applyLocked(c runtime.Container, exists bool, observedAt time.Time, src Source, triggeredAt time.Time, updateCache bool) bool {
+	rec := p.records[c.ID]
+	if rec != nil && rec.observedAt.After(observedAt) {
+		return false // a newer observation was applied already
+	}
+	var old, new runtime.State
+	if rec != nil {
+		old = rec.c.State
+	}
+	if exists {
+		new = c.State
+		p.records[c.ID] = &record{c: c, observedAt: observedAt}
+	} else {
+		if rec == nil {
+			return true // never ours, or already gone
+		}
+		c = rec.c
+		delete(p.records, c.ID)
+	}
+	if p.cg != nil {
+		p.cg.track(c, exists && c.State == runtime.StateRunning)
+	}
+	now := p.clock.Now()
+	for _, t := range transition(old, new) {
+		ev := Event{
+			Time:        now,
+			PodUID:      c.Pod.UID,
+			Pod:         c.Pod.Namespace + "/" + c.Pod.Name,
+			ContainerID: c.ID,
+			Container:   c.Name,
+			Type:        t,
+			Source:      src,
+			triggeredAt: triggeredAt,
+		}
+		if t == ContainerDied && c.State == runtime.StateExited {
+			code := c.ExitCode
+			ev.ExitCode = &code
+		}
+		p.emitLocked(ev, now)
+	}
+	if updateCache {
+		s := PodStatus{Pod: c.Pod, Timestamp: observedAt}
+		for _, r := range p.records {
+			if r.c.Pod.UID == c.Pod.UID {
+				s.Containers = append(s.Containers, r.c)
+			}
+		}
+		p.cache.set(s)
+	}
+	return true
+}
+
+func (p *PLEG) emitLocked(ev Event, now time.Time) {
+	p.m.events.WithLabelValues(string(ev.Type), string(ev.Source)).Inc()
+	p.bc.publish(ev)
+	deliver, met, expired := p.exp.observe(ev, now)
+	p.deliverLocked(deliver, expired, met, now)
+}
+
+func (p *PLEG) deliverLocked(deliver []Event, expired, met []Expectation, now time.Time) {
+	for _, e := range expired {
+		p.m.expectations.WithLabelValues("expired").Inc()
+		p.log.Info("expected pod lifecycle event did not come in time", "podUID", e.PodUID, "containerID", e.ContainerID, "type", e.Type)
+	}
+	if len(met) > 0 {
+		p.m.expectations.WithLabelValues("met").Add(float64(len(met)))
+	}
+	for _, ev := range deliver {
+		select {
+		case p.out <- ev:
+			if !ev.triggeredAt.IsZero() {
+				p.m.deliveryLatency.Observe(now.Sub(ev.triggeredAt).Seconds())
+			}
+		default:
+			p.m.discarded.WithLabelValues("watch").Inc()
+		}
+	}
+}
+
+// trigger schedules a targeted inspection of one container. At most one
+// inspection per container is in flight; triggers arriving meanwhile are
+// coalesced into one more inspection after it, so per-container ordering
+// holds and duplicates from several sources cost one inspection.
+func (p *PLEG) trigger(id string, src Source, at time.Time, expectExit bool) {
+	p.mu.Lock()
+	if in := p.inflight[id]; in != nil {
+		in.dirty = true
+		in.expectExit = in.expectExit || expectExit
+		p.mu.Unlock()
+		return
+	}
+	p.inflight[id] = &inspection{source: src, triggeredAt: at, expectExit: expectExit}
+	p.mu.Unlock()
+	go p.inspect(id)
+}
+
+func (p *PLEG) inspect(id string) {
+	for {
+		p.sem <- struct{}{}
+		p.mu.Lock()
+		in := p.inflight[id]
+		in.dirty = false
+		p.mu.Unlock()
+
+		start := p.clock.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), p.opts.InspectTimeout)
+		c, err := p.rt.InspectContainer(ctx, id)
+		cancel()
+		<-p.sem
+		p.m.inspectDuration.Observe(p.clock.Since(start).Seconds())
+
+		var retryAfter time.Duration
+		p.mu.Lock()
+		switch {
+		case err == nil:
+			p.m.inspections.WithLabelValues("ok").Inc()
+			in.failures = 0
+			p.applyLocked(c, true, start, in.source, in.triggeredAt, true)
+			if in.expectExit && c.State == runtime.StateRunning && in.exitChecks < exitRechecks {
+				in.exitChecks++
+				retryAfter = exitRecheckDelay
+			} else {
+				in.expectExit, in.exitChecks = false, 0
+			}
+		case errors.Is(err, runtime.ErrNotFound):
+			p.m.inspections.WithLabelValues("notfound").Inc()
+			in.failures = 0
+			if rec := p.records[id]; rec != nil {
+				p.applyLocked(rec.c, false, start, in.source, in.triggeredAt, true)
+			}
+		default:
+			// Retried on its own with backoff; other containers are not
+			// affected, and the next relist covers it too.
+			p.m.inspections.WithLabelValues("error").Inc()
+			in.failures++
+			if in.failures > maxInspectFailures {
+				p.log.Warn("container inspection keeps failing, leaving it to the next relist", "containerID", id, "err", err)
+				delete(p.inflight, id)
+				p.mu.Unlock()
+				return
+			}
+			retryAfter = min(time.Second<<min(in.failures-1, 5), 30*time.Second)
+			p.log.Warn("container inspection failed", "containerID", id, "err", err, "retryIn", retryAfter)
+		}
+		if retryAfter > 0 && !in.dirty {
+			p.mu.Unlock()
+			<-p.clock.After(retryAfter)
+			continue
+		}
+		if in.dirty {
+			p.mu.Unlock()
+			continue
+		}
+		delete(p.inflight, id)
+		p.mu.Unlock()
+		return
+	}
+}
+
+// cgroupSignal is called by the cgroup watcher.
+func (p *PLEG) cgroupSignal(s cgroupEvent) {
+	switch {
+	case s.overflow:
+		p.requestRelist()
+	case s.failed != nil:
+		p.setSource(SourceCgroup, false, s.failed)
+	case s.recovered:
+		p.setSource(SourceCgroup, true, nil)
+	default:
+		p.trigger(s.containerID, SourceCgroup, p.clock.Now(), s.exited)
+	}
+}
+
+func (p *PLEG) requestRelist() { p.poke(p.relistReq) }
+
+// followRuntime turns runtime events into targeted inspections.
+func (p *PLEG) followRuntime(ctx context.Context) {
+	for ev := range p.rt.Subscribe(ctx) {
+		switch ev.Type {
+		case runtime.EventStreamUp:
+			p.setSource(SourceContainerd, true, nil)
+			p.requestRelist() // covers whatever happened before the stream was up
+		case runtime.EventStreamDown:
+			p.setSource(SourceContainerd, false, ev.Err)
+		default:
+			if ev.ContainerID != "" {
+				p.trigger(ev.ContainerID, SourceContainerd, p.clock.Now(), ev.Type == runtime.EventTaskExit)
+			}
+		}
+	}
+}
+
+// setSource records a source's health and switches between event mode and
+// fallback relisting.
+func (p *PLEG) setSource(src Source, ok bool, cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sourceOK[src] == ok {
+		return
+	}
+	p.sourceOK[src] = ok
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	p.m.sourceHealthy.WithLabelValues(string(src)).Set(v)
+	fallback := false
+	for _, good := range p.sourceOK {
+		fallback = fallback || !good
+	}
+	switch {
+	case fallback && !p.inFallback:
+		p.inFallback = true
+		p.m.fallbacks.WithLabelValues(string(src)).Inc()
+		p.m.fallbackActive.Set(1)
+		p.log.Warn("PLEG event source failed, falling back to relisting", "source", src, "err", cause, "period", p.opts.FallbackRelistPeriod)
+	case fallback:
+		if !ok {
+			p.m.fallbacks.WithLabelValues(string(src)).Inc()
+			p.log.Warn("PLEG event source failed", "source", src, "err", cause)
+		}
+	case !fallback && p.inFallback:
+		p.inFallback = false
+		p.m.fallbackActive.Set(0)
+		p.log.Info("PLEG event sources recovered, back to event mode", "source", src, "relistPeriod", p.opts.RelistPeriod)
+	}
+	p.poke(p.wake)
+}
+
+// Healthy reports whether the PLEG works: false only when relisting has been
+// hung or failing for longer than the health threshold (or has never
+// succeeded that long after start). Slow or failing inspections of single
+// containers do not make it unhealthy: they are retried on their own.
+func (p *PLEG) Healthy() (bool, error) {
+	now := p.clock.Now()
+	th := p.opts.HealthThreshold
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case !p.relistRunningSince.IsZero() && now.Sub(p.relistRunningSince) > th:
+		return false, fmt.Errorf("pleg: relist running for %s (threshold %s)", now.Sub(p.relistRunningSince), th)
+	case !p.relistFailingSince.IsZero() && now.Sub(p.relistFailingSince) > th:
+		return false, fmt.Errorf("pleg: relist failing for %s (threshold %s)", now.Sub(p.relistFailingSince), th)
+	case p.lastRelistOK.IsZero() && now.Sub(p.created) > th:
+		return false, fmt.Errorf("pleg: no successful relist in %s since start", now.Sub(p.created))
+	}
+	return true, nil
+}
+
+// EventMode reports whether the PLEG currently relies on event sources (true)
+// or on fast relisting (false: relist-only, or a source failed).
+func (p *PLEG) EventMode() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.eventModeLocked()
+}

@@ -1,0 +1,405 @@
+package pleg
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeagent/nodeagent/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+func TestTransition(t *testing.T) {
+	const (
+		none    = runtime.State("")
+		created = runtime.StateCreated
+		running = runtime.StateRunning
+		exited  = runtime.StateExited
+		unknown = runtime.StateUnknown
+	)
+	tests := []struct {
+		old, new runtime.State
+		want     []EventType
+	}{
+		{none, running, []EventType{ContainerStarted}},
+		{none, created, []EventType{ContainerChanged}},
+		{none, exited, []EventType{ContainerDied}},
+		{created, running, []EventType{ContainerStarted}},
+		{running, running, nil},
+		{running, exited, []EventType{ContainerDied}},
+		{running, unknown, []EventType{ContainerChanged}},
+		{running, none, []EventType{ContainerDied, ContainerRemoved}},
+		{created, none, []EventType{ContainerDied, ContainerRemoved}},
+		{exited, none, []EventType{ContainerRemoved}},
+		{exited, exited, nil},
+	}
+	for _, tc := range tests {
+		if got := transition(tc.old, tc.new); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("transition(%q, %q) = %v, want %v", tc.old, tc.new, got, tc.want)
+		}
+	}
+}
+
+func newTestPLEG(t *testing.T, rt Runtime, opts Options) *PLEG {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	p, err := New(rt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRelistEventSequence(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rt := newFakeRuntime()
+	p := newTestPLEG(t, rt, Options{Clock: clk})
+	ctx := context.Background()
+	steps := []struct {
+		name   string
+		change func()
+		want   []string
+	}{
+		{"created", func() { rt.set("a", "p", runtime.StateCreated, 0) }, []string{"ContainerChanged/a"}},
+		{"started", func() { rt.set("a", "p", runtime.StateRunning, 0) }, []string{"ContainerStarted/a"}},
+		{"no change", func() {}, nil},
+		{"exited", func() { rt.set("a", "p", runtime.StateExited, 2) }, []string{"ContainerDied/a"}},
+		{"restart: new attempt", func() { rt.set("b", "p", runtime.StateRunning, 0) }, []string{"ContainerStarted/b"}},
+		{"old attempt removed", func() { rt.remove("a") }, []string{"ContainerRemoved/a"}},
+		{"running container vanishes", func() { rt.remove("b") }, []string{"ContainerDied/b", "ContainerRemoved/b"}},
+	}
+	for _, s := range steps {
+		s.change()
+		clk.Step(time.Second)
+		if err := p.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := drain(p.Watch()); !reflect.DeepEqual(got, s.want) {
+			t.Errorf("%s: events %v, want %v", s.name, got, s.want)
+		}
+	}
+}
+
+func TestRelistDiedCarriesExitCodeAndCache(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(t0)
+	rt := newFakeRuntime()
+	p := newTestPLEG(t, rt, Options{Clock: clk})
+	rt.set("a", "p", runtime.StateExited, 42)
+	if err := p.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ev := <-p.Watch()
+	if ev.Type != ContainerDied || ev.ExitCode == nil || *ev.ExitCode != 42 || ev.Pod != "ns/p" || ev.Container != "c-a" || ev.Source != SourceRelist {
+		t.Fatalf("event %+v", ev)
+	}
+	s, ok := p.Cache().Get("uid-p")
+	if !ok || len(s.Containers) != 1 || !s.Timestamp.Equal(t0) {
+		t.Fatalf("cache %+v %v", s, ok)
+	}
+	// GetNewerThan blocks until a newer relist.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan PodStatus)
+	go func() {
+		s, err := p.Cache().GetNewerThan(ctx, "uid-p", t0)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- s
+	}()
+	select {
+	case <-done:
+		t.Fatal("GetNewerThan returned a status that is not newer")
+	case <-time.After(50 * time.Millisecond):
+	}
+	clk.Step(time.Second)
+	rt.remove("a")
+	if err := p.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-done; len(s.Containers) != 0 || !s.Timestamp.Equal(t0.Add(time.Second)) {
+		t.Fatalf("newer status %+v", s)
+	}
+}
+
+func TestExpectationsThroughPLEG(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(t0)
+	rt := newFakeRuntime()
+	reg := prometheus.NewRegistry()
+	p := newTestPLEG(t, rt, Options{Clock: clk, Registerer: reg})
+	ctx := context.Background()
+	rt.set("B", "p", runtime.StateRunning, 0)
+	_ = p.Relist(ctx)
+	if got := drain(p.Watch()); !reflect.DeepEqual(got, []string{"ContainerStarted/B"}) {
+		t.Fatalf("setup: %v", got)
+	}
+
+	// The proposal's example: the worker creates A and expects its start;
+	// B dies first; B's death is delivered only after A's start is seen.
+	p.ExpectWithin("uid-p", "A", ContainerStarted, time.Minute)
+	rt.set("B", "p", runtime.StateExited, 1)
+	clk.Step(time.Second)
+	_ = p.Relist(ctx)
+	if got := drain(p.Watch()); got != nil {
+		t.Fatalf("B's death delivered before A's start: %v", got)
+	}
+	rt.set("A", "p", runtime.StateRunning, 0)
+	clk.Step(time.Second)
+	_ = p.Relist(ctx)
+	if got := drain(p.Watch()); !reflect.DeepEqual(got, []string{"ContainerDied/B"}) {
+		t.Fatalf("after A started: %v, want only B's death", got)
+	}
+	if v := testutil.ToFloat64(p.m.expectations.WithLabelValues("met")); v != 1 {
+		t.Fatalf("met = %v", v)
+	}
+
+	// An expectation that never comes true expires and releases held events.
+	p.ExpectWithin("uid-p", "C", ContainerStarted, 10*time.Second)
+	rt.set("A", "p", runtime.StateExited, 0)
+	clk.Step(time.Second)
+	_ = p.Relist(ctx)
+	if got := drain(p.Watch()); got != nil {
+		t.Fatalf("held: %v", got)
+	}
+	clk.Step(10 * time.Second)
+	p.tick(ctx)
+	if got := drain(p.Watch()); !reflect.DeepEqual(got, []string{"ContainerDied/A"}) {
+		t.Fatalf("after expiry: %v", got)
+	}
+	if v := testutil.ToFloat64(p.m.expectations.WithLabelValues("expired")); v != 1 {
+		t.Fatalf("expired = %v", v)
+	}
+}
+
+func TestHealthy(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(t0)
+	rt := newFakeRuntime()
+	p := newTestPLEG(t, rt, Options{Clock: clk})
+	ctx := context.Background()
+	if ok, _ := p.Healthy(); !ok {
+		t.Fatal("unhealthy at start")
+	}
+	clk.Step(3*time.Minute + time.Second)
+	if ok, _ := p.Healthy(); ok {
+		t.Fatal("healthy without ever relisting")
+	}
+	if err := p.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := p.Healthy(); !ok {
+		t.Fatal(err)
+	}
+
+	// Failing relists: healthy until the threshold passes.
+	rt.listErr = errors.New("containerd down")
+	_ = p.Relist(ctx)
+	clk.Step(2 * time.Minute)
+	_ = p.Relist(ctx)
+	if ok, _ := p.Healthy(); !ok {
+		t.Fatal("unhealthy before the threshold")
+	}
+	clk.Step(time.Minute + time.Second)
+	if ok, _ := p.Healthy(); ok {
+		t.Fatal("healthy after relists failed for longer than the threshold")
+	}
+	rt.listErr = nil
+	_ = p.Relist(ctx)
+	if ok, err := p.Healthy(); !ok {
+		t.Fatal(err)
+	}
+
+	// A hung relist.
+	rt.mu.Lock()
+	rt.listBlock = make(chan struct{})
+	rt.mu.Unlock()
+	done := make(chan struct{})
+	go func() { _ = p.Relist(ctx); close(done) }()
+	for rt.listCount() < 5 {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(2 * time.Minute)
+	if ok, _ := p.Healthy(); !ok {
+		t.Fatal("unhealthy before the threshold")
+	}
+	clk.Step(time.Minute + time.Second)
+	if ok, _ := p.Healthy(); ok {
+		t.Fatal("healthy while a relist hangs beyond the threshold")
+	}
+	close(rt.listBlock)
+	<-done
+	if ok, err := p.Healthy(); !ok {
+		t.Fatal(err)
+	}
+}
+
+func TestHungInspectionDoesNotStallOthers(t *testing.T) {
+	rt := newFakeRuntime()
+	p := newTestPLEG(t, rt, Options{InspectTimeout: time.Hour})
+	ctx := context.Background()
+	rt.set("slow", "p", runtime.StateRunning, 0)
+	rt.set("fast", "q", runtime.StateRunning, 0)
+	if err := p.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	drain(p.Watch())
+	rt.hang["slow"] = true
+	rt.set("slow", "p", runtime.StateExited, 0)
+	rt.set("fast", "q", runtime.StateExited, 0)
+	p.trigger("slow", SourceContainerd, time.Now(), false)
+	p.trigger("slow", SourceCgroup, time.Now(), false) // coalesced, not a second call
+	p.trigger("fast", SourceContainerd, time.Now(), false)
+	select {
+	case ev := <-p.Watch():
+		if ev.ContainerID != "fast" || ev.Type != ContainerDied || ev.Source != SourceContainerd {
+			t.Fatalf("event %+v", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the fast container's death was stalled by the hung one")
+	}
+	if ok, err := p.Healthy(); !ok {
+		t.Fatal(err)
+	}
+	rt.mu.Lock()
+	n := rt.inspects["slow"]
+	rt.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("slow container inspected %d times, want 1 in flight", n)
+	}
+}
+
+func TestFallbackAndRecovery(t *testing.T) {
+	rt := newFakeRuntime()
+	reg := prometheus.NewRegistry()
+	p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour,
+		FallbackRelistPeriod: 20 * time.Millisecond, Registerer: reg})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	rt.events <- runtime.Event{Type: runtime.EventStreamUp}
+	waitFor(t, "initial relists", func() bool { return rt.listCount() >= 2 })
+	time.Sleep(100 * time.Millisecond)
+	if n := rt.listCount(); n > 3 || !p.EventMode() {
+		t.Fatalf("event mode: %d relists, eventMode %v", n, p.EventMode())
+	}
+	// A container event triggers an inspection, not a relist.
+	rt.set("a", "p", runtime.StateRunning, 0)
+	rt.events <- runtime.Event{Type: runtime.EventTaskStart, ContainerID: "a"}
+	select {
+	case ev := <-p.Watch():
+		if ev.Type != ContainerStarted || ev.Source != SourceContainerd {
+			t.Fatalf("event %+v", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event")
+	}
+
+	rt.events <- runtime.Event{Type: runtime.EventStreamDown, Err: errors.New("broken")}
+	waitFor(t, "fallback", func() bool { return !p.EventMode() })
+	n := rt.listCount()
+	rt.set("a", "p", runtime.StateExited, 0) // no event: only a relist can see it
+	select {
+	case ev := <-p.Watch():
+		if ev.Type != ContainerDied || ev.Source != SourceRelist {
+			t.Fatalf("event %+v", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("fallback relist did not detect the exit")
+	}
+	waitFor(t, "fast relists", func() bool { return rt.listCount() >= n+3 })
+	if v := testutil.ToFloat64(p.m.fallbackActive); v != 1 {
+		t.Fatalf("fallback_active = %v", v)
+	}
+	rt.events <- runtime.Event{Type: runtime.EventStreamUp}
+	waitFor(t, "recovery", func() bool { return p.EventMode() })
+	if v := testutil.ToFloat64(p.m.fallbacks.WithLabelValues("containerd")); v != 1 {
+		t.Fatalf("fallbacks_total = %v", v)
+	}
+	time.Sleep(50 * time.Millisecond)
+	n = rt.listCount()
+	time.Sleep(200 * time.Millisecond)
+	if m := rt.listCount(); m > n+1 {
+		t.Fatalf("still relisting fast after recovery: %d -> %d", n, m)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestEventsHandler(t *testing.T) {
+	rt := newFakeRuntime()
+	p := newTestPLEG(t, rt, Options{})
+	srv := httptest.NewServer(EventsHandler(p))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "?pod=ns/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		t.Fatalf("content type %q", ct)
+	}
+	rt.set("x", "other", runtime.StateRunning, 0)
+	rt.set("a", "p", runtime.StateExited, 3)
+	if err := p.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(line, &got); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{"pod": "ns/p", "container": "c-a", "containerID": "a", "type": "ContainerDied", "source": "relist", "exitCode": 3.0} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v (line %s)", k, got[k], want, line)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339Nano, got["time"].(string)); err != nil {
+		t.Errorf("time: %v", err)
+	}
+	post, _ := http.Post(srv.URL, "text/plain", nil)
+	if post.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d", post.StatusCode)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	err := Options{RelistPeriod: -1, Sources: []Source{"bogus", SourceCgroup, SourceCgroup}}.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"relistPeriod", "sources[0]", "sources[2]"} {
+		if !contains(err.Error(), want) {
+			t.Errorf("%q does not mention %s", err, want)
+		}
+	}
+	if _, err := New(newFakeRuntime(), Options{Sources: []Source{"x"}}); err == nil {
+		t.Fatal("New accepted invalid options")
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
