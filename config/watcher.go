@@ -40,6 +40,7 @@ type Watcher struct {
 	Debounce time.Duration
 
 	trigger chan struct{}                // 1-buffered: triggers coalesce
+	started chan struct{}                // closed once Run watches (for tests)
 	updates chan *NodeAgentConfiguration // 1-buffered: the newest wins
 
 	// Owned by Run.
@@ -61,6 +62,7 @@ func NewWatcher(o LoadOptions, logger *slog.Logger, clk clock.Clock, running *No
 		log:         logger,
 		clock:       clk,
 		trigger:     make(chan struct{}, 1),
+		started:     make(chan struct{}),
 		updates:     make(chan *NodeAgentConfiguration, 1),
 		running:     running.DeepCopy(),
 		watchedDirs: map[string]bool{},
@@ -103,6 +105,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 		// Catch a change made between the agent's Load and the watches.
 		w.reloadAndDeliver()
 	}
+
+	close(w.started)
 
 	debounce := w.Debounce
 	if debounce <= 0 {
