@@ -103,7 +103,7 @@ for arch in $ARCHES; do
 	log "building nodeagent $VERSION for linux/$arch"
 	mkdir -p "$(dirname "$bin")"
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath \
-		-ldflags "-s -w -X main.version=$VERSION" -o "$bin" ./cmd/nodeagent
+		-ldflags "-s -w -X main.version=$VERSION" -o "$bin" "${GO_PACKAGE:-./cmd/nodeagent}"
 	for pkg in deb rpm; do
 		if [[ $pkg == deb ]]; then
 			target=$DIST/nodeagent_${VERSION}_${arch}.deb
