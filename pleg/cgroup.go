@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -21,8 +20,8 @@ import (
 // cgroupEvent is what the cgroup watcher tells the PLEG.
 type cgroupEvent struct {
 	containerID string
-	at          time.Time
 	exited      bool  // cgroup.events says populated 0, or the directory went away
+	created     bool  // the container's directory appeared
 	overflow    bool  // the inotify queue overflowed: events were lost
 	failed      error // the source cannot watch every running container
 	recovered   bool  // it can again
@@ -44,11 +43,15 @@ type cgroupWatcher struct {
 	mu      sync.Mutex
 	dirs    map[string]string // container ID -> watched dir
 	byDir   map[string]string // watched container dir -> container ID
-	parents map[string]int    // watched parent dir -> number of containers
-	missing map[string]runtime.Container
-	failing bool          // some running container is unwatched
-	lastErr error         // why
-	health  chan struct{} // 1-buffered: failing changed
+	podDirs map[string]bool   // watched directories whose new children may be containers
+	// podRoots are the configured pod parents (absolute); waiting maps a
+	// watched existing ancestor to the pod roots not created yet below it.
+	podRoots map[string]bool
+	waiting  map[string][]string
+	missing  map[string]runtime.Container
+	failing  bool          // some running container is unwatched
+	lastErr  error         // why
+	health   chan struct{} // 1-buffered: failing changed
 }
 
 // findCgroup2Root returns the mount point of the cgroup2 filesystem.
@@ -73,7 +76,7 @@ func findCgroup2Root() (string, error) {
 	return "", errors.New("no cgroup2 (unified) hierarchy mounted")
 }
 
-func newCgroupWatcher(root string, log *slog.Logger, signal func(cgroupEvent)) (*cgroupWatcher, error) {
+func newCgroupWatcher(root string, podParents []string, log *slog.Logger, signal func(cgroupEvent)) (*cgroupWatcher, error) {
 	if root == "" {
 		var err error
 		if root, err = findCgroup2Root(); err != nil {
@@ -87,11 +90,79 @@ func newCgroupWatcher(root string, log *slog.Logger, signal func(cgroupEvent)) (
 	if err != nil {
 		return nil, fmt.Errorf("cgroup event source: %w", err)
 	}
-	return &cgroupWatcher{
+	cw := &cgroupWatcher{
 		root: root, log: log, signal: signal, w: w,
-		dirs: map[string]string{}, byDir: map[string]string{}, parents: map[string]int{}, missing: map[string]runtime.Container{},
-		health: make(chan struct{}, 1),
-	}, nil
+		dirs: map[string]string{}, byDir: map[string]string{}, podDirs: map[string]bool{},
+		podRoots: map[string]bool{}, waiting: map[string][]string{},
+		missing: map[string]runtime.Container{}, health: make(chan struct{}, 1),
+	}
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	for _, pp := range podParents {
+		dir := filepath.Join(root, cgroupfsPath(pp))
+		cw.podRoots[dir] = true
+		if err := cw.watchPodRootLocked(dir, false); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("cgroup event source: %w", err)
+		}
+	}
+	return cw, nil
+}
+
+// watchPodRootLocked watches a configured pod parent, or its nearest
+// existing ancestor until it is created. Pod directories already in it are
+// watched too; announce makes their containers inspected.
+func (cw *cgroupWatcher) watchPodRootLocked(dir string, announce bool) error {
+	if _, err := os.Stat(dir); err != nil {
+		anc := filepath.Dir(dir)
+		for anc != cw.root && anc != "/" {
+			if _, err := os.Stat(anc); err == nil {
+				break
+			}
+			anc = filepath.Dir(anc)
+		}
+		if err := cw.w.Add(anc); err != nil {
+			return fmt.Errorf("watch %s: %w", anc, err)
+		}
+		cw.waiting[anc] = append(cw.waiting[anc], dir)
+		// It may have been created meanwhile.
+		if _, err := os.Stat(dir); err != nil {
+			return nil
+		}
+	}
+	if err := cw.w.Add(dir); err != nil {
+		return fmt.Errorf("watch %s: %w", dir, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			cw.watchPodDirLocked(filepath.Join(dir, e.Name()), announce)
+		}
+	}
+	return nil
+}
+
+// watchPodDirLocked watches a directory whose new subdirectories may be
+// containers; announce makes the existing ones inspected.
+func (cw *cgroupWatcher) watchPodDirLocked(dir string, announce bool) {
+	if cw.podDirs[dir] {
+		return
+	}
+	if err := cw.w.Add(dir); err != nil {
+		cw.log.Debug("cannot watch pod cgroup", "dir", dir, "err", err)
+		return
+	}
+	cw.podDirs[dir] = true
+	if !announce {
+		return
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() && cw.byDir[filepath.Join(dir, e.Name())] == "" {
+			id := e.Name()
+			go cw.signal(cgroupEvent{containerID: id, created: true})
+		}
+	}
 }
 
 // dirOf finds the container's cgroup v2 directory. gone is true when the
@@ -166,7 +237,7 @@ func (cw *cgroupWatcher) watchLocked(c runtime.Container) error {
 	dir, gone, err := cw.dirOf(c)
 	if gone {
 		// Exited between observation and now: have it inspected again.
-		go cw.signal(cgroupEvent{containerID: c.ID, at: time.Now(), exited: true})
+		go cw.signal(cgroupEvent{containerID: c.ID, exited: true})
 		return nil
 	}
 	if err != nil {
@@ -181,19 +252,12 @@ func (cw *cgroupWatcher) watchLocked(c runtime.Container) error {
 		}
 		return fmt.Errorf("container %s: watch %s: %w", c.ID, dir, err)
 	}
-	parent := filepath.Dir(dir)
-	if cw.parents[parent] == 0 {
-		if err := cw.w.Add(parent); err != nil {
-			_ = cw.w.Remove(dir)
-			return fmt.Errorf("container %s: watch %s: %w", c.ID, parent, err)
-		}
-	}
-	cw.parents[parent]++
+	cw.watchPodDirLocked(filepath.Dir(dir), false)
 	cw.dirs[c.ID] = dir
 	cw.byDir[dir] = c.ID
 	// The process may have exited before the watch existed.
 	if populated, err := readPopulated(dir); err == nil && !populated {
-		go cw.signal(cgroupEvent{containerID: c.ID, at: time.Now(), exited: true})
+		go cw.signal(cgroupEvent{containerID: c.ID, exited: true})
 	}
 	return nil
 }
@@ -206,11 +270,6 @@ func (cw *cgroupWatcher) unwatchLocked(id string) {
 	delete(cw.dirs, id)
 	delete(cw.byDir, dir)
 	_ = cw.w.Remove(dir) // fails harmlessly when the directory is gone
-	parent := filepath.Dir(dir)
-	if cw.parents[parent]--; cw.parents[parent] <= 0 {
-		delete(cw.parents, parent)
-		_ = cw.w.Remove(parent)
-	}
 }
 
 // updateHealthLocked notes whether every running container is watched; the
@@ -293,16 +352,16 @@ func (cw *cgroupWatcher) run(ctx context.Context) {
 			if !ok {
 				return
 			}
-			cw.handle(ev, time.Now())
+			cw.handle(ev)
 		}
 	}
 }
 
-func (cw *cgroupWatcher) handle(ev fsnotify.Event, at time.Time) {
+func (cw *cgroupWatcher) handle(ev fsnotify.Event) {
 	cw.mu.Lock()
 	dir, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
 	var id string
-	exited := false
+	exited, created := false, false
 	switch {
 	case base == "cgroup.events" && ev.Has(fsnotify.Write):
 		id = cw.byDir[dir]
@@ -313,15 +372,35 @@ func (cw *cgroupWatcher) handle(ev fsnotify.Event, at time.Time) {
 		}
 	case ev.Has(fsnotify.Remove) && cw.byDir[ev.Name] != "":
 		id, exited = cw.byDir[ev.Name], true
-	case ev.Has(fsnotify.Create) && cw.parents[dir] > 0 && cw.byDir[ev.Name] == "":
-		// A new container directory next to a known one; its name is the
-		// container ID with the cgroupfs layout (else the inspection
-		// finds nothing and is ignored).
-		id = base
+	case ev.Has(fsnotify.Remove) && cw.podDirs[ev.Name]:
+		delete(cw.podDirs, ev.Name)
+	case ev.Has(fsnotify.Create) && cw.podRoots[dir]:
+		// A new pod directory: watch it, inspect what it already holds.
+		cw.watchPodDirLocked(ev.Name, true)
+	case ev.Has(fsnotify.Create) && len(cw.waiting[dir]) > 0:
+		var still []string
+		for _, target := range cw.waiting[dir] {
+			if target == ev.Name || strings.HasPrefix(target, ev.Name+"/") {
+				if err := cw.watchPodRootLocked(target, true); err != nil {
+					cw.log.Warn("cannot watch pod cgroup parent", "dir", target, "err", err)
+				}
+				continue
+			}
+			still = append(still, target)
+		}
+		if len(still) == 0 {
+			delete(cw.waiting, dir)
+		} else {
+			cw.waiting[dir] = still
+		}
+	case ev.Has(fsnotify.Create) && cw.podDirs[dir] && cw.byDir[ev.Name] == "":
+		// A new container directory; its name is the container ID with
+		// the cgroupfs layout (else the inspection finds nothing).
+		id, created = base, true
 	}
 	cw.mu.Unlock()
 	if id != "" {
-		cw.signal(cgroupEvent{containerID: id, at: at, exited: exited})
+		cw.signal(cgroupEvent{containerID: id, exited: exited, created: created})
 	}
 }
 

@@ -28,10 +28,12 @@ const (
 	// each has its own timeout, so a hung one holds a slot for at most
 	// InspectTimeout.
 	maxConcurrentInspections = 16
-	// exitRecheckDelay/exitRechecks: after cgroup.events says "populated 0"
-	// containerd may still report the task as running for a moment.
-	exitRecheckDelay = 10 * time.Millisecond
-	exitRechecks     = 50
+	// recheckDelay/rechecks: after cgroup.events says "populated 0"
+	// containerd may still report the task as running for a moment, and a
+	// container whose cgroup just appeared is still being started. The
+	// delays double from 10ms up to 1s: about 6s in all.
+	recheckDelay = 10 * time.Millisecond
+	rechecks     = 12
 	// maxInspectFailures: a container whose inspection failed this many
 	// times in a row is left to the next relist.
 	maxInspectFailures = 5
@@ -68,6 +70,12 @@ type Options struct {
 	// /proc/self/mountinfo (/sys/fs/cgroup on pure v2, /sys/fs/cgroup/unified
 	// on hybrid hosts).
 	CgroupRoot string
+	// CgroupParents are the cgroupfs paths under which pod cgroups are
+	// created (default runtime.DefaultCgroupParent). The cgroup source
+	// watches them, even before they exist, so that containers of new pods
+	// are seen when their directories appear; containers elsewhere are
+	// watched once observed running.
+	CgroupParents []string
 	// Clock, Logger and Registerer default to the real clock, slog.Default()
 	// and no metrics registration.
 	Clock      clock.WithTicker
@@ -118,6 +126,9 @@ func (o *Options) setDefaults() {
 	if o.EventBuffer == 0 {
 		o.EventBuffer = DefaultEventBuffer
 	}
+	if o.CgroupParents == nil {
+		o.CgroupParents = []string{runtime.DefaultCgroupParent}
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -167,9 +178,12 @@ type inspection struct {
 	source      Source
 	triggeredAt time.Time
 	dirty       bool // triggered again while in flight
-	expectExit  bool // cgroup says the processes are gone
-	exitChecks  int
-	failures    int
+	// want: the signal implies this state (exited: cgroup emptied or task
+	// exit; running: a container's cgroup appeared), which the runtime may
+	// report a moment later; recheck while it reports the previous state.
+	want     runtime.State
+	rechecks int
+	failures int
 }
 
 // New creates a PLEG over rt. Nothing runs until Run.
@@ -242,7 +256,7 @@ func (p *PLEG) Run(ctx context.Context) {
 		case SourceContainerd:
 			go p.followRuntime(ctx)
 		case SourceCgroup:
-			cg, err := newCgroupWatcher(p.opts.CgroupRoot, p.log, p.cgroupSignal)
+			cg, err := newCgroupWatcher(p.opts.CgroupRoot, p.opts.CgroupParents, p.log, p.cgroupSignal)
 			if err != nil {
 				p.setSource(SourceCgroup, false, err)
 				continue
@@ -490,15 +504,17 @@ func (p *PLEG) deliverLocked(deliver []Event, expired, met []Expectation, now ti
 // inspection per container is in flight; triggers arriving meanwhile are
 // coalesced into one more inspection after it, so per-container ordering
 // holds and duplicates from several sources cost one inspection.
-func (p *PLEG) trigger(id string, src Source, at time.Time, expectExit bool) {
+func (p *PLEG) trigger(id string, src Source, at time.Time, want runtime.State) {
 	p.mu.Lock()
 	if in := p.inflight[id]; in != nil {
 		in.dirty = true
-		in.expectExit = in.expectExit || expectExit
+		if want != "" {
+			in.want, in.rechecks = want, 0
+		}
 		p.mu.Unlock()
 		return
 	}
-	p.inflight[id] = &inspection{source: src, triggeredAt: at, expectExit: expectExit}
+	p.inflight[id] = &inspection{source: src, triggeredAt: at, want: want}
 	p.mu.Unlock()
 	go p.inspect(id)
 }
@@ -525,11 +541,11 @@ func (p *PLEG) inspect(id string) {
 			p.m.inspections.WithLabelValues("ok").Inc()
 			in.failures = 0
 			p.applyLocked(c, true, start, in.source, in.triggeredAt, true)
-			if in.expectExit && c.State == runtime.StateRunning && in.exitChecks < exitRechecks {
-				in.exitChecks++
-				retryAfter = exitRecheckDelay
+			if in.want != "" && c.State != in.want && c.State == previous(in.want) && in.rechecks < rechecks {
+				retryAfter = min(recheckDelay<<in.rechecks, time.Second)
+				in.rechecks++
 			} else {
-				in.expectExit, in.exitChecks = false, 0
+				in.want, in.rechecks = "", 0
 			}
 		case errors.Is(err, runtime.ErrNotFound):
 			p.m.inspections.WithLabelValues("notfound").Inc()
@@ -566,6 +582,17 @@ func (p *PLEG) inspect(id string) {
 	}
 }
 
+// previous is the state a container is in just before want.
+func previous(want runtime.State) runtime.State {
+	switch want {
+	case runtime.StateRunning:
+		return runtime.StateCreated
+	case runtime.StateExited:
+		return runtime.StateRunning
+	}
+	return ""
+}
+
 // cgroupSignal is called by the cgroup watcher.
 func (p *PLEG) cgroupSignal(s cgroupEvent) {
 	switch {
@@ -576,7 +603,14 @@ func (p *PLEG) cgroupSignal(s cgroupEvent) {
 	case s.recovered:
 		p.setSource(SourceCgroup, true, nil)
 	default:
-		p.trigger(s.containerID, SourceCgroup, p.clock.Now(), s.exited)
+		var want runtime.State
+		switch {
+		case s.exited:
+			want = runtime.StateExited
+		case s.created:
+			want = runtime.StateRunning
+		}
+		p.trigger(s.containerID, SourceCgroup, p.clock.Now(), want)
 	}
 }
 
@@ -593,7 +627,11 @@ func (p *PLEG) followRuntime(ctx context.Context) {
 			p.setSource(SourceContainerd, false, ev.Err)
 		default:
 			if ev.ContainerID != "" {
-				p.trigger(ev.ContainerID, SourceContainerd, p.clock.Now(), ev.Type == runtime.EventTaskExit)
+				var want runtime.State
+				if ev.Type == runtime.EventTaskExit {
+					want = runtime.StateExited
+				}
+				p.trigger(ev.ContainerID, SourceContainerd, p.clock.Now(), want)
 			}
 		}
 	}

@@ -259,9 +259,9 @@ func TestHungInspectionDoesNotStallOthers(t *testing.T) {
 	rt.hang["slow"] = true
 	rt.set("slow", "p", runtime.StateExited, 0)
 	rt.set("fast", "q", runtime.StateExited, 0)
-	p.trigger("slow", SourceContainerd, time.Now(), false)
-	p.trigger("slow", SourceCgroup, time.Now(), false) // coalesced, not a second call
-	p.trigger("fast", SourceContainerd, time.Now(), false)
+	p.trigger("slow", SourceContainerd, time.Now(), "")
+	p.trigger("slow", SourceCgroup, time.Now(), "") // coalesced, not a second call
+	p.trigger("fast", SourceContainerd, time.Now(), "")
 	select {
 	case ev := <-p.Watch():
 		if ev.ContainerID != "fast" || ev.Type != ContainerDied || ev.Source != SourceContainerd {
