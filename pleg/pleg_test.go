@@ -273,10 +273,14 @@ func TestHungInspectionDoesNotStallOthers(t *testing.T) {
 	if ok, err := p.Healthy(); !ok {
 		t.Fatal(err)
 	}
-	rt.mu.Lock()
-	n := rt.inspects["slow"]
-	rt.mu.Unlock()
-	if n != 1 {
+	inspects := func() int {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.inspects["slow"]
+	}
+	waitFor(t, "slow inspection", func() bool { return inspects() >= 1 })
+	time.Sleep(50 * time.Millisecond)
+	if n := inspects(); n != 1 {
 		t.Fatalf("slow container inspected %d times, want 1 in flight", n)
 	}
 }
