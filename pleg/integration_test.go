@@ -213,7 +213,9 @@ func TestRealContainerdRestart(t *testing.T) {
 	if ok, err := e.p.Healthy(); !ok {
 		t.Fatalf("unhealthy while containerd restarts: %v", err)
 	}
-	e.cd.Start()
+	if err := e.cd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	died := e.expect(a, []pleg.Source{pleg.SourceRelist}, pleg.ContainerDied)
 	if died[0].ExitCode == nil || *died[0].ExitCode != 137 {
 		t.Fatalf("died %+v", died[0])

@@ -264,7 +264,9 @@ func TestSubscribeReconnects(t *testing.T) {
 	if ev := next(runtime.EventStreamDown, ""); ev.Err == nil {
 		t.Fatalf("StreamDown without error: %+v", ev)
 	}
-	cd.Start()
+	if err := cd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	next(runtime.EventStreamUp, "")
 	if err := rt.RemoveContainer(ctx, id); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,23 +18,22 @@ import (
 	"time"
 )
 
-// Containerd is a private containerd daemon for one test: its root, state
-// and sockets live in a temporary directory, the CRI plugin is disabled, and
-// it can be killed and started again (to test reconnection). Containers
-// created through it should use CgroupParent so that Cleanup can kill
-// whatever is left.
+// Containerd is a private containerd daemon: its root, state and sockets
+// live in a temporary directory, the CRI plugin is disabled, and it can be
+// killed and started again (to test reconnection). Containers created
+// through it should use CgroupParent so that Close can kill whatever is
+// left.
 type Containerd struct {
 	Dir          string
 	Address      string // gRPC socket path
-	CgroupParent string // unique cgroupfs parent for this test's containers
+	CgroupParent string // unique cgroupfs parent for the containers
 
-	t   testing.TB
 	cmd *exec.Cmd
 	log *os.File
 }
 
-// StartContainerd starts a private containerd (skipping the test when not
-// root or containerd/runc are missing) and registers its cleanup.
+// StartContainerd starts a private containerd for a test (skipping it when
+// not root or containerd/runc are missing) and registers its cleanup.
 func StartContainerd(t testing.TB) *Containerd {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -44,10 +44,27 @@ func StartContainerd(t testing.TB) *Containerd {
 			t.Skipf("%s not installed", bin)
 		}
 	}
+	c, err := NewContainerd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Logf("containerd cleanup: %v", err)
+		}
+	})
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// NewContainerd prepares (but does not start) a private containerd.
+func NewContainerd() (*Containerd, error) {
 	// Short path: unix socket paths are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "nactrd")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -55,7 +72,6 @@ func StartContainerd(t testing.TB) *Containerd {
 		Dir:          dir,
 		Address:      filepath.Join(dir, "c.sock"),
 		CgroupParent: "/nodeagent-test-" + hex.EncodeToString(b),
-		t:            t,
 	}
 	cfg := fmt.Sprintf(`version = 2
 root = %q
@@ -71,30 +87,36 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
   address = ""
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Address, c.Address+".ttrpc")
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	t.Cleanup(c.cleanup)
-	c.Start()
-	return c
+	return c, nil
+}
+
+// Pid is the daemon's process ID (0 when not running).
+func (c *Containerd) Pid() int {
+	if c.cmd == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
 }
 
 // Start starts the daemon (again) and waits until its socket accepts
 // connections.
-func (c *Containerd) Start() {
-	c.t.Helper()
+func (c *Containerd) Start() error {
 	if c.cmd != nil {
-		c.t.Fatal("containerd already running")
+		return errors.New("containerd already running")
 	}
 	log, err := os.OpenFile(filepath.Join(c.Dir, "containerd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		c.t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command("containerd", "--config", filepath.Join(c.Dir, "config.toml"))
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		c.t.Fatalf("start containerd: %v", err)
+		return fmt.Errorf("start containerd: %w", err)
 	}
 	c.cmd, c.log = cmd, log
 	deadline := time.Now().Add(30 * time.Second)
@@ -102,10 +124,10 @@ func (c *Containerd) Start() {
 		conn, err := net.Dial("unix", c.Address)
 		if err == nil {
 			conn.Close()
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("containerd did not come up: %v (log %s)", err, log.Name())
+			return fmt.Errorf("containerd did not come up: %w (log %s)", err, log.Name())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -114,7 +136,6 @@ func (c *Containerd) Start() {
 // Kill kills the daemon with SIGKILL (a crash; shims and containers keep
 // running) and waits for it to exit.
 func (c *Containerd) Kill() {
-	c.t.Helper()
 	if c.cmd == nil {
 		return
 	}
@@ -125,9 +146,10 @@ func (c *Containerd) Kill() {
 	_ = os.Remove(c.Address)
 }
 
-func (c *Containerd) cleanup() {
-	// Kill the containers' processes and their shims first: they outlive
-	// containerd.
+// Close kills the containers' processes and shims, stops the daemon,
+// unmounts and removes everything.
+func (c *Containerd) Close() error {
+	// The containers' processes and their shims outlive containerd.
 	killCgroup(c.CgroupParent)
 	killShims(c.Address)
 	if c.cmd != nil {
@@ -141,12 +163,11 @@ func (c *Containerd) cleanup() {
 			<-done
 		}
 		c.log.Close()
+		c.cmd = nil
 	}
 	unmountUnder(c.Dir)
 	removeCgroup(c.CgroupParent)
-	if err := os.RemoveAll(c.Dir); err != nil {
-		c.t.Logf("cleanup %s: %v", c.Dir, err)
-	}
+	return os.RemoveAll(c.Dir)
 }
 
 // cgroupRoots are the mounted cgroup hierarchies (v1 controllers and v2).

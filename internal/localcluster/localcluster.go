@@ -1,0 +1,627 @@
+// Package localcluster runs a real, local Kubernetes control plane (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler) and a private
+// containerd on loopback, for `make run` and for the integration and e2e
+// tests.
+//
+// Contract:
+//   - Up is idempotent: when the cluster recorded in Dir is running and
+//     healthy it is reused; otherwise whatever is left of it is stopped and a
+//     fresh one (new etcd data, same CA) is started.
+//   - Processes run detached (own session) so that a cluster can outlive the
+//     command that started it (make test starts one and shares it between test
+//     binaries); Down stops them all and is idempotent too.
+//   - Every port is a free loopback port chosen at start; nothing listens on
+//     other addresses. containerd uses a private root, state dir and socket
+//     under Dir, so it never collides with a host containerd.
+//   - The apiserver serves TLS with Node,RBAC authorization and NodeRestriction
+//     admission. Agents get node credentials (CN=system:node:<name>,
+//     O=system:nodes) from NodeKubeconfig; Admin is system:masters.
+package localcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nodeagent/nodeagent/internal/pki"
+)
+
+// Options configure Up.
+type Options struct {
+	// Dir holds certificates, kubeconfigs, data, logs and the state file.
+	Dir string
+	// BinDir holds kube-apiserver, kube-controller-manager and kube-scheduler.
+	BinDir string
+	// NoContainerd skips the private containerd.
+	NoContainerd bool
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// State describes a running cluster. It is saved as Dir/state.json.
+type State struct {
+	Dir               string         `json:"dir"`
+	APIServerURL      string         `json:"apiServerURL"`
+	EtcdURL           string         `json:"etcdURL"`
+	ContainerdAddress string         `json:"containerdAddress,omitempty"`
+	AdminKubeconfig   string         `json:"adminKubeconfig"`
+	CACert            string         `json:"caCert"`
+	Pids              map[string]int `json:"pids"`
+	Ports             map[string]int `json:"ports"`
+}
+
+const stateFile = "state.json"
+
+// Component names, in start order.
+var components = []string{"etcd", "containerd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// Load reads the state of the cluster in dir; it does not check it is healthy.
+func Load(dir string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, stateFile), err)
+	}
+	return &s, nil
+}
+
+// Healthy reports whether every recorded process is alive and the apiserver
+// answers /readyz.
+func (s *State) Healthy(ctx context.Context) error {
+	for name, pid := range s.Pids {
+		if !alive(pid) {
+			return fmt.Errorf("%s (pid %d) is not running", name, pid)
+		}
+	}
+	return s.apiserverReady(ctx)
+}
+
+// Up starts the cluster, or reuses the running one. See the package doc.
+func Up(ctx context.Context, o Options) (*State, error) {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("localcluster: must run as root (containerd, runc and cgroups need it): run it with sudo")
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	o.Dir = dir
+	if s, err := Load(dir); err == nil {
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		herr := s.Healthy(hctx)
+		cancel()
+		if herr == nil && (o.NoContainerd || s.ContainerdAddress != "") {
+			fmt.Fprintf(o.Log, "localcluster: reusing the running cluster in %s (%s)\n", dir, s.APIServerURL)
+			return s, nil
+		}
+		fmt.Fprintf(o.Log, "localcluster: restarting the cluster in %s: %v\n", dir, herr)
+		if err := Down(dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkBinaries(o); err != nil {
+		return nil, err
+	}
+	s, err := start(ctx, o)
+	if err != nil {
+		if s != nil {
+			_ = stopAll(s)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// Down stops the cluster recorded in dir. A dir without a cluster is fine.
+func Down(dir string) error {
+	s, err := Load(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := stopAll(s); err != nil {
+		return err
+	}
+	return os.Remove(filepath.Join(dir, stateFile))
+}
+
+func checkBinaries(o Options) error {
+	need := map[string]string{
+		"kube-apiserver":          filepath.Join(o.BinDir, "kube-apiserver"),
+		"kube-controller-manager": filepath.Join(o.BinDir, "kube-controller-manager"),
+		"kube-scheduler":          filepath.Join(o.BinDir, "kube-scheduler"),
+	}
+	for name, p := range need {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("localcluster: %s not found at %s: build it with `make controlplane` (hack/build-controlplane.sh)", name, p)
+		}
+	}
+	if _, err := exec.LookPath("etcd"); err != nil {
+		return errors.New("localcluster: etcd not found: install Debian's etcd-server (`make deps` or `apt-get install etcd-server`)")
+	}
+	if !o.NoContainerd {
+		for _, b := range []string{"containerd", "runc"} {
+			if _, err := exec.LookPath(b); err != nil {
+				return fmt.Errorf("localcluster: %s not found: install Debian's containerd and runc (`make deps` or `apt-get install containerd runc`)", b)
+			}
+		}
+	}
+	return nil
+}
+
+func start(ctx context.Context, o Options) (*State, error) {
+	dir := o.Dir
+	for _, d := range []string{"pki", "logs", "kubeconfig"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	// Fresh data for every start: a cluster is cheap, stale state is not.
+	for _, d := range []string{"etcd", "containerd"} {
+		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
+			return nil, err
+		}
+	}
+	ports, err := freePorts("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+	if err != nil {
+		return nil, err
+	}
+	s := &State{
+		Dir:             dir,
+		APIServerURL:    fmt.Sprintf("https://127.0.0.1:%d", ports["kube-apiserver"]),
+		EtcdURL:         fmt.Sprintf("http://127.0.0.1:%d", ports["etcd"]),
+		AdminKubeconfig: filepath.Join(dir, "kubeconfig", "admin.kubeconfig"),
+		CACert:          filepath.Join(dir, "pki", "ca.crt"),
+		Pids:            map[string]int{},
+		Ports:           ports,
+	}
+	if err := s.writePKI(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Log, "localcluster: starting etcd on %s\n", s.EtcdURL)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports["etcd-peer"])
+	if err := s.spawn("etcd", "etcd",
+		"--name=local", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+s.EtcdURL, "--advertise-client-urls="+s.EtcdURL,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=local="+peer, "--initial-cluster-state=new",
+		"--quota-backend-bytes=4294967296", "--snapshot-count=50000",
+		"--unsafe-no-fsync", // test cluster: speed over durability
+	); err != nil {
+		return s, err
+	}
+	if err := waitFor(ctx, 30*time.Second, s, "etcd", func(ctx context.Context) error { return httpGet(ctx, http.DefaultClient, s.EtcdURL+"/health") }); err != nil {
+		return s, err
+	}
+	if !o.NoContainerd {
+		if err := s.startContainerd(ctx); err != nil {
+			return s, err
+		}
+	}
+	pkiDir := filepath.Join(dir, "pki")
+	fmt.Fprintf(o.Log, "localcluster: starting kube-apiserver on %s\n", s.APIServerURL)
+	if err := s.spawn("kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"),
+		"--etcd-servers="+s.EtcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(ports["kube-apiserver"]),
+		"--tls-cert-file="+filepath.Join(pkiDir, "apiserver.crt"),
+		"--tls-private-key-file="+filepath.Join(pkiDir, "apiserver.key"),
+		"--client-ca-file="+s.CACert,
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+filepath.Join(pkiDir, "sa.pub"),
+		"--service-account-signing-key-file="+filepath.Join(pkiDir, "sa.key"),
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--endpoint-reconciler-type=none", // the advertise address is loopback
+		"--allow-privileged=true",
+		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
+		"--profiling=false",
+	); err != nil {
+		return s, err
+	}
+	if err := waitFor(ctx, 90*time.Second, s, "kube-apiserver", s.apiserverReady); err != nil {
+		return s, err
+	}
+	fmt.Fprintln(o.Log, "localcluster: starting kube-controller-manager and kube-scheduler")
+	if err := s.spawn("kube-controller-manager", filepath.Join(o.BinDir, "kube-controller-manager"),
+		"--kubeconfig="+filepath.Join(dir, "kubeconfig", "controller-manager.kubeconfig"),
+		"--authentication-kubeconfig="+filepath.Join(dir, "kubeconfig", "controller-manager.kubeconfig"),
+		"--authorization-kubeconfig="+filepath.Join(dir, "kubeconfig", "controller-manager.kubeconfig"),
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports["kube-controller-manager"]),
+		"--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+filepath.Join(pkiDir, "sa.key"),
+		"--root-ca-file="+s.CACert,
+		"--cluster-signing-cert-file="+s.CACert,
+		"--cluster-signing-key-file="+filepath.Join(pkiDir, "ca.key"),
+		// The upstream defaults, spelled out because the tests depend on them.
+		"--node-monitor-grace-period=40s", "--node-monitor-period=5s",
+		"--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-route",
+	); err != nil {
+		return s, err
+	}
+	if err := s.spawn("kube-scheduler", filepath.Join(o.BinDir, "kube-scheduler"),
+		"--kubeconfig="+filepath.Join(dir, "kubeconfig", "scheduler.kubeconfig"),
+		"--authentication-kubeconfig="+filepath.Join(dir, "kubeconfig", "scheduler.kubeconfig"),
+		"--authorization-kubeconfig="+filepath.Join(dir, "kubeconfig", "scheduler.kubeconfig"),
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports["kube-scheduler"]),
+		"--leader-elect=false",
+	); err != nil {
+		return s, err
+	}
+	if err := waitFor(ctx, 60*time.Second, s, "kube-node-lease namespace", s.leaseNamespaceExists); err != nil {
+		return s, err
+	}
+	// The controllers start within a second; a dead one shows up here.
+	time.Sleep(time.Second)
+	for _, c := range []string{"kube-controller-manager", "kube-scheduler"} {
+		if !alive(s.Pids[c]) {
+			return s, s.exitError(c)
+		}
+	}
+	if err := s.save(); err != nil {
+		return s, err
+	}
+	fmt.Fprintf(o.Log, "localcluster: ready: apiserver %s, admin kubeconfig %s\n", s.APIServerURL, s.AdminKubeconfig)
+	return s, nil
+}
+
+func (s *State) startContainerd(ctx context.Context) error {
+	cdir := filepath.Join(s.Dir, "containerd")
+	sock := filepath.Join(cdir, "containerd.sock")
+	if len(sock) > 100 {
+		return fmt.Errorf("localcluster: containerd socket path %s is longer than a unix socket allows (108): use a shorter cluster dir", sock)
+	}
+	for _, d := range []string{"root", "state"} {
+		if err := os.MkdirAll(filepath.Join(cdir, d), 0o711); err != nil {
+			return err
+		}
+	}
+	cfg := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+`, filepath.Join(cdir, "root"), filepath.Join(cdir, "state"), sock, sock+".ttrpc")
+	cfgPath := filepath.Join(cdir, "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if err := s.spawn("containerd", "containerd", "--config="+cfgPath); err != nil {
+		return err
+	}
+	s.ContainerdAddress = sock
+	return waitFor(ctx, 30*time.Second, s, "containerd", func(ctx context.Context) error {
+		c, err := (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+}
+
+// writePKI creates the CA (kept across restarts, so node kubeconfigs minted
+// earlier stay valid) and the control plane's certificates and kubeconfigs.
+func (s *State) writePKI() error {
+	pkiDir := filepath.Join(s.Dir, "pki")
+	ca, err := pki.LoadOrCreateCA(pkiDir, "nodeagent-local-ca")
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(pkiDir, "sa.key")); err != nil {
+		if _, keyPEM, err := ca.Issue("service-accounts", nil, nil); err != nil {
+			return err
+		} else if err := pki.WriteFile(filepath.Join(pkiDir, "sa.key"), keyPEM, 0o600); err != nil {
+			return err
+		}
+	}
+	saKey, err := os.ReadFile(filepath.Join(pkiDir, "sa.key"))
+	if err != nil {
+		return err
+	}
+	signer, err := pki.DecodeKey(saKey)
+	if err != nil {
+		return err
+	}
+	pub, err := pki.PublicKeyPEM(signer)
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteFile(filepath.Join(pkiDir, "sa.pub"), pub, 0o644); err != nil {
+		return err
+	}
+	cert, key, err := ca.Issue("kube-apiserver", nil, []string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "10.96.0.1"})
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteFile(filepath.Join(pkiDir, "apiserver.crt"), cert, 0o644); err != nil {
+		return err
+	}
+	if err := pki.WriteFile(filepath.Join(pkiDir, "apiserver.key"), key, 0o600); err != nil {
+		return err
+	}
+	for _, k := range []struct{ file, user, group string }{
+		{"admin.kubeconfig", "kubernetes-admin", "system:masters"},
+		{"controller-manager.kubeconfig", "system:kube-controller-manager", ""},
+		{"scheduler.kubeconfig", "system:kube-scheduler", ""},
+	} {
+		var groups []string
+		if k.group != "" {
+			groups = []string{k.group}
+		}
+		if err := s.writeKubeconfig(ca, filepath.Join(s.Dir, "kubeconfig", k.file), k.user, groups); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NodeKubeconfig writes (or reuses) a kubeconfig with node credentials for
+// nodeName, as a kubelet has them: CN=system:node:<nodeName>, O=system:nodes.
+func (s *State) NodeKubeconfig(nodeName string) (string, error) {
+	path := filepath.Join(s.Dir, "kubeconfig", "node-"+nodeName+".kubeconfig")
+	if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), s.APIServerURL) {
+		return path, nil
+	}
+	ca, err := pki.LoadCA(s.CACert, filepath.Join(s.Dir, "pki", "ca.key"))
+	if err != nil {
+		return "", err
+	}
+	return path, s.writeKubeconfig(ca, path, "system:node:"+nodeName, []string{"system:nodes"})
+}
+
+func (s *State) writeKubeconfig(ca *pki.CA, path, user string, groups []string) error {
+	cert, key, err := ca.Issue(user, groups, nil)
+	if err != nil {
+		return err
+	}
+	return pki.WriteFile(path, []byte(Kubeconfig(s.APIServerURL, ca.CertPEM, cert, key)), 0o600)
+}
+
+// Kubeconfig renders a kubeconfig with embedded client certificate credentials.
+func Kubeconfig(server string, caPEM, certPEM, keyPEM []byte) string {
+	b64 := func(b []byte) string { return base64Std(b) }
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: user
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+contexts:
+- name: local
+  context: {cluster: local, user: user}
+current-context: local
+`, server, b64(caPEM), b64(certPEM), b64(keyPEM))
+}
+
+func (s *State) save() error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return pki.WriteFile(filepath.Join(s.Dir, stateFile), b, 0o644)
+}
+
+// spawn starts a component detached, logging to Dir/logs/<name>.log.
+func (s *State) spawn(name, bin string, args ...string) error {
+	logf, err := os.OpenFile(filepath.Join(s.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = s.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("localcluster: starting %s: %w", name, err)
+	}
+	s.Pids[name] = cmd.Process.Pid
+	// Save after every start so that Down can clean up a half-started cluster.
+	if err := s.save(); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }() // reap it if it dies while we are still here
+	return nil
+}
+
+// exitError explains why a component died, from the end of its log.
+func (s *State) exitError(name string) error {
+	logPath := filepath.Join(s.Dir, "logs", name+".log")
+	b, _ := os.ReadFile(logPath)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	tail := strings.Join(lines, "\n")
+	if strings.Contains(tail, "address already in use") {
+		return fmt.Errorf("localcluster: %s could not bind its port (address already in use): stop whatever holds it, or run `hack/localcluster.sh down` and try again; log: %s", name, logPath)
+	}
+	return fmt.Errorf("localcluster: %s exited during start-up; last lines of %s:\n%s", name, logPath, tail)
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, s *State, what string, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if pid, ok := s.Pids[what]; ok && !alive(pid) {
+			return s.exitError(what)
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		last = check(cctx)
+		ccancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("localcluster: %s not ready after %s: %v (logs in %s)", what, timeout, last, filepath.Join(s.Dir, "logs"))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (s *State) adminHTTPClient() (*http.Client, error) {
+	kc, err := os.ReadFile(s.AdminKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	caPEM, certPEM, keyPEM, err := parseKubeconfigCreds(kc)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}, nil
+}
+
+func (s *State) apiserverReady(ctx context.Context) error {
+	c, err := s.adminHTTPClient()
+	if err != nil {
+		return err
+	}
+	defer c.CloseIdleConnections()
+	return httpGet(ctx, c, s.APIServerURL+"/readyz")
+}
+
+func (s *State) leaseNamespaceExists(ctx context.Context) error {
+	c, err := s.adminHTTPClient()
+	if err != nil {
+		return err
+	}
+	defer c.CloseIdleConnections()
+	return httpGet(ctx, c, s.APIServerURL+"/api/v1/namespaces/kube-node-lease")
+}
+
+func httpGet(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+func stopAll(s *State) error {
+	// Reverse start order: clients before servers.
+	for i := len(components) - 1; i >= 0; i-- {
+		name := components[i]
+		pid, ok := s.Pids[name]
+		if !ok {
+			continue
+		}
+		stop(pid, 10*time.Second)
+		delete(s.Pids, name)
+	}
+	if s.ContainerdAddress != "" {
+		cleanupContainerd(s)
+	}
+	return nil
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after grace.
+func stop(pid int, grace time.Duration) {
+	if !alive(pid) {
+		return
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	for i := 0; i < 100 && alive(pid); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// Field 3, after the parenthesised command name, is the state.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+func freePorts(names ...string) (map[string]int, error) {
+	ports := map[string]int{}
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for _, n := range names {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("localcluster: no free loopback port: %w", err)
+		}
+		ls = append(ls, l)
+		ports[n] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
+}
