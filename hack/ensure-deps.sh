@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the local cluster and the tests need, once.
+# Idempotent: does nothing when everything is present.
+set -euo pipefail
+
+if [ "$(id -u)" != 0 ]; then
+  echo "ensure-deps: must run as root to install packages (containerd, cgroups and nspawn need root anyway): run with sudo" >&2
+  exit 1
+fi
+
+# command -> Debian package
+declare -A need=(
+  [etcd]=etcd-server
+  [containerd]=containerd
+  [runc]=runc
+  [busybox]=busybox-static
+  [debootstrap]=debootstrap
+  [systemd-nspawn]=systemd-container
+  [rpm]=rpm
+)
+missing=()
+for cmd in "${!need[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+done
+# busybox-static specifically (a dynamic busybox cannot run inside an empty image).
+dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+echo "ensure-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+# policy-rc.d keeps the packages' own services (host etcd, host containerd) from starting.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+if ! apt-get update -qq >/tmp/nodeagent-apt.log 2>&1 || ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/nodeagent-apt.log 2>&1; then
+  echo "ensure-deps: could not install ${missing[*]} with apt-get (see /tmp/nodeagent-apt.log): install them by hand" >&2
+  exit 1
+fi

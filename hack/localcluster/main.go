@@ -1,0 +1,108 @@
+// Command localcluster starts and stops the local control plane and private
+// containerd used by `make run` and `make test` (see internal/localcluster).
+//
+//	localcluster up [--dir DIR] [--bin-dir DIR] [--no-containerd]
+//	localcluster down [--dir DIR]
+//	localcluster status [--dir DIR]
+//	localcluster env [--dir DIR]               # shell exports for scripts
+//	localcluster node-kubeconfig NAME [--dir DIR]   # path of a node kubeconfig
+//
+// DIR defaults to $NODEAGENT_CLUSTER_DIR, else _output/local.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/nodeagent/nodeagent/internal/localcluster"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	cmd := os.Args[1]
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	defDir := os.Getenv("NODEAGENT_CLUSTER_DIR")
+	if defDir == "" {
+		defDir = filepath.Join("_output", "local")
+	}
+	dir := fs.String("dir", defDir, "cluster directory")
+	binDir := fs.String("bin-dir", filepath.Join("_output", "bin"), "directory with kube-apiserver, kube-controller-manager, kube-scheduler")
+	noContainerd := fs.Bool("no-containerd", false, "do not start the private containerd")
+	args := os.Args[2:]
+	var positional []string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		positional, args = args[:1], args[1:]
+	}
+	_ = fs.Parse(args)
+	positional = append(positional, fs.Args()...)
+	absDir, err := filepath.Abs(*dir)
+	check(err)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	switch cmd {
+	case "up":
+		bin, err := filepath.Abs(*binDir)
+		check(err)
+		s, err := localcluster.Up(ctx, localcluster.Options{Dir: absDir, BinDir: bin, NoContainerd: *noContainerd, Log: os.Stderr})
+		check(err)
+		printEnv(s)
+	case "down":
+		check(localcluster.Down(absDir))
+		fmt.Fprintln(os.Stderr, "localcluster: stopped")
+	case "status":
+		s, err := localcluster.Load(absDir)
+		check(err)
+		if err := s.Healthy(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "localcluster: unhealthy: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "localcluster: running, apiserver %s\n", s.APIServerURL)
+	case "env":
+		s, err := localcluster.Load(absDir)
+		check(err)
+		printEnv(s)
+	case "node-kubeconfig":
+		if len(positional) != 1 {
+			usage()
+		}
+		s, err := localcluster.Load(absDir)
+		check(err)
+		p, err := s.NodeKubeconfig(positional[0])
+		check(err)
+		fmt.Println(p)
+	default:
+		usage()
+	}
+}
+
+func printEnv(s *localcluster.State) {
+	fmt.Printf("export NODEAGENT_CLUSTER_DIR=%q\n", s.Dir)
+	fmt.Printf("export KUBECONFIG=%q\n", s.AdminKubeconfig)
+	fmt.Printf("export NODEAGENT_APISERVER_URL=%q\n", s.APIServerURL)
+	fmt.Printf("export NODEAGENT_ETCD_URL=%q\n", s.EtcdURL)
+	fmt.Printf("export NODEAGENT_CONTAINERD_ADDRESS=%q\n", s.ContainerdAddress)
+}
+
+func check(err error) {
+	if err != nil {
+		if os.IsNotExist(err) {
+			fmt.Fprintln(os.Stderr, "localcluster: no cluster is running here: start one with `hack/localcluster.sh up`")
+		} else {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|env|node-kubeconfig NAME [--dir DIR] [--bin-dir DIR] [--no-containerd]")
+	os.Exit(2)
+}

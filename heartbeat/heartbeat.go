@@ -1,0 +1,398 @@
+// Package heartbeat keeps the node alive in the control plane's eyes by
+// renewing its Lease, kube-node-lease/<nodeName>, as KEP-589 describes.
+//
+// Contract:
+//   - Sync performs one renewal: up to MaxAttempts attempts, each bounded by a
+//     timeout, all of them within one renew interval (leaseDuration × 0.25).
+//     Upstream's controller gives each attempt 10s, so five attempts can
+//     outlast a 40s lease; here the whole renewal fits in the interval, and no
+//     code path (ensuring the Lease exists included) blocks longer.
+//   - A conflict or NotFound drops the cached Lease; the next attempt re-reads
+//     or re-creates it, so a deleted Lease is back within one renewal.
+//   - From the second failed attempt of a renewal on, OnRepeatedFailure is
+//     called (the agent closes the heartbeat transport's idle connections, so
+//     a dead TCP/HTTP/2 connection is replaced instead of reused).
+//   - The Lease carries holderIdentity=<nodeName>, leaseDurationSeconds,
+//     renewTime and an owner reference to the Node (added as soon as the Node
+//     exists; the Lease is created without one if the Node is not there yet).
+//   - Run renews every interval plus up to JitterFactor of it, measured from
+//     the start of the previous renewal, so the cadence does not drift with
+//     the API server's latency. SetLeaseDuration takes effect immediately:
+//     it triggers a renewal that writes the new duration.
+//   - The Lease is never deleted on shutdown: an agent that stops should look
+//     like one that died, and the node lifecycle controller decides.
+//
+// All waiting goes through the injected clock; Sync and the helpers are safe
+// to call from tests without Run.
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+)
+
+// Namespace holds the node Leases.
+const Namespace = corev1.NamespaceNodeLease
+
+// Defaults, as in kubelet.
+const (
+	DefaultLeaseDuration = 40 * time.Second
+	// RenewIntervalFraction of the lease duration between renewals.
+	RenewIntervalFraction = 0.25
+	DefaultMaxAttempts    = 5
+	DefaultJitterFactor   = 0.04
+)
+
+// LeaseClient is the part of the Lease API the controller uses
+// (coordinationv1client.LeaseInterface satisfies it).
+type LeaseClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
+
+// NodeGetter reads the Node the Lease belongs to (for its UID).
+type NodeGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+}
+
+// Clock is what the controller needs of a clock; k8s.io/utils/clock.RealClock
+// and the fake clock of k8s.io/utils/clock/testing both satisfy it.
+type Clock interface {
+	clock.WithTicker
+	AfterFunc(d time.Duration, f func()) clock.Timer
+}
+
+// Options configure a Controller.
+type Options struct {
+	NodeName      string
+	Leases        LeaseClient // for Namespace
+	Nodes         NodeGetter
+	LeaseDuration time.Duration // DefaultLeaseDuration when zero
+	MaxAttempts   int           // DefaultMaxAttempts when zero
+	JitterFactor  float64       // DefaultJitterFactor when zero; negative disables jitter
+	Clock         Clock         // clock.RealClock{} when nil
+	Logger        *slog.Logger
+	Metrics       *Metrics // may be nil
+	// OnRepeatedFailure is called after the second and later failed attempts
+	// of a renewal. May be nil.
+	OnRepeatedFailure func()
+}
+
+// Controller renews one node's Lease. Create it with New.
+type Controller struct {
+	nodeName    string
+	leases      LeaseClient
+	nodes       NodeGetter
+	maxAttempts int
+	jitter      float64
+	clock       Clock
+	log         *slog.Logger
+	metrics     *Metrics
+	onFailure   func()
+
+	// latest is the Lease as last written or read; only Sync touches it.
+	latest *coordinationv1.Lease
+
+	mu            sync.Mutex
+	leaseDuration time.Duration
+	lastRenew     time.Time // last successful renewal (renewTime written)
+	lastAttempt   time.Time // end of the last renewal, successful or not
+	lastErr       error
+	changed       chan struct{} // 1-buffered: a duration change wakes Run
+}
+
+// New validates o and returns a Controller.
+func New(o Options) (*Controller, error) {
+	if o.NodeName == "" || o.Leases == nil || o.Nodes == nil {
+		return nil, errors.New("heartbeat: NodeName, Leases and Nodes are required")
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.LeaseDuration < time.Second {
+		return nil, fmt.Errorf("heartbeat: lease duration %s is below 1s", o.LeaseDuration)
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.JitterFactor == 0 {
+		o.JitterFactor = DefaultJitterFactor
+	}
+	if o.JitterFactor < 0 {
+		o.JitterFactor = 0
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Controller{
+		nodeName: o.NodeName, leases: o.Leases, nodes: o.Nodes,
+		maxAttempts: o.MaxAttempts, jitter: o.JitterFactor, clock: o.Clock,
+		log: o.Logger.With("node", o.NodeName), metrics: o.Metrics, onFailure: o.OnRepeatedFailure,
+		leaseDuration: o.LeaseDuration, changed: make(chan struct{}, 1),
+	}
+	c.metrics.setDuration(o.LeaseDuration)
+	return c, nil
+}
+
+// RenewInterval is the time between renewals for a lease duration.
+func RenewInterval(leaseDuration time.Duration) time.Duration {
+	return time.Duration(float64(leaseDuration) * RenewIntervalFraction)
+}
+
+// AttemptTimeout bounds one attempt so that maxAttempts of them fit in one
+// renew interval. It never goes below 500ms: an apiserver that cannot answer a
+// Lease update in that time will not keep the node alive anyway.
+func AttemptTimeout(renewInterval time.Duration, maxAttempts int) time.Duration {
+	return max(renewInterval/time.Duration(maxAttempts), 500*time.Millisecond)
+}
+
+// SetLeaseDuration changes the lease duration (and so the renew interval)
+// while running. The next renewal, which Run starts at once, writes it.
+func (c *Controller) SetLeaseDuration(d time.Duration) {
+	if d < time.Second {
+		return
+	}
+	c.mu.Lock()
+	old := c.leaseDuration
+	c.leaseDuration = d
+	c.mu.Unlock()
+	if old == d {
+		return
+	}
+	c.metrics.setDuration(d)
+	c.log.Info("lease duration changed", "old", old, "new", d, "renewInterval", RenewInterval(d))
+	select {
+	case c.changed <- struct{}{}:
+	default: // a wake-up is already pending; it will read the new value
+	}
+}
+
+// LeaseDuration returns the current lease duration.
+func (c *Controller) LeaseDuration() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaseDuration
+}
+
+// Status is a snapshot for health checks and readiness.
+type Status struct {
+	LastRenew     time.Time // zero before the first success
+	LastAttempt   time.Time // end of the last renewal, successful or not
+	LastError     error     // of the last renewal; nil when it succeeded
+	LeaseDuration time.Duration
+}
+
+// Status returns the controller's current state.
+func (c *Controller) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Status{LastRenew: c.lastRenew, LastAttempt: c.lastAttempt, LastError: c.lastErr, LeaseDuration: c.leaseDuration}
+}
+
+// RenewedWithin reports whether the last successful renewal is at most d old.
+// Use it for readiness: the control plane sees the node alive.
+func (s Status) RenewedWithin(now time.Time, d time.Duration) error {
+	switch {
+	case s.LastRenew.IsZero():
+		if s.LastError != nil {
+			return fmt.Errorf("lease not renewed yet: %w", s.LastError)
+		}
+		return errors.New("lease not renewed yet")
+	case now.Sub(s.LastRenew) > d:
+		return fmt.Errorf("lease last renewed %s ago (limit %s): %v", now.Sub(s.LastRenew).Round(time.Second), d, s.LastError)
+	}
+	return nil
+}
+
+// LoopAlive reports whether the renew loop finished a renewal attempt within
+// d. It is the liveness check (systemd watchdog, /livez): a loop that keeps
+// trying against an unreachable API server is alive, one that is wedged is not.
+func (s Status) LoopAlive(now time.Time, d time.Duration) error {
+	if s.LastAttempt.IsZero() || now.Sub(s.LastAttempt) <= d {
+		return nil
+	}
+	return fmt.Errorf("lease renew loop has not completed a renewal for %s (limit %s)", now.Sub(s.LastAttempt).Round(time.Second), d)
+}
+
+// Run renews until ctx is cancelled. The first renewal starts at once.
+func (c *Controller) Run(ctx context.Context) {
+	c.log.Info("starting lease heartbeat", "leaseDuration", c.LeaseDuration(), "renewInterval", RenewInterval(c.LeaseDuration()))
+	for {
+		start := c.clock.Now()
+		if err := c.Sync(ctx); err != nil && ctx.Err() == nil {
+			c.log.Error("lease renewal failed", "err", err)
+		}
+		wait := NextWait(start, c.clock.Now(), RenewInterval(c.LeaseDuration()), c.jitter*rand.Float64())
+		t := c.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-c.changed:
+			t.Stop()
+		case <-t.C():
+		}
+	}
+}
+
+// NextWait is how long Run sleeps after a renewal that started at start and
+// ended at now: the renew interval stretched by jitterFraction (in [0, 1)),
+// counted from start, and never negative.
+func NextWait(start, now time.Time, interval time.Duration, jitterFraction float64) time.Duration {
+	next := start.Add(interval + time.Duration(float64(interval)*jitterFraction))
+	return max(next.Sub(now), 0)
+}
+
+// Sync performs one renewal (see the package doc). It returns the last
+// attempt's error when every attempt failed.
+func (c *Controller) Sync(ctx context.Context) error {
+	start := c.clock.Now()
+	duration := c.LeaseDuration()
+	interval := RenewInterval(duration)
+	deadline := start.Add(interval)
+	perAttempt := AttemptTimeout(interval, c.maxAttempts)
+	var err error
+	for attempt := 1; attempt <= c.maxAttempts; attempt++ {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		timeout := min(perAttempt, deadline.Sub(c.clock.Now()))
+		if timeout <= 0 {
+			break
+		}
+		t0 := c.clock.Now()
+		err = c.attempt(ctx, timeout, duration)
+		c.metrics.observeAttempt(err, c.clock.Since(t0))
+		if err == nil {
+			c.finish(nil)
+			c.metrics.observeRenewal(c.clock.Since(start), c.clock.Now())
+			if attempt > 1 {
+				c.log.Info("lease renewed after retries", "attempts", attempt)
+			}
+			return nil
+		}
+		c.log.Warn("lease renewal attempt failed", "attempt", attempt, "maxAttempts", c.maxAttempts, "err", err)
+		if attempt >= 2 && c.onFailure != nil {
+			c.onFailure()
+		}
+		// A short pause before retrying a fast failure (connection refused),
+		// never past the renewal's deadline.
+		if pause := min(time.Duration(attempt)*100*time.Millisecond, deadline.Sub(c.clock.Now())); pause > 0 && attempt < c.maxAttempts {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-c.clock.After(pause):
+			}
+		}
+	}
+	if err == nil {
+		err = fmt.Errorf("renewal budget of %s exhausted", interval)
+	}
+	err = fmt.Errorf("renewing lease %s/%s: %w", Namespace, c.nodeName, err)
+	c.finish(err)
+	c.metrics.renewalFailed()
+	return err
+}
+
+func (c *Controller) finish(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.lastAttempt = now
+	c.lastErr = err
+	if err == nil {
+		c.lastRenew = now
+	}
+}
+
+// attempt makes one renewal attempt bounded by timeout on the injected clock.
+func (c *Controller) attempt(parent context.Context, timeout, duration time.Duration) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	timer := c.clock.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
+	defer func() {
+		timer.Stop()
+		cancel(nil)
+	}()
+	err := c.renew(ctx, duration)
+	if err != nil && errors.Is(context.Cause(ctx), errAttemptTimeout) {
+		return fmt.Errorf("%w after %s: %v", errAttemptTimeout, timeout, err)
+	}
+	return err
+}
+
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// renew writes renewTime=now (and the current duration) to the Lease,
+// creating or re-reading it when the cache is empty.
+func (c *Controller) renew(ctx context.Context, duration time.Duration) error {
+	if c.latest == nil {
+		lease, err := c.leases.Get(ctx, c.nodeName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			created, cerr := c.leases.Create(ctx, c.desired(ctx, nil, duration), metav1.CreateOptions{})
+			if cerr != nil {
+				return fmt.Errorf("creating lease: %w", cerr)
+			}
+			c.log.Info("created lease", "lease", Namespace+"/"+c.nodeName)
+			c.latest = created
+			return nil
+		case err != nil:
+			return fmt.Errorf("reading lease: %w", err)
+		}
+		c.latest = lease
+	}
+	updated, err := c.leases.Update(ctx, c.desired(ctx, c.latest, duration), metav1.UpdateOptions{})
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			c.latest = nil // re-read or re-create on the next attempt
+		}
+		return fmt.Errorf("updating lease: %w", err)
+	}
+	c.latest = updated
+	return nil
+}
+
+// desired returns the Lease to write: base (nil to create) with this node as
+// holder, the duration, renewTime=now and, when missing, the owner reference.
+func (c *Controller) desired(ctx context.Context, base *coordinationv1.Lease, duration time.Duration) *coordinationv1.Lease {
+	var l *coordinationv1.Lease
+	if base == nil {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.nodeName, Namespace: Namespace}}
+	} else {
+		l = base.DeepCopy()
+	}
+	l.Spec.HolderIdentity = ptr.To(c.nodeName)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(duration / time.Second))
+	l.Spec.RenewTime = &metav1.MicroTime{Time: c.clock.Now()}
+	if len(l.OwnerReferences) == 0 {
+		// Best effort: the Node may not be registered yet; the next renewal
+		// tries again. Its cost is one GET per renewal until it succeeds.
+		if node, err := c.nodes.Get(ctx, c.nodeName, metav1.GetOptions{}); err == nil {
+			l.OwnerReferences = []metav1.OwnerReference{{
+				APIVersion: corev1.SchemeGroupVersion.String(),
+				Kind:       "Node",
+				Name:       c.nodeName,
+				UID:        node.UID,
+			}}
+		} else if !apierrors.IsNotFound(err) {
+			c.log.Warn("cannot read node for the lease owner reference", "err", err)
+		}
+	}
+	return l
+}

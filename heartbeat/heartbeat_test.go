@@ -1,0 +1,393 @@
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+const node = "n1"
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// hangingLeases blocks Get/Create/Update until the attempt's context ends
+// while hang is set, like a dead connection.
+type hangingLeases struct {
+	LeaseClient
+	hang atomic.Bool
+}
+
+func (h *hangingLeases) wait(ctx context.Context) error {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+func (h *hangingLeases) Get(ctx context.Context, n string, o metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if err := h.wait(ctx); err != nil {
+		return nil, err
+	}
+	return h.LeaseClient.Get(ctx, n, o)
+}
+func (h *hangingLeases) Update(ctx context.Context, l *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if err := h.wait(ctx); err != nil {
+		return nil, err
+	}
+	return h.LeaseClient.Update(ctx, l, o)
+}
+
+type fixture struct {
+	cs       *fake.Clientset
+	clock    *testingclock.FakeClock
+	leases   *hangingLeases
+	c        *Controller
+	reg      *prometheus.Registry
+	failures atomic.Int32
+}
+
+func newFixture(t *testing.T, withNode bool, objs ...runtime.Object) *fixture {
+	t.Helper()
+	if withNode {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "uid-1"}})
+	}
+	f := &fixture{cs: fake.NewClientset(objs...), clock: testingclock.NewFakeClock(t0), reg: prometheus.NewRegistry()}
+	f.leases = &hangingLeases{LeaseClient: f.cs.CoordinationV1().Leases(Namespace)}
+	c, err := New(Options{
+		NodeName: node, Leases: f.leases, Nodes: f.cs.CoreV1().Nodes(), Clock: f.clock,
+		Metrics: NewMetrics(f.reg), OnRepeatedFailure: func() { f.failures.Add(1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.c = c
+	return f
+}
+
+func (f *fixture) lease(t *testing.T) *coordinationv1.Lease {
+	t.Helper()
+	l, err := f.cs.CoordinationV1().Leases(Namespace).Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestSyncCreatesLeaseWithOwner(t *testing.T) {
+	f := newFixture(t, true)
+	if err := f.c.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l := f.lease(t)
+	if *l.Spec.HolderIdentity != node || *l.Spec.LeaseDurationSeconds != 40 || !l.Spec.RenewTime.Time.Equal(t0) {
+		t.Errorf("lease spec = %+v", l.Spec)
+	}
+	want := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node, UID: "uid-1"}
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0] != want {
+		t.Errorf("owner references = %+v, want %+v", l.OwnerReferences, want)
+	}
+	if st := f.c.Status(); !st.LastRenew.Equal(t0) || st.LastError != nil {
+		t.Errorf("status = %+v", st)
+	}
+}
+
+func TestOwnerAddedOnceNodeExists(t *testing.T) {
+	f := newFixture(t, false)
+	if err := f.c.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if refs := f.lease(t).OwnerReferences; len(refs) != 0 {
+		t.Fatalf("owner references without a node: %+v", refs)
+	}
+	if _, err := f.cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "uid-2"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Step(10 * time.Second)
+	if err := f.c.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l := f.lease(t)
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != "uid-2" {
+		t.Errorf("owner references = %+v", l.OwnerReferences)
+	}
+	if !l.Spec.RenewTime.Time.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("renewTime = %v", l.Spec.RenewTime)
+	}
+}
+
+func TestSyncRecoversWithinOneRenewal(t *testing.T) {
+	gr := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	for _, tc := range []struct {
+		desc     string
+		failures []error // returned by the next updates, in order
+		wantErr  bool
+		wantGets int // GETs after the initial create
+	}{
+		{desc: "conflict re-reads", failures: []error{apierrors.NewConflict(gr, node, errors.New("stale"))}, wantGets: 1},
+		{desc: "deleted lease is re-created", failures: []error{apierrors.NewNotFound(gr, node)}, wantGets: 1},
+		{desc: "transient error retries with the cached lease", failures: []error{errors.New("connection reset")}, wantGets: 0},
+		{desc: "five failures give up", failures: []error{errors.New("e1"), errors.New("e2"), errors.New("e3"), errors.New("e4"), errors.New("e5")}, wantErr: true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := newFixture(t, true)
+			if err := f.c.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if tc.desc == "deleted lease is re-created" {
+				if err := f.cs.CoordinationV1().Leases(Namespace).Delete(context.Background(), node, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mu sync.Mutex
+			queue := append([]error(nil), tc.failures...)
+			f.cs.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(queue) == 0 {
+					return false, nil, nil
+				}
+				err := queue[0]
+				queue = queue[1:]
+				if apierrors.IsNotFound(err) {
+					return false, nil, nil // let the tracker answer: the lease is really gone
+				}
+				return true, nil, err
+			})
+			f.cs.ClearActions()
+			f.clock.Step(10 * time.Second)
+			done := make(chan error)
+			go func() { done <- f.c.Sync(context.Background()) }()
+			err := stepUntil(t, f.clock, done)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Sync() = %v, wantErr %v", err, tc.wantErr)
+			}
+			gets := 0
+			for _, a := range f.cs.Actions() {
+				if a.GetVerb() == "get" && a.GetResource().Resource == "leases" {
+					gets++
+				}
+			}
+			if gets != tc.wantGets {
+				t.Errorf("lease GETs = %d, want %d", gets, tc.wantGets)
+			}
+			if !tc.wantErr && !f.lease(t).Spec.RenewTime.Time.After(t0) {
+				t.Errorf("renewTime not advanced")
+			}
+			if tc.wantErr {
+				if got := testutil.ToFloat64(f.c.metrics.failures); got != 1 {
+					t.Errorf("failures metric = %v", got)
+				}
+				if f.failures.Load() != 4 {
+					t.Errorf("OnRepeatedFailure called %d times, want 4 (attempts 2..5)", f.failures.Load())
+				}
+			}
+		})
+	}
+}
+
+// stepUntil advances the fake clock whenever something waits on it, until
+// done delivers.
+func stepUntil(t *testing.T, c *testingclock.FakeClock, done <-chan error) error {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
+		// Step only while the code under test waits on the clock, and give
+		// it real time to run between steps.
+		if c.HasWaiters() {
+			c.Step(50 * time.Millisecond)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("Sync did not return")
+	return nil
+}
+
+func TestHungAPIServerRenewalFitsInInterval(t *testing.T) {
+	f := newFixture(t, true)
+	if err := f.c.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.leases.hang.Store(true)
+	start := f.clock.Now()
+	done := make(chan error)
+	go func() { done <- f.c.Sync(context.Background()) }()
+	err := stepUntil(t, f.clock, done)
+	if err == nil || !errors.Is(err, errAttemptTimeout) {
+		t.Fatalf("Sync() = %v, want attempt timeouts", err)
+	}
+	if took := f.clock.Since(start); took > RenewInterval(DefaultLeaseDuration)+100*time.Millisecond {
+		t.Errorf("a renewal against a hung apiserver took %s, more than the %s renew interval", took, RenewInterval(DefaultLeaseDuration))
+	}
+	if got := testutil.ToFloat64(f.c.metrics.attempts.WithLabelValues("timeout")); got != 5 {
+		t.Errorf("timeout attempts = %v, want 5", got)
+	}
+	if f.failures.Load() == 0 {
+		t.Error("idle connections were never closed")
+	}
+	st := f.c.Status()
+	// One failed renewal must not make the node look dead.
+	if err := st.RenewedWithin(f.clock.Now(), DefaultLeaseDuration); err != nil {
+		t.Errorf("RenewedWithin: %v (last success was %s ago)", err, f.clock.Since(st.LastRenew))
+	}
+	if st.LastError == nil {
+		t.Error("Status().LastError is nil after a failed renewal")
+	}
+	if err := st.LoopAlive(f.clock.Now(), time.Second); err != nil {
+		t.Errorf("LoopAlive: %v", err)
+	}
+	// The apiserver comes back: the next renewal succeeds.
+	f.leases.hang.Store(false)
+	if err := f.c.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunCadenceAndLiveDurationChange(t *testing.T) {
+	f := newFixture(t, true)
+	f.c.jitter = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	renewals := make(chan time.Time, 100)
+	f.cs.PrependReactor("*", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetVerb() == "update" || a.GetVerb() == "create" {
+			renewals <- f.clock.Now()
+		}
+		return false, nil, nil
+	})
+	go f.c.Run(ctx)
+	next := func() time.Time {
+		t.Helper()
+		select {
+		case ts := <-renewals:
+			// Wait for the renewal to finish, so that the clock's next waiter
+			// is Run's timer and not the attempt's timeout.
+			for !f.c.Status().LastAttempt.Equal(ts) {
+				time.Sleep(time.Millisecond)
+			}
+			return ts
+		case <-time.After(5 * time.Second):
+			t.Fatal("no renewal")
+		}
+		return time.Time{}
+	}
+	waitTimer := func() {
+		for !f.clock.HasWaiters() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if got := next(); !got.Equal(t0) {
+		t.Fatalf("first renewal at %v, want at start", got)
+	}
+	for i := 1; i <= 3; i++ {
+		waitTimer()
+		f.clock.Step(10 * time.Second)
+		if got := next(); got.Sub(t0) != time.Duration(i)*10*time.Second {
+			t.Fatalf("renewal %d at +%s, want +%ds", i, got.Sub(t0), i*10)
+		}
+	}
+	waitTimer()
+	f.c.SetLeaseDuration(60 * time.Second)
+	changedAt := next() // renewed at once with the new duration
+	if changedAt.Sub(t0) != 30*time.Second {
+		t.Fatalf("renewal after change at +%s", changedAt.Sub(t0))
+	}
+	waitTimer()
+	f.clock.Step(10 * time.Second)
+	select {
+	case ts := <-renewals:
+		t.Fatalf("renewed at +%s, 10s after a change to a 15s interval", ts.Sub(t0))
+	case <-time.After(50 * time.Millisecond):
+	}
+	f.clock.Step(5 * time.Second)
+	if got := next(); got.Sub(changedAt) != 15*time.Second {
+		t.Fatalf("renewal %s after the change, want 15s", got.Sub(changedAt))
+	}
+	if d := *f.lease(t).Spec.LeaseDurationSeconds; d != 60 {
+		t.Errorf("leaseDurationSeconds = %d, want 60", d)
+	}
+}
+
+func TestNextWait(t *testing.T) {
+	for _, tc := range []struct {
+		desc     string
+		took     time.Duration
+		interval time.Duration
+		jitter   float64
+		want     time.Duration
+	}{
+		{"fast renewal", 5 * time.Millisecond, 10 * time.Second, 0, 10*time.Second - 5*time.Millisecond},
+		{"jitter stretches", 0, 10 * time.Second, 0.04, 10*time.Second + 400*time.Millisecond},
+		{"slow renewal does not drift", 3 * time.Second, 10 * time.Second, 0, 7 * time.Second},
+		{"overrun renews at once", 12 * time.Second, 10 * time.Second, 0, 0},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := NextWait(t0, t0.Add(tc.took), tc.interval, tc.jitter); got != tc.want {
+				t.Errorf("NextWait = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAttemptTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		interval time.Duration
+		attempts int
+		want     time.Duration
+	}{
+		{10 * time.Second, 5, 2 * time.Second},
+		{15 * time.Second, 5, 3 * time.Second},
+		{time.Second, 5, 500 * time.Millisecond},
+	} {
+		if got := AttemptTimeout(tc.interval, tc.attempts); got != tc.want {
+			t.Errorf("AttemptTimeout(%s, %d) = %s, want %s", tc.interval, tc.attempts, got, tc.want)
+		}
+		if tc.want*time.Duration(tc.attempts) > tc.interval && tc.want != 500*time.Millisecond {
+			t.Errorf("attempts do not fit the interval")
+		}
+	}
+}
+
+func TestStatusChecks(t *testing.T) {
+	now := t0.Add(time.Minute)
+	for _, tc := range []struct {
+		desc      string
+		st        Status
+		renewedOK bool
+		aliveOK   bool
+	}{
+		{"never ran", Status{}, false, true},
+		{"fresh", Status{LastRenew: now.Add(-5 * time.Second), LastAttempt: now.Add(-5 * time.Second)}, true, true},
+		{"failing but looping", Status{LastRenew: now.Add(-50 * time.Second), LastAttempt: now.Add(-2 * time.Second), LastError: fmt.Errorf("refused")}, false, true},
+		{"wedged", Status{LastRenew: now.Add(-50 * time.Second), LastAttempt: now.Add(-50 * time.Second)}, false, false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if err := tc.st.RenewedWithin(now, 40*time.Second); (err == nil) != tc.renewedOK {
+				t.Errorf("RenewedWithin = %v", err)
+			}
+			if err := tc.st.LoopAlive(now, 30*time.Second); (err == nil) != tc.aliveOK {
+				t.Errorf("LoopAlive = %v", err)
+			}
+		})
+	}
+}
