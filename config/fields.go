@@ -20,7 +20,7 @@ type FieldDoc struct {
 
 // fieldDocs must hold every field of NodeAgentConfiguration (a test checks).
 var fieldDocs = []FieldDoc{
-	{"nodeLeaseDurationSeconds", "Duration in seconds the agent sets on its Lease (kube-node-lease/<node>); the Lease is renewed every quarter of it (40 → 10s, 60 → 15s). A renew interval above the control plane's node-monitor-grace-period (40s by default) gets a warning: the node would be marked NotReady between renewals."},
+	{"nodeLeaseDurationSeconds", "Duration in seconds the agent sets on its Lease (`kube-node-lease/<node name>`); the Lease is renewed every quarter of it (40 → 10s, 60 → 15s). A renew interval above the control plane's node-monitor-grace-period (40s by default) gets a warning: the node would be marked NotReady between renewals."},
 	{"nodeStatusUpdateFrequency", "How often the node status is computed. A status that changed meaningfully is reported at once."},
 	{"nodeStatusReportFrequency", "How often an unchanged node status is reported anyway. Must not be less than nodeStatusUpdateFrequency. If absent while nodeStatusUpdateFrequency is set, it takes that value (as in kubelet)."},
 	{"nodeStatusMaxImages", "Maximum number of images reported in the node status; -1 means no cap, 0 reports none."},
@@ -39,7 +39,7 @@ var fieldDocs = []FieldDoc{
 	{"providerID", "spec.providerID of the Node, the cloud provider's ID of the machine; empty leaves it unset."},
 	{"nodeIP", "IP address reported for the node (nodeagent's field for kubelet's --node-ip; flag --node-ip). Empty means the address of the interface that holds the default route."},
 	{"hostnameOverride", "Node name to use instead of the hostname (flag --hostname-override); must be a DNS subdomain. Empty uses the lower-cased hostname."},
-	{"kubeconfig", "Kubeconfig with the node's credentials (system:node:<name> in system:nodes) (flag --kubeconfig). Relative paths are relative to the file that sets them."},
+	{"kubeconfig", "Kubeconfig with the node's credentials (user `system:node:<node name>` in group `system:nodes`) (flag --kubeconfig). Relative paths are relative to the file that sets them."},
 	{"rootDir", "Directory for the agent's state (pod data, checkpoints)."},
 	{"logging.format", "Log format: text or json."},
 	{"logging.verbosity", "Log verbosity (klog -v; flag -v). Higher logs more; 0 logs only important messages."},
