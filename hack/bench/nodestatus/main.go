@@ -1,0 +1,647 @@
+// Command nodestatus measures what node heartbeats cost the control plane:
+// etcd's own write counters and the apiserver's request counts per node-hour,
+// for nodeagent's defaults against the legacy report-every-10s behaviour and
+// the Lease-only floor, in one run on one local control plane.
+//
+//	go run ./hack/bench/nodestatus                 # full run: 10m per measured phase
+//	go run ./hack/bench/nodestatus -smoke          # 1m per phase, for development
+//	go run ./hack/bench/nodestatus -update-doc docs/benchmarks.md
+//
+// It uses the running local cluster ($NODEAGENT_CLUSTER_DIR, else
+// _output/local, see hack/localcluster) or starts one in a temporary directory
+// and stops it at the end. N in-process agents with distinct node names and
+// node credentials each run a nodestatus.Manager and a heartbeat.Controller
+// (the same code cmd/nodeagent wires), with a stand-in runtime reporting a
+// fixed set of images.
+//
+// Phases run one after the other, each for its own window after a warm-up:
+//
+//	baseline   no agents: what the control plane writes by itself
+//	lease      Lease renewals only (the floor)
+//	default    Lease + NodeStatus with the defaults (compute 10s, report on change or 5m)
+//	legacy     Lease + NodeStatus reported every 10s (nodeStatusReportFrequency: 10s)
+//
+// Every phase's etcd deltas have the baseline rate subtracted, then are
+// divided by nodes × hours.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodeagent/nodeagent/heartbeat"
+	"github.com/nodeagent/nodeagent/internal/localcluster"
+	"github.com/nodeagent/nodeagent/nodestatus"
+)
+
+type flags struct {
+	clusterDir    string
+	nodes         int
+	duration      time.Duration
+	floorDuration time.Duration
+	warmup        time.Duration
+	images        int
+	updateDoc     string
+	smoke         bool
+	verbose       bool
+}
+
+func main() {
+	var f flags
+	def := os.Getenv("NODEAGENT_CLUSTER_DIR")
+	if def == "" {
+		def = filepath.Join("_output", "local")
+	}
+	flag.StringVar(&f.clusterDir, "cluster-dir", def, "directory of a running local cluster (started if not running)")
+	flag.IntVar(&f.nodes, "nodes", 10, "in-process agents (distinct node names)")
+	flag.DurationVar(&f.duration, "duration", 10*time.Minute, "measured window of the default and legacy phases")
+	flag.DurationVar(&f.floorDuration, "floor-duration", 0, "measured window of the baseline and lease phases (default: -duration)")
+	flag.DurationVar(&f.warmup, "warmup", 30*time.Second, "time before each window (registration, first reports)")
+	flag.IntVar(&f.images, "images", 8, "images each agent's stand-in runtime reports")
+	flag.StringVar(&f.updateDoc, "update-doc", "", "replace the generated block of this markdown file (docs/benchmarks.md) with the results")
+	flag.BoolVar(&f.smoke, "smoke", false, "short run for development: 3 nodes, 1m windows, 15s warm-up")
+	flag.BoolVar(&f.verbose, "v", false, "log the agents")
+	flag.Parse()
+	if f.smoke {
+		f.nodes, f.duration, f.floorDuration, f.warmup = 3, time.Minute, time.Minute, 15*time.Second
+	}
+	if f.floorDuration == 0 {
+		f.floorDuration = f.duration
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, f); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	f       flags
+	state   *localcluster.State
+	admin   kubernetes.Interface
+	adminRC *rest.Config
+	names   []string
+	clients []kubernetes.Interface
+	log     *slog.Logger
+}
+
+func run(ctx context.Context, f flags) error {
+	b := &bench{f: f, log: slog.New(slog.DiscardHandler)}
+	if f.verbose {
+		b.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	stopCluster, err := b.cluster(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopCluster()
+	host, _ := os.Hostname()
+	prefix := fmt.Sprintf("bench-%s-%d", sanitize(host), time.Now().Unix()%100000)
+	for i := 0; i < f.nodes; i++ {
+		name := fmt.Sprintf("%s-%02d", prefix, i)
+		path, err := b.state.NodeKubeconfig(name)
+		if err != nil {
+			return err
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return err
+		}
+		cfg.QPS, cfg.Burst = 50, 100
+		c, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		b.names = append(b.names, name)
+		b.clients = append(b.clients, c)
+	}
+	defer b.cleanup()
+
+	phases := []phase{
+		{name: "baseline", window: f.floorDuration},
+		{name: "lease", window: f.floorDuration, lease: true},
+		{name: "default", window: f.duration, lease: true, status: true, report: nodestatus.DefaultReportFrequency},
+		{name: "legacy", window: f.duration, lease: true, status: true, report: 10 * time.Second},
+	}
+	total := time.Duration(0)
+	for _, p := range phases {
+		total += p.window + f.warmup
+	}
+	fmt.Fprintf(os.Stderr, "bench: %d nodes, phases %s; about %v in total\n", f.nodes, phaseNames(phases), total.Round(time.Minute))
+	for i := range phases {
+		if err := b.runPhase(ctx, &phases[i]); err != nil {
+			return fmt.Errorf("phase %s: %w", phases[i].name, err)
+		}
+	}
+	sizes, err := b.objectSizes(ctx)
+	if err != nil {
+		return err
+	}
+	report := b.report(phases, sizes)
+	fmt.Print(report)
+	if f.updateDoc != "" {
+		if err := updateDoc(f.updateDoc, report); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: updated %s\n", f.updateDoc)
+	}
+	return nil
+}
+
+func phaseNames(ps []phase) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, fmt.Sprintf("%s(%v)", p.name, p.window))
+	}
+	return strings.Join(s, ", ")
+}
+
+func sanitize(s string) string {
+	s = strings.ToLower(s)
+	s = regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(s, "-")
+	if len(s) > 20 {
+		s = s[:20]
+	}
+	return strings.Trim(s, "-")
+}
+
+// cluster loads the running cluster or starts one in a temporary directory.
+func (b *bench) cluster(ctx context.Context) (func(), error) {
+	noop := func() {}
+	if s, err := localcluster.Load(b.f.clusterDir); err == nil {
+		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = s.Healthy(hctx)
+		cancel()
+		if err == nil {
+			b.state = s
+			fmt.Fprintf(os.Stderr, "bench: using the running cluster in %s\n", b.f.clusterDir)
+			return noop, b.clientsFor()
+		}
+	}
+	dir, err := os.MkdirTemp("", "na-bench-")
+	if err != nil {
+		return noop, err
+	}
+	bin, err := filepath.Abs(filepath.Join("_output", "bin"))
+	if err != nil {
+		return noop, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: starting a local cluster in %s\n", dir)
+	s, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, BinDir: bin, NoContainerd: true, Log: os.Stderr})
+	if err != nil {
+		_ = localcluster.Down(dir)
+		_ = os.RemoveAll(dir)
+		return noop, fmt.Errorf("starting the local cluster (build it with hack/build-controlplane.sh): %w", err)
+	}
+	b.state = s
+	return func() { _ = localcluster.Down(dir); _ = os.RemoveAll(dir) }, b.clientsFor()
+}
+
+func (b *bench) clientsFor() error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", b.state.AdminKubeconfig)
+	if err != nil {
+		return err
+	}
+	b.adminRC = cfg
+	b.admin, err = kubernetes.NewForConfig(cfg)
+	return err
+}
+
+func (b *bench) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range b.names {
+		_ = b.admin.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{})
+		_ = b.admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, n, metav1.DeleteOptions{})
+	}
+}
+
+type phase struct {
+	name          string
+	window        time.Duration
+	lease, status bool
+	report        time.Duration
+
+	elapsed  time.Duration
+	etcd     map[string]float64 // metric deltas
+	requests map[string]float64 // "VERB resource[/sub]" deltas for nodes and leases
+}
+
+func (b *bench) runPhase(ctx context.Context, p *phase) error {
+	fmt.Fprintf(os.Stderr, "bench: phase %s: warm-up %v, window %v\n", p.name, b.f.warmup, p.window)
+	pctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	if p.lease || p.status {
+		for i, name := range b.names {
+			m, err := b.manager(name, b.clients[i], p.report)
+			if err != nil {
+				return err
+			}
+			if _, err := m.Register(pctx); err != nil {
+				return err
+			}
+			if p.status {
+				wg.Add(1)
+				go func() { defer wg.Done(); m.Run(pctx) }()
+			}
+			if p.lease {
+				hb, err := heartbeat.New(heartbeat.Options{
+					NodeName: name,
+					Leases:   b.clients[i].CoordinationV1().Leases("kube-node-lease"),
+					Nodes:    b.clients[i].CoreV1().Nodes(),
+					Logger:   b.log,
+				})
+				if err != nil {
+					return err
+				}
+				wg.Add(1)
+				go func() { defer wg.Done(); hb.Run(pctx) }()
+			}
+		}
+	}
+	if err := sleep(ctx, b.f.warmup); err != nil {
+		return err
+	}
+	e0, r0, err := b.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := sleep(ctx, p.window); err != nil {
+		return err
+	}
+	e1, r1, err := b.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	p.elapsed = time.Since(start)
+	p.etcd, p.requests = delta(e0, e1), delta(r0, r1)
+	fmt.Fprintf(os.Stderr, "bench: phase %s: etcd %v\n", p.name, p.etcd)
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func delta(a, b map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range b {
+		out[k] = v - a[k]
+	}
+	return out
+}
+
+// standInImages is what the bench agents' runtime reports: the first n of a
+// typical worker's images (pause, kube-proxy, CNI, CSI, DNS, monitoring).
+func standInImages(n int) []nodestatus.Image {
+	names := []string{"registry.k8s.io/pause:3.10", "registry.k8s.io/kube-proxy:v1.34.4", "docker.io/calico/node:v3.29.1",
+		"docker.io/calico/cni:v3.29.1", "registry.k8s.io/coredns/coredns:v1.12.0", "quay.io/prometheus/node-exporter:v1.8.2",
+		"registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.12.0", "docker.io/library/busybox:1.36",
+		"registry.k8s.io/metrics-server/metrics-server:v0.7.2", "docker.io/fluent/fluent-bit:3.2.2"}
+	var out []nodestatus.Image
+	for i := 0; i < n; i++ {
+		name := names[i%len(names)]
+		if i >= len(names) {
+			name = fmt.Sprintf("%s-%d", name, i)
+		}
+		repo, _, _ := strings.Cut(name, ":")
+		digest := fmt.Sprintf("%s@sha256:%064x", repo, i+1)
+		out = append(out, nodestatus.Image{ID: fmt.Sprintf("sha256:%064x", i+1), Names: []string{digest, name}, SizeBytes: int64(1+i) * 9_876_543})
+	}
+	return out
+}
+
+func (b *bench) manager(name string, c kubernetes.Interface, report time.Duration) (*nodestatus.Manager, error) {
+	images := standInImages(b.f.images)
+	dir, err := os.MkdirTemp("", "na-bench-root-")
+	if err != nil {
+		return nil, err
+	}
+	return nodestatus.New(nodestatus.Options{
+		NodeName:        name,
+		Client:          c,
+		Logger:          b.log,
+		ReportFrequency: report,
+		RootDir:         dir,
+		AgentVersion:    "v0.1.0-bench",
+		RuntimeVersion: func(context.Context) (string, string, error) {
+			return "containerd", "1.6.20", nil
+		},
+		ListImages:     func(context.Context) ([]nodestatus.Image, error) { return images, nil },
+		RuntimeHealthy: func() error { return nil },
+		PLEGHealthy:    func() error { return nil },
+	})
+}
+
+var etcdMetrics = []string{
+	"etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total",
+	"etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes",
+	"etcd_debugging_mvcc_db_total_size_in_bytes", "etcd_mvcc_db_total_size_in_bytes",
+}
+
+var labelRe = regexp.MustCompile(`(\w+)="([^"]*)"`)
+
+// scrape reads etcd's counters and the apiserver's request counts for nodes and leases.
+func (b *bench) scrape(ctx context.Context) (etcd, requests map[string]float64, err error) {
+	etcd = map[string]float64{}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.state.EtcdURL+"/metrics", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("etcd metrics: %w", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	for name, v := range parseMetrics(body, func(name string) bool {
+		for _, m := range etcdMetrics {
+			if name == m {
+				return true
+			}
+		}
+		return false
+	}) {
+		etcd[name] += v
+	}
+	raw, err := b.admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("apiserver metrics: %w", err)
+	}
+	requests = map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		end := strings.LastIndex(line, "}")
+		labels := map[string]string{}
+		for _, m := range labelRe.FindAllStringSubmatch(line[:end], -1) {
+			labels[m[1]] = m[2]
+		}
+		if labels["resource"] != "nodes" && labels["resource"] != "leases" {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+		if err != nil {
+			continue
+		}
+		key := labels["verb"] + " " + labels["resource"]
+		if labels["subresource"] != "" {
+			key += "/" + labels["subresource"]
+		}
+		requests[key] += v
+	}
+	return etcd, requests, sc.Err()
+}
+
+func parseMetrics(body []byte, want func(string) bool) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		name := f[0]
+		if i := strings.Index(name, "{"); i >= 0 {
+			name = name[:i]
+		}
+		if !want(name) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+			out[name] += v
+		}
+	}
+	return out
+}
+
+type sizes struct{ node, lease int }
+
+// objectSizes encodes one bench Node and its Lease as the apiserver stores
+// them in etcd (protobuf with the "k8s\0" prefix), managedFields included.
+func (b *bench) objectSizes(ctx context.Context) (sizes, error) {
+	name := b.names[0]
+	n, err := b.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return sizes{}, err
+	}
+	l, err := b.admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return sizes{}, err
+	}
+	enc := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	size := func(obj k8sruntime.Object) (int, error) {
+		var buf bytes.Buffer
+		codec := scheme.Codecs.EncoderForVersion(enc, obj.GetObjectKind().GroupVersionKind().GroupVersion())
+		if err := codec.Encode(obj, &buf); err != nil {
+			return 0, err
+		}
+		return buf.Len(), nil
+	}
+	n.APIVersion, n.Kind = "v1", "Node"
+	l.APIVersion, l.Kind = "coordination.k8s.io/v1", "Lease"
+	ns, err := size(n)
+	if err != nil {
+		return sizes{}, err
+	}
+	ls, err := size(l)
+	if err != nil {
+		return sizes{}, err
+	}
+	return sizes{node: ns, lease: ls}, nil
+}
+
+func metric(m map[string]float64, names ...string) float64 {
+	for _, n := range names {
+		if v, ok := m[n]; ok {
+			return v
+		}
+	}
+	return 0
+}
+
+type rates struct{ puts, bytes float64 }
+
+func (b *bench) report(phases []phase, sz sizes) string {
+	by := map[string]*phase{}
+	for i := range phases {
+		by[phases[i].name] = &phases[i]
+	}
+	base := by["baseline"]
+	perHour := func(p *phase) rates {
+		h := p.elapsed.Hours()
+		bh := base.elapsed.Hours()
+		puts := metric(p.etcd, "etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total")/h -
+			metric(base.etcd, "etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total")/bh
+		bytes := metric(p.etcd, "etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes")/h -
+			metric(base.etcd, "etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes")/bh
+		n := float64(b.f.nodes)
+		return rates{puts / n, bytes / n}
+	}
+	lease, def, legacy := perHour(by["lease"]), perHour(by["default"]), perHour(by["legacy"])
+
+	var w strings.Builder
+	fmt.Fprintf(&w, "Generated by `go run ./hack/bench/nodestatus %s` on %s.\n\n", b.argsString(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&w, "Machine: %s.\n\n", machine(b))
+	fmt.Fprintf(&w, "%d agents (distinct nodes, node credentials, %d images each); windows: baseline and lease %v, default and legacy %v, after %v warm-up each.\n",
+		b.f.nodes, b.f.images, by["lease"].elapsed.Round(time.Second), by["default"].elapsed.Round(time.Second), b.f.warmup)
+	fmt.Fprintf(&w, "Stored sizes (protobuf, managedFields included): Node %d B, Lease %d B.\n\n", sz.node, sz.lease)
+	fmt.Fprintf(&w, "etcd writes per node-hour (baseline of %.0f puts/h, %.0f B/h from the control plane itself subtracted):\n\n",
+		metric(base.etcd, "etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total")/base.elapsed.Hours(),
+		metric(base.etcd, "etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes")/base.elapsed.Hours())
+	fmt.Fprintf(&w, "| mode | puts / node-h | bytes / node-h | × Lease floor (bytes) | legacy ÷ mode (bytes) |\n|---|---:|---:|---:|---:|\n")
+	row := func(name string, r rates) {
+		fmt.Fprintf(&w, "| %s | %.0f | %.0f | %.2f | %.1f |\n", name, r.puts, r.bytes, ratio(r.bytes, lease.bytes), ratio(legacy.bytes, r.bytes))
+	}
+	row("Lease only (floor, measured)", lease)
+	fmt.Fprintf(&w, "| Lease only (floor, computed: %d B × 360 renewals) | 360 | %d | %.2f | %.1f |\n", sz.lease, sz.lease*360,
+		ratio(float64(sz.lease*360), lease.bytes), ratio(legacy.bytes, float64(sz.lease*360)))
+	row("default (Lease + status on change or 5m)", def)
+	row("legacy (Lease + status every 10s)", legacy)
+	pre := rates{legacy.puts - lease.puts, legacy.bytes - lease.bytes}
+	row("pre-KEP-589 (status every 10s, no Lease) = legacy − floor", pre)
+
+	fmt.Fprintf(&w, "\napiserver requests per node-hour (nodes and leases; all clients, baseline subtracted):\n\n")
+	keys := map[string]bool{}
+	for _, p := range phases {
+		for k := range p.requests {
+			keys[k] = true
+		}
+	}
+	var ks []string
+	for k := range keys {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	fmt.Fprintf(&w, "| request | lease | default | legacy |\n|---|---:|---:|---:|\n")
+	for _, k := range ks {
+		vals := make([]float64, 0, 3)
+		any := false
+		for _, name := range []string{"lease", "default", "legacy"} {
+			p := by[name]
+			v := (p.requests[k]/p.elapsed.Hours() - base.requests[k]/base.elapsed.Hours()) / float64(b.f.nodes)
+			if v >= 0.5 {
+				any = true
+			}
+			vals = append(vals, v)
+		}
+		if any {
+			fmt.Fprintf(&w, "| %s | %.0f | %.0f | %.0f |\n", k, vals[0], vals[1], vals[2])
+		}
+	}
+	fmt.Fprintf(&w, "\nTargets: default writes ≥5× fewer bytes than legacy: %s (%.1f×); default within 1.3× of the Lease floor: %s (%.2f×).\n",
+		yes(ratio(legacy.bytes, def.bytes) >= 5), ratio(legacy.bytes, def.bytes), yes(ratio(def.bytes, lease.bytes) <= 1.3), ratio(def.bytes, lease.bytes))
+	return w.String()
+}
+
+func yes(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func (b *bench) argsString() string {
+	return strings.Join(os.Args[1:], " ")
+}
+
+func machine(b *bench) string {
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				_, v, _ := strings.Cut(l, ":")
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if mi, err := (&nodestatus.Host{}).Meminfo(); err == nil {
+		mem = fmt.Sprintf(", %.1f GiB RAM", float64(mi.Total)/(1<<30))
+	}
+	kernel, _ := (&nodestatus.Host{}).KernelVersion()
+	ver := "?"
+	if v, err := b.admin.Discovery().ServerVersion(); err == nil {
+		ver = v.GitVersion
+	}
+	etcdVer := "?"
+	if resp, err := http.Get(b.state.EtcdURL + "/version"); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		etcdVer = strings.TrimSpace(string(body))
+	}
+	return fmt.Sprintf("%s × %d%s, Linux %s, %s; kube-apiserver %s, etcd %s", cpu, runtime.NumCPU(), mem, kernel, runtime.Version(), ver, etcdVer)
+}
+
+const (
+	beginMarker = "<!-- nodestatus-bench:begin (generated by hack/bench/nodestatus -update-doc) -->"
+	endMarker   = "<!-- nodestatus-bench:end -->"
+)
+
+// updateDoc replaces the text between the markers in path.
+func updateDoc(path, report string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(data)
+	i, j := strings.Index(s, beginMarker), strings.Index(s, endMarker)
+	if i < 0 || j < i {
+		return errors.New(path + ": markers of the generated block not found")
+	}
+	s = s[:i+len(beginMarker)] + "\n" + report + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}
