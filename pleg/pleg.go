@@ -30,10 +30,10 @@ const (
 	maxConcurrentInspections = 16
 	// recheckDelay/rechecks: after cgroup.events says "populated 0"
 	// containerd may still report the task as running for a moment, and a
-	// container whose cgroup just appeared is still being started. The
-	// delays double from 10ms up to 1s: about 6s in all.
-	recheckDelay = 10 * time.Millisecond
-	rechecks     = 12
+	// container whose cgroup just appeared is still being started. See
+	// recheckAfter: about 6s in all.
+	recheckDelay = 5 * time.Millisecond
+	rechecks     = 18
 	// maxInspectFailures: a container whose inspection failed this many
 	// times in a row is left to the next relist.
 	maxInspectFailures = 5
@@ -184,6 +184,7 @@ type inspection struct {
 	want     runtime.State
 	rechecks int
 	failures int
+	wake     chan struct{} // 1-buffered: cut a recheck/backoff wait short
 }
 
 // New creates a PLEG over rt. Nothing runs until Run.
@@ -512,9 +513,10 @@ func (p *PLEG) trigger(id string, src Source, at time.Time, want runtime.State) 
 			in.want, in.rechecks = want, 0
 		}
 		p.mu.Unlock()
+		p.poke(in.wake)
 		return
 	}
-	p.inflight[id] = &inspection{source: src, triggeredAt: at, want: want}
+	p.inflight[id] = &inspection{source: src, triggeredAt: at, want: want, wake: make(chan struct{}, 1)}
 	p.mu.Unlock()
 	go p.inspect(id)
 }
@@ -542,7 +544,7 @@ func (p *PLEG) inspect(id string) {
 			in.failures = 0
 			p.applyLocked(c, true, start, in.source, in.triggeredAt, true)
 			if in.want != "" && c.State != in.want && c.State == previous(in.want) && in.rechecks < rechecks {
-				retryAfter = min(recheckDelay<<in.rechecks, time.Second)
+				retryAfter = recheckAfter(in.rechecks)
 				in.rechecks++
 			} else {
 				in.want, in.rechecks = "", 0
@@ -569,7 +571,10 @@ func (p *PLEG) inspect(id string) {
 		}
 		if retryAfter > 0 && !in.dirty {
 			p.mu.Unlock()
-			<-p.clock.After(retryAfter)
+			select {
+			case <-p.clock.After(retryAfter):
+			case <-in.wake: // a new signal: inspect now
+			}
 			continue
 		}
 		if in.dirty {
@@ -580,6 +585,15 @@ func (p *PLEG) inspect(id string) {
 		p.mu.Unlock()
 		return
 	}
+}
+
+// recheckAfter is the delay before recheck n (from 0): 5ms for the first
+// ten (the runtime usually catches up within a few ms), then doubling up to 1s.
+func recheckAfter(n int) time.Duration {
+	if n < 10 {
+		return recheckDelay
+	}
+	return min(recheckDelay<<(n-9), time.Second)
 }
 
 // previous is the state a container is in just before want.
