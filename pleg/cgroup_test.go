@@ -1,0 +1,113 @@
+package pleg
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+func TestCgroupfsPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/nodeagent/uid/abc":                     "/nodeagent/uid/abc",
+		"system.slice:cri-containerd:abc":        "/system.slice/cri-containerd-abc.scope",
+		"kubepods-besteffort-pod1.slice:cri:abc": "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-abc.scope",
+		":cri:abc":                               "/cri-abc.scope",
+		"kubepods.slice:cri:kubepods-pod2.slice": "/kubepods.slice/kubepods-pod2.slice",
+	} {
+		if got := cgroupfsPath(in); got != want {
+			t.Errorf("cgroupfsPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestCgroupWatcherTree drives the watcher over a directory tree shaped
+// like a cgroup v2 hierarchy (real inotify, regular files): the layout is
+// taken from the containers' cgroup paths and the configured pod parent,
+// which does not exist yet when the watcher starts.
+func TestCgroupWatcherTree(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "cgroup.controllers"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	signals := make(chan cgroupEvent, 100)
+	cw, err := newCgroupWatcher(root, []string{"/kubepods/burstable"}, testLogger(t), func(e cgroupEvent) { signals <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	ctx, cancel := contextWithStop(stop)
+	defer cancel()
+	go cw.run(ctx)
+
+	next := func(want func(cgroupEvent) bool, what string) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case e := <-signals:
+				if want(e) {
+					return
+				}
+				t.Logf("other signal %+v", e)
+			case <-timeout:
+				t.Fatalf("no signal: %s", what)
+			}
+		}
+	}
+	mkcg := func(rel string, populated string) string {
+		dir := filepath.Join(root, rel)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.events"), []byte("populated "+populated+"\nfrozen 0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+
+	// The pod parent appears, then a pod, then a container in it.
+	pod := mkcg("kubepods/burstable/pod1", "1")
+	time.Sleep(100 * time.Millisecond) // let the watcher descend
+	mkcg("kubepods/burstable/pod1/c1", "1")
+	next(func(e cgroupEvent) bool { return e.containerID == "c1" && e.created }, "c1 created")
+
+	// Once observed running, its cgroup.events is watched.
+	cw.track(runtime.Container{ID: "c1", State: runtime.StateRunning, CgroupsPath: "/kubepods/burstable/pod1/c1"}, true)
+	if err := os.WriteFile(filepath.Join(pod, "c1", "cgroup.events"), []byte("populated 0\nfrozen 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	next(func(e cgroupEvent) bool { return e.containerID == "c1" && e.exited }, "c1 exited")
+
+	// A running container whose directory cannot be found makes the source
+	// fail; when it stops running the source recovers.
+	cw.track(runtime.Container{ID: "ghost", State: runtime.StateRunning, CgroupsPath: "/elsewhere/ghost"}, true)
+	next(func(e cgroupEvent) bool { return e.failed != nil }, "failure")
+	cw.track(runtime.Container{ID: "ghost"}, false)
+	next(func(e cgroupEvent) bool { return e.recovered }, "recovery")
+
+	// Removal of a watched container directory.
+	c2 := mkcg("kubepods/burstable/pod1/c2", "1")
+	next(func(e cgroupEvent) bool { return e.containerID == "c2" && e.created }, "c2 created")
+	cw.track(runtime.Container{ID: "c2", State: runtime.StateRunning, CgroupsPath: "/kubepods/burstable/pod1/c2"}, true)
+	if err := os.RemoveAll(c2); err != nil {
+		t.Fatal(err)
+	}
+	next(func(e cgroupEvent) bool { return e.containerID == "c2" && e.exited }, "c2 removed")
+}
+
+func contextWithStop(stop <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
