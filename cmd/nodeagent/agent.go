@@ -1,0 +1,375 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/config"
+	"github.com/nodeagent/nodeagent/heartbeat"
+	"github.com/nodeagent/nodeagent/nodestatus"
+	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/runtime"
+	"github.com/nodeagent/nodeagent/systemd"
+)
+
+// shutdownGrace bounds how long the agent waits for its loops on SIGTERM.
+const shutdownGrace = 5 * time.Second
+
+// runAgent runs the node agent until SIGTERM or SIGINT. Configuration and
+// credential errors exit 1 before any API call; everything that can recover
+// (API server, containerd) is retried with backoff while the agent runs.
+func runAgent(args []string, stderr io.Writer) int {
+	f := newConfigFlags("", stderr, true)
+	f.fs.Init("nodeagent", flag.ContinueOnError)
+	f.fs.Usage = func() { fmt.Fprint(stderr, usage, "\nFlags:\n"); f.fs.PrintDefaults() }
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if f.fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "nodeagent: unexpected arguments %q (see nodeagent --help)\n", f.fs.Args())
+		return 2
+	}
+	opts, err := f.options()
+	if err != nil {
+		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
+		return 2
+	}
+	cfg, warnings, err := config.Load(opts)
+	if err != nil {
+		printLoadError(stderr, err)
+		return 1
+	}
+	level := new(slog.LevelVar)
+	log := newLogger(stderr, cfg.Logging, level)
+	for _, w := range warnings {
+		log.Warn("configuration warning", "warning", w)
+	}
+	a, err := newAgent(cfg, opts, log, level)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := a.run(ctx); err != nil {
+		log.Error("agent failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// newLogger logs to w (journald takes stderr) in the configured format, at a
+// level that follows the verbosity: 0 is Info, 1..3 more detail, 4+ Debug.
+func newLogger(w io.Writer, lc config.LoggingConfiguration, level *slog.LevelVar) *slog.Logger {
+	level.Set(verbosityLevel(lc.Verbosity))
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, hopts)
+	if lc.Format == "json" {
+		h = slog.NewJSONHandler(w, hopts)
+	}
+	log := slog.New(h)
+	klog.SetSlogLogger(log.With("logger", "client-go"))
+	return log
+}
+
+func verbosityLevel(v int32) slog.Level { return slog.LevelInfo - slog.Level(v) }
+
+// agent holds the running components. Fields set in newAgent are read-only
+// afterwards; rt and pl appear once containerd has been reached.
+type agent struct {
+	cfg      *config.NodeAgentConfiguration
+	loadOpts config.LoadOptions
+	log      *slog.Logger // with the node name
+	base     *slog.Logger // without it, for components that add it
+	level    *slog.LevelVar
+	clock    clock.WithTicker
+	nodeName string
+	reg      *prometheus.Registry
+
+	client kubernetes.Interface
+	hb     *heartbeat.Controller
+	ns     *nodestatus.Manager
+
+	rt         atomic.Pointer[runtime.Runtime]
+	rtErr      atomic.Pointer[error]
+	pl         atomic.Pointer[pleg.PLEG]
+	registered atomic.Bool
+	started    time.Time
+}
+
+func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
+	nodeName, err := nodeNameFor(cfg.HostnameOverride)
+	if err != nil {
+		return nil, err
+	}
+	base := log // the components add the node key themselves
+	log = log.With("node", nodeName)
+	restCfg, err := loadKubeconfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	restCfg.UserAgent = "nodeagent/" + version
+	// kubelet's defaults for its main client (kubeAPIQPS, kubeAPIBurst).
+	restCfg.QPS, restCfg.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
+	leaseDuration := time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second
+	hbClient, closeIdle, err := heartbeat.NewClient(restCfg, heartbeat.RenewInterval(leaseDuration))
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a := &agent{
+		cfg: cfg, loadOpts: loadOpts, log: log, level: level, clock: clock.RealClock{},
+		base: base, nodeName: nodeName, reg: reg, client: client, started: time.Now(),
+	}
+	a.hb, err = heartbeat.New(heartbeat.Options{
+		NodeName:          nodeName,
+		Leases:            hbClient.CoordinationV1().Leases(heartbeat.Namespace),
+		Nodes:             hbClient.CoreV1().Nodes(),
+		LeaseDuration:     leaseDuration,
+		Logger:            base.With("component", "heartbeat"),
+		Metrics:           heartbeat.NewMetrics(reg),
+		OnRepeatedFailure: closeIdle,
+	})
+	if err != nil {
+		return nil, err
+	}
+	nsOpts := nodestatus.Options{
+		NodeName:                         nodeName,
+		Client:                           client,
+		Logger:                           base.With("component", "nodestatus"),
+		UpdateFrequency:                  cfg.NodeStatusUpdateFrequency.Duration,
+		ReportFrequency:                  cfg.NodeStatusReportFrequency.Duration,
+		MaxImages:                        cfg.NodeStatusMaxImages,
+		MaxPods:                          cfg.MaxPods,
+		SystemReserved:                   cfg.SystemReserved,
+		KubeReserved:                     cfg.KubeReserved,
+		EvictionHard:                     cfg.EvictionHard,
+		EvictionPressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod.Duration,
+		NodeIP:                           cfg.NodeIP,
+		RootDir:                          cfg.RootDir,
+		Labels:                           cfg.NodeLabels,
+		Taints:                           cfg.RegisterWithTaints,
+		ProviderID:                       cfg.ProviderID,
+		AgentVersion:                     version,
+		PLEGHealthy:                      a.plegHealthy,
+	}
+	if cfg.ContainerRuntimeEndpoint != "" {
+		nsOpts.RuntimeVersion = a.runtimeVersion
+		nsOpts.ListImages = a.listImages
+		nsOpts.RuntimeHealthy = a.runtimeHealthy
+	}
+	if a.ns, err = nodestatus.New(nsOpts); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	return a, nil
+}
+
+// nodeNameFor is the override or the hostname, lowercased, as kubelet.
+func nodeNameFor(override string) (string, error) {
+	name := override
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("node name: %w (set --hostname-override)", err)
+		}
+		name = h
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", fmt.Errorf("node name %q is not valid: %s", name, strings.Join(errs, "; "))
+	}
+	return name, nil
+}
+
+func loadKubeconfig(path string) (*rest.Config, error) {
+	if path == "" {
+		return nil, errors.New("no kubeconfig: set --kubeconfig or the kubeconfig field")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// run starts every loop and blocks until ctx is done, then shuts down.
+func (a *agent) run(ctx context.Context) error {
+	a.log.Info("starting nodeagent", "version", version, "leaseDuration", a.hb.LeaseDuration(),
+		"statusUpdate", a.cfg.NodeStatusUpdateFrequency.Duration, "statusReport", a.cfg.NodeStatusReportFrequency.Duration)
+	srv, err := a.startServer()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	goLoop := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	// The heartbeat starts at once: it has the highest priority, and creates
+	// its Lease even before the Node exists (the owner reference follows).
+	goLoop(a.hb.Run)
+	goLoop(func(ctx context.Context) {
+		if _, err := a.ns.Register(ctx); err != nil {
+			return // ctx is done
+		}
+		a.registered.Store(true)
+		a.log.Info("node registered")
+		a.ns.Run(ctx)
+	})
+	if a.cfg.ContainerRuntimeEndpoint != "" {
+		goLoop(a.connectRuntime)
+	}
+	goLoop(a.notifyReady)
+	goLoop(func(ctx context.Context) {
+		systemd.RunWatchdog(ctx, a.log.With("component", "watchdog"), a.clock, a.live)
+	})
+	goLoop(a.watchConfig)
+
+	<-ctx.Done()
+	a.log.Info("shutting down")
+	_ = systemd.Stopping()
+	cancel()
+	sctx, scancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer scancel()
+	if srv != nil {
+		_ = srv.Shutdown(sctx)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-sctx.Done():
+		a.log.Warn("loops did not stop in time", "grace", shutdownGrace)
+	}
+	if rt := a.rt.Load(); rt != nil {
+		_ = rt.Close()
+	}
+	a.log.Info("stopped")
+	return nil
+}
+
+// notifyReady tells systemd READY=1 once the node is registered and its
+// Lease renewed: from then on the control plane sees a live node.
+func (a *agent) notifyReady(ctx context.Context) {
+	for {
+		if err := a.ready(); err == nil {
+			if err := systemd.Ready(); err != nil {
+				a.log.Warn("sd_notify READY failed", "err", err)
+			}
+			a.log.Info("node is registered and heartbeating")
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.clock.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ready is the readiness check (/readyz): registered, Lease renewed within
+// the lease duration.
+func (a *agent) ready() error {
+	if !a.registered.Load() {
+		return errors.New("node not registered yet")
+	}
+	st := a.hb.Status()
+	return st.RenewedWithin(a.clock.Now(), st.LeaseDuration)
+}
+
+// live is the liveness check (/livez, /healthz, systemd watchdog): the loops
+// are making progress. An unreachable API server or containerd is retried and
+// does not fail it, so the agent never crash-loops over an outage; a wedged
+// heartbeat loop or a stuck PLEG does.
+func (a *agent) live() error {
+	st := a.hb.Status()
+	// A renewal takes at most one interval, and starts at most an interval
+	// (plus jitter) after the previous one: three intervals is wedged.
+	if err := st.LoopAlive(a.clock.Now(), 3*heartbeat.RenewInterval(st.LeaseDuration)+time.Second); err != nil {
+		return err
+	}
+	if st.LastAttempt.IsZero() && a.clock.Since(a.started) > 2*heartbeat.RenewInterval(st.LeaseDuration)+time.Second {
+		return errors.New("lease renew loop has not completed its first renewal")
+	}
+	return a.plegHealthy()
+}
+
+func (a *agent) plegHealthy() error {
+	p := a.pl.Load()
+	if p == nil {
+		return nil // not started: the runtime check reports why
+	}
+	if ok, err := p.Healthy(); !ok {
+		return err
+	}
+	return nil
+}
+
+// watchConfig applies live configuration changes (SIGHUP or a file change).
+func (a *agent) watchConfig(ctx context.Context) {
+	if a.loadOpts.Path == "" && a.loadOpts.DropInDir == "" {
+		return
+	}
+	w := config.NewWatcher(a.loadOpts, a.log.With("component", "config"), a.clock, a.cfg)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error("configuration watcher stopped; SIGHUP still reloads", "err", err)
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			a.log.Info("SIGHUP: reloading configuration")
+			w.Trigger()
+		case c := <-w.Updates():
+			a.apply(c)
+		}
+	}
+}
+
+// apply takes the live fields of a new, valid configuration.
+func (a *agent) apply(c *config.NodeAgentConfiguration) {
+	a.hb.SetLeaseDuration(time.Duration(c.NodeLeaseDurationSeconds) * time.Second)
+	a.ns.SetFrequencies(c.NodeStatusUpdateFrequency.Duration, c.NodeStatusReportFrequency.Duration)
+	a.level.Set(verbosityLevel(c.Logging.Verbosity))
+}
