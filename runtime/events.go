@@ -148,6 +148,37 @@ func (r *Runtime) decode(ctx context.Context, env *eventsapi.Envelope) (Event, b
 	return ev, true
 }
 
+// watchOOM labels OOM-killed containers whether or not anyone subscribes,
+// so that their exit reason is right; it runs from New until Close.
+func (r *Runtime) watchOOM(ctx context.Context) {
+	client := eventsapi.NewEventsClient(r.client.Conn())
+	filter := fmt.Sprintf(`namespace==%q,topic=="/tasks/oom"`, r.opts.Namespace)
+	backoff := backoffInitial
+	for ctx.Err() == nil {
+		stream, err := client.Subscribe(namespaces.WithNamespace(ctx, r.opts.Namespace), &eventsapi.SubscribeRequest{Filters: []string{filter}})
+		if err == nil {
+			backoff = backoffInitial
+			for {
+				env, rerr := stream.Recv()
+				if rerr != nil {
+					break
+				}
+				if v, err := typeurl.UnmarshalAny(env.Event); err == nil {
+					if e, ok := v.(*apievents.TaskOOM); ok {
+						r.markOOM(ctx, e.ContainerID)
+					}
+				}
+			}
+		}
+		select {
+		case <-r.opts.Clock.After(backoff):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, backoffMax)
+	}
+}
+
 func (r *Runtime) markOOM(ctx context.Context, id string) {
 	ctx, cancel := r.callCtx(ctx)
 	defer cancel()

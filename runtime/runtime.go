@@ -92,6 +92,8 @@ type Runtime struct {
 	opts   Options
 	client *containerd.Client
 
+	stop context.CancelFunc // ends the OOM watcher
+
 	mu          sync.Mutex
 	cgroupPaths map[string]string // container ID -> cgroupsPath decoded from its spec (immutable)
 }
@@ -108,11 +110,17 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime: connect to containerd at %s: %w", opts.Address, err)
 	}
-	return &Runtime{opts: opts, client: client, cgroupPaths: map[string]string{}}, nil
+	ctx, stop := context.WithCancel(context.Background())
+	r := &Runtime{opts: opts, client: client, stop: stop, cgroupPaths: map[string]string{}}
+	go r.watchOOM(ctx)
+	return r, nil
 }
 
-// Close closes the connection to containerd.
-func (r *Runtime) Close() error { return r.client.Close() }
+// Close stops the adapter's background work and closes the connection.
+func (r *Runtime) Close() error {
+	r.stop()
+	return r.client.Close()
+}
 
 // Namespace returns the containerd namespace the runtime works in.
 func (r *Runtime) Namespace() string { return r.opts.Namespace }

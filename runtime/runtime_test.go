@@ -274,3 +274,28 @@ func TestSubscribeReconnects(t *testing.T) {
 	next(runtime.EventTaskDelete, id)
 	next(runtime.EventContainerDelete, id)
 }
+
+func TestOOMKilled(t *testing.T) {
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	s := spec("p4", "hog", "sh", "-c", "x=$(yes | head -c 300000000); echo survived")
+	s.Resources.MemoryLimitBytes = 16 << 20
+	id, err := rt.CreateContainer(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	c := waitState(t, rt, id, runtime.StateExited)
+	// The OOM label is written when containerd's OOM event arrives, which
+	// may be a moment after the exit.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Reason != runtime.ReasonOOMKilled && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		c, _ = rt.InspectContainer(ctx, id)
+	}
+	if c.Reason != runtime.ReasonOOMKilled || c.ExitCode != 137 {
+		t.Fatalf("after OOM: reason %q exit %d", c.Reason, c.ExitCode)
+	}
+}
