@@ -30,6 +30,8 @@ type document struct {
 	// unsupported lists the KubeletConfiguration fields set in the file
 	// that nodeagent does not support (kubelet files only).
 	unsupported []string
+	// lines maps field paths to their line in the file.
+	lines map[string]int
 }
 
 var (
@@ -70,9 +72,16 @@ func decode(source string, data []byte) (*document, []Problem) {
 		return fail("", fmt.Sprintf("the top level must be a mapping with apiVersion and kind, found %s", jsonKind(top)), nil)
 	}
 
+	lines := lineIndex(data)
+	withLines := func(probs []Problem) []Problem {
+		for i := range probs {
+			probs[i].Line = lineOf(lines, probs[i].Field)
+		}
+		return probs
+	}
 	kind, probs := checkTypeMeta(source, obj)
 	if len(probs) > 0 {
-		return nil, probs
+		return nil, withLines(probs)
 	}
 	delete(obj, "apiVersion")
 	delete(obj, "kind")
@@ -85,9 +94,9 @@ func decode(source string, data []byte) (*document, []Problem) {
 		probs = append(probs, Problem{Source: source, Field: e.field, Detail: e.detail})
 	}
 	if len(probs) > 0 {
-		return nil, probs
+		return nil, withLines(probs)
 	}
-	doc := &document{source: source, kind: kind, obj: obj}
+	doc := &document{source: source, kind: kind, obj: obj, lines: lines}
 	if kind == KubeletKind {
 		doc.obj, doc.unsupported = fromKubelet(obj)
 	}

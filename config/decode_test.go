@@ -37,80 +37,80 @@ func TestDecodeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		desc    string
 		content string
-		want    []string // each a full problem line, after "FILE: "
+		want    []string // each a full problem line after "FILE:" ("LINE: field: detail") or "FILE: "
 	}{
 		{
 			desc:    "unknown field with suggestion",
 			content: hdr + "maxpods: 3\n",
-			want:    []string{`maxpods: unknown field (did you mean "maxPods"?)`},
+			want:    []string{`3: maxpods: unknown field (did you mean "maxPods"?)`},
 		},
 		{
 			desc:    "wrongly cased field",
 			content: hdr + "NodeLeaseDurationSeconds: 40\n",
-			want:    []string{`NodeLeaseDurationSeconds: unknown field (did you mean "nodeLeaseDurationSeconds"?)`},
+			want:    []string{`3: NodeLeaseDurationSeconds: unknown field (did you mean "nodeLeaseDurationSeconds"?)`},
 		},
 		{
 			desc:    "nested unknown field",
 			content: hdr + "pleg:\n  relistPeriodd: 5m\n",
-			want:    []string{`pleg.relistPeriodd: unknown field (did you mean "relistPeriod"?)`},
+			want:    []string{`4: pleg.relistPeriodd: unknown field (did you mean "relistPeriod"?)`},
 		},
 		{
 			desc:    "unknown field without suggestion",
 			content: hdr + "frobnicate: true\n",
-			want:    []string{`frobnicate: unknown field`},
+			want:    []string{`3: frobnicate: unknown field`},
 		},
 		{
 			desc:    "unknown field inside a taint",
 			content: hdr + "registerWithTaints:\n- key: a\n  effect: NoSchedule\n  colour: red\n",
-			want:    []string{`registerWithTaints[0].colour: unknown field`},
+			want:    []string{`6: registerWithTaints[0].colour: unknown field`},
 		},
 		{
 			desc:    "string for an integer",
 			content: hdr + "healthzPort: x\n",
-			want:    []string{`healthzPort: Invalid value: "x": must be an integer`},
+			want:    []string{`3: healthzPort: Invalid value: "x": must be an integer`},
 		},
 		{
 			desc:    "fraction for an integer",
 			content: hdr + "maxPods: 1.5\n",
-			want:    []string{`maxPods: Invalid value: 1.5: must be an integer`},
+			want:    []string{`3: maxPods: Invalid value: 1.5: must be an integer`},
 		},
 		{
 			desc:    "integer out of range",
 			content: hdr + "nodeLeaseDurationSeconds: 9999999999\n",
-			want:    []string{`nodeLeaseDurationSeconds: Invalid value: 9999999999: out of range for a 32-bit integer`},
+			want:    []string{`3: nodeLeaseDurationSeconds: Invalid value: 9999999999: out of range for a 32-bit integer`},
 		},
 		{
 			desc:    "number for a duration",
 			content: hdr + "nodeStatusUpdateFrequency: 10\n",
-			want:    []string{`nodeStatusUpdateFrequency: Invalid value: 10: must be a duration string such as "10s", "5m" or "1h30m"`},
+			want:    []string{`3: nodeStatusUpdateFrequency: Invalid value: 10: must be a duration string such as "10s", "5m" or "1h30m"`},
 		},
 		{
 			desc:    "bad duration",
 			content: hdr + "pleg:\n  healthThreshold: 3 minutes\n",
-			want:    []string{`pleg.healthThreshold: Invalid value: "3 minutes": must be a duration such as "10s", "5m" or "1h30m"`},
+			want:    []string{`4: pleg.healthThreshold: Invalid value: "3 minutes": must be a duration such as "10s", "5m" or "1h30m"`},
 		},
 		{
 			desc:    "number in a string map",
 			content: hdr + "systemReserved:\n  cpu: 1\n",
-			want:    []string{`systemReserved[cpu]: Invalid value: 1: must be a string (quote it: "1")`},
+			want:    []string{`4: systemReserved[cpu]: Invalid value: 1: must be a string (quote it: "1")`},
 		},
 		{
 			desc:    "scalar for a map",
 			content: hdr + "nodeLabels: a=b\n",
-			want:    []string{`nodeLabels: Invalid value: "a=b": must be a mapping (object)`},
+			want:    []string{`3: nodeLabels: Invalid value: "a=b": must be a mapping (object)`},
 		},
 		{
 			desc:    "map for a list",
 			content: hdr + "pleg:\n  eventSources: {a: b}\n",
-			want:    []string{`pleg.eventSources: Invalid value: "{\"a\":\"b\"}": must be a list`},
+			want:    []string{`4: pleg.eventSources: Invalid value: "{\"a\":\"b\"}": must be a list`},
 		},
 		{
 			desc:    "every problem at once",
 			content: hdr + "maxpods: 3\nhealthzPort: x\npleg:\n  relistPeriod: 5\n",
 			want: []string{
-				`healthzPort: Invalid value: "x": must be an integer`,
-				`maxpods: unknown field (did you mean "maxPods"?)`,
-				`pleg.relistPeriod: Invalid value: 5: must be a duration string such as "10s", "5m" or "1h30m"`,
+				`4: healthzPort: Invalid value: "x": must be an integer`,
+				`3: maxpods: unknown field (did you mean "maxPods"?)`,
+				`6: pleg.relistPeriod: Invalid value: 5: must be a duration string such as "10s", "5m" or "1h30m"`,
 			},
 		},
 		{
@@ -139,22 +139,22 @@ func TestDecodeErrors(t *testing.T) {
 		{
 			desc:    "wrong apiVersion",
 			content: "apiVersion: config.nodeagent.io/v1\nkind: NodeAgentConfiguration\n",
-			want:    []string{`apiVersion: Unsupported value: "config.nodeagent.io/v1": supported values: "config.nodeagent.io/v1alpha1", "kubelet.config.k8s.io/v1beta1"`},
+			want:    []string{`1: apiVersion: Unsupported value: "config.nodeagent.io/v1": supported values: "config.nodeagent.io/v1alpha1", "kubelet.config.k8s.io/v1beta1"`},
 		},
 		{
 			desc:    "wrong kind",
 			content: "apiVersion: config.nodeagent.io/v1alpha1\nkind: KubeletConfiguration\n",
-			want:    []string{`kind: Unsupported value: "KubeletConfiguration": supported values: "NodeAgentConfiguration"`},
+			want:    []string{`2: kind: Unsupported value: "KubeletConfiguration": supported values: "NodeAgentConfiguration"`},
 		},
 		{
 			desc:    "kubelet apiVersion with our kind",
 			content: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: NodeAgentConfiguration\n",
-			want:    []string{`kind: Unsupported value: "NodeAgentConfiguration": supported values: "KubeletConfiguration"`},
+			want:    []string{`2: kind: Unsupported value: "NodeAgentConfiguration": supported values: "KubeletConfiguration"`},
 		},
 		{
 			desc:    "non-string kind",
 			content: "apiVersion: config.nodeagent.io/v1alpha1\nkind: 3\n",
-			want:    []string{`kind: Invalid value: 3: must be a string`},
+			want:    []string{`2: kind: Invalid value: 3: must be a string`},
 		},
 		{
 			desc:    "empty file",
@@ -179,12 +179,12 @@ func TestDecodeErrors(t *testing.T) {
 		{
 			desc:    "unknown field in a KubeletConfiguration",
 			content: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPod: 3\n",
-			want:    []string{`maxPod: unknown field (did you mean "maxPods"?)`},
+			want:    []string{`3: maxPod: unknown field (did you mean "maxPods"?)`},
 		},
 		{
 			desc:    "wrong type in an unsupported KubeletConfiguration field",
 			content: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nserializeImagePulls: maybe\n",
-			want:    []string{`serializeImagePulls: Invalid value: "maybe": must be a boolean (true or false)`},
+			want:    []string{`3: serializeImagePulls: Invalid value: "maybe": must be a boolean (true or false)`},
 		},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -196,7 +196,11 @@ func TestDecodeErrors(t *testing.T) {
 			got := problemLines(t, err)
 			var want []string
 			for _, w := range tc.want {
-				want = append(want, p+": "+w)
+				if w != "" && w[0] >= '0' && w[0] <= '9' { // "LINE: ..."
+					want = append(want, p+":"+w)
+				} else {
+					want = append(want, p+": "+w)
+				}
 			}
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

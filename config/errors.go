@@ -11,6 +11,9 @@ type Problem struct {
 	// when it cannot be attributed (for example a cross-field rule between
 	// defaults).
 	Source string
+	// Line is the line in Source of the field (or its closest parent), or 0
+	// if unknown.
+	Line int
 	// Field is the field path ("pleg.relistPeriod", "evictionHard[memory.available]"),
 	// or "" when the problem concerns the whole file.
 	Field string
@@ -25,6 +28,9 @@ func (p Problem) String() string {
 	var b strings.Builder
 	if p.Source != "" {
 		b.WriteString(p.Source)
+		if p.Line > 0 {
+			b.WriteString(":" + strconv.Itoa(p.Line))
+		}
 		b.WriteString(": ")
 	}
 	if p.Field != "" {

@@ -123,8 +123,13 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 	errs, warnings := Validate(cfg)
 	res.Warnings = append(res.Warnings, warnings...)
 	if len(errs) > 0 {
+		lines := map[string]map[string]int{}
+		for _, d := range append(docs, dropIns...) {
+			lines[d.source] = d.lines
+		}
 		for _, e := range errs {
-			probs = append(probs, Problem{Source: lookupOrigin(res.Origins, e.Field), Field: e.Field, Detail: e.ErrorBody()})
+			src := lookupOrigin(res.Origins, e.Field)
+			probs = append(probs, Problem{Source: src, Line: lineOf(lines[src], e.Field), Field: e.Field, Detail: e.ErrorBody()})
 		}
 		return res, &Error{Problems: probs}
 	}
@@ -152,7 +157,7 @@ func DecodeBytes(source string, data []byte) (*NodeAgentConfiguration, []string,
 	warnings = append(warnings, w...)
 	if len(errs) > 0 {
 		for _, e := range errs {
-			probs = append(probs, Problem{Source: source, Field: e.Field, Detail: e.ErrorBody()})
+			probs = append(probs, Problem{Source: source, Line: lineOf(doc.lines, e.Field), Field: e.Field, Detail: e.ErrorBody()})
 		}
 		return nil, warnings, &Error{Problems: probs}
 	}

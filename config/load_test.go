@@ -302,8 +302,8 @@ func TestLoadBadDropIns(t *testing.T) {
 			desc:    "problems in several drop-ins are all reported",
 			dropIns: map[string]string{"10.conf": hdr + "maxPod: 3\n", "20.conf": hdr + "pleg: [1]\n", "30.conf": hdr + "maxPods: 3\n"},
 			want: []string{
-				`DIR/10.conf: maxPod: unknown field (did you mean "maxPods"?)`,
-				`DIR/20.conf: pleg: Invalid value: "[1]": must be a mapping (object)`,
+				`DIR/10.conf:3: maxPod: unknown field (did you mean "maxPods"?)`,
+				`DIR/20.conf:3: pleg: Invalid value: "[1]": must be a mapping (object)`,
 			},
 		},
 	} {

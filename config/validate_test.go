@@ -259,9 +259,9 @@ func TestLoadReportsEveryValidationErrorWithItsFile(t *testing.T) {
 	_, _, err := Load(LoadOptions{Path: p, DropInDir: joinPath(dir, "conf.d")})
 	got := problemLines(t, err)
 	want := []string{
-		p + ": nodeLeaseDurationSeconds: Invalid value: -1: must be greater than 0",
-		joinPath(dir, "conf.d/10-pods.conf") + ": maxPods: Invalid value: -5: must be greater than 0",
-		p + `: logging.format: Unsupported value: "xml": supported values: "text", "json"`,
+		p + ":3: nodeLeaseDurationSeconds: Invalid value: -1: must be greater than 0",
+		joinPath(dir, "conf.d/10-pods.conf") + ":3: maxPods: Invalid value: -5: must be greater than 0",
+		p + `:6: logging.format: Unsupported value: "xml": supported values: "text", "json"`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -272,3 +272,18 @@ func TestLoadReportsEveryValidationErrorWithItsFile(t *testing.T) {
 }
 
 func joinPath(dir, name string) string { return dir + "/" + name }
+
+func TestProblemLinesPointAtTheKey(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "config.yaml", hdr+"evictionHard:\n  memory.available: 1Gi\n  nodefs.available: 200%\nregisterWithTaints:\n- key: a\n  effect: Never\npleg:\n  eventSources:\n  - cgroups\n  - kernel\n")
+	_, _, err := Load(LoadOptions{Path: p})
+	got := problemLines(t, err)
+	want := []string{
+		p + `:5: evictionHard[nodefs.available]: Invalid value: "200%": must be a percentage between 0% and 100%`,
+		p + `:8: registerWithTaints[0].effect: Unsupported value: "Never": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`,
+		p + `:12: pleg.eventSources[1]: Unsupported value: "kernel": supported values: "cgroups", "containerd"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

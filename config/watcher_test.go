@@ -138,7 +138,7 @@ func TestWatcherWithFsnotify(t *testing.T) {
 
 	// An invalid drop-in is rejected with its errors; nothing is delivered.
 	bad := writeFile(t, dropIns, "60-bad.conf", hdr+"maxPods: -1\nnodeLeaseDurationSeconds: 0\n")
-	logs.waitLog(t, "new configuration rejected", bad+": nodeLeaseDurationSeconds: Invalid value: 0: must be greater than 0", bad+": maxPods: Invalid value: -1: must be greater than 0")
+	logs.waitLog(t, "new configuration rejected", bad+":4: nodeLeaseDurationSeconds: Invalid value: 0: must be greater than 0", bad+":3: maxPods: Invalid value: -1: must be greater than 0")
 	expectNoUpdate(t, w, 300*time.Millisecond)
 	if err := os.Remove(bad); err != nil {
 		t.Fatal(err)

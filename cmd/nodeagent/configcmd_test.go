@@ -51,21 +51,21 @@ func TestConfigValidate(t *testing.T) {
 		{
 			desc: "decoding errors, all at once", args: []string{"validate", "--config", bad}, code: 1, emptyStdout: true,
 			stderr: []string{
-				"error: " + bad + `: healthzPort: Invalid value: "x": must be an integer`,
-				"error: " + bad + `: maxpods: unknown field (did you mean "maxPods"?)`,
+				"error: " + bad + `:4: healthzPort: Invalid value: "x": must be an integer`,
+				"error: " + bad + `:3: maxpods: unknown field (did you mean "maxPods"?)`,
 				"configuration is invalid: 2 error(s)",
 			},
 		},
 		{
 			desc: "validation errors, all at once", args: []string{"validate", "--config", invalid}, code: 1,
 			stderr: []string{
-				"error: " + invalid + ": nodeLeaseDurationSeconds: Invalid value: -1: must be greater than 0",
-				"error: " + invalid + ": maxPods: Invalid value: 0: must be greater than 0",
+				"error: " + invalid + ":3: nodeLeaseDurationSeconds: Invalid value: -1: must be greater than 0",
+				"error: " + invalid + ":4: maxPods: Invalid value: 0: must be greater than 0",
 			},
 		},
 		{
 			desc: "a bad drop-in is named", args: []string{"validate", "--config", good, "--config-dir", dropIns}, code: 1,
-			stderr: []string{"error: " + filepath.Join(dropIns, "10.conf") + ": maxPods: Invalid value: -3: must be greater than 0"},
+			stderr: []string{"error: " + filepath.Join(dropIns, "10.conf") + ":3: maxPods: Invalid value: -3: must be greater than 0"},
 		},
 		{
 			desc: "warnings do not fail", args: []string{"validate", "--config", slow}, code: 0,
