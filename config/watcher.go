@@ -83,16 +83,21 @@ func (w *Watcher) Trigger() {
 // one, so a slow reader only sees the newest configuration.
 func (w *Watcher) Updates() <-chan *NodeAgentConfiguration { return w.updates }
 
-// Run watches until ctx is done. It returns an error only if it cannot
-// start watching.
+// Run watches until ctx is done. If the directories cannot be watched (for
+// example when the inotify limits are exhausted) it logs why, keeps
+// serving Trigger and retries the watches after every reload. It returns an
+// error only if it was given no running configuration and the initial Load
+// fails.
 func (w *Watcher) Run(ctx context.Context) error {
+	var events <-chan fsnotify.Event
+	var errs <-chan error
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("config watcher: %w", err)
-	}
-	defer fw.Close()
-	if err := w.addWatches(fw); err != nil {
-		return err
+		w.log.Error("cannot watch the configuration files; only SIGHUP reloads", "err", err)
+	} else {
+		defer fw.Close()
+		events, errs = fw.Events, fw.Errors
+		w.addWatches(fw)
 	}
 	if w.running == nil {
 		cfg, warnings, err := Load(w.opts)
@@ -105,7 +110,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 		// Catch a change made between the agent's Load and the watches.
 		w.reloadAndDeliver()
 	}
-
 	close(w.started)
 
 	debounce := w.Debounce
@@ -124,11 +128,18 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-w.trigger:
+			if fw != nil {
+				w.addWatches(fw)
+			}
 			w.log.Info("re-reading configuration", "reason", "trigger")
 			w.reloadAndDeliver()
-		case ev, ok := <-fw.Events:
+		case ev, ok := <-events:
 			if !ok {
-				return nil
+				events = nil
+				continue
+			}
+			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+				delete(w.watchedDirs, ev.Name) // re-added after the next reload
 			}
 			if !w.relevant(ev) {
 				continue
@@ -143,14 +154,17 @@ func (w *Watcher) Run(ctx context.Context) error {
 			timerC = timer.C()
 		case <-timerC:
 			timerC = nil
+			// Watch re-created directories before reading, so that no
+			// change after the read goes unnoticed.
+			if fw != nil {
+				w.addWatches(fw)
+			}
 			w.log.Info("re-reading configuration", "reason", "files changed")
 			w.reloadAndDeliver()
-			if err := w.addWatches(fw); err != nil {
-				w.log.Error("cannot watch configuration directory", "err", err)
-			}
-		case err, ok := <-fw.Errors:
+		case err, ok := <-errs:
 			if !ok {
-				return nil
+				errs = nil
+				continue
 			}
 			w.log.Error("configuration watch error", "err", err)
 		}
@@ -248,17 +262,19 @@ func (w *Watcher) dirs() []string {
 	return out
 }
 
-func (w *Watcher) addWatches(fw *fsnotify.Watcher) error {
+// addWatches watches the directories not watched yet; a directory that
+// cannot be watched is logged and retried after the next reload.
+func (w *Watcher) addWatches(fw *fsnotify.Watcher) {
 	for _, d := range w.dirs() {
 		if w.watchedDirs[d] {
 			continue
 		}
 		if err := fw.Add(d); err != nil {
-			return fmt.Errorf("config watcher: watching %s: %w", d, err)
+			w.log.Error("cannot watch configuration directory; retrying after the next reload", "dir", d, "err", err)
+			continue
 		}
 		w.watchedDirs[d] = true
 	}
-	return nil
 }
 
 // relevant reports whether ev may change the configuration: anything in the
@@ -270,8 +286,8 @@ func (w *Watcher) relevant(ev fsnotify.Event) bool {
 		return false
 	}
 	dir, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
-	if w.opts.DropInDir != "" && dir == absPath(w.opts.DropInDir) {
-		return true
+	if w.opts.DropInDir != "" && (dir == absPath(w.opts.DropInDir) || ev.Name == absPath(w.opts.DropInDir)) {
+		return true // a drop-in, or the directory itself replaced
 	}
 	if w.opts.Path == "" {
 		return false

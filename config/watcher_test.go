@@ -166,6 +166,20 @@ func TestWatcherWithFsnotify(t *testing.T) {
 	if c = waitUpdate(t, w); c.NodeLeaseDurationSeconds != DefaultNodeLeaseDurationSeconds {
 		t.Errorf("lease %d after removing the drop-in, want %d", c.NodeLeaseDurationSeconds, DefaultNodeLeaseDurationSeconds)
 	}
+
+	// The drop-in directory is removed (rejected: it is configured) and
+	// created again: it is watched again.
+	must(t, os.RemoveAll(dropIns))
+	logs.waitLog(t, dropIns+": cannot read drop-in directory: no such file or directory")
+	must(t, os.Mkdir(dropIns, 0o755))
+	writeFile(t, dropIns, "50-lease.conf", hdr+"nodeLeaseDurationSeconds: 60\n")
+	if c = waitUpdate(t, w); c.NodeLeaseDurationSeconds != 60 {
+		t.Fatalf("lease %d after re-creating the drop-in directory, want 60", c.NodeLeaseDurationSeconds)
+	}
+	writeFile(t, dropIns, "50-lease.conf", hdr+"nodeLeaseDurationSeconds: 80\n")
+	if c = waitUpdate(t, w); c.NodeLeaseDurationSeconds != 80 {
+		t.Fatalf("lease %d, want 80: the re-created directory is not watched", c.NodeLeaseDurationSeconds)
+	}
 }
 
 // TestWatcherConfigMapSwap mimics how the kubelet updates a mounted
