@@ -45,7 +45,8 @@
 //
 // # Concurrency
 //
-// Run, SyncOnce and Register may not be called concurrently with each other
-// for the same Manager except as documented: Run calls SyncOnce itself.
-// SetFrequencies and LastReport are safe to call from any goroutine.
+// Register, SyncOnce and Run's loop body serialize on one lock, which guards
+// all of the Manager's mutable state; Run calls SyncOnce itself, so tests
+// call SyncOnce directly instead of running Run. SetFrequencies and
+// LastReport are safe to call from any goroutine at any time.
 package nodestatus

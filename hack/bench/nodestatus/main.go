@@ -29,6 +29,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -619,9 +620,12 @@ func machine(b *bench) string {
 	}
 	etcdVer := "?"
 	if resp, err := http.Get(b.state.EtcdURL + "/version"); err == nil {
-		body, _ := io.ReadAll(resp.Body)
+		var v struct {
+			Server string `json:"etcdserver"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&v)
 		resp.Body.Close()
-		etcdVer = strings.TrimSpace(string(body))
+		etcdVer = v.Server
 	}
 	return fmt.Sprintf("%s × %d%s, Linux %s, %s; kube-apiserver %s, etcd %s", cpu, runtime.NumCPU(), mem, kernel, runtime.Version(), ver, etcdVer)
 }
