@@ -38,7 +38,7 @@ var fieldDocs = []FieldDoc{
 	{"registerWithTaints", "Taints (key, value, effect) set on the Node when it registers."},
 	{"providerID", "spec.providerID of the Node, the cloud provider's ID of the machine; empty leaves it unset."},
 	{"nodeIP", "IP address reported for the node (nodeagent's field for kubelet's --node-ip; flag --node-ip). Empty means the address of the interface that holds the default route."},
-	{"hostnameOverride", "Node name to use instead of the hostname (flag --hostname-override); must be a DNS subdomain. Empty uses the lower-cased hostname."},
+	{"hostnameOverride", "Node name to use instead of the hostname (flag --hostname-override). Like the hostname, it is trimmed and lower-cased (as kubelet does) and must then be a DNS subdomain. Empty uses the hostname."},
 	{"kubeconfig", "Kubeconfig with the node's credentials (user `system:node:<node name>` in group `system:nodes`) (flag --kubeconfig). Relative paths are relative to the file that sets them."},
 	{"rootDir", "Directory for the agent's state (pod data, checkpoints)."},
 	{"logging.format", "Log format: text or json."},

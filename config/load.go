@@ -119,6 +119,7 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 	}
 	// The flags over everything.
 	applyOverrides(cfg, o.Overrides, res.Origins)
+	normalize(cfg)
 
 	errs, warnings := Validate(cfg)
 	res.Warnings = append(res.Warnings, warnings...)
@@ -153,6 +154,7 @@ func DecodeBytes(source string, data []byte) (*NodeAgentConfiguration, []string,
 	if err != nil {
 		return nil, warnings, &Error{Problems: []Problem{{Source: source, Detail: err.Error(), Err: err}}}
 	}
+	normalize(cfg)
 	errs, w := Validate(cfg)
 	warnings = append(warnings, w...)
 	if len(errs) > 0 {
@@ -427,6 +429,12 @@ func applyOverrides(cfg *NodeAgentConfiguration, o Overrides, origins map[string
 		cfg.Logging.Verbosity = *o.Verbosity
 		origins["logging.verbosity"] = "flag -v"
 	}
+}
+
+// normalize makes values canonical the way kubelet does: the node name is
+// trimmed and lower-cased.
+func normalize(cfg *NodeAgentConfiguration) {
+	cfg.HostnameOverride = strings.ToLower(strings.TrimSpace(cfg.HostnameOverride))
 }
 
 func absPath(p string) string {

@@ -208,7 +208,7 @@ kubeconfig: /etc/file/kubeconfig
 		{
 			desc:      "flags override drop-ins",
 			dropIns:   map[string]string{"10.conf": hdr + "kubeconfig: /etc/dropin/kubeconfig\nhostnameOverride: from-dropin\nlogging:\n  verbosity: 3\n"},
-			overrides: Overrides{Kubeconfig: ptr("/etc/flag/kubeconfig"), HostnameOverride: ptr("from-flag"), NodeIP: ptr("192.0.2.1"), Verbosity: ptr(int32(5))},
+			overrides: Overrides{Kubeconfig: ptr("/etc/flag/kubeconfig"), HostnameOverride: ptr(" From-Flag "), NodeIP: ptr("192.0.2.1"), Verbosity: ptr(int32(5))},
 			want: func(c *NodeAgentConfiguration) {
 				c.Kubeconfig = "/etc/flag/kubeconfig"
 				c.HostnameOverride = "from-flag"
