@@ -265,10 +265,15 @@ func checkSchema(v any, t reflect.Type, p *field.Path) []schemaError {
 		}
 		return errs
 	case reflect.String:
-		if _, ok := v.(string); !ok {
+		switch v.(type) {
+		case string:
+			return nil
+		case bool:
+			return invalid("must be a string; YAML reads unquoted yes, no, on, off, true and false as booleans: quote the value")
+		case json.Number:
 			return invalid(fmt.Sprintf("must be a string (quote it: \"%v\")", v))
 		}
-		return nil
+		return invalid("must be a string")
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
 			return invalid("must be a boolean (true or false)")

@@ -95,6 +95,16 @@ func TestDecodeErrors(t *testing.T) {
 			want:    []string{`4: systemReserved[cpu]: Invalid value: 1: must be a string (quote it: "1")`},
 		},
 		{
+			desc:    "unquoted yes in a string map",
+			content: hdr + "nodeLabels:\n  example.com/on: yes\n",
+			want:    []string{`4: nodeLabels[example.com/on]: Invalid value: true: must be a string; YAML reads unquoted yes, no, on, off, true and false as booleans: quote the value`},
+		},
+		{
+			desc:    "list for a string",
+			content: hdr + "providerID: [a]\n",
+			want:    []string{`3: providerID: Invalid value: "[\"a\"]": must be a string`},
+		},
+		{
 			desc:    "scalar for a map",
 			content: hdr + "nodeLabels: a=b\n",
 			want:    []string{`3: nodeLabels: Invalid value: "a=b": must be a mapping (object)`},

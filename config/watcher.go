@@ -20,6 +20,11 @@ import (
 // configuration manager's burst of writes is read once, complete.
 const DefaultDebounce = 500 * time.Millisecond
 
+// DefaultWatchRetry is how often the Watcher retries watching a directory it
+// could not watch (missing, or inotify limits reached); each retry also
+// re-reads the configuration, so nothing is missed meanwhile.
+const DefaultWatchRetry = 10 * time.Second
+
 // Watcher re-loads the configuration on demand (Trigger, for SIGHUP) and when
 // the main file's directory or the drop-in directory changes, and delivers
 // the configuration in force after each change of a live field.
@@ -43,6 +48,9 @@ type Watcher struct {
 	started chan struct{}                // closed once Run watches (for tests)
 	updates chan *NodeAgentConfiguration // 1-buffered: the newest wins
 
+	// watchRetry is how often Run retries directories it could not watch.
+	watchRetry time.Duration
+
 	// Owned by Run.
 	running        *NodeAgentConfiguration
 	pendingRestart []string
@@ -65,6 +73,7 @@ func NewWatcher(o LoadOptions, logger *slog.Logger, clk clock.Clock, running *No
 		started:     make(chan struct{}),
 		updates:     make(chan *NodeAgentConfiguration, 1),
 		running:     running.DeepCopy(),
+		watchRetry:  DefaultWatchRetry,
 		watchedDirs: map[string]bool{},
 	}
 }
@@ -83,21 +92,24 @@ func (w *Watcher) Trigger() {
 // one, so a slow reader only sees the newest configuration.
 func (w *Watcher) Updates() <-chan *NodeAgentConfiguration { return w.updates }
 
-// Run watches until ctx is done. If the directories cannot be watched (for
-// example when the inotify limits are exhausted) it logs why, keeps
-// serving Trigger and retries the watches after every reload. It returns an
-// error only if it was given no running configuration and the initial Load
-// fails.
+// Run watches until ctx is done. If a directory cannot be watched (it is
+// missing, or the inotify limits are exhausted) it logs why, keeps serving
+// Trigger and retries every DefaultWatchRetry, re-reading the configuration
+// each time so that no change is missed meanwhile. It returns an error only
+// if it was given no running configuration and the initial Load fails.
 func (w *Watcher) Run(ctx context.Context) error {
 	var events <-chan fsnotify.Event
 	var errs <-chan error
+	var retryC <-chan time.Time // non-nil while a directory is not watched
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		w.log.Error("cannot watch the configuration files; only SIGHUP reloads", "err", err)
 	} else {
 		defer fw.Close()
 		events, errs = fw.Events, fw.Errors
-		w.addWatches(fw)
+		if !w.addWatches(fw) {
+			retryC = w.clock.After(w.watchRetry)
+		}
 	}
 	if w.running == nil {
 		cfg, warnings, err := Load(w.opts)
@@ -128,8 +140,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-w.trigger:
-			if fw != nil {
-				w.addWatches(fw)
+			if fw != nil && !w.addWatches(fw) && retryC == nil {
+				retryC = w.clock.After(w.watchRetry)
 			}
 			w.log.Info("re-reading configuration", "reason", "trigger")
 			w.reloadAndDeliver()
@@ -156,10 +168,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 			timerC = nil
 			// Watch re-created directories before reading, so that no
 			// change after the read goes unnoticed.
-			if fw != nil {
-				w.addWatches(fw)
+			if fw != nil && !w.addWatches(fw) && retryC == nil {
+				retryC = w.clock.After(w.watchRetry)
 			}
 			w.log.Info("re-reading configuration", "reason", "files changed")
+			w.reloadAndDeliver()
+		case <-retryC:
+			retryC = nil
+			if !w.addWatches(fw) {
+				retryC = w.clock.After(w.watchRetry)
+			}
 			w.reloadAndDeliver()
 		case err, ok := <-errs:
 			if !ok {
@@ -262,19 +280,22 @@ func (w *Watcher) dirs() []string {
 	return out
 }
 
-// addWatches watches the directories not watched yet; a directory that
-// cannot be watched is logged and retried after the next reload.
-func (w *Watcher) addWatches(fw *fsnotify.Watcher) {
+// addWatches watches the directories not watched yet and reports whether
+// all are watched; a failure is logged and retried (see Run).
+func (w *Watcher) addWatches(fw *fsnotify.Watcher) bool {
+	all := true
 	for _, d := range w.dirs() {
 		if w.watchedDirs[d] {
 			continue
 		}
 		if err := fw.Add(d); err != nil {
-			w.log.Error("cannot watch configuration directory; retrying after the next reload", "dir", d, "err", err)
+			w.log.Error("cannot watch configuration directory; retrying", "dir", d, "err", err)
+			all = false
 			continue
 		}
 		w.watchedDirs[d] = true
 	}
+	return all
 }
 
 // relevant reports whether ev may change the configuration: anything in the

@@ -293,3 +293,35 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestWatcherRetriesLostWatch removes a drop-in directory whose parent is
+// not watched, so only the retry can notice that it came back.
+func TestWatcherRetriesLostWatch(t *testing.T) {
+	etc, other := t.TempDir(), t.TempDir()
+	p := writeFile(t, etc, "config.yaml", hdr)
+	dropIns := filepath.Join(other, "config.d")
+	must(t, os.Mkdir(dropIns, 0o755))
+	fc := clocktesting.NewFakeClock(time.Now())
+	w, logs := startWatcher(t, LoadOptions{Path: p, DropInDir: dropIns}, fc, time.Second)
+
+	must(t, os.Remove(dropIns))
+	waitFor(t, "the debounce timer", fc.HasWaiters)
+	fc.Step(time.Second)
+	logs.waitLog(t, "cannot watch configuration directory; retrying", "new configuration rejected")
+	waitFor(t, "the retry timer", fc.HasWaiters)
+
+	must(t, os.Mkdir(dropIns, 0o755))
+	writeFile(t, dropIns, "10.conf", hdr+"nodeLeaseDurationSeconds: 60\n")
+	expectNoUpdate(t, w, 200*time.Millisecond)
+	fc.Step(DefaultWatchRetry)
+	if c := waitUpdate(t, w); c.NodeLeaseDurationSeconds != 60 {
+		t.Fatalf("lease %d, want 60", c.NodeLeaseDurationSeconds)
+	}
+	// Watched again: a change is seen through the debounce timer.
+	writeFile(t, dropIns, "10.conf", hdr+"nodeLeaseDurationSeconds: 80\n")
+	waitFor(t, "the debounce timer", fc.HasWaiters)
+	fc.Step(time.Second)
+	if c := waitUpdate(t, w); c.NodeLeaseDurationSeconds != 80 {
+		t.Fatalf("lease %d, want 80", c.NodeLeaseDurationSeconds)
+	}
+}
