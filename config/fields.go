@@ -24,7 +24,7 @@ var fieldDocs = []FieldDoc{
 	{"nodeStatusUpdateFrequency", "How often the node status is computed. A status that changed meaningfully is reported at once."},
 	{"nodeStatusReportFrequency", "How often an unchanged node status is reported anyway. Must not be less than nodeStatusUpdateFrequency. If absent while nodeStatusUpdateFrequency is set, it takes that value (as in kubelet)."},
 	{"nodeStatusMaxImages", "Maximum number of images reported in the node status; -1 means no cap, 0 reports none."},
-	{"containerRuntimeEndpoint", "The containerd socket, as a unix:// URL with an absolute path."},
+	{"containerRuntimeEndpoint", "The containerd socket, as a unix:// URL with an absolute path. A bare absolute path is accepted with a warning, as kubelet does."},
 	{"containerRuntimeNamespace", "The containerd namespace of the pods' containers and images (nodeagent's own field; kubelet's CRI plugin uses k8s.io)."},
 	{"staticPodPath", "Directory of static pod manifests, watched for changes; empty disables static pods. The packages' config.yaml sets /etc/nodeagent/manifests. Relative paths are relative to the file that sets them."},
 	{"maxPods", "Number of pods the node accepts (its pods capacity)."},

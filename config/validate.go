@@ -79,7 +79,12 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	}
 
 	// Runtime.
-	errs = append(errs, validateEndpoint(c.ContainerRuntimeEndpoint, field.NewPath("containerRuntimeEndpoint"))...)
+	if e := c.ContainerRuntimeEndpoint; filepath.IsAbs(e) {
+		// kubelet still accepts a bare path, with a deprecation warning.
+		warnings = append(warnings, fmt.Sprintf("containerRuntimeEndpoint: %q has no scheme; use \"unix://%s\"", e, e))
+	} else {
+		errs = append(errs, validateEndpoint(e, field.NewPath("containerRuntimeEndpoint"))...)
+	}
 	if p := field.NewPath("containerRuntimeNamespace"); c.ContainerRuntimeNamespace == "" {
 		errs = append(errs, field.Required(p, "the containerd namespace, normally \"k8s.io\""))
 	} else if len(c.ContainerRuntimeNamespace) > 76 || !containerdNamespaceRE.MatchString(c.ContainerRuntimeNamespace) {

@@ -78,6 +78,16 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			desc:     "runtime endpoint without a scheme, as kubelet still accepts",
+			mutate:   func(c *NodeAgentConfiguration) { c.ContainerRuntimeEndpoint = "/run/containerd/containerd.sock" },
+			warnings: []string{`containerRuntimeEndpoint: "/run/containerd/containerd.sock" has no scheme; use "unix:///run/containerd/containerd.sock"`},
+		},
+		{
+			desc:   "relative runtime endpoint",
+			mutate: func(c *NodeAgentConfiguration) { c.ContainerRuntimeEndpoint = "unix://run/containerd.sock" },
+			want:   []string{`containerRuntimeEndpoint: Invalid value: "unix://run/containerd.sock": must be a unix:// URL with an absolute socket path, such as unix:///run/containerd/containerd.sock`},
+		},
+		{
 			desc: "required strings",
 			mutate: func(c *NodeAgentConfiguration) {
 				c.ContainerRuntimeEndpoint = ""
