@@ -41,10 +41,12 @@ var (
 	unmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
 )
 
-// Decode strictly decodes one configuration file's content. source names
+// decode strictly decodes one configuration file's content. source names
 // the file in problems. It returns the fields the file sets, in the
 // NodeAgentConfiguration schema, and the KubeletConfiguration fields it
-// ignores. It never panics, whatever data holds.
+// ignores. If the file cannot be read as a configuration at all the
+// document is nil; if only some fields are wrong, the document holds the
+// others. It never panics, whatever data holds.
 func decode(source string, data []byte) (*document, []Problem) {
 	fail := func(field, detail string, err error) (*document, []Problem) {
 		return nil, []Problem{{Source: source, Field: field, Detail: detail, Err: err}}
@@ -90,17 +92,17 @@ func decode(source string, data []byte) (*document, []Problem) {
 	if kind == KubeletKind {
 		schema = kubeletType
 	}
+	// Schema problems are returned with the document, from which the
+	// offending fields have been pruned, so that the rest can still be
+	// validated and every problem reported at once.
 	for _, e := range checkSchema(obj, schema, nil) {
 		probs = append(probs, Problem{Source: source, Field: e.field, Detail: e.detail})
-	}
-	if len(probs) > 0 {
-		return nil, withLines(probs)
 	}
 	doc := &document{source: source, kind: kind, obj: obj, lines: lines}
 	if kind == KubeletKind {
 		doc.obj, doc.unsupported = fromKubelet(obj)
 	}
-	return doc, nil
+	return doc, withLines(probs)
 }
 
 // countDocuments counts the YAML documents in data; a syntax error is
@@ -239,9 +241,14 @@ func checkSchema(v any, t reflect.Type, p *field.Path) []schemaError {
 					detail += fmt.Sprintf(" (did you mean %q?)", s)
 				}
 				errs = append(errs, schemaError{field: pathString(p.Child(k)), detail: detail})
+				delete(m, k)
 				continue
 			}
-			errs = append(errs, checkSchema(m[k], ft, p.Child(k))...)
+			e := checkSchema(m[k], ft, p.Child(k))
+			errs = append(errs, e...)
+			if unusable(e, ft, p.Child(k)) {
+				delete(m, k) // prune, so the rest can still be validated
+			}
 		}
 		return errs
 	case reflect.Map:
@@ -251,7 +258,11 @@ func checkSchema(v any, t reflect.Type, p *field.Path) []schemaError {
 		}
 		var errs []schemaError
 		for _, k := range sortedKeys(m) {
-			errs = append(errs, checkSchema(m[k], t.Elem(), p.Key(k))...)
+			e := checkSchema(m[k], t.Elem(), p.Key(k))
+			errs = append(errs, e...)
+			if unusable(e, t.Elem(), p.Key(k)) {
+				delete(m, k)
+			}
 		}
 		return errs
 	case reflect.Slice, reflect.Array:
@@ -316,6 +327,28 @@ func checkSchema(v any, t reflect.Type, p *field.Path) []schemaError {
 		return nil
 	}
 	return invalid(fmt.Sprintf("unsupported type %s", t))
+}
+
+// unusable reports whether a value with the schema errors errs must be
+// pruned from its parent: its own type is wrong, or it is a list with a
+// wrong element. A mapping with wrong entries has pruned them itself.
+func unusable(errs []schemaError, t reflect.Type, p *field.Path) bool {
+	if len(errs) == 0 {
+		return false
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+		return true
+	}
+	path := pathString(p)
+	for _, e := range errs {
+		if e.field == path {
+			return true
+		}
+	}
+	return false
 }
 
 // jsonFields maps the JSON names of t's fields to their types; inline and

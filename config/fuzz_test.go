@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -32,6 +33,11 @@ func FuzzDecode(f *testing.F) {
 			for _, p := range ce.Problems {
 				if p.Detail == "" || p.Source != "fuzz.yaml" {
 					t.Fatalf("problem without detail or source: %+v", p)
+				}
+				// Internal decoding errors mean the schema check let
+				// something through.
+				if strings.Contains(p.Detail, "merged configuration") {
+					t.Fatalf("schema check gap: %+v", p)
 				}
 			}
 			return

@@ -60,6 +60,10 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 	res := &Result{Origins: map[string]string{}}
 	var probs []Problem
 	var docs []*document
+	// fatal is set when a file cannot be read as a configuration at all;
+	// a file with only wrong fields is validated without them, so that
+	// every problem is reported at once.
+	fatal := false
 
 	if o.Path != "" {
 		res.Files = append(res.Files, o.Path)
@@ -67,6 +71,8 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 		probs = append(probs, p...)
 		if doc != nil {
 			docs = append(docs, doc)
+		} else {
+			fatal = true
 		}
 	}
 	var dropIns []*document
@@ -74,19 +80,22 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 		files, warnings, p := listDropIns(o.DropInDir)
 		res.Warnings = append(res.Warnings, warnings...)
 		probs = append(probs, p...)
+		fatal = fatal || len(p) > 0
 		for _, f := range files {
 			res.Files = append(res.Files, f)
 			doc, p := decodeFile(f)
 			probs = append(probs, p...)
 			if doc != nil {
 				dropIns = append(dropIns, doc)
+			} else {
+				fatal = true
 			}
 		}
 	}
 	if w := unsupportedWarning(append(append([]*document{}, docs...), dropIns...)); w != "" {
 		res.Warnings = append(res.Warnings, w)
 	}
-	if len(probs) > 0 {
+	if fatal {
 		return res, &Error{Problems: probs}
 	}
 
@@ -123,7 +132,7 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 
 	errs, warnings := Validate(cfg)
 	res.Warnings = append(res.Warnings, warnings...)
-	if len(errs) > 0 {
+	if len(errs) > 0 || len(probs) > 0 {
 		lines := map[string]map[string]int{}
 		for _, d := range append(docs, dropIns...) {
 			lines[d.source] = d.lines
@@ -143,7 +152,7 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 // relative path resolution. source names the data in problems.
 func DecodeBytes(source string, data []byte) (*NodeAgentConfiguration, []string, error) {
 	doc, probs := decode(source, data)
-	if len(probs) > 0 {
+	if doc == nil {
 		return nil, nil, &Error{Problems: probs}
 	}
 	var warnings []string
@@ -157,7 +166,7 @@ func DecodeBytes(source string, data []byte) (*NodeAgentConfiguration, []string,
 	normalize(cfg)
 	errs, w := Validate(cfg)
 	warnings = append(warnings, w...)
-	if len(errs) > 0 {
+	if len(errs) > 0 || len(probs) > 0 {
 		for _, e := range errs {
 			probs = append(probs, Problem{Source: source, Line: lineOf(doc.lines, e.Field), Field: e.Field, Detail: e.ErrorBody()})
 		}
@@ -266,7 +275,7 @@ func resolvePaths(obj map[string]any, dir string) {
 // fromObject decodes a schema-checked object into a configuration and
 // defaults every field the object does not set.
 func fromObject(obj map[string]any) (*NodeAgentConfiguration, error) {
-	b, err := json.Marshal(obj)
+	b, err := json.Marshal(withoutNulls(obj))
 	if err != nil {
 		return nil, fmt.Errorf("encoding merged configuration: %w", err)
 	}
@@ -283,6 +292,29 @@ func fromObject(obj map[string]any) (*NodeAgentConfiguration, error) {
 	}
 	cfg.TypeMeta = def.TypeMeta
 	return cfg, nil
+}
+
+// withoutNulls returns a copy of v without the null members of its
+// objects: null means absent (and encoding/json would hand it to the
+// UnmarshalJSON of types such as durations).
+func withoutNulls(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if e != nil {
+				out[k] = withoutNulls(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = withoutNulls(e)
+		}
+		return out
+	}
+	return v
 }
 
 // defaultAbsent copies into dst the fields of def whose JSON names are not

@@ -112,7 +112,9 @@ func renderStruct(b *bytes.Buffer, v reflect.Value, prefix, indent string, comme
 			out = []byte(fmt.Sprintf("null # cannot encode: %v\n", err))
 		}
 		s := strings.TrimRight(string(out), "\n")
-		if !strings.Contains(s, "\n") && !strings.HasPrefix(s, "- ") {
+		k := v.Field(i).Kind()
+		block := (k == reflect.Map || k == reflect.Slice) && v.Field(i).Len() > 0
+		if !block && !strings.Contains(s, "\n") {
 			b.WriteString(indent + name + ": " + s + "\n")
 			continue
 		}

@@ -297,3 +297,32 @@ func TestProblemLinesPointAtTheKey(t *testing.T) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A file with wrong fields is still validated without them, so that one run
+// reports decoding and validation problems together.
+func TestLoadReportsDecodingAndValidationProblemsTogether(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "config.yaml", hdr+"maxpods: 3\nnodeLeaseDurationSeconds: -1\npleg:\n  relistPeriod: 5\n  healthThreshold: 0s\n")
+	d := writeFile(t, dir, "d/10.conf", hdr+"healthzPort: x\nlogging:\n  format: xml\n")
+	_, _, err := Load(LoadOptions{Path: p, DropInDir: joinPath(dir, "d")})
+	got := problemLines(t, err)
+	want := []string{
+		p + `:3: maxpods: unknown field (did you mean "maxPods"?)`,
+		p + `:6: pleg.relistPeriod: Invalid value: 5: must be a duration string such as "10s", "5m" or "1h30m"`,
+		d + `:3: healthzPort: Invalid value: "x": must be an integer`,
+		p + `:4: nodeLeaseDurationSeconds: Invalid value: -1: must be greater than 0`,
+		d + `:5: logging.format: Unsupported value: "xml": supported values: "text", "json"`,
+		p + `:7: pleg.healthThreshold: Invalid value: "0s": must be greater than 0`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A file that is not a configuration at all stops before validation.
+	writeFile(t, dir, "d/20.conf", "maxPods: [\n")
+	_, _, err = Load(LoadOptions{Path: p, DropInDir: joinPath(dir, "d")})
+	for _, l := range problemLines(t, err) {
+		if strings.Contains(l, "nodeLeaseDurationSeconds") {
+			t.Errorf("validated although a drop-in is unreadable: %s", l)
+		}
+	}
+}
