@@ -9,7 +9,8 @@
 //     wrong types, YAML syntax errors (with their line), a wrong or missing
 //     apiVersion/kind, an empty file, several YAML documents, a directory or
 //     an unreadable path are errors naming the file, the field path and the
-//     problem. Load reports every problem at once in an *Error.
+//     problem, with its line. Load reports every problem at once in an
+//     *Error: a file with wrong fields is still validated without them.
 //   - An upstream kubelet.config.k8s.io/v1beta1 KubeletConfiguration is
 //     accepted: the fields nodeagent shares with kubelet
 //     (KubeletSupportedFields) are used, every other field set is named in
