@@ -97,6 +97,8 @@ cleanup() {
 		hack/localcluster.sh down >/dev/null 2>&1
 	fi
 	rm -rf --one-file-system "$WORK"
+	# the node credentials minted for this run (only that file)
+	[[ ${NODE_KUBECONFIG:-} == */node-$NODE.kubeconfig ]] && rm -f "$NODE_KUBECONFIG"
 	if [[ $rc == 0 ]]; then
 		log "PASS: test-systemd in $((SECONDS - T0))s"
 	else
@@ -121,6 +123,9 @@ wait_for() {
 		sleep 0.2
 	done
 }
+# version_of COMMAND...: the version `COMMAND version` reports (its first
+# line's last word: "nodeagent 1.2.0" -> 1.2.0).
+version_of() { "$@" version 2>&1 | awk 'NR == 1 { print $NF }'; }
 expect_eq() { # DESCRIPTION GOT WANT
 	[[ $2 == "$3" ]] || fail "$1: got '$2', want '$3'"
 	log "ok: $1 = $3"
@@ -189,7 +194,7 @@ check_mode /var/lib/nodeagent "700 root:root directory"
 grep -q '^EnvironmentFile=-/etc/sysconfig/nodeagent$' "$SCRATCH/usr/lib/systemd/system/nodeagent.service" ||
 	fail "rpm unit does not read /etc/sysconfig/nodeagent"
 [[ ! -e $SCRATCH/lib/systemd/system/nodeagent.service ]] || fail "rpm installs the Debian unit path"
-expect_eq "rpm binary version" "$("$SCRATCH/usr/bin/nodeagent" version 2>&1 | head -n1)" "$VERSION"
+expect_eq "rpm binary version" "$(version_of "$SCRATCH/usr/bin/nodeagent")" "$VERSION"
 touch "$SCRATCH/var/lib/nodeagent/state"
 rpm --root "$SCRATCH" --nodeps -e nodeagent 2>&1 | tee -a "$WORK/rpm-install.log"
 [[ ! -e $SCRATCH/usr/bin/nodeagent && ! -e $SCRATCH/var/lib/nodeagent ]] || fail "rpm -e left files behind"
@@ -267,7 +272,7 @@ log "container $MACHINE booted ($state), systemd $(c systemctl --version | head 
 step "install the .deb"
 c dpkg -i "/pkgs/$DEB" </dev/null >"$WORK/dpkg-install.log" 2>&1 || { cat "$WORK/dpkg-install.log" >&2; fail "dpkg -i"; }
 expect_eq "package version" "$(c dpkg-query -W -f '${Version}' nodeagent)" "$VERSION"
-expect_eq "nodeagent version" "$(c /usr/bin/nodeagent version 2>&1 | head -n1)" "$VERSION"
+expect_eq "nodeagent version" "$(version_of c /usr/bin/nodeagent)" "$VERSION"
 expect_eq "unit enabled by postinst" "$(c systemctl is-enabled nodeagent.service)" enabled
 out=$(c systemd-analyze verify /lib/systemd/system/nodeagent.service 2>&1) || true
 [[ -z $out ]] || fail "systemd-analyze verify in the container: $out"
@@ -357,7 +362,7 @@ c grep -q 'edited by test-systemd' /etc/nodeagent/config.yaml || fail "could not
 c touch /var/lib/nodeagent/test-state
 c dpkg -i "/pkgs/$DEB_UPGRADE" </dev/null >"$WORK/dpkg-upgrade.log" 2>&1 || { cat "$WORK/dpkg-upgrade.log" >&2; fail "dpkg -i (upgrade)"; }
 expect_eq "upgraded package version" "$(c dpkg-query -W -f '${Version}' nodeagent)" "$UPGRADE_VERSION"
-expect_eq "upgraded nodeagent version" "$(c /usr/bin/nodeagent version 2>&1 | head -n1)" "$UPGRADE_VERSION"
+expect_eq "upgraded nodeagent version" "$(version_of c /usr/bin/nodeagent)" "$UPGRADE_VERSION"
 c grep -q 'edited by test-systemd' /etc/nodeagent/config.yaml || fail "upgrade replaced the edited config.yaml"
 log "ok: edited config.yaml kept"
 [[ $(c sh -c 'ls /etc/nodeagent/config.yaml.dpkg-* 2>/dev/null | wc -l') == 0 ]] || fail "upgrade left config.yaml.dpkg-* files"
