@@ -1,12 +1,16 @@
 package nodestatus
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
 
 func TestShouldReport(t *testing.T) {
@@ -213,5 +217,45 @@ func TestAllocatable(t *testing.T) {
 	got = Allocatable(v1.ResourceList{v1.ResourceCPU: q("1")}, v1.ResourceList{v1.ResourceCPU: q("2")}, nil)
 	if c := got[v1.ResourceCPU]; c.Sign() != 0 {
 		t.Errorf("negative allocatable: %s", c.String())
+	}
+}
+
+func TestStatusPatch(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	old := v1.NodeStatus{
+		Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}, {Type: v1.NodeInternalIP, Address: "fd00::1"},
+			{Type: v1.NodeHostName, Address: "a"}},
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: t0, LastTransitionTime: t0}},
+		Images:     []v1.ContainerImage{{Names: []string{"a"}, SizeBytes: 1}},
+	}
+	// Heartbeat only: the patch holds the heartbeat and nothing else.
+	hb := *old.DeepCopy()
+	hb.Conditions[0].LastHeartbeatTime = metav1.NewTime(t0.Add(time.Minute))
+	p, err := StatusPatch(&old, &hb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(p); !strings.Contains(s, "lastHeartbeatTime") || strings.Contains(s, "images") || strings.Contains(s, "addresses") ||
+		strings.Contains(s, "metadata") || strings.Contains(s, "spec") {
+		t.Errorf("heartbeat patch %s", s)
+	}
+	// A changed address list is replaced whole; applying the patch gives exactly the new list.
+	nw := *old.DeepCopy()
+	nw.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.2"}, {Type: v1.NodeHostName, Address: "a"}}
+	p, err = StatusPatch(&old, &nw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldJSON, _ := json.Marshal(v1.Node{Status: old})
+	merged, err := strategicpatch.StrategicMergePatch(oldJSON, p, v1.Node{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got v1.Node
+	if err := json.Unmarshal(merged, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(got.Status, nw) {
+		t.Errorf("patch %s applied gives %+v, want %+v", p, got.Status.Addresses, nw.Addresses)
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/utils/clock"
 )
 
@@ -220,6 +219,9 @@ func (m *Manager) tryRegister(ctx context.Context) (*v1.Node, error) {
 // registerLocked creates or reconciles the Node from the gathered inputs.
 // The caller holds syncMu.
 func (m *Manager) registerLocked(ctx context.Context) (*v1.Node, error) {
+	// One timeout for the whole attempt (at most three requests).
+	ctx, cancel := context.WithTimeout(ctx, 3*m.cfg.RequestTimeout)
+	defer cancel()
 	now := m.in.now
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, Labels: m.desiredLabels()}}
 	if len(m.cfg.Taints) > 0 {
@@ -352,7 +354,9 @@ func (m *Manager) baseNode(ctx context.Context, try int) (*v1.Node, error) {
 			return m.node, nil
 		}
 	}
-	n, err := m.cfg.Client.CoreV1().Nodes().Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+	rctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
+	defer cancel()
+	n, err := m.cfg.Client.CoreV1().Nodes().Get(rctx, m.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("getting node: %w", err)
 	}
@@ -401,7 +405,9 @@ func (m *Manager) tryReport(ctx context.Context, try int, now time.Time) error {
 		return nil
 	}
 	first := m.LastReport().IsZero()
-	updated, patch, err := nodeutil.PatchNodeStatus(m.cfg.Client.CoreV1(), types.NodeName(m.cfg.NodeName), base, node)
+	pctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
+	updated, patch, err := patchStatus(pctx, m.cfg.Client, m.cfg.NodeName, base, node)
+	cancel()
 	if err != nil {
 		return err
 	}

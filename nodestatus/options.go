@@ -27,6 +27,7 @@ const (
 	DefaultEvictionPressureTransition       = 5 * time.Minute
 	DefaultRuntimeCallTimeout               = 5 * time.Second
 	DefaultRuntimeGracePeriod               = 30 * time.Second
+	DefaultRequestTimeout                   = 10 * time.Second
 	DefaultRootDir                          = "/var/lib/nodeagent"
 
 	// MaxNamesPerImage is how many names of one image the status carries (as kubelet).
@@ -109,6 +110,10 @@ type Options struct {
 	// Default 30s. It does not apply before the first success.
 	RuntimeGracePeriod time.Duration
 
+	// RequestTimeout bounds each API request (a try), so a dead connection
+	// cannot stall the loop. Default 10s.
+	RequestTimeout time.Duration
+
 	// Host reads the host's facts; nil = the real host (root "/").
 	Host *Host
 	// Rand returns a float64 in [0,1) for report jitter; default math/rand/v2.
@@ -155,6 +160,7 @@ func (o Options) validate() (*config, error) {
 		{"evictionPressureTransitionPeriod", &c.EvictionPressureTransitionPeriod, DefaultEvictionPressureTransition},
 		{"runtimeCallTimeout", &c.RuntimeCallTimeout, DefaultRuntimeCallTimeout},
 		{"runtimeGracePeriod", &c.RuntimeGracePeriod, DefaultRuntimeGracePeriod},
+		{"requestTimeout", &c.RequestTimeout, DefaultRequestTimeout},
 	}
 	for _, d := range durations {
 		switch {

@@ -65,6 +65,11 @@ func (p *probe[T]) call(done chan struct{}) {
 // wait waits until the call started at startedAt returns or its timeout
 // passes on the injected clock; a call still running then counts as failed.
 func (p *probe[T]) wait(done <-chan struct{}, startedAt time.Time) {
+	select {
+	case <-done:
+		return
+	default:
+	}
 	if remaining := startedAt.Add(p.timeout).Sub(p.clock.Now()); remaining > 0 {
 		select {
 		case <-done:
