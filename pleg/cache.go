@@ -7,6 +7,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // PodStatus is the cached runtime state of one pod.
@@ -26,6 +27,11 @@ type Cache struct {
 	pods    map[types.UID]PodStatus
 	global  time.Time     // every pod's status is at least as new as this
 	changed chan struct{} // closed and replaced on every update
+	// live, when set, reports that every status is current as of the
+	// returned time (the event-driven PLEG's lazy global timestamp). It is
+	// called without c.mu held.
+	live  func() (time.Time, bool)
+	clock clock.Clock // for waiting while live
 }
 
 func newCache() *Cache {
@@ -35,18 +41,38 @@ func newCache() *Cache {
 // Get returns the pod's status; the bool is false if the pod has no known
 // containers (the returned status then has the global timestamp).
 func (c *Cache) Get(uid types.UID) (PodStatus, bool) {
+	live := c.liveTime()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.getLocked(uid)
+	return c.getLocked(uid, live)
 }
 
-func (c *Cache) getLocked(uid types.UID) (PodStatus, bool) {
+// notify wakes GetNewerThan waiters (liveness may have changed).
+func (c *Cache) notify() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.notifyLocked()
+}
+
+func (c *Cache) liveTime() time.Time {
+	if c.live == nil {
+		return time.Time{}
+	}
+	t, _ := c.live()
+	return t
+}
+
+func (c *Cache) getLocked(uid types.UID, live time.Time) (PodStatus, bool) {
+	global := c.global
+	if live.After(global) {
+		global = live
+	}
 	s, ok := c.pods[uid]
 	if !ok {
-		return PodStatus{Pod: runtime.PodRef{UID: uid}, Timestamp: c.global}, false
+		return PodStatus{Pod: runtime.PodRef{UID: uid}, Timestamp: global}, false
 	}
-	if c.global.After(s.Timestamp) {
-		s.Timestamp = c.global
+	if global.After(s.Timestamp) {
+		s.Timestamp = global
 	}
 	return s, true
 }
@@ -55,15 +81,22 @@ func (c *Cache) getLocked(uid types.UID) (PodStatus, bool) {
 // after it) and returns it, or returns ctx's error.
 func (c *Cache) GetNewerThan(ctx context.Context, uid types.UID, min time.Time) (PodStatus, error) {
 	for {
+		live := c.liveTime()
 		c.mu.Lock()
-		s, _ := c.getLocked(uid)
+		s, _ := c.getLocked(uid, live)
 		ch := c.changed
 		c.mu.Unlock()
 		if s.Timestamp.After(min) {
 			return s, nil
 		}
+		var tick <-chan time.Time
+		if !live.IsZero() && c.clock != nil {
+			// Live but not yet past min: time itself will make it newer.
+			tick = c.clock.After(time.Millisecond)
+		}
 		select {
 		case <-ch:
+		case <-tick:
 		case <-ctx.Done():
 			return PodStatus{}, ctx.Err()
 		}
@@ -111,14 +144,4 @@ func (c *Cache) setAll(pods map[types.UID]PodStatus, ts time.Time) {
 		c.global = ts
 	}
 	c.notifyLocked()
-}
-
-// updateTime declares every pod's status current as of ts.
-func (c *Cache) updateTime(ts time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ts.After(c.global) {
-		c.global = ts
-		c.notifyLocked()
-	}
 }

@@ -65,8 +65,10 @@
 //
 // Cache().GetNewerThan(ctx, uid, t) returns the pod's status once it
 // reflects the runtime at a time after t. Relists refresh every pod; an
-// inspection refreshes its pod; in event mode the cache is declared current
-// every second while no inspection is pending.
+// inspection refreshes its pod; in event mode, while no inspection is
+// pending, every status is current as of now (every change would arrive as
+// a signal), which the cache asks lazily so that an idle PLEG does no
+// periodic work.
 //
 // # Health
 //

@@ -37,9 +37,6 @@ const (
 	// maxInspectFailures: a container whose inspection failed this many
 	// times in a row is left to the next relist.
 	maxInspectFailures = 5
-	// globalRefreshPeriod: in event mode the cache is declared current this
-	// often (when no inspection is pending).
-	globalRefreshPeriod = time.Second
 )
 
 // Options configure the PLEG. Zero values take the defaults.
@@ -166,7 +163,6 @@ type PLEG struct {
 	lastRelistOK       time.Time
 	relistRunningSince time.Time
 	relistFailingSince time.Time
-	lastGlobalRefresh  time.Time
 }
 
 type record struct {
@@ -211,6 +207,7 @@ func New(rt Runtime, opts Options) (*PLEG, error) {
 		created:   opts.Clock.Now(),
 	}
 	p.bc = newBroadcaster(p.m)
+	p.cache.live, p.cache.clock = p.liveAsOf, p.clock
 	for _, s := range opts.Sources {
 		p.sourceOK[s] = true
 		p.m.sourceHealthy.WithLabelValues(string(s)).Set(1)
@@ -308,11 +305,6 @@ func (p *PLEG) nextWakeup(now time.Time) time.Time {
 	if d, ok := p.exp.nextDeadline(); ok && d.Before(next) {
 		next = d
 	}
-	if p.eventModeLocked() {
-		if g := p.lastGlobalRefresh.Add(globalRefreshPeriod); g.Before(next) {
-			next = g
-		}
-	}
 	if next.Before(now) {
 		next = now
 	}
@@ -321,19 +313,25 @@ func (p *PLEG) nextWakeup(now time.Time) time.Time {
 
 func (p *PLEG) eventModeLocked() bool { return len(p.opts.Sources) > 0 && !p.inFallback }
 
-// tick does whatever is due at now: expire expectations, refresh the cache's
-// global timestamp, relist.
+// liveAsOf tells the cache that every pod's status is current now: true in
+// event mode while no inspection is pending or in flight, since every change
+// then arrives as a signal. The cache asks lazily, so an idle event-driven
+// PLEG needs no periodic work to keep GetNewerThan answering.
+func (p *PLEG) liveAsOf() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.eventModeLocked() || len(p.inflight) > 0 || p.lastRelistOK.IsZero() {
+		return time.Time{}, false
+	}
+	return p.clock.Now(), true
+}
+
+// tick does whatever is due at now: expire expectations, relist.
 func (p *PLEG) tick(ctx context.Context) {
 	now := p.clock.Now()
 	p.mu.Lock()
 	deliver, expired := p.exp.expire(now)
 	p.deliverLocked(deliver, expired, nil, now)
-	if p.eventModeLocked() && !now.Before(p.lastGlobalRefresh.Add(globalRefreshPeriod)) {
-		p.lastGlobalRefresh = now
-		if len(p.inflight) == 0 {
-			p.cache.updateTime(now)
-		}
-	}
 	due := !now.Before(p.lastRelistStart.Add(p.periodLocked()))
 	p.mu.Unlock()
 	if due {
@@ -582,6 +580,9 @@ func (p *PLEG) inspect(id string) {
 			continue
 		}
 		delete(p.inflight, id)
+		if len(p.inflight) == 0 {
+			p.cache.notify() // the cache may be live again
+		}
 		p.mu.Unlock()
 		return
 	}
@@ -684,6 +685,7 @@ func (p *PLEG) setSource(src Source, ok bool, cause error) {
 		p.inFallback = false
 		p.m.fallbackActive.Set(0)
 		p.log.Info("PLEG event sources recovered, back to event mode", "source", src, "relistPeriod", p.opts.RelistPeriod)
+		p.cache.notify()
 	}
 	p.poke(p.wake)
 }

@@ -407,3 +407,34 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestCacheLiveInEventMode(t *testing.T) {
+	rt := newFakeRuntime()
+	p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour})
+	rt.set("a", "p", runtime.StateRunning, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	rt.events <- runtime.Event{Type: runtime.EventStreamUp}
+	waitFor(t, "relist", func() bool { return rt.listCount() >= 2 })
+	// No relist is due for an hour, yet the status is current: event mode.
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	for i := 0; i < 3; i++ {
+		min := time.Now()
+		s, err := p.Cache().GetNewerThan(wctx, "uid-p", min)
+		if err != nil || len(s.Containers) != 1 || !s.Timestamp.After(min) {
+			t.Fatalf("GetNewerThan in event mode: %+v, %v", s, err)
+		}
+	}
+	// In fallback mode only a relist makes it newer.
+	rt.events <- runtime.Event{Type: runtime.EventStreamDown, Err: errors.New("x")}
+	waitFor(t, "fallback", func() bool { return !p.EventMode() })
+	n := rt.listCount()
+	if _, err := p.Cache().GetNewerThan(wctx, "uid-p", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if rt.listCount() == n {
+		t.Fatal("status newer than now without a relist in fallback mode")
+	}
+}

@@ -264,7 +264,7 @@ func run(exits int, idle time.Duration, counts []int, jsonOut string) error {
 		if err != nil {
 			return err
 		}
-		defer func() { _ = a.cmd.Process.Kill(); _ = a.cmd.Wait() }()
+		defer func() { _ = a.cmd.Process.Kill() }()
 		agents[mode] = a
 	}
 	time.Sleep(2 * time.Second) // both agents relisted and subscribed
@@ -375,7 +375,13 @@ func run(exits int, idle time.Duration, counts []int, jsonOut string) error {
 			ContainerdCPU: (c1 - c0).Seconds(), Seconds: secs})
 	}
 
-	// Relist duration at the largest count, in-process.
+	// Relist duration at the largest count, in-process, with the agents
+	// stopped so that they do not load containerd meanwhile.
+	for _, a := range agents {
+		_ = a.cmd.Process.Signal(syscall.SIGTERM)
+		_ = a.cmd.Wait()
+	}
+	time.Sleep(2 * time.Second)
 	p, err := pleg.New(rt, pleg.Options{Logger: log})
 	if err != nil {
 		return err
