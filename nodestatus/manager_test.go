@@ -505,18 +505,11 @@ func TestReadyDoesNotFlapOnOneSlowRuntimeCall(t *testing.T) {
 	if len(e.statusPatches()) != 0 {
 		t.Errorf("one slow call changed the status: %v", e.statusPatches())
 	}
-	// While the call hangs no second call starts; beyond the grace period
-	// the runtime is reported down.
+	// While the call hangs no second call starts and no sync waits for it
+	// again; beyond the grace period the runtime is reported down.
 	for e.clock.Now().Sub(e.m.LastReport()) < DefaultRuntimeGracePeriod+10*time.Second {
 		e.clock.Step(10 * time.Second)
-		go func() { done <- e.m.SyncOnce(context.Background()) }()
-		for !e.clock.HasWaiters() {
-			time.Sleep(time.Millisecond)
-		}
-		e.clock.Step(DefaultRuntimeCallTimeout)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		e.sync()
 	}
 	c := condition(e.node(), v1.NodeReady)
 	if c.Status != v1.ConditionFalse || c.Reason != "KubeletNotReady" || !strings.Contains(c.Message, "container runtime is down") {
