@@ -1,0 +1,168 @@
+package conformance
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
+	"github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/kubernetes/test/e2e/framework"
+	e2enode "k8s.io/kubernetes/test/e2e/framework/node"
+
+	// The upstream specs under test. Importing the package registers all of
+	// its specs; the focus below selects the NodeLease ones.
+	_ "k8s.io/kubernetes/test/e2e/common/node"
+)
+
+// defaultFocus selects the specs of test/e2e/common/node/node_lease.go.
+const defaultFocus = `\[sig-node\] NodeLease`
+
+var (
+	nodeName         string
+	running          bool
+	exclusiveTimeout time.Duration
+)
+
+func TestMain(m *testing.M) {
+	framework.RegisterCommonFlags(flag.CommandLine)
+	framework.RegisterClusterFlags(flag.CommandLine)
+	flag.StringVar(&nodeName, "nodeagent.node", os.Getenv("NODEAGENT_CONFORMANCE_NODE"),
+		"The agent's node. If set, every spec waits until it is the only Ready, schedulable, untainted node, "+
+			"because the upstream specs pick a random such node. Default $NODEAGENT_CONFORMANCE_NODE.")
+	flag.DurationVar(&exclusiveTimeout, "nodeagent.exclusive-timeout", 3*time.Minute,
+		"How long a spec waits for the other nodes to become NotReady or disappear "+
+			"(a killed agent's node turns NotReady about 40s after its last heartbeat).")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "unexpected arguments: %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if framework.TestContext.KubeConfig == "" {
+		fmt.Fprintln(os.Stderr, "no cluster: set KUBECONFIG or --kubeconfig to an admin kubeconfig (hack/conformance.sh does)")
+		os.Exit(2)
+	}
+	if framework.TestContext.Provider == "" {
+		// No cloud: nothing provider-specific is needed by these specs.
+		framework.TestContext.Provider = "skeleton"
+	}
+	framework.AfterReadingAllFlags(&framework.TestContext)
+	os.Exit(m.Run())
+}
+
+func TestNodeLeaseConformance(t *testing.T) {
+	gomega.RegisterFailHandler(framework.Fail)
+	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
+	if len(suiteConfig.FocusStrings) == 0 && suiteConfig.LabelFilter == "" {
+		suiteConfig.FocusStrings = []string{defaultFocus}
+	}
+	running = true
+	ginkgo.RunSpecs(t, "nodeagent: upstream NodeLease conformance", suiteConfig, reporterConfig)
+}
+
+// The upstream specs pick their node in a BeforeEach registered right after
+// framework.NewDefaultFramework. Framework extensions run inside
+// NewDefaultFramework, so a BeforeEach they register runs after the
+// framework's own setup and before the pick, and a JustBeforeEach runs after
+// the pick, right before the spec body. (A top-level BeforeEach would be lost:
+// Ginkgo drops top-level setup nodes when the framework previews the specs.)
+func init() {
+	framework.NewFrameworkExtensions = append(framework.NewFrameworkExtensions, func(f *framework.Framework) {
+		ginkgo.BeforeEach(waitUntilOnlyNode)
+		ginkgo.JustBeforeEach(checkOnlyNode)
+	})
+}
+
+// waitUntilOnlyNode waits until the agent's node is the only node upstream's
+// e2enode.GetRandomReadySchedulableNode can pick.
+func waitUntilOnlyNode(ctx context.Context) {
+	if nodeName == "" {
+		return
+	}
+	c := adminClient()
+	var others []string
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, exclusiveTimeout, true, func(ctx context.Context) (bool, error) {
+		names, err := readySchedulableNodes(ctx, c)
+		if err != nil {
+			framework.Logf("listing nodes: %v", err)
+			return false, nil
+		}
+		found := slices.Contains(names, nodeName)
+		rest := slices.DeleteFunc(names, func(n string) bool { return n == nodeName })
+		if len(rest) > 0 && !slices.Equal(rest, others) {
+			framework.Logf("waiting for other Ready schedulable nodes to become NotReady or go away (the spec could pick one of them instead of %s): %s",
+				nodeName, strings.Join(rest, ", "))
+		}
+		others = rest
+		return found && len(rest) == 0, nil
+	})
+	if err != nil {
+		framework.Failf("node %s is not the only Ready, schedulable, untainted node after %v (others: %v), and the spec picks a random one: %v",
+			nodeName, exclusiveTimeout, others, err)
+	}
+	framework.Logf("node %s is the only Ready, schedulable, untainted node", nodeName)
+}
+
+// checkOnlyNode fails the spec if another node could have been picked after
+// waitUntilOnlyNode returned.
+func checkOnlyNode(ctx context.Context) {
+	if nodeName == "" {
+		return
+	}
+	names, err := readySchedulableNodes(ctx, adminClient())
+	framework.ExpectNoError(err, "listing nodes")
+	if !slices.Equal(names, []string{nodeName}) {
+		framework.Failf("Ready, schedulable, untainted nodes changed while the spec picked its node: %v, want only %s", names, nodeName)
+	}
+}
+
+// One line per spec, so the script's output shows every result at a glance
+// even when the verbose log of a spec is long.
+var _ = ginkgo.ReportAfterSuite("nodeagent results", func(report types.Report) {
+	if !running {
+		return // framework.AfterReadingAllFlags previews the specs; nothing ran.
+	}
+	fmt.Println()
+	fmt.Println("nodeagent conformance results:")
+	for _, s := range report.SpecReports {
+		if s.LeafNodeType != types.NodeTypeIt || s.State == types.SpecStateSkipped {
+			continue
+		}
+		fmt.Printf("  %-7s %6.1fs  %s\n", strings.ToUpper(s.State.String()), s.RunTime.Seconds(), s.FullText())
+		if s.Failure.Message != "" {
+			fmt.Printf("           %s\n", strings.ReplaceAll(strings.TrimSpace(s.Failure.Message), "\n", "\n           "))
+		}
+	}
+})
+
+// readySchedulableNodes returns, sorted, the nodes upstream's
+// e2enode.GetRandomReadySchedulableNode would choose from.
+func readySchedulableNodes(ctx context.Context, c clientset.Interface) ([]string, error) {
+	// It fails when there is no such node at all; callers retry.
+	list, err := e2enode.GetReadySchedulableNodes(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, n := range list.Items {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func adminClient() clientset.Interface {
+	cfg, err := framework.LoadConfig()
+	framework.ExpectNoError(err, "loading the kubeconfig")
+	c, err := clientset.NewForConfig(cfg)
+	framework.ExpectNoError(err, "creating a client")
+	return c
+}
