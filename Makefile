@@ -1,0 +1,57 @@
+# nodeagent: `make run` runs the agent against a local control plane and
+# containerd; `make test` runs every test. Both need root (containerd,
+# cgroups, nspawn) and install what they need themselves.
+
+SHELL := /bin/bash
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GO_LDFLAGS := -s -w -X main.version=$(VERSION)
+BIN := _output/bin
+
+.PHONY: all build deps controlplane cluster-up cluster-down run test test-unit \
+	test-integration fuzz-smoke conformance lint clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/nodeagent ./cmd/nodeagent
+
+deps:
+	hack/ensure-deps.sh
+
+controlplane: deps
+	hack/build-controlplane.sh
+
+cluster-up: controlplane
+	hack/localcluster.sh up
+
+cluster-down:
+	hack/localcluster.sh down
+
+# Builds everything, starts the local control plane and containerd, runs the
+# agent in the foreground; Ctrl-C stops it all.
+run: build controlplane
+	hack/run.sh
+
+# Every test: unit, integration and e2e against one shared local cluster,
+# the config fuzzer briefly, the upstream NodeLease conformance specs, and
+# the package test under systemd-nspawn.
+test: build controlplane
+	hack/test.sh
+
+# Quick loop while coding: no cluster, tests that need one are skipped.
+test-unit:
+	NODEAGENT_SKIP_CLUSTER=1 go test ./...
+
+fuzz-smoke:
+	go test ./config -run='^$$' -fuzz=FuzzDecode -fuzztime=10s
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	go vet ./...
+
+clean:
+	-hack/localcluster.sh down 2>/dev/null
+	rm -rf _output dist
+
+include packaging/packaging.mk

@@ -1,0 +1,246 @@
+// Package e2e runs the nodeagent binary against the real local cluster
+// (internal/testenv): kube-apiserver with Node authorization and
+// NodeRestriction, kube-controller-manager's node lifecycle controller,
+// containerd. Every test uses its own node name, so tests run in parallel.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodeagent/nodeagent/internal/testenv"
+)
+
+var agentBin string
+
+func TestMain(m *testing.M) {
+	agentBin = os.Getenv("NODEAGENT_BIN")
+	if agentBin == "" {
+		dir, err := os.MkdirTemp("", "nodeagent-bin-")
+		if err != nil {
+			panic(err)
+		}
+		agentBin = filepath.Join(dir, "nodeagent")
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			panic(err)
+		}
+		cmd := exec.Command("go", "build", "-o", agentBin, "./cmd/nodeagent")
+		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: building nodeagent:", err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+	}
+	testenv.Main(m)
+}
+
+// agent is one nodeagent process.
+type agent struct {
+	t          *testing.T
+	env        *testenv.Env
+	node       string
+	dir        string
+	configPath string
+	configDir  string
+	kubeconfig string
+	healthURL  string
+	args       []string
+	cmd        *exec.Cmd
+	out        *syncBuffer
+	exited     chan error
+}
+
+type agentOpts struct {
+	node       string // default: testenv.NodeName(t)
+	config     string // extra YAML lines for the main config file
+	kubeconfig string // default: node credentials for node
+	noRuntime  bool   // do not point the agent at containerd
+}
+
+func newAgent(t *testing.T, env *testenv.Env, o agentOpts) *agent {
+	t.Helper()
+	if o.node == "" {
+		o.node = testenv.NodeName(t)
+	}
+	a := &agent{t: t, env: env, node: o.node, dir: t.TempDir()}
+	a.kubeconfig = o.kubeconfig
+	if a.kubeconfig == "" {
+		_, a.kubeconfig = env.NodeConfig(t, o.node)
+	}
+	port := freePort(t)
+	a.healthURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\n",
+		filepath.Join(a.dir, "root"), port)
+	if !o.noRuntime {
+		cfg += fmt.Sprintf("containerRuntimeEndpoint: unix://%s\n", env.ContainerdAddress)
+	} else {
+		cfg += fmt.Sprintf("containerRuntimeEndpoint: unix://%s\n", filepath.Join(a.dir, "no-containerd.sock"))
+	}
+	cfg += o.config
+	a.configPath = filepath.Join(a.dir, "config.yaml")
+	a.configDir = filepath.Join(a.dir, "config.d")
+	if err := os.MkdirAll(a.configDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(a.configPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.args = []string{"--config", a.configPath, "--config-dir", a.configDir, "--kubeconfig", a.kubeconfig, "--hostname-override", a.node}
+	t.Cleanup(func() {
+		a.stop(syscall.SIGKILL)
+		ctx := context.Background()
+		_ = env.Admin.CoreV1().Nodes().Delete(ctx, a.node, metav1.DeleteOptions{})
+		_ = env.Admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, a.node, metav1.DeleteOptions{})
+		if t.Failed() {
+			t.Logf("agent %s log:\n%s", a.node, a.out)
+		}
+	})
+	return a
+}
+
+// start runs the agent; the process is killed when the test ends.
+func (a *agent) start() {
+	a.t.Helper()
+	a.out = &syncBuffer{}
+	a.cmd = exec.Command(agentBin, a.args...)
+	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
+	if err := a.cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+	a.exited = make(chan error, 1)
+	go func(cmd *exec.Cmd, ch chan error) { ch <- cmd.Wait() }(a.cmd, a.exited)
+}
+
+// stop signals the agent and waits (10s at most) for it to exit.
+func (a *agent) stop(sig syscall.Signal) (exitCode int, took time.Duration) {
+	if a.cmd == nil || a.cmd.Process == nil {
+		return -1, 0
+	}
+	start := time.Now()
+	_ = a.cmd.Process.Signal(sig)
+	select {
+	case <-a.exited:
+	case <-time.After(10 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.exited
+	}
+	code := a.cmd.ProcessState.ExitCode()
+	a.cmd = nil
+	return code, time.Since(start)
+}
+
+func (a *agent) lease(ctx context.Context) (*coordinationv1.Lease, error) {
+	return a.env.Admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, a.node, metav1.GetOptions{})
+}
+
+// waitReady waits for Ready=True and returns how long it took from the call.
+func (a *agent) waitReady(ctx context.Context, timeout time.Duration) time.Duration {
+	a.t.Helper()
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		n, err := a.env.Admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		c := condition(n, corev1.NodeReady)
+		return c != nil && c.Status == corev1.ConditionTrue, nil
+	})
+	if err != nil {
+		a.t.Fatalf("node %s not Ready within %s: %v", a.node, timeout, err)
+	}
+	return time.Since(start)
+}
+
+// renewTimes watches the Lease and returns the first n distinct renewTimes.
+func (a *agent) renewTimes(ctx context.Context, n int, timeout time.Duration) []time.Time {
+	a.t.Helper()
+	var out []time.Time
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		l, err := a.lease(ctx)
+		if err != nil || l.Spec.RenewTime == nil {
+			return false, nil
+		}
+		rt := l.Spec.RenewTime.Time
+		if len(out) == 0 || !rt.Equal(out[len(out)-1]) {
+			out = append(out, rt)
+		}
+		return len(out) >= n, nil
+	})
+	if err != nil {
+		a.t.Fatalf("saw %d of %d lease renewals within %s: %v", len(out), n, timeout, err)
+	}
+	return out
+}
+
+func (a *agent) get(path string) (int, string) {
+	resp, err := http.Get(a.healthURL + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+func condition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == t {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) contains(sub string) bool { return strings.Contains(s.String(), sub) }

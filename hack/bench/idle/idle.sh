@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Idle cost of one agent with the heartbeat running: RSS and CPU over a window.
+#   hack/bench/idle/idle.sh [SECONDS] [MODE]
+# MODE: "full" (default: heartbeat, node status, containerd + PLEG) or
+# "heartbeat-only" (no container runtime configured) as a baseline.
+# Needs a running local cluster (hack/localcluster.sh up, or NODEAGENT_CLUSTER_DIR).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+secs=${1:-300}
+mode=${2:-full}
+make -s build
+eval "$(_output/bin/localcluster env)"
+node=bench-idle-$mode-$$
+kc=$(_output/bin/localcluster node-kubeconfig "$node")
+work=$(mktemp -d)
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; _output/bin/kubectl delete node "$node" --wait=false >/dev/null 2>&1; rm -rf "$work"' EXIT
+{
+  echo "apiVersion: config.nodeagent.io/v1alpha1"
+  echo "kind: NodeAgentConfiguration"
+  echo "rootDir: $work/root"
+  echo "healthzPort: 0"
+  if [ "$mode" = full ]; then echo "containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS"; else echo 'containerRuntimeEndpoint: ""'; fi
+} > "$work/config.yaml"
+_output/bin/nodeagent --config "$work/config.yaml" --kubeconfig "$kc" --hostname-override "$node" 2>"$work/log" &
+pid=$!
+_output/bin/kubectl wait --for=condition=Ready "node/$node" --timeout=60s >/dev/null
+sleep 20 # past start-up
+tck=$(getconf CLK_TCK)
+cpu() { awk '{print $14+$15}' /proc/$pid/stat; }
+c0=$(cpu); t0=$(date +%s.%N); maxrss=0; sum=0; n=0
+end=$(( $(date +%s) + secs ))
+while [ "$(date +%s)" -lt "$end" ]; do
+  rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
+  sum=$((sum + rss)); n=$((n + 1)); [ "$rss" -gt "$maxrss" ] && maxrss=$rss
+  sleep 5
+done
+c1=$(cpu); t1=$(date +%s.%N)
+awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v tck="$tck" -v sum="$sum" -v n="$n" -v max="$maxrss" -v mode="$mode" -v secs="$secs" 'BEGIN {
+  cpu = (c1 - c0) / tck; wall = t1 - t0
+  printf "mode=%s window=%ds cpu_seconds=%.2f cpu_percent_of_one_core=%.3f rss_avg_MiB=%.1f rss_max_MiB=%.1f\n", mode, secs, cpu, 100*cpu/wall, sum/n/1024, max/1024
+}'

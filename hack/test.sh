@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# make test: every test against one shared, freshly started local cluster
+# (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd).
+#   1. go test ./... (unit, integration, e2e)   2. config fuzzer, briefly
+#   3. upstream NodeLease conformance specs      4. packages under systemd-nspawn
+# Set SKIP_SYSTEMD=1 or SKIP_CONFORMANCE=1 to leave a phase out while iterating.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+t0=$(date +%s)
+phase() { echo; echo "=== test: $* ($(( $(date +%s) - t0 ))s elapsed)"; }
+
+go build -o _output/bin/localcluster ./hack/localcluster
+# A short directory: containerd's socket path must fit a unix socket address.
+dir=$(mktemp -d /tmp/na-test.XXXXXX)
+cleanup() {
+  _output/bin/localcluster down --dir "$dir" || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+phase "starting the local cluster in $dir"
+_output/bin/localcluster up --dir "$dir" >/dev/null
+export NODEAGENT_CLUSTER_DIR=$dir
+export NODEAGENT_BIN=$PWD/_output/bin/nodeagent
+
+status=0
+phase "go test (unit, integration, e2e)"
+# The PLEG tests lower fs.inotify.max_user_watches for a moment, which would
+# starve other packages' watchers: they run on their own, after the rest.
+pkgs=$(go list ./... | grep -v '/pleg$')
+go test -count=1 -timeout 20m $pkgs || status=1
+go test -count=1 -timeout 10m ./pleg || status=1
+
+phase "config decoder fuzzing (10s)"
+go test ./config -run='^$' -fuzz=FuzzDecode -fuzztime=10s || status=1
+
+if [ -z "${SKIP_CONFORMANCE:-}" ] && [ -x hack/conformance.sh ]; then
+  phase "upstream NodeLease conformance"
+  hack/conformance.sh || status=1
+fi
+if [ -z "${SKIP_SYSTEMD:-}" ]; then
+  phase "packages under systemd-nspawn"
+  hack/test-systemd.sh || status=1
+fi
+phase "done, status $status"
+exit $status
