@@ -337,6 +337,9 @@ wait_for 60 "the agent to be active again" bash -c "[[ \$(nsenter -t $LEADER -m 
 PID2=$(prop MainPID)
 [[ $PID2 != "$PID1" && $PID2 != 0 ]] || fail "MainPID did not change after the watchdog restart ($PID1 -> $PID2)"
 log "ok: NRestarts $RESTARTS0 -> $(prop NRestarts), MainPID $PID1 -> $PID2"
+# The restarted agent heartbeats again (not just: the node is still Ready
+# because the 40s grace period has not passed yet).
+"$APICHECK" renewed "$NODE" "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)" 30s
 "$APICHECK" ready "$NODE" 60s
 
 # --- stop ----------------------------------------------------------------------
@@ -370,6 +373,7 @@ log "ok: edited config.yaml kept"
 wait_for 60 "the agent to run the upgraded binary" \
 	bash -c "p=\$(nsenter -t $LEADER -m -u -i -n -p -- systemctl show -P MainPID nodeagent.service); [[ \$p != 0 && \$p != $PID3 ]] && [[ \$(nsenter -t $LEADER -m -u -i -n -p -- systemctl show -P ActiveState nodeagent.service) == active ]]"
 log "ok: upgrade restarted the agent (MainPID $PID3 -> $(prop MainPID))"
+"$APICHECK" renewed "$NODE" "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)" 30s
 "$APICHECK" ready "$NODE" 60s
 
 # --- purge -----------------------------------------------------------------------

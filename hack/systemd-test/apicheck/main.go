@@ -3,6 +3,7 @@
 //
 //	apicheck registered NODE           # Node and its Lease exist right now
 //	apicheck ready NODE TIMEOUT        # wait until the Node is Ready=True
+//	apicheck renewed NODE SINCE TIMEOUT # wait until the Lease is renewed after SINCE (RFC 3339)
 //	apicheck delete NODE               # delete the Node and its Lease
 //
 // It exits non-zero with a message on stderr when the answer is no.
@@ -86,6 +87,37 @@ func run(args []string) error {
 			}
 			if time.Since(start) > timeout {
 				return fmt.Errorf("node %s not Ready after %s: %s", node, timeout, last)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	case "renewed":
+		if len(args) != 4 {
+			return errors.New("usage: apicheck renewed NODE SINCE TIMEOUT")
+		}
+		since, err := time.Parse(time.RFC3339Nano, args[2])
+		if err != nil {
+			return err
+		}
+		timeout, err := time.ParseDuration(args[3])
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		var last string
+		for {
+			l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+			switch {
+			case err != nil:
+				last = err.Error()
+			case l.Spec.RenewTime != nil && l.Spec.RenewTime.After(since):
+				fmt.Printf("lease %s renewed at %s, %s after %s\n", node, renewTime(l),
+					l.Spec.RenewTime.Sub(since).Round(time.Millisecond), since.Format(time.RFC3339Nano))
+				return nil
+			default:
+				last = "last renewed " + renewTime(l)
+			}
+			if time.Since(start) > timeout {
+				return fmt.Errorf("lease %s not renewed after %s within %s: %s", node, args[2], timeout, last)
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
