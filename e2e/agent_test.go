@@ -66,7 +66,7 @@ type agent struct {
 	args       []string
 	cmd        *exec.Cmd
 	out        *syncBuffer
-	exited     chan error
+	exited     chan struct{} // closed when the process has exited
 }
 
 type agentOpts struct {
@@ -126,8 +126,8 @@ func (a *agent) start() {
 	if err := a.cmd.Start(); err != nil {
 		a.t.Fatal(err)
 	}
-	a.exited = make(chan error, 1)
-	go func(cmd *exec.Cmd, ch chan error) { ch <- cmd.Wait() }(a.cmd, a.exited)
+	a.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, ch chan struct{}) { _ = cmd.Wait(); close(ch) }(a.cmd, a.exited)
 }
 
 // stop signals the agent and waits (10s at most) for it to exit.
