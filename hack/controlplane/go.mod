@@ -2,13 +2,15 @@ module github.com/nodeagent/nodeagent/hack/controlplane
 
 go 1.24.0
 
+require k8s.io/kubernetes v1.34.4
+
+// Direct dependencies of the conformance suite (./conformance).
 require (
 	github.com/onsi/ginkgo/v2 v2.21.0
 	github.com/onsi/gomega v1.35.1
-	k8s.io/api v0.34.4
+	k8s.io/api v0.34.4 // indirect
 	k8s.io/apimachinery v0.34.4
 	k8s.io/client-go v0.34.4
-	k8s.io/kubernetes v1.34.4
 )
 
 require (
