@@ -17,6 +17,9 @@
 //     restarted by systemd once WatchdogSec has passed without a keep-alive.
 //     systemd arms the watchdog when start-up completes (READY=1), so
 //     keep-alives sent before Ready are harmless.
+//   - NewJournalHandler prefixes every log record with its syslog priority
+//     ("<4>" for warnings, ...) so journald stores stderr lines with their
+//     level; use it when StderrIsJournal reports that stderr is the journal.
 //
 // Not running under systemd is not an error: without NOTIFY_SOCKET every call
 // is a no-op that returns nil, and without WATCHDOG_USEC (or with a
