@@ -3,7 +3,8 @@
 # cgroups, nspawn) and install what they need themselves.
 
 SHELL := /bin/bash
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The same version string as the packages (hack/package.sh): dpkg and rpm need a leading digit.
+VERSION ?= $(shell bash -c 'source <(sed -n "/^version() {/,/^}/p" hack/package.sh); version')
 GO_LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN := _output/bin
 

@@ -11,7 +11,7 @@ mkdir -p "$out"
 
 key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum; go version) | sha256sum | cut -c1-16)
 cache=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/controlplane/$key
-pin=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' hack/controlplane/go.mod)
+pin=$(cd hack/controlplane && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 
 have_all() { for b in "${bins[@]}"; do [ -x "$1/$b" ] || return 1; done; }

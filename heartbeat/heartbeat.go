@@ -177,9 +177,17 @@ func (c *Controller) SetLeaseDuration(d time.Duration) {
 	}
 	c.metrics.setDuration(d)
 	c.log.Info("lease duration changed", "old", old, "new", d, "renewInterval", RenewInterval(d))
+	c.RenewNow()
+}
+
+// RenewNow makes Run renew at once instead of at the end of the interval.
+// The agent calls it when the Node has been registered, so that a Lease
+// created just before the Node gets its owner reference without waiting a
+// renew interval. It never blocks.
+func (c *Controller) RenewNow() {
 	select {
 	case c.changed <- struct{}{}:
-	default: // a wake-up is already pending; it will read the new value
+	default: // a wake-up is already pending
 	}
 }
 

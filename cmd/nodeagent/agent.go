@@ -86,9 +86,16 @@ func runAgent(args []string, stderr io.Writer) int {
 func newLogger(w io.Writer, lc config.LoggingConfiguration, level *slog.LevelVar) *slog.Logger {
 	level.Set(verbosityLevel(lc.Verbosity))
 	hopts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewTextHandler(w, hopts)
-	if lc.Format == "json" {
-		h = slog.NewJSONHandler(w, hopts)
+	newHandler := func(w io.Writer) slog.Handler {
+		if lc.Format == "json" {
+			return slog.NewJSONHandler(w, hopts)
+		}
+		return slog.NewTextHandler(w, hopts)
+	}
+	h := newHandler(w)
+	if systemd.StderrIsJournal() {
+		// journald stores each line with its level (journalctl -p warning).
+		h = systemd.NewJournalHandler(w, newHandler)
 	}
 	log := slog.New(h)
 	klog.SetSlogLogger(log.With("logger", "client-go"))
@@ -249,6 +256,7 @@ func (a *agent) run(ctx context.Context) error {
 		}
 		a.registered.Store(true)
 		a.log.Info("node registered")
+		a.hb.RenewNow() // the Lease gets its owner reference now, not in 10s
 		a.ns.Run(ctx)
 	})
 	if a.cfg.ContainerRuntimeEndpoint != "" {
