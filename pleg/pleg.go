@@ -290,9 +290,10 @@ func (p *PLEG) Run(ctx context.Context) {
 	}
 }
 
-// period is the current relist period.
+// periodLocked is the current relist period: the fallback period when
+// relisting is the detector or the last relist failed (retry soon).
 func (p *PLEG) periodLocked() time.Duration {
-	if len(p.opts.Sources) == 0 || p.inFallback {
+	if len(p.opts.Sources) == 0 || p.inFallback || !p.relistFailingSince.IsZero() {
 		return p.opts.FallbackRelistPeriod
 	}
 	return p.opts.RelistPeriod
