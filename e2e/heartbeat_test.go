@@ -55,8 +55,15 @@ func TestNodeReadyAndLeaseRenewedEvery10s(t *testing.T) {
 	if node.Labels["kubernetes.io/arch"] == "" {
 		t.Error("no kubernetes.io/arch label")
 	}
-	if len(node.Spec.Taints) != 0 {
-		t.Errorf("taints on a healthy node: %v", node.Spec.Taints)
+	// The agent registers without taints; the node lifecycle controller may
+	// add node.kubernetes.io/not-ready while the first status is on its way,
+	// and must take it off once the node is Ready.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := env.Admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+		return err == nil && len(n.Spec.Taints) == 0, nil
+	}); err != nil {
+		n, _ := env.Admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+		t.Errorf("taints on a Ready node: %v", n.Spec.Taints)
 	}
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
 		if q, ok := node.Status.Capacity[r]; !ok || q.IsZero() {
@@ -73,9 +80,13 @@ func TestNodeReadyAndLeaseRenewedEvery10s(t *testing.T) {
 		t.Errorf("Ready reason = %q, want KubeletReady", c.Reason)
 	}
 
-	lease, err := a.lease(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var lease *coordinationv1.Lease
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		lease, err = a.lease(ctx)
+		return err == nil && len(lease.OwnerReferences) > 0, nil
+	}); err != nil {
+		t.Fatalf("no Lease with an owner reference within 10s: %v", err)
 	}
 	if ptr.Deref(lease.Spec.HolderIdentity, "") != a.node || ptr.Deref(lease.Spec.LeaseDurationSeconds, 0) != 40 {
 		t.Errorf("lease spec = holder %v duration %v", lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds)
