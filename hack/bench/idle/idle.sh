@@ -2,7 +2,7 @@
 # Idle cost of one agent with the heartbeat running: RSS and CPU over a window.
 #   hack/bench/idle/idle.sh [SECONDS] [MODE]
 # MODE: "full" (default: heartbeat, node status, containerd + PLEG) or
-# "heartbeat-only" (no container runtime configured) as a baseline.
+# "heartbeat-only" (containerd absent: heartbeat and node status, no PLEG) as a baseline.
 # Needs a running local cluster (hack/localcluster.sh up, or NODEAGENT_CLUSTER_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -19,11 +19,15 @@ trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; _output/bin/kubectl delete n
   echo "kind: NodeAgentConfiguration"
   echo "rootDir: $work/root"
   echo "healthzPort: 0"
-  if [ "$mode" = full ]; then echo "containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS"; else echo 'containerRuntimeEndpoint: ""'; fi
+  if [ "$mode" = full ]; then echo "containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS"; else echo "containerRuntimeEndpoint: unix://$work/absent.sock"; fi
 } > "$work/config.yaml"
 _output/bin/nodeagent --config "$work/config.yaml" --kubeconfig "$kc" --hostname-override "$node" 2>"$work/log" &
 pid=$!
-_output/bin/kubectl wait --for=condition=Ready "node/$node" --timeout=60s >/dev/null
+for _ in $(seq 600); do
+  _output/bin/kubectl wait --for=condition=Ready "node/$node" --timeout=1s >/dev/null 2>&1 && break
+  kill -0 $pid 2>/dev/null || { echo "idle: the agent exited:"; cat "$work/log"; exit 1; }
+  sleep 0.1
+done
 sleep 20 # past start-up
 tck=$(getconf CLK_TCK)
 cpu() { awk '{print $14+$15}' /proc/$pid/stat; }
