@@ -438,6 +438,9 @@ func (r *Runtime) recordExit(ctx context.Context, c containerd.Container, code i
 	if err != nil {
 		return fmt.Errorf("runtime: record exit of %s: %w", c.ID(), convertErr(err))
 	}
+	if labels[labelExitCode] == strconv.Itoa(int(code)) && labels[labelFinishedAt] == formatTime(at) {
+		return nil // already recorded (by the event watcher and a subscriber)
+	}
 	_, err = c.SetLabels(ctx, map[string]string{
 		labelExitCode:   strconv.Itoa(int(code)),
 		labelFinishedAt: formatTime(at),

@@ -19,7 +19,12 @@
 // and timestamps are reported). StopContainer records the exit status in the
 // container's labels and deletes the task, so a stopped container does not
 // keep a containerd shim alive; a container whose process exited by itself
-// keeps its stopped task (and shim) until RemoveContainer.
+// keeps its stopped task (and shim) until RemoveContainer, and its exit
+// status is recorded in its labels too as soon as the TaskExit event arrives
+// (before a subscriber sees that event). containerd 2.x deletes stopped tasks
+// when it restarts; the labels then still tell the exit status. A process
+// that exits while containerd is down is reported as exited with exit code
+// -1 and reason Unknown by containerd 2.x (1.6 keeps the real status).
 //
 // Subscribe follows containerd's task and container events. The subscription
 // survives containerd restarts: it reconnects with exponential backoff and
@@ -33,6 +38,15 @@
 //
 // # Tested versions
 //
-// Built with the containerd v1.7.35 Go client; tested against Debian 12's
-// containerd 1.6.20 daemon with runc 1.1.5 (cgroup v1/v2 hybrid host).
+// Built with the containerd v1.7.35 Go client. The real-containerd tests of
+// this package and of pleg run against (both with runc 1.1.5 from Debian 12,
+// cgroup v1/v2 hybrid host, shim io.containerd.runc.v2):
+//   - Debian 12's containerd 1.6.20 (make test, default);
+//   - containerd v2.4.2, a current release, built from the Go module proxy by
+//     hack/build-containerd.sh (pinned in hack/containerd-current/go.mod) and
+//     selected with NODEAGENT_CONTAINERD_BIN (a make test phase).
+//
+// Only the stable containerd services the 1.7 client shares with 2.x are
+// used (containers, tasks, images, content, snapshots, events), with the
+// event topics and types both versions publish.
 package runtime

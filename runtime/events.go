@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/containerd/containerd"
 	apievents "github.com/containerd/containerd/api/events"
 	eventsapi "github.com/containerd/containerd/api/services/events/v1"
 	"github.com/containerd/containerd/namespaces"
@@ -35,7 +36,8 @@ const (
 // soon as there is room again; stream events themselves are never dropped.
 //
 // On a TaskOOM event the container is labelled so that its exit reason
-// becomes OOMKilled.
+// becomes OOMKilled; on a TaskExit event its exit status is recorded in its
+// labels before the event is delivered (see watchTasks).
 func (r *Runtime) Subscribe(ctx context.Context) <-chan Event {
 	out := make(chan Event, eventBuffer)
 	go r.followEvents(ctx, out)
@@ -130,6 +132,9 @@ func (r *Runtime) decode(ctx context.Context, env *eventsapi.Envelope) (Event, b
 			return Event{}, false // an exec'd process, not the container
 		}
 		ev.Type, ev.ContainerID, ev.Pid, ev.ExitCode = EventTaskExit, e.ContainerID, e.Pid, e.ExitStatus
+		// Recorded before delivery, so what a consumer saw survives
+		// containerd 2.x reaping the stopped task on restart.
+		r.markExit(ctx, e.ContainerID, int32(e.ExitStatus), e.ExitedAt.AsTime())
 	case *apievents.TaskDelete:
 		if e.ID != "" && e.ID != e.ContainerID {
 			return Event{}, false
@@ -148,11 +153,16 @@ func (r *Runtime) decode(ctx context.Context, env *eventsapi.Envelope) (Event, b
 	return ev, true
 }
 
-// watchOOM labels OOM-killed containers whether or not anyone subscribes,
-// so that their exit reason is right; it runs from New until Close.
-func (r *Runtime) watchOOM(ctx context.Context) {
+// watchTasks records, whether or not anyone subscribes, what containerd
+// may forget: it labels OOM-killed containers so that their exit reason is
+// right, and records the exit status of every container's init process in
+// its labels. containerd 1.6 keeps an exited task (and its status) until it
+// is deleted; containerd 2.x deletes exited tasks silently when it restarts
+// (it reaps shims without running processes), after which the labels are
+// the only record of the exit. It runs from New until Close.
+func (r *Runtime) watchTasks(ctx context.Context) {
 	client := eventsapi.NewEventsClient(r.client.Conn())
-	filter := fmt.Sprintf(`namespace==%q,topic=="/tasks/oom"`, r.opts.Namespace)
+	filter := fmt.Sprintf(`namespace==%q,topic~="^/tasks/(exit|oom)$"`, r.opts.Namespace)
 	backoff := backoffInitial
 	for ctx.Err() == nil {
 		stream, err := client.Subscribe(namespaces.WithNamespace(ctx, r.opts.Namespace), &eventsapi.SubscribeRequest{Filters: []string{filter}})
@@ -163,9 +173,16 @@ func (r *Runtime) watchOOM(ctx context.Context) {
 				if rerr != nil {
 					break
 				}
-				if v, err := typeurl.UnmarshalAny(env.Event); err == nil {
-					if e, ok := v.(*apievents.TaskOOM); ok {
-						r.markOOM(ctx, e.ContainerID)
+				v, err := typeurl.UnmarshalAny(env.Event)
+				if err != nil {
+					continue
+				}
+				switch e := v.(type) {
+				case *apievents.TaskOOM:
+					r.markOOM(ctx, e.ContainerID)
+				case *apievents.TaskExit:
+					if e.ID == "" || e.ID == e.ContainerID {
+						r.markExit(ctx, e.ContainerID, int32(e.ExitStatus), e.ExitedAt.AsTime())
 					}
 				}
 			}
@@ -179,12 +196,40 @@ func (r *Runtime) watchOOM(ctx context.Context) {
 	}
 }
 
+// markExit records the exit status of a container's init process in its
+// labels (containers that are not ours are left alone).
+func (r *Runtime) markExit(ctx context.Context, id string, code int32, at time.Time) {
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		if !errors.Is(convertErr(err), ErrNotFound) {
+			r.opts.Logger.Warn("cannot record exit status", "containerID", id, "err", convertErr(err))
+		}
+		return
+	}
+	if info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata); err == nil && info.Labels[LabelPodUID] == "" {
+		return // not ours
+	}
+	if err := r.recordExit(ctx, c, code, at); err != nil && !errors.Is(err, ErrNotFound) {
+		r.opts.Logger.Warn("cannot record exit status", "containerID", id, "err", err)
+	}
+}
+
 func (r *Runtime) markOOM(ctx context.Context, id string) {
 	ctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	c, err := r.client.LoadContainer(ctx, id)
+	var labels map[string]string
 	if err == nil {
-		_, err = c.SetLabels(ctx, map[string]string{labelOOMKilled: "true"})
+		labels, err = c.Labels(ctx)
+	}
+	if err == nil {
+		set := map[string]string{labelOOMKilled: "true"}
+		if labels[labelExitCode] != "" { // the exit was recorded first
+			set[labelReason] = ReasonOOMKilled
+		}
+		_, err = c.SetLabels(ctx, set)
 	}
 	if err != nil {
 		r.opts.Logger.Warn("cannot record OOM kill", "containerID", id, "err", convertErr(err))

@@ -92,7 +92,7 @@ type Runtime struct {
 	opts   Options
 	client *containerd.Client
 
-	stop context.CancelFunc // ends the OOM watcher
+	stop context.CancelFunc // ends the task event watcher
 
 	mu          sync.Mutex
 	cgroupPaths map[string]string // container ID -> cgroupsPath decoded from its spec (immutable)
@@ -112,7 +112,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	r := &Runtime{opts: opts, client: client, stop: stop, cgroupPaths: map[string]string{}}
-	go r.watchOOM(ctx)
+	go r.watchTasks(ctx)
 	return r, nil
 }
 

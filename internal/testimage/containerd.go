@@ -23,10 +23,19 @@ import (
 // killed and started again (to test reconnection). Containers created
 // through it should use CgroupParent so that Close can kill whatever is
 // left.
+//
+// The daemon is "containerd" from PATH unless the environment variable
+// NODEAGENT_CONTAINERD_BIN (see BinEnv) names another containerd binary by
+// absolute path; its directory then comes first in the daemon's PATH so that
+// the containerd-shim-runc-v2 next to it is used (hack/build-containerd.sh
+// builds such a pair from a current release).
 type Containerd struct {
 	Dir          string
 	Address      string // gRPC socket path
 	CgroupParent string // unique cgroupfs parent for the containers
+	Binary       string // the containerd executable
+
+	env []string // the daemon's environment
 
 	cmd *exec.Cmd
 	log *os.File
@@ -39,15 +48,25 @@ func StartContainerd(t testing.TB) *Containerd {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run containerd")
 	}
-	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "runc"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not installed", bin)
-		}
+	bin, env, err := daemonBinary()
+	if err != nil {
+		// Asked for a specific containerd: not finding it is a failure.
+		t.Fatal(err)
+	}
+	if bin == "" {
+		t.Skip("containerd not installed")
+	}
+	if _, err := lookPath("containerd-shim-runc-v2", env); err != nil {
+		t.Skipf("containerd-shim-runc-v2 not installed")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("runc not installed")
 	}
 	c, err := NewContainerd()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("private containerd %s at %s", c.Binary, c.Address)
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			t.Logf("containerd cleanup: %v", err)
@@ -59,8 +78,75 @@ func StartContainerd(t testing.TB) *Containerd {
 	return c
 }
 
-// NewContainerd prepares (but does not start) a private containerd.
+// BinEnv is the environment variable that selects the containerd binary
+// (an absolute path) instead of "containerd" from PATH.
+const BinEnv = "NODEAGENT_CONTAINERD_BIN"
+
+// daemonBinary resolves the containerd executable and the environment to run
+// it with. bin is "" (and err nil) when no containerd is on PATH and BinEnv is
+// unset.
+func daemonBinary() (bin string, env []string, err error) {
+	env = os.Environ()
+	want := os.Getenv(BinEnv)
+	if want == "" {
+		bin, err := exec.LookPath("containerd")
+		if err != nil {
+			return "", env, nil
+		}
+		return bin, env, nil
+	}
+	if !filepath.IsAbs(want) {
+		return "", nil, fmt.Errorf("%s=%q: must be an absolute path", BinEnv, want)
+	}
+	if fi, err := os.Stat(want); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", BinEnv, err)
+	} else if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", nil, fmt.Errorf("%s=%q: not an executable file", BinEnv, want)
+	}
+	dir := filepath.Dir(want)
+	if _, err := os.Stat(filepath.Join(dir, "containerd-shim-runc-v2")); err != nil {
+		return "", nil, fmt.Errorf("%s: no containerd-shim-runc-v2 next to it: %w", BinEnv, err)
+	}
+	path := dir
+	if p := os.Getenv("PATH"); p != "" {
+		path += string(filepath.ListSeparator) + p
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "PATH=") {
+			out = append(out, kv)
+		}
+	}
+	return want, append(out, "PATH="+path), nil
+}
+
+// lookPath finds an executable in the PATH of env.
+func lookPath(name string, env []string) (string, error) {
+	var path string
+	for _, kv := range env {
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = p
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH", name)
+}
+
+// NewContainerd prepares (but does not start) a private containerd, using
+// the binary BinEnv selects.
 func NewContainerd() (*Containerd, error) {
+	bin, env, err := daemonBinary()
+	if err != nil {
+		return nil, err
+	}
+	if bin == "" {
+		return nil, errors.New("containerd not found in PATH")
+	}
 	// Short path: unix socket paths are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "nactrd")
 	if err != nil {
@@ -72,11 +158,13 @@ func NewContainerd() (*Containerd, error) {
 		Dir:          dir,
 		Address:      filepath.Join(dir, "c.sock"),
 		CgroupParent: "/nodeagent-test-" + hex.EncodeToString(b),
+		Binary:       bin,
+		env:          env,
 	}
 	cfg := fmt.Sprintf(`version = 2
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime"]
 [grpc]
   address = %q
 [ttrpc]
@@ -111,7 +199,8 @@ func (c *Containerd) Start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("containerd", "--config", filepath.Join(c.Dir, "config.toml"))
+	cmd := exec.Command(c.Binary, "--config", filepath.Join(c.Dir, "config.toml"))
+	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -265,4 +354,13 @@ func unmountUnder(dir string) {
 	for _, mp := range mps {
 		_ = syscall.Unmount(mp, syscall.MNT_DETACH)
 	}
+}
+
+// ExitStatusSurvivesRestart reports whether a containerd of the given version
+// (as its Version API reports it, e.g. "1.6.20" or "v2.4.2") keeps a stopped
+// task, and so its exit status, when the daemon restarts. containerd 1.x
+// does; 2.x reaps shims without running processes while it loads them, so
+// an exit nobody recorded before the restart is lost.
+func ExitStatusSurvivesRestart(version string) bool {
+	return strings.HasPrefix(strings.TrimPrefix(version, "v"), "1.")
 }
