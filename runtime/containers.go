@@ -417,7 +417,7 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if exit.Error() != nil {
 		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(exit.Error()))
 	}
-	if err := r.recordExit(ctx, c, int32(exit.ExitCode()), exit.ExitTime()); err != nil {
+	if err := r.recordExit(ctx, c, nil, int32(exit.ExitCode()), exit.ExitTime()); err != nil {
 		return err
 	}
 	if _, err := task.Delete(ctx); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
@@ -433,15 +433,19 @@ func convertErrf(err error, format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, convertErr(err))...)
 }
 
-func (r *Runtime) recordExit(ctx context.Context, c containerd.Container, code int32, at time.Time) error {
-	labels, err := c.Labels(ctx)
-	if err != nil {
-		return fmt.Errorf("runtime: record exit of %s: %w", c.ID(), convertErr(err))
+// recordExit stores an exit status in the container's labels; labels are its
+// current labels, fetched when nil.
+func (r *Runtime) recordExit(ctx context.Context, c containerd.Container, labels map[string]string, code int32, at time.Time) error {
+	if labels == nil {
+		var err error
+		if labels, err = c.Labels(ctx); err != nil {
+			return fmt.Errorf("runtime: record exit of %s: %w", c.ID(), convertErr(err))
+		}
 	}
 	if labels[labelExitCode] == strconv.Itoa(int(code)) && labels[labelFinishedAt] == formatTime(at) {
 		return nil // already recorded (by the event watcher and a subscriber)
 	}
-	_, err = c.SetLabels(ctx, map[string]string{
+	_, err := c.SetLabels(ctx, map[string]string{
 		labelExitCode:   strconv.Itoa(int(code)),
 		labelFinishedAt: formatTime(at),
 		labelReason:     exitReason(code, labels[labelOOMKilled] == "true"),

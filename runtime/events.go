@@ -208,10 +208,12 @@ func (r *Runtime) markExit(ctx context.Context, id string, code int32, at time.T
 		}
 		return
 	}
-	if info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata); err == nil && info.Labels[LabelPodUID] == "" {
+	// The labels LoadContainer just read: two calls per exit in all.
+	info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata)
+	if err != nil || info.Labels[LabelPodUID] == "" {
 		return // not ours
 	}
-	if err := r.recordExit(ctx, c, code, at); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := r.recordExit(ctx, c, info.Labels, code, at); err != nil && !errors.Is(err, ErrNotFound) {
 		r.opts.Logger.Warn("cannot record exit status", "containerID", id, "err", err)
 	}
 }

@@ -310,3 +310,38 @@ func TestOOMKilled(t *testing.T) {
 		t.Fatalf("after OOM: reason %q exit %d", c.Reason, c.ExitCode)
 	}
 }
+
+// An exit status survives a containerd restart whether or not anyone
+// subscribes: 1.6 keeps the stopped task, 2.x reaps it and the adapter's
+// labels (recorded from the TaskExit event) tell the status.
+func TestExitSurvivesRestart(t *testing.T) {
+	rt, cd := newRuntime(t)
+	ctx := context.Background()
+	id, err := rt.CreateContainer(ctx, spec("p5", "main", "sh", "-c", "exit 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, rt, id, runtime.StateExited)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := rt.InspectContainer(ctx, id)
+		if err == nil && c.Labels["io.nodeagent.exit-code"] == "3" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exit status not recorded: %+v (err %v)", c, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cd.Kill()
+	if err := cd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := waitState(t, rt, id, runtime.StateExited)
+	if c.ExitCode != 3 || c.Reason != runtime.ReasonError || c.FinishedAt.IsZero() {
+		t.Fatalf("after restart: %+v", c)
+	}
+}
