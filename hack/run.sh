@@ -12,11 +12,13 @@ hack/localcluster.sh up >/dev/null
 eval "$(_output/bin/localcluster env)"
 kubeconfig=$(_output/bin/localcluster node-kubeconfig "$node")
 cleanup() {
+  set +e
   trap - EXIT INT TERM
-  [ -n "${agent_pid:-}" ] && kill -TERM "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
+  if [ -n "${agent_pid:-}" ]; then kill -TERM "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null; fi
   [ -n "${show_pid:-}" ] && kill "$show_pid" 2>/dev/null
   echo "run: stopping the local cluster" >&2
   _output/bin/localcluster down
+  exit 0
 }
 trap cleanup EXIT INT TERM
 
