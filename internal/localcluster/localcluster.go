@@ -299,23 +299,7 @@ func (s *State) startContainerd(ctx context.Context) error {
 			return err
 		}
 	}
-	cfg := fmt.Sprintf(`version = 2
-root = %q
-state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-
-[grpc]
-  address = %q
-
-[ttrpc]
-  address = %q
-
-[debug]
-  address = ""
-
-[metrics]
-  address = ""
-`, filepath.Join(cdir, "root"), filepath.Join(cdir, "state"), sock, sock+".ttrpc")
+	cfg := ContainerdConfig(filepath.Join(cdir, "root"), filepath.Join(cdir, "state"), sock)
 	cfgPath := filepath.Join(cdir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return err
@@ -331,6 +315,29 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 		}
 		return c.Close()
 	})
+}
+
+// ContainerdConfig is the configuration of a private containerd (1.6 to
+// 2.x): its own root, state dir and sockets, no CRI plugin (the agent talks
+// to containerd's own API), no debug or metrics listener.
+func ContainerdConfig(root, state, address string) string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime"]
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+`, root, state, address, address+".ttrpc")
 }
 
 // writePKI creates the CA (kept across restarts, so node kubeconfigs minted

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodeagent/nodeagent/internal/localcluster"
 )
 
 // Containerd is a private containerd daemon: its root, state and sockets
@@ -161,19 +163,7 @@ func NewContainerd() (*Containerd, error) {
 		Binary:       bin,
 		env:          env,
 	}
-	cfg := fmt.Sprintf(`version = 2
-root = %q
-state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime"]
-[grpc]
-  address = %q
-[ttrpc]
-  address = %q
-[debug]
-  address = ""
-[metrics]
-  address = ""
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Address, c.Address+".ttrpc")
+	cfg := localcluster.ContainerdConfig(filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Address)
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o644); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
