@@ -51,11 +51,15 @@ const (
 	SourceCgroup Source = "cgroup"
 )
 
-// ParseSource validates a source name from configuration.
+// ParseSource validates a source name from configuration. The
+// configuration spells the cgroup source "cgroups" (config.EventSourceCgroups);
+// "cgroup" is accepted too.
 func ParseSource(s string) (Source, error) {
-	switch Source(s) {
-	case SourceContainerd, SourceCgroup:
+	switch s {
+	case string(SourceContainerd), string(SourceCgroup):
 		return Source(s), nil
+	case "cgroups":
+		return SourceCgroup, nil
 	}
 	return "", fmt.Errorf("pleg: unknown event source %q (want %q or %q)", s, SourceContainerd, SourceCgroup)
 }

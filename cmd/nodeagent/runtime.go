@@ -48,9 +48,6 @@ func (a *agent) connectRuntime(ctx context.Context) {
 func (a *agent) startPLEG(ctx context.Context, rt *runtime.Runtime) {
 	var sources []pleg.Source
 	for _, s := range a.cfg.PLEG.EventSources {
-		if s == "cgroups" { // the configuration's name for pleg.SourceCgroup
-			s = string(pleg.SourceCgroup)
-		}
 		src, err := pleg.ParseSource(s)
 		if err != nil { // config validation makes this unreachable
 			a.log.Error("ignoring PLEG event source", "err", err)
