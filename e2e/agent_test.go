@@ -152,10 +152,11 @@ func (a *agent) lease(ctx context.Context) (*coordinationv1.Lease, error) {
 	return a.env.Admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, a.node, metav1.GetOptions{})
 }
 
-// waitReady waits for Ready=True and returns how long it took from the call.
-func (a *agent) waitReady(ctx context.Context, timeout time.Duration) time.Duration {
+// waitNode polls the agent's Node until cond holds (a missing Node is
+// waited for) and returns it; it fails the test after timeout, saying what.
+func (a *agent) waitNode(ctx context.Context, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
 	a.t.Helper()
-	start := time.Now()
+	var node *corev1.Node
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		n, err := a.env.Admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -164,13 +165,41 @@ func (a *agent) waitReady(ctx context.Context, timeout time.Duration) time.Durat
 		if err != nil {
 			return false, err
 		}
-		c := condition(n, corev1.NodeReady)
-		return c != nil && c.Status == corev1.ConditionTrue, nil
+		node = n
+		return cond(n), nil
 	})
 	if err != nil {
-		a.t.Fatalf("node %s not Ready within %s: %v", a.node, timeout, err)
+		a.t.Fatalf("node %s: %s not seen within %s: %v", a.node, what, timeout, err)
 	}
+	return node
+}
+
+// readyIs says whether the Ready condition has status st.
+func readyIs(st corev1.ConditionStatus) func(*corev1.Node) bool {
+	return func(n *corev1.Node) bool {
+		c := condition(n, corev1.NodeReady)
+		return c != nil && c.Status == st
+	}
+}
+
+// waitReady waits for Ready=True and returns how long it took from the call.
+func (a *agent) waitReady(ctx context.Context, timeout time.Duration) time.Duration {
+	a.t.Helper()
+	start := time.Now()
+	a.waitNode(ctx, timeout, "Ready=True", readyIs(corev1.ConditionTrue))
 	return time.Since(start)
+}
+
+// hasTaint says whether the Node carries a taint with key.
+func hasTaint(key string) func(*corev1.Node) bool {
+	return func(n *corev1.Node) bool {
+		for _, tn := range n.Spec.Taints {
+			if tn.Key == key {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // renewTimes watches the Lease and returns the first n distinct renewTimes.

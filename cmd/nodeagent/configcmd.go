@@ -128,12 +128,8 @@ func configValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "nodeagent config validate:", err)
 		return 2
 	}
-	res, err := config.LoadDetailed(o)
-	for _, w := range res.Warnings {
-		fmt.Fprintln(stderr, "warning:", w)
-	}
-	if err != nil {
-		printLoadError(stderr, err)
+	res, ok := loadAndReport(o, stderr)
+	if !ok {
 		return 1
 	}
 	what := f.path
@@ -158,16 +154,26 @@ func configEffective(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "nodeagent config effective:", err)
 		return 2
 	}
+	res, ok := loadAndReport(o, stderr)
+	if !ok {
+		return 1
+	}
+	_, _ = stdout.Write(config.EffectiveYAML(res))
+	return 0
+}
+
+// loadAndReport loads the configuration, printing its warnings and, when it
+// is invalid, every problem; ok is false then.
+func loadAndReport(o config.LoadOptions, stderr io.Writer) (res *config.Result, ok bool) {
 	res, err := config.LoadDetailed(o)
 	for _, w := range res.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if err != nil {
 		printLoadError(stderr, err)
-		return 1
+		return res, false
 	}
-	_, _ = stdout.Write(config.EffectiveYAML(res))
-	return 0
+	return res, true
 }
 
 // printLoadError prints one line per problem.

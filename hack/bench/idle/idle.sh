@@ -40,7 +40,11 @@ while [ "$(date +%s)" -lt "$end" ]; do
   sleep 5
 done
 c1=$(cpu); t1=$(date +%s.%N)
-awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v tck="$tck" -v sum="$sum" -v n="$n" -v max="$maxrss" -v mode="$mode" -v secs="$secs" 'BEGIN {
+# Where the RSS is: the agent's own (anonymous) memory versus clean pages of
+# the executable and other files it has touched.
+anon=$(awk '/^Anonymous:/ {print $2}' /proc/$pid/smaps_rollup)
+file=$(awk '/^Rss:/ {r=$2} /^Anonymous:/ {a=$2} END {print r-a}' /proc/$pid/smaps_rollup)
+awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v tck="$tck" -v sum="$sum" -v n="$n" -v max="$maxrss" -v mode="$mode" -v secs="$secs" -v anon="$anon" -v file="$file" 'BEGIN {
   cpu = (c1 - c0) / tck; wall = t1 - t0
-  printf "mode=%s window=%ds cpu_seconds=%.2f cpu_percent_of_one_core=%.3f rss_avg_MiB=%.1f rss_max_MiB=%.1f\n", mode, secs, cpu, 100*cpu/wall, sum/n/1024, max/1024
+  printf "mode=%s window=%ds cpu_seconds=%.2f cpu_percent_of_one_core=%.3f rss_avg_MiB=%.1f rss_max_MiB=%.1f rss_anonymous_MiB=%.1f rss_file_backed_MiB=%.1f\n", mode, secs, cpu, 100*cpu/wall, sum/n/1024, max/1024, anon/1024, file/1024
 }'
