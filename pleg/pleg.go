@@ -155,6 +155,7 @@ type PLEG struct {
 	mu                 sync.Mutex
 	records            map[string]*record
 	exp                *expectations
+	expDone            chan struct{} // closed and replaced when expectations are met or expire
 	sourceOK           map[Source]bool
 	inFallback         bool
 	inflight           map[string]*inspection
@@ -202,6 +203,7 @@ func New(rt Runtime, opts Options) (*PLEG, error) {
 		relistReq: make(chan struct{}, 1),
 		records:   map[string]*record{},
 		exp:       newExpectations(),
+		expDone:   make(chan struct{}),
 		sourceOK:  map[Source]bool{},
 		inflight:  map[string]*inspection{},
 		created:   opts.Clock.Now(),
@@ -238,6 +240,28 @@ func (p *PLEG) Expect(e Expectation) {
 // ExpectWithin is Expect with a deadline ttl from now.
 func (p *PLEG) ExpectWithin(uid types.UID, containerID string, t EventType, ttl time.Duration) {
 	p.Expect(Expectation{PodUID: uid, ContainerID: containerID, Type: t, Deadline: p.clock.Now().Add(ttl)})
+}
+
+// WaitExpected blocks until the pod has no pending expectations (every one
+// met or expired) and returns nil, or returns ctx's error. A met
+// expectation's observation is in the cache before WaitExpected returns, so
+// a worker that waits for its own actions' events and then reads the cache
+// sees their effect.
+func (p *PLEG) WaitExpected(ctx context.Context, uid types.UID) error {
+	for {
+		p.mu.Lock()
+		pending := p.exp.pendingFor(uid)
+		ch := p.expDone
+		p.mu.Unlock()
+		if !pending {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (p *PLEG) poke(ch chan struct{}) {
@@ -443,6 +467,17 @@ func (p *PLEG) applyLocked(c runtime.Container, exists bool, observedAt time.Tim
 	if p.cg != nil {
 		p.cg.track(c, exists && c.State == runtime.StateRunning)
 	}
+	// The cache first: whoever learns of an event (or of a met
+	// expectation, WaitExpected) finds it in the cache.
+	if updateCache {
+		s := PodStatus{Pod: c.Pod, Timestamp: observedAt}
+		for _, r := range p.records {
+			if r.c.Pod.UID == c.Pod.UID {
+				s.Containers = append(s.Containers, r.c)
+			}
+		}
+		p.cache.set(s)
+	}
 	now := p.clock.Now()
 	for _, t := range transition(old, new) {
 		ev := Event{
@@ -461,15 +496,6 @@ func (p *PLEG) applyLocked(c runtime.Container, exists bool, observedAt time.Tim
 		}
 		p.emitLocked(ev, now)
 	}
-	if updateCache {
-		s := PodStatus{Pod: c.Pod, Timestamp: observedAt}
-		for _, r := range p.records {
-			if r.c.Pod.UID == c.Pod.UID {
-				s.Containers = append(s.Containers, r.c)
-			}
-		}
-		p.cache.set(s)
-	}
 	return true
 }
 
@@ -487,6 +513,10 @@ func (p *PLEG) deliverLocked(deliver []Event, expired, met []Expectation, now ti
 	}
 	if len(met) > 0 {
 		p.m.expectations.WithLabelValues("met").Add(float64(len(met)))
+	}
+	if len(met)+len(expired) > 0 {
+		close(p.expDone)
+		p.expDone = make(chan struct{})
 	}
 	for _, ev := range deliver {
 		select {

@@ -438,3 +438,46 @@ func TestCacheLiveInEventMode(t *testing.T) {
 		t.Fatal("status newer than now without a relist in fallback mode")
 	}
 }
+
+// A worker waits for its own actions' expected events; WaitExpected returns
+// once they are met, with the observation already in the cache.
+func TestWaitExpected(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(t0)
+	rt := newFakeRuntime()
+	p := newTestPLEG(t, rt, Options{Clock: clk, Registerer: prometheus.NewRegistry()})
+	ctx := context.Background()
+	if err := p.WaitExpected(ctx, "uid-p"); err != nil {
+		t.Fatalf("no expectations: %v", err)
+	}
+	p.ExpectWithin("uid-p", "A", ContainerStarted, time.Minute)
+	done := make(chan error, 1)
+	go func() { done <- p.WaitExpected(ctx, "uid-p") }()
+	select {
+	case err := <-done:
+		t.Fatalf("returned before the event: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	rt.set("A", "p", runtime.StateRunning, 0)
+	clk.Step(time.Second)
+	_ = p.Relist(ctx)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitExpected did not return after the expected event")
+	}
+	if s, ok := p.Cache().Get("uid-p"); !ok || len(s.Containers) != 1 || s.Containers[0].State != runtime.StateRunning {
+		t.Fatalf("cache after WaitExpected: %+v", s)
+	}
+
+	// Cancelled while waiting.
+	p.ExpectWithin("uid-p", "B", ContainerStarted, time.Minute)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p.WaitExpected(cctx, "uid-p"); err == nil {
+		t.Fatal("want ctx error")
+	}
+}
