@@ -21,6 +21,7 @@ import (
 	"github.com/containerd/containerd/containers"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/oci"
+	"github.com/containerd/containerd/platforms"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -183,6 +184,16 @@ func (s *ContainerSpec) Validate() error {
 	}
 	if s.Image == "" {
 		errs = append(errs, errors.New("image is required"))
+	} else if _, err := NormalizeImageRef(s.Image); err != nil {
+		errs = append(errs, err)
+	}
+	if s.NetNSPath != "" {
+		if s.HostNetwork {
+			errs = append(errs, fmt.Errorf("netNSPath %q and hostNetwork are mutually exclusive", s.NetNSPath))
+		}
+		if !filepath.IsAbs(s.NetNSPath) {
+			errs = append(errs, fmt.Errorf("netNSPath %q must be absolute", s.NetNSPath))
+		}
 	}
 	for i, e := range s.Env {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
@@ -226,12 +237,18 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	if err := spec.Validate(); err != nil {
 		return "", err
 	}
+	if spec.NetNSPath != "" {
+		if _, err := os.Stat(spec.NetNSPath); err != nil {
+			return "", fmt.Errorf("runtime: create container %s/%s %s: network namespace: %w", spec.Pod.Namespace, spec.Pod.Name, spec.Name, err)
+		}
+	}
 	ctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	img, err := r.client.GetImage(ctx, spec.Image)
+	rec, err := r.lookupImage(ctx, spec.Image)
 	if err != nil {
-		return "", fmt.Errorf("runtime: image %s: %w", spec.Image, convertErr(err))
+		return "", fmt.Errorf("runtime: create container %s/%s %s: %w", spec.Pod.Namespace, spec.Pod.Name, spec.Name, err)
 	}
+	img := containerd.NewImageWithPlatform(r.client, rec, platforms.Default())
 	if ok, err := img.IsUnpacked(ctx, r.opts.Snapshotter); err != nil || !ok {
 		if err := img.Unpack(ctx, r.opts.Snapshotter); err != nil {
 			return "", fmt.Errorf("runtime: unpack image %s: %w", spec.Image, convertErr(err))
@@ -282,9 +299,13 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		}
 		sopts = append(sopts, oci.WithMounts(ms))
 	}
-	if spec.HostNetwork {
+	switch {
+	case spec.HostNetwork:
 		sopts = append(sopts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf)
-	} else {
+	case spec.NetNSPath != "":
+		sopts = append(sopts, oci.WithHostname(spec.Pod.Name),
+			oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: spec.NetNSPath}))
+	default:
 		sopts = append(sopts, oci.WithHostname(spec.Pod.Name))
 	}
 	res := spec.Resources

@@ -12,7 +12,18 @@
 // Every call that reaches containerd runs under a timeout (Options.CallTimeout,
 // default 10s, on top of any deadline the caller's context already has), so a
 // hung daemon or shim can delay a caller but never block it forever.
-// StopContainer additionally waits up to its grace period.
+// StopContainer additionally waits up to its grace period, and PullImage
+// runs under Options.PullTimeout (default 5m) instead.
+//
+// Images: references are normalised as Docker and kubelet do
+// (NormalizeImageRef: "busybox" is "docker.io/library/busybox:latest"), so a
+// pod's short name finds an image stored under its full name; GetImage and
+// CreateContainer accept either form. PullImage pulls anonymously through
+// containerd's default resolver and unpacks for the configured snapshotter.
+//
+// Networking: a container shares the host's network namespace
+// (HostNetwork), joins an existing namespace by path (NetNSPath; pods share
+// one), or gets a private one.
 //
 // State: a container is StateCreated until its task is started, StateRunning
 // while its task runs, StateExited once the task stopped (exit code, reason
@@ -33,8 +44,8 @@
 //
 // # What it assumes
 //
-// runc through the io.containerd.runc.v2 shim; Linux. Images are not pulled
-// here: they are imported (ImportImage) or already present.
+// runc through the io.containerd.runc.v2 shim; Linux. Registries need no
+// credentials (no pull secrets yet).
 //
 // # Tested versions
 //

@@ -31,6 +31,8 @@ type Options struct {
 	Namespace string
 	// CallTimeout bounds every call to containerd; default 10s.
 	CallTimeout time.Duration
+	// PullTimeout bounds one image pull; default 5m.
+	PullTimeout time.Duration
 	// DialTimeout bounds the initial connection; default 10s.
 	DialTimeout time.Duration
 	// Snapshotter used for container root filesystems; default "overlayfs".
@@ -48,6 +50,7 @@ type Options struct {
 const (
 	DefaultNamespace    = "k8s.io"
 	DefaultCallTimeout  = 10 * time.Second
+	DefaultPullTimeout  = 5 * time.Minute
 	DefaultSnapshotter  = "overlayfs"
 	DefaultCgroupParent = "/nodeagent"
 )
@@ -65,6 +68,12 @@ func (o *Options) setDefaults() error {
 	}
 	if o.CallTimeout < 0 {
 		return fmt.Errorf("runtime: negative call timeout %s", o.CallTimeout)
+	}
+	if o.PullTimeout == 0 {
+		o.PullTimeout = DefaultPullTimeout
+	}
+	if o.PullTimeout < 0 {
+		return fmt.Errorf("runtime: negative pull timeout %s", o.PullTimeout)
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second

@@ -131,7 +131,8 @@ type ContainerSpec struct {
 	Name    string
 	Attempt uint32
 
-	// Image is an image reference already present in containerd.
+	// Image is a reference to an image present in containerd, short
+	// ("busybox:1.36") or fully qualified (see NormalizeImageRef).
 	Image string
 	// Command replaces the image's entrypoint, Args its cmd (as in a Pod spec).
 	Command    []string
@@ -144,8 +145,15 @@ type ContainerSpec struct {
 	// by the shim, so logs survive an agent restart). Must be absolute.
 	LogPath string
 	// HostNetwork shares the host's network namespace (and /etc/hosts,
-	// /etc/resolv.conf); otherwise the container gets its own namespace.
+	// /etc/resolv.conf). Otherwise the container joins the network
+	// namespace at NetNSPath, or gets a namespace of its own when
+	// NetNSPath is empty.
 	HostNetwork bool
+	// NetNSPath is a network namespace file (a bind mount of
+	// /proc/<pid>/ns/net, see internal/netns) the container joins, so that
+	// all containers of a pod share one network. Must be absolute and must
+	// exist when the container is created; not allowed with HostNetwork.
+	NetNSPath string
 	// CgroupParent is the cgroup (cgroupfs path) the container is created
 	// under; default Options.CgroupParent + "/" + pod UID.
 	CgroupParent string

@@ -1,0 +1,116 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/images"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/platforms"
+	"github.com/distribution/reference"
+)
+
+// NormalizeImageRef returns the fully qualified form of an image reference,
+// as Docker and kubelet read it: "busybox" is
+// "docker.io/library/busybox:latest", "nodeagent/busybox:test" is
+// "docker.io/nodeagent/busybox:test"; a reference with both a tag and a
+// digest keeps only the digest. Images are stored in containerd under this
+// form (a pull stores it, an import should), so that a pod's short name and
+// the stored name match. A reference that is not valid (upper case, bad
+// characters) yields an error.
+func NormalizeImageRef(ref string) (string, error) {
+	if ref == "" {
+		return "", errors.New("empty image reference")
+	}
+	named, err := reference.ParseDockerRef(ref)
+	if err != nil {
+		return "", fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	return named.String(), nil
+}
+
+// GetImage returns the image stored under ref, which may be the short or the
+// fully qualified form (see NormalizeImageRef). An image that is absent, or
+// whose content for this platform is missing, yields an error matching
+// ErrNotFound. Names lists every reference to the same image config, as in
+// ListImages.
+func (r *Runtime) GetImage(ctx context.Context, ref string) (Image, error) {
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	img, err := r.lookupImage(ctx, ref)
+	if err != nil {
+		return Image{}, fmt.Errorf("runtime: get image: %w", err)
+	}
+	return r.imageInfo(ctx, img)
+}
+
+// lookupImage finds the image record for ref: first under the normalised
+// name, then (for images stored under a name that is not normalised, such
+// as one imported by hand) under ref itself.
+func (r *Runtime) lookupImage(ctx context.Context, ref string) (images.Image, error) {
+	name, err := NormalizeImageRef(ref)
+	if err != nil {
+		return images.Image{}, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	is := r.client.ImageService()
+	img, err := is.Get(ctx, name)
+	if err != nil && name != ref && errors.Is(convertErr(err), ErrNotFound) {
+		img, err = is.Get(ctx, ref)
+	}
+	if err != nil {
+		return images.Image{}, fmt.Errorf("image %s: %w", ref, convertErr(err))
+	}
+	return img, nil
+}
+
+// imageInfo describes one image record, with the names of every record that
+// points to the same target.
+func (r *Runtime) imageInfo(ctx context.Context, img images.Image) (Image, error) {
+	if _, err := img.Config(ctx, r.client.ContentStore(), platforms.Default()); err != nil {
+		return Image{}, fmt.Errorf("runtime: image %s: no usable config for %s: %w",
+			img.Name, platforms.DefaultString(), convertErr(err))
+	}
+	same, err := r.client.ImageService().List(ctx, "target.digest=="+img.Target.Digest.String())
+	if err != nil || len(same) == 0 {
+		same = []images.Image{img}
+	}
+	out, err := r.imagesFrom(ctx, same)
+	if err != nil {
+		return Image{}, err
+	}
+	for _, i := range out {
+		for _, n := range i.Names {
+			if n == img.Name {
+				return i, nil
+			}
+		}
+	}
+	return Image{}, fmt.Errorf("runtime: image %s: %w: vanished while being inspected", img.Name, ErrNotFound)
+}
+
+// PullImage pulls an image from its registry into containerd (anonymously,
+// through containerd's default Docker resolver: HTTPS, or plain HTTP for
+// localhost) and unpacks it for the configured snapshotter; ref may be short
+// ("busybox:1.36") and is stored under its normalised form. The pull is
+// bounded by Options.PullTimeout. Pulling an image that is already present
+// only checks the registry for a newer manifest and fetches what is missing.
+func (r *Runtime) PullImage(ctx context.Context, ref string) (Image, error) {
+	name, err := NormalizeImageRef(ref)
+	if err != nil {
+		return Image{}, fmt.Errorf("runtime: pull: %w: %w", ErrInvalidSpec, err)
+	}
+	// Not callCtx: a pull transfers layers and takes longer than a call.
+	ctx = namespaces.WithNamespace(ctx, r.opts.Namespace)
+	ctx, cancel := context.WithTimeout(ctx, r.opts.PullTimeout)
+	defer cancel()
+	img, err := r.client.Pull(ctx, name,
+		containerd.WithPullUnpack,
+		containerd.WithPullSnapshotter(r.opts.Snapshotter),
+		containerd.WithPlatformMatcher(platforms.Default()))
+	if err != nil {
+		return Image{}, fmt.Errorf("runtime: pull %s: %w", name, convertErr(err))
+	}
+	return r.imageInfo(ctx, img.Metadata())
+}
