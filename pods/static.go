@@ -584,6 +584,7 @@ func (s *StaticSource) scanFile(path string) (r scanned, ok bool) {
 			return r, false // removed since ReadDir
 		}
 		// A dangling symlink: worth telling the operator.
+		err = fmt.Errorf("symlink to a missing file: %w", err)
 	}
 	if err == nil {
 		r.sum = sha256.Sum256(data)
