@@ -33,9 +33,6 @@ const (
 )
 
 const (
-	// maxManifestSize bounds what the source reads from one file, so that a
-	// stray huge file cannot exhaust the agent's memory.
-	maxManifestSize = 10 << 20
 	// maxDebounceBursts bounds the debounce under a continuous stream of
 	// changes: a rescan happens at most this many Debounce periods after
 	// the first change of a burst.
@@ -594,6 +591,10 @@ func (s *StaticSource) scanFile(path string) (r scanned, ok bool) {
 		}
 		var pod *v1.Pod
 		pod, err = s.decode(data, path, s.nodeName)
+		var me *ManifestError
+		if errors.As(err, &me) && me.Path == path {
+			err = me.Err // reported as a ManifestError for path below
+		}
 		if err == nil {
 			err = checkDecoded(pod)
 		}
@@ -627,7 +628,7 @@ var errIsDir = errors.New("is a directory")
 
 // readManifest reads a regular file (following symlinks), refusing other
 // kinds of files without blocking on them (a FIFO), and files larger than
-// maxManifestSize.
+// MaxManifestSize (so that a stray huge file cannot exhaust memory).
 func readManifest(path string) ([]byte, error) {
 	// O_NONBLOCK: opening a FIFO must not wait for a writer.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
@@ -644,15 +645,15 @@ func readManifest(path string) ([]byte, error) {
 		return nil, errIsDir
 	case !fi.Mode().IsRegular():
 		return nil, fmt.Errorf("not a regular file (mode %v)", fi.Mode())
-	case fi.Size() > maxManifestSize:
-		return nil, fmt.Errorf("file is %d bytes, more than the %d a manifest may have", fi.Size(), maxManifestSize)
+	case fi.Size() > MaxManifestSize:
+		return nil, fmt.Errorf("file is %d bytes, more than the %d a manifest may have", fi.Size(), MaxManifestSize)
 	}
 	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, io.LimitReader(f, maxManifestSize+1)); err != nil {
+	if _, err := io.Copy(&buf, io.LimitReader(f, MaxManifestSize+1)); err != nil {
 		return nil, fmt.Errorf("reading: %w", err)
 	}
-	if buf.Len() > maxManifestSize {
-		return nil, fmt.Errorf("file grew beyond the %d bytes a manifest may have", maxManifestSize)
+	if buf.Len() > MaxManifestSize {
+		return nil, fmt.Errorf("file grew beyond the %d bytes a manifest may have", MaxManifestSize)
 	}
 	return buf.Bytes(), nil
 }

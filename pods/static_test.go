@@ -307,7 +307,7 @@ func TestStaticScanFiles(t *testing.T) {
 			setup: func(t *testing.T, dir, _ string) {
 				f, err := os.Create(filepath.Join(dir, "big.yaml"))
 				must(t, err)
-				must(t, f.Truncate(maxManifestSize+1))
+				must(t, f.Truncate(MaxManifestSize+1))
 				must(t, f.Close())
 			},
 			reported: []string{"big.yaml"},
@@ -628,5 +628,35 @@ func assertNoUpdate(t *testing.T, s *StaticSource) {
 	case pods := <-s.Updates():
 		t.Fatalf("unexpected snapshot %q", describe(pods))
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestStaticWithDecodeManifest runs a scan with the real decoder: its pods
+// and its errors (already ManifestErrors) come out as the source promises.
+func TestStaticWithDecodeManifest(t *testing.T) {
+	dir := t.TempDir()
+	web, err := os.ReadFile(filepath.Join("testdata", "manifests", "web.yaml"))
+	must(t, err)
+	write(t, filepath.Join(dir, "web.yaml"), string(web))
+	bad := filepath.Join(dir, "bad.yaml")
+	write(t, bad, strings.Replace(manifest("bad", "busybox"), "spec:\n", "spec:\n  bogusField: 1\n", 1))
+
+	s, errs := newTestSource(t, dir, StaticOptions{})
+	s.decode = DecodeManifest
+	s.sync()
+	pods, ok := latest(s)
+	if !ok || len(pods) != 1 {
+		t.Fatalf("pods %q (published %v), want the web pod only", describe(pods), ok)
+	}
+	if p := pods[0]; p.Name != "web-node-1" || p.UID == "" || p.Annotations[AnnotationConfigHash] != string(p.UID) {
+		t.Errorf("pod %s uid %q hash %q, want web-node-1 with its UID as config hash", p.Name, p.UID, p.Annotations[AnnotationConfigHash])
+	}
+	reports := errs.all()
+	if len(reports) != 1 || reports[0].Path != bad {
+		t.Fatalf("reports %v, want one for %s", reports, bad)
+	}
+	msg := reports[0].Error()
+	if strings.Count(msg, bad) != 1 || !strings.Contains(msg, "bogusField") {
+		t.Errorf("report %q should name the path once and the bad field", msg)
 	}
 }
