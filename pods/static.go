@@ -89,9 +89,9 @@ type StaticOptions struct {
 //
 // Promises:
 //   - Updates delivers the full set of pods, ordered by file path, after
-//     the initial scan (even if empty or the directory is missing: the
-//     source is then ready) and after every change of that set, and only
-//     then. Pods are fresh copies the consumer may keep and modify.
+//     the initial scan (even if empty, or the directory is missing or
+//     unreadable: the consumer learns the source is ready) and after every
+//     change of that set, and only then. Pods are fresh copies the consumer may keep and modify.
 //   - A file that cannot be used is logged and reported through OnError,
 //     and skipped; if the same path produced a pod before, that last good
 //     pod is kept while the file is broken, so an operator's typo does not
