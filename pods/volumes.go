@@ -191,12 +191,12 @@ func TeardownVolumes(podDir string) error {
 		return nil
 	}
 	// mountinfo shows resolved paths.
-	real, err := filepath.EvalSymlinks(dir)
+	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return fmt.Errorf("volumes: %w", err)
 	}
 	for attempt := 0; ; attempt++ {
-		mps, err := mountsUnder(real)
+		mps, err := mountsUnder(resolved)
 		if err != nil {
 			return fmt.Errorf("volumes: %w", err)
 		}
@@ -256,7 +256,7 @@ func ContainerMounts(c *v1.Container, vols map[string]string) ([]runtime.Mount, 
 
 // isMountPoint reports whether dir is a mount point.
 func isMountPoint(dir string) (bool, error) {
-	real, err := filepath.EvalSymlinks(dir)
+	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return false, err
 	}
@@ -265,7 +265,7 @@ func isMountPoint(dir string) (bool, error) {
 		return false, err
 	}
 	for _, mp := range mps {
-		if mp == real {
+		if mp == resolved {
 			return true, nil
 		}
 	}

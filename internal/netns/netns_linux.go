@@ -49,6 +49,9 @@ func Create(path string) error {
 	}
 	// The mount point: an empty file (one left by an interrupted Create or
 	// Remove is reused).
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("netns: create %s: exists and is not a regular file (%s)", path, fi.Mode().Type())
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o444)
 	if err != nil {
 		return fmt.Errorf("netns: create %s: %w", path, err)

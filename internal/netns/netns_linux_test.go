@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -141,6 +142,9 @@ func TestNetNSBadInput(t *testing.T) {
 		if err := f("relative/ns"); err == nil {
 			t.Error("relative path accepted")
 		}
+	}
+	if err := Create(t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Create on a directory: %v", err)
 	}
 	if err := Do(filepath.Join(t.TempDir(), "missing"), func() error { return nil }); err == nil {
 		t.Error("Do on a missing path succeeded")
