@@ -219,7 +219,8 @@ func validateResources(r *v1.ResourceRequirements, p *field.Path) field.ErrorLis
 	}
 	for _, name := range sortedNames(r.Requests) {
 		req := r.Requests[name]
-		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
+		// A negative limit is reported above.
+		if lim, ok := r.Limits[name]; ok && lim.Sign() >= 0 && req.Cmp(lim) > 0 {
 			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), req.String(),
 				fmt.Sprintf("must be less than or equal to %s limit of %s", name, lim.String())))
 		}
