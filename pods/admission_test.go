@@ -102,9 +102,13 @@ func TestValidatePod(t *testing.T) {
 			[]string{`spec.containers[0].ports[0].protocol: Unsupported value: "ICMP"`}},
 		{"volume name duplicate", func(p *v1.Pod) { p.Spec.Volumes[1].Name = "data" },
 			[]string{`spec.volumes[1].name: Duplicate value: "data"`, `spec.containers[0].volumeMounts[1].name: Not found: "host"`}},
-		{"volume name not a label", func(p *v1.Pod) { p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "X", VolumeSource: p.Spec.Volumes[0].VolumeSource}) },
+		{"volume name not a label", func(p *v1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "X", VolumeSource: p.Spec.Volumes[0].VolumeSource})
+		},
 			[]string{`spec.volumes[2].name: Invalid value: "X"`}},
-		{"volume name missing", func(p *v1.Pod) { p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{VolumeSource: p.Spec.Volumes[0].VolumeSource}) },
+		{"volume name missing", func(p *v1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{VolumeSource: p.Spec.Volumes[0].VolumeSource})
+		},
 			[]string{`spec.volumes[2].name: Required value`}},
 		{"volume without source", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir = nil },
 			[]string{`spec.volumes[0]: Required value: must specify a volume type`}},
