@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
+	utilptr "k8s.io/utils/ptr"
 )
 
 // supportedPod uses a bit of everything nodeagent supports.
@@ -20,11 +20,11 @@ func supportedPod() *v1.Pod {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p"},
 		Spec: v1.PodSpec{
-			AutomountServiceAccountToken: ptr.To(false),
+			AutomountServiceAccountToken: utilptr.To(false),
 			NodeSelector:                 map[string]string{"kubernetes.io/os": "linux"},
 			Tolerations:                  []v1.Toleration{{Operator: v1.TolerationOpExists}},
 			PriorityClassName:            "system-node-critical",
-			Priority:                     ptr.To[int32](2000001000),
+			Priority:                     utilptr.To[int32](2000001000),
 			OS:                           &v1.PodOS{Name: v1.Linux},
 			InitContainers: []v1.Container{{
 				Name: "init", Image: "busybox:1.36", Command: []string{"true"},
@@ -48,7 +48,7 @@ func supportedPod() *v1.Pod {
 			},
 			Volumes: []v1.Volume{
 				{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
-				{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/var/log", Type: ptr.To(v1.HostPathDirectory)}}},
+				{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/var/log", Type: utilptr.To(v1.HostPathDirectory)}}},
 			},
 		},
 	}
@@ -132,9 +132,9 @@ func TestValidatePod(t *testing.T) {
 		{"restartPolicy", func(p *v1.Pod) { p.Spec.RestartPolicy = "Sometimes" },
 			[]string{`spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"`}},
 		{"restartPolicy missing", func(p *v1.Pod) { p.Spec.RestartPolicy = "" }, []string{`spec.restartPolicy: Required value`}},
-		{"negative grace period", func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](-1) },
+		{"negative grace period", func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = utilptr.To[int64](-1) },
 			[]string{`spec.terminationGracePeriodSeconds: Invalid value: -1: must be greater than or equal to 0`}},
-		{"zero grace period is fine", func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0) }, nil},
+		{"zero grace period is fine", func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = utilptr.To[int64](0) }, nil},
 		{"every problem at once", func(p *v1.Pod) {
 			p.Name = ""
 			p.Spec.Containers[0].Image = ""
@@ -180,23 +180,23 @@ var unsupportedCases = []struct {
 	{"spec.ephemeralContainers", func(p *v1.Pod) {
 		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
 	}},
-	{"spec.activeDeadlineSeconds", func(p *v1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](10) }},
+	{"spec.activeDeadlineSeconds", func(p *v1.Pod) { p.Spec.ActiveDeadlineSeconds = utilptr.To[int64](10) }},
 	{"spec.hostPID", func(p *v1.Pod) { p.Spec.HostPID = true }},
 	{"spec.hostIPC", func(p *v1.Pod) { p.Spec.HostIPC = true }},
-	{"spec.shareProcessNamespace", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptr.To(true) }},
+	{"spec.shareProcessNamespace", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = utilptr.To(true) }},
 	{"spec.imagePullSecrets", func(p *v1.Pod) { p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "s"}} }},
 	{"spec.hostname", func(p *v1.Pod) { p.Spec.Hostname = "h" }},
 	{"spec.subdomain", func(p *v1.Pod) { p.Spec.Subdomain = "s" }},
 	{"spec.hostAliases", func(p *v1.Pod) { p.Spec.HostAliases = []v1.HostAlias{{IP: "1.2.3.4"}} }},
 	{"spec.dnsConfig", func(p *v1.Pod) { p.Spec.DNSConfig = &v1.PodDNSConfig{} }},
 	{"spec.readinessGates", func(p *v1.Pod) { p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "x"}} }},
-	{"spec.runtimeClassName", func(p *v1.Pod) { p.Spec.RuntimeClassName = ptr.To("kata") }},
+	{"spec.runtimeClassName", func(p *v1.Pod) { p.Spec.RuntimeClassName = utilptr.To("kata") }},
 	{"spec.overhead", func(p *v1.Pod) { p.Spec.Overhead = v1.ResourceList{"cpu": resource.MustParse("1")} }},
-	{"spec.setHostnameAsFQDN", func(p *v1.Pod) { p.Spec.SetHostnameAsFQDN = ptr.To(true) }},
-	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = ptr.To(false) }},
+	{"spec.setHostnameAsFQDN", func(p *v1.Pod) { p.Spec.SetHostnameAsFQDN = utilptr.To(true) }},
+	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
 	{"spec.resourceClaims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c"}} }},
 	{"spec.resources", func(p *v1.Pod) { p.Spec.Resources = &v1.ResourceRequirements{} }},
-	{"spec.hostnameOverride", func(p *v1.Pod) { p.Spec.HostnameOverride = ptr.To("h") }},
+	{"spec.hostnameOverride", func(p *v1.Pod) { p.Spec.HostnameOverride = utilptr.To("h") }},
 	{"spec.os", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} }},
 
 	// Containers.
@@ -206,8 +206,8 @@ var unsupportedCases = []struct {
 	{"spec.containers[1].resizePolicy", func(p *v1.Pod) {
 		p.Spec.Containers[1].ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: "cpu", RestartPolicy: v1.NotRequired}}
 	}},
-	{"spec.containers[1].restartPolicy", func(p *v1.Pod) { p.Spec.Containers[1].RestartPolicy = ptr.To(v1.ContainerRestartPolicyNever) }},
-	{"spec.initContainers[0].restartPolicy", func(p *v1.Pod) { p.Spec.InitContainers[0].RestartPolicy = ptr.To(v1.ContainerRestartPolicyAlways) }},
+	{"spec.containers[1].restartPolicy", func(p *v1.Pod) { p.Spec.Containers[1].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyNever) }},
+	{"spec.initContainers[0].restartPolicy", func(p *v1.Pod) { p.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyAlways) }},
 	{"spec.containers[1].restartPolicyRules", func(p *v1.Pod) {
 		p.Spec.Containers[1].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}
 	}},
@@ -252,11 +252,11 @@ var unsupportedCases = []struct {
 
 	// Volume mounts.
 	{"spec.containers[0].volumeMounts[1].recursiveReadOnly", func(p *v1.Pod) {
-		p.Spec.Containers[0].VolumeMounts[1].RecursiveReadOnly = ptr.To(v1.RecursiveReadOnlyEnabled)
+		p.Spec.Containers[0].VolumeMounts[1].RecursiveReadOnly = utilptr.To(v1.RecursiveReadOnlyEnabled)
 	}},
 	{"spec.containers[0].volumeMounts[1].subPath", func(p *v1.Pod) { p.Spec.Containers[0].VolumeMounts[1].SubPath = "x" }},
 	{"spec.containers[0].volumeMounts[1].mountPropagation", func(p *v1.Pod) {
-		p.Spec.Containers[0].VolumeMounts[1].MountPropagation = ptr.To(v1.MountPropagationBidirectional)
+		p.Spec.Containers[0].VolumeMounts[1].MountPropagation = utilptr.To(v1.MountPropagationBidirectional)
 	}},
 	{"spec.containers[0].volumeMounts[1].subPathExpr", func(p *v1.Pod) { p.Spec.Containers[0].VolumeMounts[1].SubPathExpr = "$(POD)" }},
 
@@ -275,7 +275,7 @@ var unsupportedCases = []struct {
 	}},
 
 	// Volumes beyond their source type.
-	{"spec.volumes[0].emptyDir.sizeLimit", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.SizeLimit = ptr.To(resource.MustParse("1Gi")) }},
+	{"spec.volumes[0].emptyDir.sizeLimit", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.SizeLimit = utilptr.To(resource.MustParse("1Gi")) }},
 	{"spec.volumes[0].emptyDir.medium", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumHugePages }},
 }
 
@@ -290,21 +290,21 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 			p.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1}}
 			p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "g"}}
 			p.Spec.ServiceAccountName = "default"
-			p.Spec.PreemptionPolicy = ptr.To(v1.PreemptNever)
+			p.Spec.PreemptionPolicy = utilptr.To(v1.PreemptNever)
 		}},
 		{"no securityContext at all", func(p *v1.Pod) { p.Spec.SecurityContext = nil; p.Spec.Containers[1].SecurityContext = nil }},
 		{"hostPort on a hostNetwork pod", func(p *v1.Pod) {
 			p.Spec.HostNetwork = true
 			p.Spec.Containers[0].Ports[0].HostPort = 8080
 		}},
-		{"hostUsers true", func(p *v1.Pod) { p.Spec.HostUsers = ptr.To(true) }},
+		{"hostUsers true", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(true) }},
 		{"false booleans", func(p *v1.Pod) {
-			p.Spec.ShareProcessNamespace = ptr.To(false)
-			p.Spec.SetHostnameAsFQDN = ptr.To(false)
+			p.Spec.ShareProcessNamespace = utilptr.To(false)
+			p.Spec.SetHostnameAsFQDN = utilptr.To(false)
 		}},
 		{"mount propagation None, recursiveReadOnly Disabled", func(p *v1.Pod) {
-			p.Spec.Containers[0].VolumeMounts[0].MountPropagation = ptr.To(v1.MountPropagationNone)
-			p.Spec.Containers[0].VolumeMounts[0].RecursiveReadOnly = ptr.To(v1.RecursiveReadOnlyDisabled)
+			p.Spec.Containers[0].VolumeMounts[0].MountPropagation = utilptr.To(v1.MountPropagationNone)
+			p.Spec.Containers[0].VolumeMounts[0].RecursiveReadOnly = utilptr.To(v1.RecursiveReadOnlyDisabled)
 		}},
 		{"disk emptyDir", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumDefault }},
 		{"no os", func(p *v1.Pod) { p.Spec.OS = nil }},
@@ -517,10 +517,10 @@ func TestUnsupportedManySorted(t *testing.T) {
 	pod := supportedPod()
 	pod.Spec.HostPID = true
 	pod.Spec.Containers[1].LivenessProbe = &v1.Probe{}
-	pod.Spec.Containers[1].SecurityContext.Privileged = ptr.To(true)
+	pod.Spec.Containers[1].SecurityContext.Privileged = utilptr.To(true)
 	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{}
 	pod.Spec.Volumes[1] = v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}
-	pod.Spec.InitContainers[0].RestartPolicy = ptr.To(v1.ContainerRestartPolicyAlways)
+	pod.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyAlways)
 	want := []string{
 		"spec.containers[0].livenessProbe",
 		"spec.containers[1].livenessProbe",

@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
+	utilptr "k8s.io/utils/ptr"
 )
 
 func TestDefaultPullPolicy(t *testing.T) {
@@ -63,15 +63,15 @@ func TestDefaultsEmptyPod(t *testing.T) {
 		}},
 		Volumes: []v1.Volume{
 			{Name: "none", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
-			{Name: "hp", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/x", Type: ptr.To(v1.HostPathUnset)}}},
+			{Name: "hp", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/x", Type: utilptr.To(v1.HostPathUnset)}}},
 			{Name: "ed", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 		},
 		RestartPolicy:                 v1.RestartPolicyAlways,
-		TerminationGracePeriodSeconds: ptr.To[int64](30),
+		TerminationGracePeriodSeconds: utilptr.To[int64](30),
 		DNSPolicy:                     v1.DNSClusterFirst,
 		SchedulerName:                 "default-scheduler",
 		SecurityContext:               &v1.PodSecurityContext{},
-		EnableServiceLinks:            ptr.To(true),
+		EnableServiceLinks:            utilptr.To(true),
 	}
 	if d := cmp.Diff(want, pod.Spec); d != "" {
 		t.Errorf("defaulted spec (-want +got):\n%s", d)
@@ -84,11 +84,11 @@ func TestDefaultsEmptyPod(t *testing.T) {
 func TestDefaultsKeepSetFields(t *testing.T) {
 	spec := v1.PodSpec{
 		RestartPolicy:                 v1.RestartPolicyNever,
-		TerminationGracePeriodSeconds: ptr.To[int64](0),
+		TerminationGracePeriodSeconds: utilptr.To[int64](0),
 		DNSPolicy:                     v1.DNSDefault,
 		SchedulerName:                 "mine",
-		SecurityContext:               &v1.PodSecurityContext{RunAsUser: ptr.To[int64](1)},
-		EnableServiceLinks:            ptr.To(false),
+		SecurityContext:               &v1.PodSecurityContext{RunAsUser: utilptr.To[int64](1)},
+		EnableServiceLinks:            utilptr.To(false),
 		HostNetwork:                   true,
 		Containers: []v1.Container{{
 			Name: "c", Image: "busybox", ImagePullPolicy: v1.PullNever,
@@ -97,7 +97,7 @@ func TestDefaultsKeepSetFields(t *testing.T) {
 			Env:   []v1.EnvVar{{Name: "N", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{APIVersion: "v2", FieldPath: "x"}}}},
 		}},
 		Volumes: []v1.Volume{
-			{Name: "hp", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/x", Type: ptr.To(v1.HostPathFile)}}},
+			{Name: "hp", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/x", Type: utilptr.To(v1.HostPathFile)}}},
 			{Name: "ed", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
 		},
 	}

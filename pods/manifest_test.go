@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
+	utilptr "k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -232,7 +232,7 @@ func TestManifestKeepsExistingToleration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []v1.Toleration{{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)}, staticPodToleration}
+	want := []v1.Toleration{{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: utilptr.To[int64](5)}, staticPodToleration}
 	if d := cmp.Diff(want, pod.Spec.Tolerations); d != "" {
 		t.Errorf("tolerations (-want +got):\n%s", d)
 	}
