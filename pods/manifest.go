@@ -43,8 +43,9 @@ var staticPodToleration = v1.Toleration{Operator: v1.TolerationOpExists, Effect:
 // nodeName and path: the same file content at the same path on the same
 // node gives the same UID across agent restarts, and any edit a new UID. A
 // metadata.uid in the file is ignored. Finally the pod must pass
-// ValidatePod; whether nodeagent supports it is left to admission
-// (Unsupported).
+// ValidatePod and, as in kubelet, must not name a service account
+// (spec.serviceAccountName); whether nodeagent supports it is left to
+// admission (Unsupported).
 //
 // A non-nil error is a *ManifestError for path whose Err joins every
 // problem found, each naming its field path where there is one
@@ -115,8 +116,24 @@ func decodeManifest(data []byte, path, nodeName string) (*v1.Pod, error) {
 	pod.UID = uid
 	pod.Annotations[AnnotationConfigHash] = string(uid)
 
+	var invalid []error
 	if err := ValidatePod(&pod); err != nil {
-		return nil, err
+		invalid = append(invalid, err)
+	}
+	// Like kubelet (PreventStaticPodAPIReferences), refuse a static pod
+	// that references an API object: its mirror pod would be refused by
+	// NodeRestriction. Secrets, config maps and claims are unsupported
+	// anyway (Unsupported); a service account is not.
+	for _, sa := range []struct{ field, name string }{
+		{"serviceAccountName", pod.Spec.ServiceAccountName},
+		{"serviceAccount", pod.Spec.DeprecatedServiceAccount},
+	} {
+		if sa.name != "" {
+			invalid = append(invalid, field.Forbidden(field.NewPath("spec", sa.field), "a static pod may not reference a ServiceAccount"))
+		}
+	}
+	if len(invalid) > 0 {
+		return nil, errors.Join(invalid...)
 	}
 	return &pod, nil
 }

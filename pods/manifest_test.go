@@ -193,6 +193,9 @@ spec:
     image: busybox
 `, "n1", []string{"metadata.name: Invalid value", "spec.containers[0].image: Required value",
 			`spec.containers[1].name: Duplicate value: "c"`, `spec.restartPolicy: Unsupported value: "Sometimes"`}},
+		{"service account", minimalManifest + "  serviceAccountName: default\n  serviceAccount: default\n", "n1",
+			[]string{"spec.serviceAccountName: Forbidden: a static pod may not reference a ServiceAccount",
+				"spec.serviceAccount: Forbidden"}},
 		{"no node name", minimalManifest, "", []string{"node name is empty"}},
 		{"too large", minimalManifest + "# " + strings.Repeat("x", MaxManifestSize) + "\n", "n1", []string{"more than the"}},
 	}
