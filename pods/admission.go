@@ -20,7 +20,8 @@ import (
 // metadata.namespace a DNS-1123 label; there is at least one container;
 // container and init container names are DNS-1123 labels, unique across
 // both lists; every container has an image; env names are valid; ports are
-// in range with a known protocol; volume names are unique DNS-1123 labels,
+// in range with a known protocol (and hostPort = containerPort on
+// hostNetwork pods); volume names are unique DNS-1123 labels,
 // each volume has exactly one source, a hostPath has an absolute path;
 // every volume mount names an existing volume and has an absolute
 // mountPath; resource quantities are non-negative and requests do not
@@ -69,10 +70,10 @@ func validatePod(pod *v1.Pod) field.ErrorList {
 	}
 	names := sets.New[string]()
 	for i := range s.InitContainers {
-		errs = append(errs, validateContainer(&s.InitContainers[i], spec.Child("initContainers").Index(i), names, volumes)...)
+		errs = append(errs, validateContainer(&s.InitContainers[i], spec.Child("initContainers").Index(i), s.HostNetwork, names, volumes)...)
 	}
 	for i := range s.Containers {
-		errs = append(errs, validateContainer(&s.Containers[i], spec.Child("containers").Index(i), names, volumes)...)
+		errs = append(errs, validateContainer(&s.Containers[i], spec.Child("containers").Index(i), s.HostNetwork, names, volumes)...)
 	}
 
 	switch s.RestartPolicy {
@@ -131,7 +132,7 @@ func validateVolumes(vols []v1.Volume, p *field.Path) (sets.Set[string], field.E
 
 // validateContainer checks one container; names holds the container names
 // seen so far (it adds c's), volumes the pod's volume names.
-func validateContainer(c *v1.Container, p *field.Path, names, volumes sets.Set[string]) field.ErrorList {
+func validateContainer(c *v1.Container, p *field.Path, hostNetwork bool, names, volumes sets.Set[string]) field.ErrorList {
 	var errs field.ErrorList
 	switch {
 	case c.Name == "":
@@ -168,6 +169,9 @@ func validateContainer(c *v1.Container, p *field.Path, names, volumes sets.Set[s
 		if port.HostPort != 0 {
 			for _, msg := range validation.IsValidPortNum(int(port.HostPort)) {
 				errs = append(errs, field.Invalid(pp.Child("hostPort"), port.HostPort, msg))
+			}
+			if hostNetwork && port.HostPort != port.ContainerPort {
+				errs = append(errs, field.Invalid(pp.Child("hostPort"), port.HostPort, "must match containerPort when hostNetwork is true"))
 			}
 		}
 		switch port.Protocol {

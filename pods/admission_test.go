@@ -100,6 +100,10 @@ func TestValidatePod(t *testing.T) {
 			[]string{`spec.containers[0].ports[0].containerPort: Invalid value: 70000`}},
 		{"port protocol", func(p *v1.Pod) { p.Spec.Containers[0].Ports[0].Protocol = "ICMP" },
 			[]string{`spec.containers[0].ports[0].protocol: Unsupported value: "ICMP"`}},
+		{"hostNetwork hostPort differs", func(p *v1.Pod) {
+			p.Spec.HostNetwork = true
+			p.Spec.Containers[0].Ports[0].HostPort = 80
+		}, []string{`spec.containers[0].ports[0].hostPort: Invalid value: 80: must match containerPort when hostNetwork is true`}},
 		{"volume name duplicate", func(p *v1.Pod) { p.Spec.Volumes[1].Name = "data" },
 			[]string{`spec.volumes[1].name: Duplicate value: "data"`, `spec.containers[0].volumeMounts[1].name: Not found: "host"`}},
 		{"volume name not a label", func(p *v1.Pod) {
