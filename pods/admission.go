@@ -554,7 +554,11 @@ var volumeSourceChecks = []check[v1.VolumeSource]{
 var emptyDirAccepted = []string{"medium"}
 
 var emptyDirChecks = []check[v1.EmptyDirVolumeSource]{
-	{"sizeLimit", func(e *v1.EmptyDirVolumeSource) bool { return e.SizeLimit != nil }},
+	// A Memory emptyDir is a tmpfs of that size; on disk the limit would
+	// need eviction to be enforced.
+	{"sizeLimit", func(e *v1.EmptyDirVolumeSource) bool {
+		return e.SizeLimit != nil && e.Medium != v1.StorageMediumMemory
+	}},
 }
 
 var hostPathAccepted = []string{"path", "type"}
@@ -600,7 +604,7 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // requests on cpu, memory and ephemeral-storage) and volumeMounts (name,
 // mountPath, readOnly); restartPolicy; terminationGracePeriodSeconds;
 // hostNetwork (hostPort only with hostNetwork); volumes emptyDir (medium ""
-// or Memory, no sizeLimit) and hostPath; an empty securityContext; os
+// or Memory; sizeLimit only with Memory, as the tmpfs size) and hostPath; an empty securityContext; os
 // linux. Fields for the scheduler or the API server (nodeSelector,
 // affinity, tolerations, priority, priorityClassName, schedulerName,
 // topologySpreadConstraints, schedulingGates, serviceAccountName,

@@ -279,7 +279,9 @@ var unsupportedCases = []struct {
 	}},
 
 	// Volumes beyond their source type.
-	{"spec.volumes[0].emptyDir.sizeLimit", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.SizeLimit = utilptr.To(resource.MustParse("1Gi")) }},
+	{"spec.volumes[0].emptyDir.sizeLimit", func(p *v1.Pod) {
+		p.Spec.Volumes[0].EmptyDir = &v1.EmptyDirVolumeSource{SizeLimit: utilptr.To(resource.MustParse("1Gi"))}
+	}},
 	{"spec.volumes[0].emptyDir.medium", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumHugePages }},
 }
 
@@ -311,6 +313,7 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 			p.Spec.Containers[0].VolumeMounts[0].RecursiveReadOnly = utilptr.To(v1.RecursiveReadOnlyDisabled)
 		}},
 		{"disk emptyDir", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumDefault }},
+		{"Memory emptyDir with sizeLimit", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.SizeLimit = utilptr.To(resource.MustParse("64Mi")) }},
 		{"no os", func(p *v1.Pod) { p.Spec.OS = nil }},
 	}
 	for _, path := range sortedFieldPaths() {
