@@ -153,6 +153,21 @@ func (m *Manager) frequencies() (update, report time.Duration) {
 	return m.updateFrequency, m.reportFrequency
 }
 
+// Node returns the Node as the informer last saw it (nil before Run's
+// informer synced or when it is not registered). Safe to call concurrently;
+// the caller must not modify it.
+func (m *Manager) Node() *v1.Node {
+	l := m.lister.Load()
+	if l == nil {
+		return nil
+	}
+	n, err := (*l).Get(m.cfg.NodeName)
+	if err != nil {
+		return nil
+	}
+	return n
+}
+
 // LastReport returns when the status was last written (zero = never). Safe
 // to call concurrently; meant for health checks.
 func (m *Manager) LastReport() time.Time {

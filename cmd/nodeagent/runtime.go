@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -71,6 +72,32 @@ func (a *agent) startPLEG(ctx context.Context, rt *runtime.Runtime) {
 	}
 	a.pl.Store(p)
 	go p.Run(ctx)
+	a.startPods(ctx, rt, p)
+}
+
+// startPods runs the pod workers for static pods and the API server's pods
+// bound to this node.
+func (a *agent) startPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) {
+	pm, err := pods.New(pods.Options{
+		NodeName:      a.nodeName,
+		Client:        a.client,
+		StaticPodPath: a.cfg.StaticPodPath,
+		RootDir:       a.cfg.RootDir,
+		MaxPods:       int(a.cfg.MaxPods),
+		Node:          a.ns.Node,
+		Runtime:       rt,
+		PLEG:          p,
+		Logger:        a.base.With("component", "pods"),
+	})
+	if err != nil {
+		a.log.Error("cannot start the pod workers", "err", err)
+		return
+	}
+	go func() {
+		if err := pm.Run(ctx); err != nil {
+			a.log.Error("pod workers stopped", "err", err)
+		}
+	}()
 }
 
 var errRuntimeNotConnected = errors.New("container runtime not connected")

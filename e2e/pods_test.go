@@ -1,0 +1,560 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodeagent/nodeagent/internal/netns"
+	"github.com/nodeagent/nodeagent/internal/testenv"
+	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/pods"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// podAgent starts an agent that runs pods: its own containerd namespace
+// (tests run in parallel against one containerd) with the test image.
+func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
+	t.Helper()
+	env := testenv.Cluster(t)
+	node := testenv.NodeName(t)
+	ns := "e2e-" + node
+	rt, err := runtime.New(runtime.Options{Address: env.ContainerdAddress, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := testimage.Import(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	a := newAgent(t, env, agentOpts{node: node, config: "containerRuntimeNamespace: " + ns + "\n" + extraConfig})
+	t.Cleanup(func() {
+		// After the agent's cleanup (registered earlier, runs later): the
+		// containers it leaves behind.
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cs, _ := rt.ListContainers(cctx)
+		for _, c := range cs {
+			_ = rt.RemoveContainer(cctx, c.ID)
+		}
+		_ = rt.Close()
+	})
+	t.Cleanup(func() {
+		// Delete the node's pods and let the agent clean up after them
+		// (volumes, network namespaces), then stop it.
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		list, _ := env.Admin.CoreV1().Pods("").List(cctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+		if list != nil {
+			for _, p := range list.Items {
+				if t.Failed() {
+					t.Logf("pod %s/%s at the end: phase=%s reason=%s message=%s\n containers=%+v\n init=%+v", p.Namespace, p.Name, p.Status.Phase, p.Status.Reason, p.Status.Message, p.Status.ContainerStatuses, p.Status.InitContainerStatuses)
+				}
+				zero := int64(0)
+				_ = env.Admin.CoreV1().Pods(p.Namespace).Delete(cctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			}
+		}
+		podsDir := filepath.Join(a.rootDir(), "pods")
+		if a.cmd != nil {
+			_ = wait.PollUntilContextTimeout(cctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				es, err := os.ReadDir(podsDir)
+				return err != nil || len(es) == 0, nil
+			})
+		}
+		a.stop(syscall.SIGKILL)
+		// Whatever the agent did not clean up (it was not running, or a
+		// static pod's file outlived the test).
+		es, _ := os.ReadDir(podsDir)
+		for _, e := range es {
+			_ = pods.TeardownVolumes(filepath.Join(podsDir, e.Name()))
+			_ = netns.Remove(filepath.Join("/run/nodeagent/netns", e.Name()))
+		}
+	})
+	return a, rt
+}
+
+func (a *agent) rootDir() string { return filepath.Join(a.dir, "root") }
+
+// kubectl runs the local cluster's kubectl as cluster admin.
+func kubectl(t *testing.T, env *testenv.Env, stdin string, args ...string) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(root, "_output", "bin", "kubectl"), append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+// podYAML is a pod bound to node that runs the test image.
+func podYAML(name, node, body string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: default
+spec:
+  nodeName: %s
+  automountServiceAccountToken: false
+%s`, name, node, body)
+}
+
+// waitPod polls a pod until cond holds and returns it.
+func (a *agent) waitPod(ctx context.Context, name string, timeout time.Duration, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	a.t.Helper()
+	var last *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := a.env.Admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			last = nil
+			return false, nil
+		}
+		if err != nil {
+			return false, nil
+		}
+		last = p
+		return cond(p), nil
+	})
+	if err != nil {
+		if last != nil {
+			a.t.Fatalf("pod %s: %s not seen within %s; last status: phase=%s reason=%q message=%q conditions=%+v containers=%+v init=%+v",
+				name, what, timeout, last.Status.Phase, last.Status.Reason, last.Status.Message, last.Status.Conditions, last.Status.ContainerStatuses, last.Status.InitContainerStatuses)
+		}
+		a.t.Fatalf("pod %s: %s not seen within %s (pod not found)", name, what, timeout)
+	}
+	return last
+}
+
+func phaseIs(ph corev1.PodPhase) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool { return p.Status.Phase == ph }
+}
+
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func running(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// logOf reads a container attempt's log file under the agent's state dir.
+func (a *agent) logOf(p *corev1.Pod, container string, attempt int) string {
+	path := filepath.Join(a.rootDir(), "logs", fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), container, fmt.Sprintf("%d.log", attempt))
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func (a *agent) waitLog(p *corev1.Pod, container string, attempt int, want ...string) string {
+	a.t.Helper()
+	var got string
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		got = a.logOf(p, container, attempt)
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(got, w)
+		}
+		if ok {
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.t.Fatalf("log of %s attempt %d lacks %q:\n%s", container, attempt, want, got)
+	return got
+}
+
+// A pod created with kubectl runs its init containers in order, then its
+// container with env ($(VAR) expansion, fieldRef), args and volumes, and
+// reports kubelet's status.
+func TestPodRunsWithInitContainersAndReportsStatus(t *testing.T) {
+	t.Parallel()
+	a, _ := podAgent(t, "")
+	ctx := context.Background()
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+
+	name := a.node + "-full"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  volumes:
+  - name: data
+    emptyDir: {}
+  - name: mem
+    emptyDir: {medium: Memory, sizeLimit: 8Mi}
+  initContainers:
+  - name: first
+    image: %[1]s
+    command: ["sh", "-c", "echo -n 1 >> /data/order"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  - name: second
+    image: %[1]s
+    command: ["sh", "-c", "echo -n 2 >> /data/order"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  containers:
+  - name: main
+    image: %[1]s
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c"]
+    args: ["echo order=$(cat /data/order); echo args=$0 $1; env | sort; grep -q ' /mem tmpfs' /proc/mounts && echo mem=tmpfs; exec sleep 3600", "$(GREETING)", "literal-$$(GREETING)"]
+    workingDir: /data
+    env:
+    - {name: BASE, value: hello}
+    - {name: GREETING, value: "$(BASE)-world"}
+    - name: MY_POD_NAME
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    - name: MY_NAMESPACE
+      valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+    - name: MY_UID
+      valueFrom: {fieldRef: {fieldPath: metadata.uid}}
+    - name: MY_NODE
+      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+    - name: MY_HOST_IP
+      valueFrom: {fieldRef: {fieldPath: status.hostIP}}
+    resources:
+      limits: {cpu: 200m, memory: 64Mi}
+    volumeMounts:
+    - {name: data, mountPath: /data}
+    - {name: mem, mountPath: /mem}
+`, testimage.Ref)), "apply", "-f", "-")
+
+	p := a.waitPod(ctx, name, 30*time.Second, "Running with every container running", running)
+	if got := podCondition(p, corev1.PodReady); got != corev1.ConditionTrue {
+		t.Errorf("Ready = %q", got)
+	}
+	for _, c := range []corev1.PodConditionType{corev1.PodInitialized, corev1.ContainersReady, corev1.PodScheduled, corev1.PodReadyToStartContainers} {
+		if got := podCondition(p, c); got != corev1.ConditionTrue {
+			t.Errorf("condition %s = %q", c, got)
+		}
+	}
+	if p.Status.HostIP == "" || p.Status.StartTime == nil {
+		t.Errorf("hostIP %q startTime %v", p.Status.HostIP, p.Status.StartTime)
+	}
+	if p.Status.PodIP != "" {
+		t.Errorf("podIP %q for a pod without hostNetwork (no CNI yet: want empty)", p.Status.PodIP)
+	}
+	// Guaranteed needs limits on the init containers too.
+	if p.Status.QOSClass != corev1.PodQOSBurstable {
+		t.Errorf("qosClass %q", p.Status.QOSClass)
+	}
+	cs := p.Status.ContainerStatuses[0]
+	if !strings.HasPrefix(cs.ContainerID, "containerd://") || !strings.HasPrefix(cs.ImageID, "sha256:") || !cs.Ready || cs.Started == nil || !*cs.Started || cs.RestartCount != 0 {
+		t.Errorf("container status %+v", cs)
+	}
+	if len(p.Status.InitContainerStatuses) != 2 {
+		t.Fatalf("init statuses %+v", p.Status.InitContainerStatuses)
+	}
+	for _, ic := range p.Status.InitContainerStatuses {
+		if ic.State.Terminated == nil || ic.State.Terminated.Reason != "Completed" || ic.State.Terminated.ExitCode != 0 {
+			t.Errorf("init container %s: %+v", ic.Name, ic.State)
+		}
+	}
+	log := a.waitLog(p, "main", 0, "order=12", "args=hello-world literal-$(GREETING)",
+		"GREETING=hello-world", "MY_POD_NAME="+name, "MY_NAMESPACE=default", "MY_UID="+string(p.UID),
+		"MY_NODE="+a.node, "MY_HOST_IP="+p.Status.HostIP, "PWD=/data", "mem=tmpfs")
+	if t.Failed() {
+		t.Log(log)
+	}
+}
+
+// A container that exits non-zero is restarted with a growing back-off and
+// restartCount; its last state says how it ended.
+func TestCrashingContainerBacksOff(t *testing.T) {
+	t.Parallel()
+	a, _ := podAgent(t, "")
+	ctx := context.Background()
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	name := a.node + "-crash"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  containers:
+  - name: crash
+    image: %s
+    command: ["sh", "-c", "echo attempt; exit 3"]
+`, testimage.Ref)), "apply", "-f", "-")
+
+	seen := map[int32]time.Time{}
+	sawBackOff := false
+	p := a.waitPod(ctx, name, 60*time.Second, "restartCount 2", func(p *corev1.Pod) bool {
+		if len(p.Status.ContainerStatuses) == 0 {
+			return false
+		}
+		cs := p.Status.ContainerStatuses[0]
+		if _, ok := seen[cs.RestartCount]; !ok {
+			seen[cs.RestartCount] = time.Now()
+		}
+		if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
+			sawBackOff = true
+		}
+		return cs.RestartCount >= 2
+	})
+	cs := p.Status.ContainerStatuses[0]
+	if !sawBackOff {
+		t.Error("never saw state waiting/CrashLoopBackOff")
+	}
+	if lt := cs.LastTerminationState.Terminated; lt == nil || lt.ExitCode != 3 || lt.Reason != "Error" {
+		t.Errorf("lastState %+v", cs.LastTerminationState)
+	}
+	// kubelet's back-off: the first restart at once, the second after 10s.
+	if gap := seen[2].Sub(seen[1]); gap < 8*time.Second {
+		t.Errorf("second restart %v after the first; want the 10s back-off", gap)
+	}
+	if p.Status.Phase != corev1.PodRunning && p.Status.Phase != corev1.PodPending {
+		t.Errorf("phase %s", p.Status.Phase)
+	}
+	a.waitLog(p, "crash", 1, "attempt")
+	// The node is not affected by a failing pod.
+	a.waitNode(ctx, 5*time.Second, "still Ready", readyIs(corev1.ConditionTrue))
+}
+
+// A pod deleted with kubectl is stopped within its grace period and
+// disappears from the API; a container that ignores SIGTERM is killed at
+// the end of the grace period.
+func TestDeletedPodStopsWithinGracePeriod(t *testing.T) {
+	t.Parallel()
+	a, rt := podAgent(t, "")
+	ctx := context.Background()
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	polite, stubborn := a.node+"-polite", a.node+"-stubborn"
+	kubectl(t, a.env, podYAML(polite, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 30
+  containers:
+  - name: c
+    image: %s
+    command: ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; while true; do sleep 0.2; done"]
+`, testimage.Ref)), "apply", "-f", "-")
+	kubectl(t, a.env, podYAML(stubborn, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 3
+  containers:
+  - name: c
+    image: %s
+    command: ["sh", "-c", "trap '' TERM; while true; do sleep 0.2; done"]
+`, testimage.Ref)), "apply", "-f", "-")
+	p1 := a.waitPod(ctx, polite, 30*time.Second, "running", running)
+	a.waitPod(ctx, stubborn, 30*time.Second, "running", running)
+
+	for _, tc := range []struct {
+		name     string
+		min, max time.Duration
+	}{{polite, 0, 10 * time.Second}, {stubborn, 3 * time.Second, 15 * time.Second}} {
+		start := time.Now()
+		kubectl(t, a.env, "", "delete", "pod", "-n", "default", tc.name, "--wait=true", "--timeout=60s")
+		took := time.Since(start)
+		if took < tc.min || took > tc.max {
+			t.Errorf("pod %s: deleted after %v, want between %v and %v", tc.name, took, tc.min, tc.max)
+		}
+	}
+	a.waitLog(p1, "c", 0, "got TERM")
+	// Containers are removed once the pods are gone.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		cs, err := rt.ListContainers(ctx)
+		return err == nil && len(cs) == 0, nil
+	})
+	if err != nil {
+		cs, _ := rt.ListContainers(ctx)
+		t.Errorf("containers left after deletion: %+v", cs)
+	}
+}
+
+// A pod using fields outside the supported subset is refused with a
+// message that names them, and an Event.
+func TestUnsupportedPodIsRefused(t *testing.T) {
+	t.Parallel()
+	a, _ := podAgent(t, "")
+	ctx := context.Background()
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	name := a.node + "-unsupported"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  volumes:
+  - name: cfg
+    configMap: {name: whatever}
+  containers:
+  - name: c
+    image: %s
+    command: ["sleep", "3600"]
+    livenessProbe:
+      exec: {command: ["true"]}
+    volumeMounts: [{name: cfg, mountPath: /cfg}]
+`, testimage.Ref)), "apply", "-f", "-")
+	p := a.waitPod(ctx, name, 30*time.Second, "phase Failed", phaseIs(corev1.PodFailed))
+	if p.Status.Reason != "UnsupportedPodSpec" {
+		t.Errorf("reason %q", p.Status.Reason)
+	}
+	for _, field := range []string{"spec.volumes[0].configMap", "spec.containers[0].livenessProbe"} {
+		if !strings.Contains(p.Status.Message, field) {
+			t.Errorf("message %q does not name %s", p.Status.Message, field)
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := a.env.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "UnsupportedPodSpec" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no UnsupportedPodSpec event: %v", err)
+	}
+}
+
+// Restarting the agent restarts no healthy container: they are adopted.
+func TestAgentRestartAdoptsRunningContainers(t *testing.T) {
+	t.Parallel()
+	a, _ := podAgent(t, "")
+	ctx := context.Background()
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	name := a.node + "-adopt"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  containers:
+  - name: c
+    image: %s
+    command: ["sleep", "3600"]
+`, testimage.Ref)), "apply", "-f", "-")
+	before := a.waitPod(ctx, name, 30*time.Second, "running", running)
+	if code, _ := a.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("agent exit code %d", code)
+	}
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	// Give the restarted agent time to sync the pod, then compare.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if a.out.contains("pod sources synced") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	after := a.waitPod(ctx, name, 10*time.Second, "running", running)
+	b, c := before.Status.ContainerStatuses[0], after.Status.ContainerStatuses[0]
+	if b.ContainerID != c.ContainerID || c.RestartCount != 0 || !c.State.Running.StartedAt.Equal(&b.State.Running.StartedAt) {
+		t.Errorf("container replaced across the agent restart: before %+v after %+v", b, c)
+	}
+	if a.out.contains("started container") {
+		t.Errorf("the restarted agent started a container:\n%s", a.out)
+	}
+}
+
+// Static pods: a manifest file gives a pod and its mirror pod; an edit
+// recreates it; a broken file is reported while the other pod keeps
+// running; removing the file removes the pod and its mirror.
+func TestStaticPods(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, _ := podAgent(t, "staticPodPath: "+dir+"\n")
+	ctx := context.Background()
+	manifest := func(version string) string {
+		return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: default
+spec:
+  containers:
+  - name: c
+    image: %s
+    command: ["sh", "-c", "echo version=%s; exec sleep 3600"]
+`, testimage.Ref, version)
+	}
+	write := func(name, content string) {
+		tmp := filepath.Join(dir, ".tmp-"+name)
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("web.yaml", manifest("1"))
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	mirror := "web-" + a.node
+	isMirrorRunning := func(p *corev1.Pod) bool {
+		_, ok := p.Annotations["kubernetes.io/config.mirror"]
+		return ok && running(p)
+	}
+	m1 := a.waitPod(ctx, mirror, 30*time.Second, "mirror pod Running", isMirrorRunning)
+	if len(m1.OwnerReferences) != 1 || m1.OwnerReferences[0].Kind != "Node" {
+		t.Errorf("mirror owner references %+v", m1.OwnerReferences)
+	}
+
+	// An edit recreates the pod (new config hash, new mirror pod).
+	write("web.yaml", manifest("2"))
+	m2 := a.waitPod(ctx, mirror, 30*time.Second, "a new mirror pod Running", func(p *corev1.Pod) bool {
+		return p.UID != m1.UID && p.Annotations["kubernetes.io/config.mirror"] != m1.Annotations["kubernetes.io/config.mirror"] && isMirrorRunning(p)
+	})
+	staticUID := m2.Annotations["kubernetes.io/config.mirror"]
+	(&agent{t: t, dir: a.dir}).waitLog(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: mirror, UID: typesUID(staticUID)}}, "c", 0, "version=2")
+
+	// A broken file is reported (log and Event on the Node) and skipped.
+	write("broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec:\n  containers:\n  - name: c\n    imagee: typo\n")
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := a.env.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + a.node})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if strings.Contains(e.Message, "broken.yaml") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("no Event on the Node naming broken.yaml: %v", err)
+	}
+	if !a.out.contains("broken.yaml") {
+		t.Error("no log line naming broken.yaml")
+	}
+	still := a.waitPod(ctx, mirror, 5*time.Second, "mirror pod still Running", isMirrorRunning)
+	if still.UID != m2.UID || still.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the good static pod was disturbed by the broken file: %+v", still.Status.ContainerStatuses)
+	}
+
+	// Removing the file removes the pod and its mirror pod.
+	if err := os.Remove(filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := a.env.Admin.CoreV1().Pods("default").Get(ctx, mirror, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Errorf("mirror pod not removed with its file: %v", err)
+	}
+}
+
+func typesUID(s string) types.UID { return types.UID(s) }

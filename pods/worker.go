@@ -1,0 +1,614 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+const (
+	// expectTTL bounds how long a worker waits for the PLEG to see its own
+	// actions before it syncs anyway.
+	expectTTL = 10 * time.Second
+	// cacheWait bounds the wait for a pod status newer than the last sync.
+	cacheWait = 10 * time.Second
+	// maxImmediate is how many syncs in a row may act and sync again at
+	// once before the worker slows down to its retry back-off.
+	maxImmediate = 20
+)
+
+// worker owns one pod: it syncs it sequentially, woken by its source, by the
+// PLEG, by its own timers.
+type worker struct {
+	m    *Manager
+	uid  types.UID
+	log  *slog.Logger
+	wake chan struct{} // 1-buffered
+
+	mu      sync.Mutex
+	pod     *v1.Pod // the desired pod, latest from its source
+	removed bool    // the source no longer has it
+
+	// Owned by the worker goroutine.
+	source    string
+	rejection *Waiting // admission refused the pod (reason, message)
+	startTime time.Time
+	backoff   map[string]crashLoop
+	errs      map[string]Waiting // per container: why its last start failed
+	imageIDs  map[string]string
+	reaped    map[string]bool
+	lastSync  time.Time
+	failures  int
+	immediate int
+	status    *v1.PodStatus // last computed
+	deleted   bool          // the zero-grace API delete was sent
+}
+
+func (w *worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker) update(pod *v1.Pod) {
+	w.mu.Lock()
+	w.pod = pod
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *worker) remove() {
+	w.mu.Lock()
+	w.removed = true
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *worker) snapshot() (*v1.Pod, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pod, w.removed
+}
+
+func (w *worker) run(ctx context.Context) {
+	defer w.m.workerDone(w)
+	for {
+		next, done := w.syncOnce(ctx)
+		if done || ctx.Err() != nil {
+			return
+		}
+		if next == 0 {
+			w.immediate++
+			if w.immediate <= maxImmediate {
+				continue
+			}
+			next = retryBackoff(w.immediate - maxImmediate)
+		} else {
+			w.immediate = 0
+		}
+		t := w.m.clock.NewTimer(next)
+		select {
+		case <-w.wake:
+			w.immediate = 0
+		case <-t.C():
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// syncOnce runs one sync and says when to run the next (0: at once) or that
+// the worker is done.
+func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
+	pod, removed := w.snapshot()
+	// Wait for the events of the previous sync's actions, then for a
+	// status at least as new as that sync's start.
+	wctx, cancel := context.WithTimeout(ctx, expectTTL+time.Second)
+	_ = w.m.pleg.WaitExpected(wctx, w.uid)
+	cancel()
+	gctx, cancel := context.WithTimeout(ctx, cacheWait)
+	rs, err := w.m.pleg.Cache().GetNewerThan(gctx, w.uid, w.lastSync)
+	cancel()
+	if ctx.Err() != nil {
+		return 0, true
+	}
+	if err != nil {
+		w.log.Warn("pod status from the PLEG is stale; syncing with it", "err", err)
+		rs, _ = w.m.pleg.Cache().Get(w.uid)
+	}
+	now := w.m.clock.Now()
+	w.lastSync = now
+
+	if removed || pod.DeletionTimestamp != nil {
+		return w.terminate(ctx, pod, removed, rs)
+	}
+	if w.rejection != nil {
+		w.setStatus(pod, rs, nil, false, now)
+		return w.m.opts.ResyncPeriod, false
+	}
+	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
+	if err != nil {
+		w.failures++
+		d := retryBackoff(w.failures)
+		w.log.Warn("pod sync failed; retrying", "err", err, "retryIn", d)
+		return d, false
+	}
+	w.failures = 0
+	if acted {
+		return 0, false
+	}
+	next := w.m.opts.ResyncPeriod
+	if !wakeAt.IsZero() && wakeAt.Sub(now) < next {
+		next = max(wakeAt.Sub(now), time.Millisecond)
+	}
+	return next, false
+}
+
+// sync makes a running pod's containers match its spec. It reports whether
+// it acted (the caller syncs again once the PLEG saw it), when a held-back
+// container may restart, and the first error.
+func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (bool, time.Time, error) {
+	if w.source == SourceFile {
+		w.m.ensureMirror(ctx, pod)
+	}
+	vols, sandboxErr := w.setupSandbox(pod)
+	if sandboxErr != nil {
+		w.m.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", sandboxErr.Error())
+		w.setStatus(pod, rs, nil, false, now)
+		return false, time.Time{}, sandboxErr
+	}
+	p := computePlan(w.withStatus(pod), rs, w.backoff, now)
+	if p.empty() {
+		w.reap(ctx, rs)
+		w.setStatus(pod, rs, p.waiting, true, now)
+		return false, p.wakeAt, nil
+	}
+	var errs []error
+	for _, k := range p.kill {
+		w.log.Info("stopping container", "container", k.c.Name, "containerID", k.c.ID, "reason", k.reason)
+		if err := w.stop(ctx, pod, k.c, gracePeriod(pod)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, c := range p.remove {
+		w.m.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerRemoved, expectTTL)
+		if err := w.m.rt.RemoveContainer(ctx, c.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range p.start {
+		if err := w.start(ctx, pod, s, vols); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if b, ok := p.backoff[s.container.Name]; ok {
+			w.backoff[s.container.Name] = b
+		}
+	}
+	if len(errs) > 0 {
+		w.setStatus(pod, rs, p.waiting, true, now)
+		return true, time.Time{}, errors.Join(errs...)
+	}
+	return true, p.wakeAt, nil
+}
+
+// withStatus returns pod with its last computed status (kept across
+// syncs for static pods, whose source has none).
+func (w *worker) withStatus(pod *v1.Pod) *v1.Pod {
+	if w.status == nil {
+		return pod
+	}
+	p := *pod
+	p.Status = *w.status
+	return &p
+}
+
+func gracePeriod(pod *v1.Pod) time.Duration {
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	return 30 * time.Second
+}
+
+func (w *worker) podDir() string {
+	return filepath.Join(w.m.opts.RootDir, "pods", string(w.uid))
+}
+
+func (w *worker) netnsPath() string { return filepath.Join(w.m.opts.NetNSDir, string(w.uid)) }
+
+// setupSandbox prepares what every container of the pod shares: the pod
+// directory, volumes and (without hostNetwork) the network namespace.
+func (w *worker) setupSandbox(pod *v1.Pod) (map[string]string, error) {
+	if err := os.MkdirAll(w.podDir(), 0o750); err != nil {
+		return nil, fmt.Errorf("pod directory: %w", err)
+	}
+	vols, err := SetupVolumes(w.podDir(), pod)
+	if err != nil {
+		return nil, fmt.Errorf("volumes: %w", err)
+	}
+	if !pod.Spec.HostNetwork {
+		if err := w.m.netns.Create(w.netnsPath()); err != nil {
+			return nil, fmt.Errorf("network namespace: %w", err)
+		}
+	}
+	return vols, nil
+}
+
+func (w *worker) logPath(pod *v1.Pod, name string, attempt uint32) string {
+	return filepath.Join(w.m.opts.RootDir, "logs", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), name, strconv.FormatUint(uint64(attempt), 10)+".log")
+}
+
+// start creates and starts one attempt of a container. Its failure reason
+// is kept for the container's waiting state.
+func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map[string]string) error {
+	c := s.container
+	img, reason, err := w.ensureImage(ctx, pod, c)
+	if err != nil {
+		w.errs[c.Name] = Waiting{Reason: reason, Message: err.Error()}
+		return fmt.Errorf("container %s: %w", c.Name, err)
+	}
+	spec, err := w.containerSpec(pod, c, s.attempt, vols)
+	if err != nil {
+		w.errs[c.Name] = Waiting{Reason: ReasonCreateContainer, Message: err.Error()}
+		w.m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		return fmt.Errorf("container %s: %w", c.Name, err)
+	}
+	spec.Image = img
+	id, err := w.m.rt.CreateContainer(ctx, spec)
+	if err != nil {
+		w.errs[c.Name] = Waiting{Reason: ReasonCreateContainer, Message: err.Error()}
+		w.m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		return fmt.Errorf("container %s: %w", c.Name, err)
+	}
+	w.m.event(pod, v1.EventTypeNormal, "Created", "Created container "+c.Name)
+	w.m.pleg.ExpectWithin(w.uid, id, pleg.ContainerStarted, expectTTL)
+	if err := w.m.rt.StartContainer(ctx, id); err != nil {
+		w.errs[c.Name] = Waiting{Reason: ReasonRunContainer, Message: err.Error()}
+		w.m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		_ = w.m.rt.RemoveContainer(ctx, id)
+		return fmt.Errorf("container %s: %w", c.Name, err)
+	}
+	delete(w.errs, c.Name)
+	w.m.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
+	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
+	return nil
+}
+
+// ensureImage applies the image pull policy and returns the reference to
+// create the container from.
+func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (string, string, error) {
+	policy := c.ImagePullPolicy
+	if policy != v1.PullAlways {
+		img, err := w.m.rt.GetImage(ctx, c.Image)
+		if err == nil {
+			w.imageIDs[c.Image] = img.ID
+			return c.Image, "", nil
+		}
+		if !errors.Is(err, runtime.ErrNotFound) {
+			return "", ReasonErrImagePull, err
+		}
+		if policy == v1.PullNever {
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			w.m.event(pod, v1.EventTypeWarning, ReasonErrImageNeverPull, msg)
+			return "", ReasonErrImageNeverPull, errors.New(msg)
+		}
+	}
+	reason := ReasonErrImagePull
+	if prev, ok := w.errs[c.Name]; ok && (prev.Reason == ReasonErrImagePull || prev.Reason == ReasonImagePullBackOff) {
+		reason = ReasonImagePullBackOff
+	}
+	w.m.event(pod, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	img, err := w.m.rt.PullImage(ctx, c.Image)
+	if err != nil {
+		w.m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
+		return "", reason, err
+	}
+	w.imageIDs[c.Image] = img.ID
+	w.m.event(pod, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q", c.Image))
+	return c.Image, "", nil
+}
+
+// containerSpec turns a pod's container into what the runtime creates.
+func (w *worker) containerSpec(pod *v1.Pod, c *v1.Container, attempt uint32, vols map[string]string) (runtime.ContainerSpec, error) {
+	env, err := w.envOf(pod, c)
+	if err != nil {
+		return runtime.ContainerSpec{}, err
+	}
+	lookup := envLookup(env)
+	mounts, err := ContainerMounts(c, vols)
+	if err != nil {
+		return runtime.ContainerSpec{}, err
+	}
+	spec := runtime.ContainerSpec{
+		Pod:         runtime.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace},
+		Name:        c.Name,
+		Attempt:     attempt,
+		Image:       c.Image,
+		Command:     expandAll(c.Command, lookup),
+		Args:        expandAll(c.Args, lookup),
+		Env:         env,
+		WorkingDir:  c.WorkingDir,
+		Mounts:      mounts,
+		Resources:   resourcesOf(c),
+		LogPath:     w.logPath(pod, c.Name, attempt),
+		HostNetwork: pod.Spec.HostNetwork,
+		Labels:      map[string]string{LabelContainerHash: containerHash(c)},
+	}
+	if !pod.Spec.HostNetwork {
+		spec.NetNSPath = w.netnsPath()
+	}
+	return spec, nil
+}
+
+func expandAll(in []string, lookup func(string) (string, bool)) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = expand(s, lookup)
+	}
+	return out
+}
+
+func envLookup(env []string) func(string) (string, bool) {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				m[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// envOf resolves a container's environment: values may refer to variables
+// defined before them with $(VAR), and fieldRef reads the pod's identity
+// and addresses.
+func (w *worker) envOf(pod *v1.Pod, c *v1.Container) ([]string, error) {
+	vals := map[string]string{}
+	lookup := func(k string) (string, bool) { v, ok := vals[k]; return v, ok }
+	out := make([]string, 0, len(c.Env))
+	for _, e := range c.Env {
+		var v string
+		switch {
+		case e.ValueFrom == nil:
+			v = expand(e.Value, lookup)
+		case e.ValueFrom.FieldRef != nil:
+			var err error
+			if v, err = w.fieldValue(pod, e.ValueFrom.FieldRef.FieldPath); err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+		default:
+			return nil, fmt.Errorf("env %s: only value and valueFrom.fieldRef are supported", e.Name)
+		}
+		vals[e.Name] = v
+		out = append(out, e.Name+"="+v)
+	}
+	return out, nil
+}
+
+func (w *worker) fieldValue(pod *v1.Pod, path string) (string, error) {
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return w.m.opts.NodeName, nil
+	case "status.hostIP":
+		return w.m.hostIP(), nil
+	case "status.podIP":
+		return w.podIP(pod), nil
+	}
+	return "", fmt.Errorf("fieldRef %q is not supported", path)
+}
+
+func (w *worker) podIP(pod *v1.Pod) string {
+	if pod.Spec.HostNetwork {
+		return w.m.hostIP()
+	}
+	return ""
+}
+
+// resourcesOf maps requests and limits to cgroup limits as kubelet does:
+// cpu request → shares (min 2), cpu limit → CFS quota over 100ms, memory
+// limit → memory limit.
+func resourcesOf(c *v1.Container) runtime.Resources {
+	var r runtime.Resources
+	cpuReq := c.Resources.Requests.Cpu()
+	if cpuReq.IsZero() {
+		cpuReq = c.Resources.Limits.Cpu()
+	}
+	r.CPUShares = milliCPUToShares(cpuReq.MilliValue())
+	if l, ok := c.Resources.Limits[v1.ResourceCPU]; ok && !l.IsZero() {
+		const period = 100000
+		q := l.MilliValue() * period / 1000
+		if q < 1000 {
+			q = 1000
+		}
+		r.CPUQuota, r.CPUPeriod = q, period
+	}
+	if l, ok := c.Resources.Limits[v1.ResourceMemory]; ok && !l.IsZero() {
+		r.MemoryLimitBytes = l.Value()
+	}
+	return r
+}
+
+func milliCPUToShares(milli int64) uint64 {
+	const minShares, sharesPerCPU = 2, 1024
+	if milli == 0 {
+		return minShares
+	}
+	s := milli * sharesPerCPU / 1000
+	if s < minShares {
+		return minShares
+	}
+	return uint64(s)
+}
+
+// stop stops one container with a grace period, expecting its death.
+func (w *worker) stop(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration) error {
+	w.m.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerDied, grace+expectTTL)
+	w.m.event(pod, v1.EventTypeNormal, "Killing", "Stopping container "+c.Name)
+	if err := w.m.rt.StopContainer(ctx, c.ID, grace); err != nil {
+		return fmt.Errorf("stop container %s: %w", c.Name, err)
+	}
+	w.reaped[c.ID] = true
+	return nil
+}
+
+// reap deletes the tasks of exited containers so their shims exit; the
+// containers stay for their status and logs.
+func (w *worker) reap(ctx context.Context, rs pleg.PodStatus) {
+	for _, c := range rs.Containers {
+		if c.State != runtime.StateExited || w.reaped[c.ID] {
+			continue
+		}
+		if err := w.m.rt.StopContainer(ctx, c.ID, 0); err != nil {
+			w.log.Debug("could not release an exited container's task", "containerID", c.ID, "err", err)
+			continue
+		}
+		w.reaped[c.ID] = true
+	}
+}
+
+// terminate stops a deleted or removed pod: every container with the grace
+// period, then (API pods) the final status and the zero-grace delete, then,
+// once the source forgot the pod, its containers, volumes and namespace.
+func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pleg.PodStatus) (time.Duration, bool) {
+	now := w.m.clock.Now()
+	running := killPlan(rs)
+	if len(running) > 0 {
+		grace := gracePeriod(pod)
+		w.log.Info("stopping pod", "gracePeriod", grace, "containers", len(running))
+		var wg sync.WaitGroup
+		errs := make([]error, len(running))
+		for i, c := range running {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = w.stop(ctx, pod, c, grace)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			w.failures++
+			w.log.Warn("stopping pod failed; retrying", "err", err)
+			return retryBackoff(w.failures), false
+		}
+		return 0, false
+	}
+	if w.source == SourceAPI && !removed {
+		if w.deleted {
+			return w.m.opts.ResyncPeriod, false // waiting for the API to drop it
+		}
+		st := w.setStatus(pod, rs, nil, true, now)
+		if err := w.m.status.flush(ctx, w.uid); err != nil {
+			w.failures++
+			w.log.Warn("final pod status not written; retrying", "err", err, "phase", st.Phase)
+			return retryBackoff(w.failures), false
+		}
+		if err := w.m.deletePod(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+			w.failures++
+			w.log.Warn("pod not deleted from the API; retrying", "err", err)
+			return retryBackoff(w.failures), false
+		}
+		w.deleted = true
+		w.log.Info("pod stopped and deleted from the API")
+		return w.m.opts.ResyncPeriod, false
+	}
+	if err := w.cleanup(ctx, pod, rs); err != nil {
+		w.failures++
+		w.log.Warn("pod cleanup failed; retrying", "err", err)
+		return retryBackoff(w.failures), false
+	}
+	w.log.Info("pod removed")
+	return 0, true
+}
+
+// cleanup removes what the pod left: containers, volumes, network
+// namespace, its directory, its mirror pod and its status.
+func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) error {
+	var errs []error
+	for _, c := range rs.Containers {
+		w.m.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerRemoved, expectTTL)
+		if err := w.m.rt.RemoveContainer(ctx, c.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := TeardownVolumes(w.podDir()); err != nil {
+		errs = append(errs, err)
+	}
+	if err := w.m.netns.Remove(w.netnsPath()); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(w.podDir()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if w.source == SourceFile {
+		if err := w.m.deleteMirror(ctx, pod); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		w.m.status.forget(w.uid)
+	}
+	return errors.Join(errs...)
+}
+
+// setStatus computes the pod's status and hands it to the status manager.
+func (w *worker) setStatus(pod *v1.Pod, rs pleg.PodStatus, waiting map[string]Waiting, sandboxReady bool, now time.Time) v1.PodStatus {
+	in := StatusInput{
+		SandboxReady: sandboxReady,
+		Waiting:      map[string]Waiting{},
+		ImageIDs:     w.imageIDs,
+		Terminating:  pod.DeletionTimestamp != nil,
+		HostIP:       w.m.hostIP(),
+		PodIP:        w.podIP(pod),
+		StartTime:    w.startTime,
+	}
+	if r := w.rejection; r != nil {
+		in.Rejected, in.RejectReason, in.RejectMessage = true, r.Reason, r.Message
+	}
+	for k, v := range w.errs {
+		in.Waiting[k] = v
+	}
+	for k, v := range waiting {
+		in.Waiting[k] = v
+	}
+	for _, c := range rs.Containers {
+		if _, ok := w.imageIDs[c.Image]; !ok && c.Image != "" {
+			if img, err := w.m.rt.GetImage(context.Background(), c.Image); err == nil {
+				w.imageIDs[c.Image] = img.ID
+			}
+		}
+	}
+	st := ComputeStatus(w.withStatus(pod), rs, in, now)
+	w.status = &st
+	w.m.status.set(pod, st)
+	return st
+}
