@@ -99,7 +99,10 @@ type Manager struct {
 	status *statusManager
 	api    *apiSource
 	rec    record.EventRecorder
-	bc     record.EventBroadcaster
+	// projector writes projected volumes (service account tokens); nil
+	// without an API client.
+	projector *Projector
+	bc        record.EventBroadcaster
 
 	mu        sync.Mutex
 	ctx       context.Context
@@ -160,6 +163,7 @@ func New(o Options) (*Manager, error) {
 	m.status = newStatusManager(o.Client, o.Logger)
 	if o.Client != nil {
 		m.api = newAPISource(o.Client, o.NodeName, m)
+		m.projector = NewProjector(o.Client, o.Clock, o.Logger)
 		m.bc = record.NewBroadcaster()
 		m.rec = m.bc.NewRecorder(eventScheme(), v1.EventSource{Component: "nodeagent", Host: o.NodeName})
 	}

@@ -54,6 +54,7 @@ type worker struct {
 	failures  int
 	immediate int
 	status    *v1.PodStatus // last computed
+	refreshAt time.Time     // projected volumes need refreshing then (zero: never)
 	deleted   bool          // the zero-grace API delete was sent
 }
 
@@ -152,8 +153,10 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		return 0, false
 	}
 	next := w.m.opts.ResyncPeriod
-	if !wakeAt.IsZero() && wakeAt.Sub(now) < next {
-		next = max(wakeAt.Sub(now), time.Millisecond)
+	for _, at := range []time.Time{wakeAt, w.refreshAt} {
+		if !at.IsZero() && at.Sub(now) < next {
+			next = max(at.Sub(now), time.Millisecond)
+		}
 	}
 	return next, false
 }
@@ -165,7 +168,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	if w.source == SourceFile {
 		w.m.ensureMirror(ctx, pod)
 	}
-	vols, sandboxErr := w.setupSandbox(pod)
+	vols, sandboxErr := w.setupSandbox(ctx, pod)
 	if sandboxErr != nil {
 		w.m.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", sandboxErr.Error())
 		w.setStatus(pod, rs, nil, false, now)
@@ -235,13 +238,23 @@ func (w *worker) netnsPath() string { return filepath.Join(w.m.opts.NetNSDir, st
 
 // setupSandbox prepares what every container of the pod shares: the pod
 // directory, volumes and (without hostNetwork) the network namespace.
-func (w *worker) setupSandbox(pod *v1.Pod) (map[string]string, error) {
+func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]string, error) {
 	if err := os.MkdirAll(w.podDir(), 0o750); err != nil {
 		return nil, fmt.Errorf("pod directory: %w", err)
 	}
 	vols, err := SetupVolumes(w.podDir(), pod)
 	if err != nil {
 		return nil, fmt.Errorf("volumes: %w", err)
+	}
+	if w.m.projector != nil && hasProjected(pod) {
+		pv, refreshAt, err := w.m.projector.Setup(ctx, pod, w.podDir())
+		if err != nil {
+			return nil, fmt.Errorf("projected volumes: %w", err)
+		}
+		for k, v := range pv {
+			vols[k] = v
+		}
+		w.refreshAt = refreshAt
 	}
 	if !pod.Spec.HostNetwork {
 		if err := w.m.netns.Create(w.netnsPath()); err != nil {
