@@ -30,6 +30,8 @@ type Runtime interface {
 	ListPods(ctx context.Context) ([]runtime.Pod, error)
 	GetImage(ctx context.Context, ref string) (runtime.Image, error)
 	PullImage(ctx context.Context, ref string) (runtime.Image, error)
+	// RemovePodCgroup removes the pod's (empty) cgroup.
+	RemovePodCgroup(uid types.UID) error
 }
 
 var _ Runtime = (*runtime.Runtime)(nil)
@@ -220,6 +222,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		m.log.Info("pod sources synced")
 		m.cleanupOrphans(ctx)
+		m.cleanupMirrors(ctx)
 	}()
 	<-ctx.Done()
 	wg.Wait()

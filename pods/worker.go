@@ -578,6 +578,11 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
+		if err := w.m.rt.RemovePodCgroup(w.uid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
 		if err := os.RemoveAll(w.podDir()); err != nil {
 			errs = append(errs, err)
 		}
