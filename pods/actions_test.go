@@ -85,22 +85,36 @@ func TestComputePlan(t *testing.T) {
 		{name: "new pod starts every app container", pod: always(nil, "a", "b"), starts: []string{"a#0", "b#0"}},
 		{name: "init containers first, one at a time", pod: always([]string{"i1", "i2"}, "a"), starts: []string{"i1#0"}},
 		{name: "next init container after success", pod: always([]string{"i1", "i2"}, "a"),
-			cs:     func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "i1", 0, runtime.StateExited, 0, t0, t0)} },
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "i1", 0, runtime.StateExited, 0, t0, t0)}
+			},
 			starts: []string{"i2#0"}},
 		{name: "running init container: wait", pod: always([]string{"i1"}, "a"),
-			cs: func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "i1", 0, runtime.StateRunning, 0, t0, time.Time{})} }},
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "i1", 0, runtime.StateRunning, 0, t0, time.Time{})}
+			}},
 		{name: "app containers after all init containers succeeded", pod: always([]string{"i1"}, "a"),
-			cs:     func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "i1", 0, runtime.StateExited, 0, t0, t0)} },
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "i1", 0, runtime.StateExited, 0, t0, t0)}
+			},
 			starts: []string{"a#0"}},
 		{name: "failed init container with Never: nothing more", pod: planPod(v1.RestartPolicyNever, []string{"i1"}, "a"),
-			cs: func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "i1", 0, runtime.StateExited, 1, t0, t0)} }},
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "i1", 0, runtime.StateExited, 1, t0, t0)}
+			}},
 		{name: "failed init container with OnFailure: restarted", pod: planPod(v1.RestartPolicyOnFailure, []string{"i1"}, "a"),
-			cs:     func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "i1", 0, runtime.StateExited, 1, t0, t0)} },
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "i1", 0, runtime.StateExited, 1, t0, t0)}
+			},
 			starts: []string{"i1#1"}},
 		{name: "init containers are not rerun once an app container ran", pod: always([]string{"i1"}, "a"),
-			cs: func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "a", 0, runtime.StateRunning, 0, t0, time.Time{})} }},
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "a", 0, runtime.StateRunning, 0, t0, time.Time{})}
+			}},
 		{name: "running and matching: adopted, nothing to do", pod: always(nil, "a"),
-			cs: func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "a", 0, runtime.StateRunning, 0, t0, time.Time{})} }},
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "a", 0, runtime.StateRunning, 0, t0, time.Time{})}
+			}},
 		{name: "running with another spec: replaced", pod: always(nil, "a"),
 			cs: func(p *v1.Pod) []runtime.Container {
 				c := rc(p, "a", 0, runtime.StateRunning, 0, t0, time.Time{})
@@ -109,7 +123,9 @@ func TestComputePlan(t *testing.T) {
 			},
 			kills: []string{"a-0"}, starts: []string{"a#1"}},
 		{name: "exited with Always: first restart at once", pod: always(nil, "a"),
-			cs:     func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 0, t0, recent)} },
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 0, t0, recent)}
+			},
 			starts: []string{"a#1"}},
 		{name: "exited again within the back-off: held", pod: always(nil, "a"),
 			cs: func(p *v1.Pod) []runtime.Container {
@@ -122,11 +138,17 @@ func TestComputePlan(t *testing.T) {
 			},
 			bo: map[string]crashLoop{"a": {delay: crashLoopInitial}}, starts: []string{"a#3"}, removes: []string{"a-0"}},
 		{name: "OnFailure does not restart success", pod: planPod(v1.RestartPolicyOnFailure, nil, "a"),
-			cs: func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 0, t0, t0)} }},
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 0, t0, t0)}
+			}},
 		{name: "Never does not restart failure", pod: planPod(v1.RestartPolicyNever, nil, "a"),
-			cs: func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 2, t0, t0)} }},
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 2, t0, t0)}
+			}},
 		{name: "created but never started: replaced", pod: always(nil, "a"),
-			cs:      func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "a", 0, runtime.StateCreated, 0, time.Time{}, time.Time{})} },
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "a", 0, runtime.StateCreated, 0, time.Time{}, time.Time{})}
+			},
 			removes: []string{"a-0"}, starts: []string{"a#1"}},
 		{name: "terminal pod starts nothing", pod: always(nil, "a"), phase: v1.PodSucceeded},
 		{name: "containers of names not in the spec go", pod: always(nil, "a"),
@@ -135,7 +157,9 @@ func TestComputePlan(t *testing.T) {
 			},
 			kills: []string{"gone-0"}, removes: []string{"old-0"}},
 		{name: "unknown state: wait", pod: always(nil, "a"),
-			cs: func(p *v1.Pod) []runtime.Container { return []runtime.Container{rc(p, "a", 0, runtime.StateUnknown, 0, t0, time.Time{})} }},
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "a", 0, runtime.StateUnknown, 0, t0, time.Time{})}
+			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pod := c.pod
