@@ -1,10 +1,12 @@
 package pods
 
 // Volumes of the supported subset (see the package documentation): emptyDir
-// on disk or in memory (tmpfs) and hostPath with kubelet's type checks.
+// on disk or in memory (tmpfs) and hostPath with kubelet's type checks;
+// projected volumes are written by the Projector (projected.go).
 //
-// Layout: an emptyDir volume lives at <podDir>/volumes/empty-dir/<name>; a
-// hostPath volume is the host path itself. Containers get every volume as a
+// Layout: an emptyDir volume lives at <podDir>/volumes/empty-dir/<name>, a
+// projected volume at <podDir>/volumes/projected/<name>; a hostPath volume
+// is the host path itself. Containers get every volume as a
 // bind mount (ContainerMounts).
 //
 // Assumption: the agent shares its mount namespace with containerd (no
@@ -49,6 +51,9 @@ func volumesDir(podDir string) string { return filepath.Join(podDir, "volumes") 
 //     parent 0755; Directory, File, Socket, CharDevice and BlockDevice must
 //     exist with that type; "" checks nothing).
 //
+// Projected volumes are skipped: the Projector sets them up (at
+// <podDir>/volumes/projected/<name>) and the caller merges its map.
+//
 // podDir must be absolute. SetupVolumes is idempotent: a second call (after
 // an agent restart, say) reuses the directories and mounts that exist and
 // re-mounts a tmpfs that is missing. An error names the volume; volumes set
@@ -58,13 +63,19 @@ func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 		return nil, fmt.Errorf("volumes: pod directory %q must be absolute", podDir)
 	}
 	paths := make(map[string]string, len(pod.Spec.Volumes))
+	seen := make(map[string]bool, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		if errs := validation.IsDNS1123Label(v.Name); len(errs) > 0 {
 			return nil, fmt.Errorf("volume %q: invalid name: %s", v.Name, strings.Join(errs, "; "))
 		}
-		if _, dup := paths[v.Name]; dup {
+		if seen[v.Name] {
 			return nil, fmt.Errorf("volume %q: duplicate name", v.Name)
+		}
+		seen[v.Name] = true
+		if v.Projected != nil {
+			// Written by the Projector, which needs the API server.
+			continue
 		}
 		var (
 			p   string
@@ -78,7 +89,7 @@ func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 		case v.HostPath != nil:
 			p, err = setupHostPath(v.HostPath)
 		default:
-			err = errors.New("unsupported volume source (only emptyDir and hostPath are supported)")
+			err = errors.New("unsupported volume source (only emptyDir, hostPath and projected are supported)")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
@@ -179,7 +190,7 @@ func setupHostPath(hp *v1.HostPathVolumeSource) (string, error) {
 }
 
 // TeardownVolumes unmounts every mount under <podDir>/volumes (the tmpfs of
-// Memory emptyDirs) and removes that directory with the emptyDirs' data.
+// Memory emptyDirs and of projected volumes) and removes that directory with the emptyDirs' data.
 // hostPath volumes are not touched. It refuses to remove anything while a
 // mount remains under the directory. A missing directory is not an error.
 func TeardownVolumes(podDir string) error {
