@@ -279,6 +279,15 @@ func TestPodRunsWithInitContainersAndReportsStatus(t *testing.T) {
 			t.Errorf("init container %s: %+v", ic.Name, ic.State)
 		}
 	}
+	// Limits are cgroup limits (cgroup v1 memory controller or cgroup v2).
+	id := strings.TrimPrefix(cs.ContainerID, "containerd://")
+	mem, cpu := cgroupLimits(t, string(p.UID), id)
+	if mem != 64<<20 {
+		t.Errorf("memory limit %d, want %d", mem, 64<<20)
+	}
+	if cpu != "20000 100000" {
+		t.Errorf("cpu quota/period %q, want 20000 100000", cpu)
+	}
 	log := a.waitLog(p, "main", 0, "order=12", "args=hello-world literal-$(GREETING)",
 		"GREETING=hello-world", "MY_POD_NAME="+name, "MY_NAMESPACE=default", "MY_UID="+string(p.UID),
 		"MY_NODE="+a.node, "MY_HOST_IP="+p.Status.HostIP, "PWD=/data", "mem=tmpfs")
@@ -558,3 +567,61 @@ spec:
 }
 
 func typesUID(s string) types.UID { return types.UID(s) }
+
+// cgroupLimits reads a container's memory limit and "quota period" CPU
+// limit from its cgroup (v1 controllers or the v2 unified hierarchy).
+func cgroupLimits(t *testing.T, podUID, id string) (int64, string) {
+	t.Helper()
+	read := func(p string) (string, bool) {
+		b, err := os.ReadFile(p)
+		return strings.TrimSpace(string(b)), err == nil
+	}
+	rel := filepath.Join("nodeagent", podUID, id)
+	if v, ok := read(filepath.Join("/sys/fs/cgroup/memory", rel, "memory.limit_in_bytes")); ok {
+		q, _ := read(filepath.Join("/sys/fs/cgroup/cpu", rel, "cpu.cfs_quota_us"))
+		per, _ := read(filepath.Join("/sys/fs/cgroup/cpu", rel, "cpu.cfs_period_us"))
+		var n int64
+		fmt.Sscan(v, &n)
+		return n, q + " " + per
+	}
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if v, ok := read(filepath.Join(root, rel, "memory.max")); ok {
+			c, _ := read(filepath.Join(root, rel, "cpu.max"))
+			var n int64
+			fmt.Sscan(v, &n)
+			return n, c
+		}
+	}
+	t.Fatalf("no cgroup found for container %s of pod %s", id, podUID)
+	return 0, ""
+}
+
+// Pods that do not fit are refused with kubelet's reasons.
+func TestPodsThatDoNotFitAreRefused(t *testing.T) {
+	t.Parallel()
+	a, _ := podAgent(t, "maxPods: 2\n")
+	ctx := context.Background()
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	sleeper := func(name, resources string) {
+		kubectl(t, a.env, podYAML(a.node+"-"+name, a.node, fmt.Sprintf(`  containers:
+  - name: c
+    image: %s
+    command: ["sleep", "3600"]
+%s`, testimage.Ref, resources)), "apply", "-f", "-")
+	}
+	sleeper("big", "    resources: {requests: {cpu: \"1000\"}}\n")
+	p := a.waitPod(ctx, a.node+"-big", 30*time.Second, "phase Failed", phaseIs(corev1.PodFailed))
+	if p.Status.Reason != "OutOfcpu" || !strings.Contains(p.Status.Message, "cpu") {
+		t.Errorf("big pod: reason %q message %q", p.Status.Reason, p.Status.Message)
+	}
+	sleeper("a", "")
+	a.waitPod(ctx, a.node+"-a", 30*time.Second, "running", running)
+	sleeper("b", "")
+	a.waitPod(ctx, a.node+"-b", 30*time.Second, "running", running)
+	sleeper("c", "")
+	p = a.waitPod(ctx, a.node+"-c", 30*time.Second, "phase Failed", phaseIs(corev1.PodFailed))
+	if p.Status.Reason != "OutOfpods" {
+		t.Errorf("third pod with maxPods 2: reason %q message %q", p.Status.Reason, p.Status.Message)
+	}
+}
