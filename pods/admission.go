@@ -22,7 +22,8 @@ import (
 // both lists; every container has an image; env names are valid; ports are
 // in range with a known protocol (and hostPort = containerPort on
 // hostNetwork pods); volume names are unique DNS-1123 labels,
-// each volume has exactly one source, a hostPath has an absolute path;
+// each volume has exactly one source, a hostPath has an absolute path, a
+// projected volume is well formed (see validateProjected);
 // every volume mount names an existing volume and has an absolute
 // mountPath; resource quantities are non-negative and requests do not
 // exceed limits; restartPolicy is Always, OnFailure or Never;
@@ -126,8 +127,89 @@ func validateVolumes(vols []v1.Volume, p *field.Path) (sets.Set[string], field.E
 		if ed := v.EmptyDir; ed != nil && ed.SizeLimit != nil && ed.SizeLimit.Sign() < 0 {
 			errs = append(errs, field.Invalid(vp.Child("emptyDir", "sizeLimit"), ed.SizeLimit.String(), "must be greater than or equal to 0"))
 		}
+		if pv := v.Projected; pv != nil {
+			errs = append(errs, validateProjected(pv, vp.Child("projected"))...)
+		}
 	}
 	return names, errs
+}
+
+// validateProjected checks a projected volume as the API server does, for
+// the sources nodeagent supports: each source has exactly one kind; file
+// paths are relative, without '..', not starting with '..' and unique in
+// the volume; modes are within 0 and 0777; a token's expirationSeconds is
+// at least 10 minutes and at most 2^32 seconds; a configMap has a name and
+// its items a key; a downwardAPI item has a fieldRef or resourceFieldRef.
+func validateProjected(pv *v1.ProjectedVolumeSource, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	mode := func(fp *field.Path, m *int32) {
+		if m != nil && (*m < 0 || *m > 0o777) {
+			errs = append(errs, field.Invalid(fp, *m, "must be a number between 0 and 0777 (octal), both inclusive"))
+		}
+	}
+	paths := sets.New[string]()
+	filePath := func(fp *field.Path, path string) {
+		if path == "" {
+			errs = append(errs, field.Required(fp, ""))
+			return
+		}
+		if err := validatePayloadPath(path); err != nil {
+			errs = append(errs, field.Invalid(fp, path, err.Error()))
+			return
+		}
+		if paths.Has(path) {
+			errs = append(errs, field.Invalid(fp, path, "conflicting duplicate paths"))
+		}
+		paths.Insert(path)
+	}
+	mode(p.Child("defaultMode"), pv.DefaultMode)
+	for i := range pv.Sources {
+		s := &pv.Sources[i]
+		sp := p.Child("sources").Index(i)
+		n := 0
+		for _, set := range []bool{s.Secret != nil, s.DownwardAPI != nil, s.ConfigMap != nil,
+			s.ServiceAccountToken != nil, s.ClusterTrustBundle != nil, s.PodCertificate != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			errs = append(errs, field.Forbidden(sp, "may have exactly one source"))
+			continue
+		}
+		if t := s.ServiceAccountToken; t != nil {
+			tp := sp.Child("serviceAccountToken")
+			filePath(tp.Child("path"), t.Path)
+			if e := t.ExpirationSeconds; e != nil && (*e < 600 || *e > 1<<32) {
+				errs = append(errs, field.Invalid(tp.Child("expirationSeconds"), *e, "must be at least 600 and at most 4294967296 (2^32)"))
+			}
+		}
+		if c := s.ConfigMap; c != nil {
+			cp := sp.Child("configMap")
+			if c.Name == "" {
+				errs = append(errs, field.Required(cp.Child("name"), ""))
+			}
+			for j, item := range c.Items {
+				ip := cp.Child("items").Index(j)
+				if item.Key == "" {
+					errs = append(errs, field.Required(ip.Child("key"), ""))
+				}
+				filePath(ip.Child("path"), item.Path)
+				mode(ip.Child("mode"), item.Mode)
+			}
+		}
+		if d := s.DownwardAPI; d != nil {
+			for j, item := range d.Items {
+				ip := sp.Child("downwardAPI", "items").Index(j)
+				filePath(ip.Child("path"), item.Path)
+				mode(ip.Child("mode"), item.Mode)
+				if item.FieldRef == nil && item.ResourceFieldRef == nil {
+					errs = append(errs, field.Required(ip.Child("fieldRef"), "one of fieldRef and resourceFieldRef is required"))
+				}
+			}
+		}
+	}
+	return errs
 }
 
 // validateContainer checks one container; names holds the container names
@@ -516,9 +598,10 @@ var (
 	requestResources = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
 )
 
-// volumeSourceAccepted: the volume types nodeagent mounts; both are walked
-// further (emptyDir's medium and sizeLimit).
-var volumeSourceAccepted = []string{"hostPath", "emptyDir"}
+// volumeSourceAccepted: the volume types nodeagent mounts; emptyDir and
+// projected are walked further (emptyDir's medium and sizeLimit, projected
+// sources).
+var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected"}
 
 var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"gcePersistentDisk", func(s *v1.VolumeSource) bool { return s.GCEPersistentDisk != nil }},
@@ -542,7 +625,6 @@ var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"quobyte", func(s *v1.VolumeSource) bool { return s.Quobyte != nil }},
 	{"azureDisk", func(s *v1.VolumeSource) bool { return s.AzureDisk != nil }},
 	{"photonPersistentDisk", func(s *v1.VolumeSource) bool { return s.PhotonPersistentDisk != nil }},
-	{"projected", func(s *v1.VolumeSource) bool { return s.Projected != nil }},
 	{"portworxVolume", func(s *v1.VolumeSource) bool { return s.PortworxVolume != nil }},
 	{"scaleIO", func(s *v1.VolumeSource) bool { return s.ScaleIO != nil }},
 	{"storageos", func(s *v1.VolumeSource) bool { return s.StorageOS != nil }},
@@ -563,6 +645,34 @@ var emptyDirChecks = []check[v1.EmptyDirVolumeSource]{
 
 var hostPathAccepted = []string{"path", "type"}
 
+// projectedAccepted: a projected volume's sources are walked further.
+var projectedAccepted = []string{"sources", "defaultMode"}
+
+// volumeProjectionAccepted: the sources of kube-api-access-* volumes.
+// serviceAccountToken and configMap are used as they are; downwardAPI
+// items are walked further.
+var volumeProjectionAccepted = []string{"serviceAccountToken", "configMap", "downwardAPI"}
+
+var volumeProjectionChecks = []check[v1.VolumeProjection]{
+	{"secret", func(s *v1.VolumeProjection) bool { return s.Secret != nil }},
+	{"clusterTrustBundle", func(s *v1.VolumeProjection) bool { return s.ClusterTrustBundle != nil }},
+	{"podCertificate", func(s *v1.VolumeProjection) bool { return s.PodCertificate != nil }},
+}
+
+// downwardAPIFileAccepted: fieldRef is accepted for the paths in
+// downwardAPIFieldPaths only.
+var downwardAPIFileAccepted = []string{"path", "fieldRef", "mode"}
+
+var downwardAPIFileChecks = []check[v1.DownwardAPIVolumeFile]{
+	{"resourceFieldRef", func(f *v1.DownwardAPIVolumeFile) bool { return f.ResourceFieldRef != nil }},
+}
+
+// downwardAPIFieldPaths are the fieldRef paths a projected downwardAPI
+// item may name.
+var downwardAPIFieldPaths = sets.New(
+	"metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations",
+)
+
 // volumeSources returns the JSON names of the sources set in vs.
 func volumeSources(vs *v1.VolumeSource) []string {
 	var names []string
@@ -571,6 +681,9 @@ func volumeSources(vs *v1.VolumeSource) []string {
 	}
 	if vs.EmptyDir != nil {
 		names = append(names, "emptyDir")
+	}
+	if vs.Projected != nil {
+		names = append(names, "projected")
 	}
 	for _, c := range volumeSourceChecks {
 		if c.used(vs) {
@@ -604,8 +717,12 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // requests on cpu, memory and ephemeral-storage) and volumeMounts (name,
 // mountPath, readOnly); restartPolicy; terminationGracePeriodSeconds;
 // hostNetwork (hostPort only with hostNetwork); volumes emptyDir (medium ""
-// or Memory; sizeLimit only with Memory, as the tmpfs size) and hostPath; an empty securityContext; os
-// linux. Fields for the scheduler or the API server (nodeSelector,
+// or Memory; sizeLimit only with Memory, as the tmpfs size), hostPath and
+// projected with serviceAccountToken, configMap and downwardAPI sources
+// (fieldRef to metadata.name, metadata.namespace, metadata.uid,
+// metadata.labels or metadata.annotations), which is what the API server's
+// ServiceAccount admission adds to pods (kube-api-access-*); an empty
+// securityContext; os linux. Fields for the scheduler or the API server (nodeSelector,
 // affinity, tolerations, priority, priorityClassName, schedulerName,
 // topologySpreadConstraints, schedulingGates, serviceAccountName,
 // automountServiceAccountToken, ...) are accepted and ignored.
@@ -614,12 +731,9 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // valueFrom other than the fieldRefs above, security context fields,
 // ephemeral containers, sidecars (init containers with restartPolicy),
 // subPath and mount propagation, hostPID/hostIPC, dnsConfig, hostAliases,
-// runtimeClassName, pod-level resources, and every other volume type. In
-// particular the API server adds a projected service account token volume
-// (kube-api-access-*) to every pod whose service account exists unless the
-// pod sets automountServiceAccountToken: false; such a pod is refused
-// naming spec.volumes[N].projected, so API pods must set
-// automountServiceAccountToken: false.
+// runtimeClassName, pod-level resources, every other volume type, and the
+// projected sources secret, clusterTrustBundle and podCertificate (named
+// as spec.volumes[N].projected.sources[M].secret, ...).
 func Unsupported(pod *v1.Pod) []string {
 	seen := sets.New[string]()
 	add := func(p *field.Path) { seen.Insert(p.String()) }
@@ -646,11 +760,32 @@ func Unsupported(pod *v1.Pod) []string {
 				add(vp.Child("emptyDir", "medium"))
 			}
 		}
+		if pv := vs.Projected; pv != nil {
+			unsupportedProjected(pv, vp.Child("projected"), add)
+		}
 	}
 	if seen.Len() == 0 {
 		return nil
 	}
 	return sets.List(seen)
+}
+
+func unsupportedProjected(pv *v1.ProjectedVolumeSource, p *field.Path, add func(*field.Path)) {
+	for i := range pv.Sources {
+		sp := p.Child("sources").Index(i)
+		s := &pv.Sources[i]
+		walk(s, volumeProjectionChecks, sp, add)
+		if d := s.DownwardAPI; d != nil {
+			for j := range d.Items {
+				ip := sp.Child("downwardAPI", "items").Index(j)
+				walk(&d.Items[j], downwardAPIFileChecks, ip, add)
+				if fr := d.Items[j].FieldRef; fr != nil && (!downwardAPIFieldPaths.Has(fr.FieldPath) ||
+					(fr.APIVersion != "" && fr.APIVersion != "v1")) {
+					add(ip.Child("fieldRef"))
+				}
+			}
+		}
+	}
 }
 
 func unsupportedContainer(c *v1.Container, p *field.Path, hostNetwork bool, add func(*field.Path)) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	utilptr "k8s.io/utils/ptr"
 )
 
@@ -54,6 +55,35 @@ func supportedPod() *v1.Pod {
 	}
 	SetDefaults(pod)
 	return pod
+}
+
+// kubeAPIAccess is the volume the API server's ServiceAccount admission
+// adds to a pod (defaulted).
+func kubeAPIAccess() v1.Volume {
+	return v1.Volume{Name: "kube-api-access-x2b4k", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
+		DefaultMode: utilptr.To[int32](0o644),
+		Sources: []v1.VolumeProjection{
+			{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: utilptr.To[int64](3607)}},
+			{ConfigMap: &v1.ConfigMapProjection{
+				LocalObjectReference: v1.LocalObjectReference{Name: "kube-root-ca.crt"},
+				Items:                []v1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
+			}},
+			{DownwardAPI: &v1.DownwardAPIProjection{Items: []v1.DownwardAPIVolumeFile{{
+				Path: "namespace", FieldRef: &v1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"},
+			}}}},
+		},
+	}}}
+}
+
+// withKubeAPIAccess adds kubeAPIAccess to p as spec.volumes[2], mounted in
+// containers[1] as the API server does.
+func withKubeAPIAccess(p *v1.Pod) {
+	p.Spec.AutomountServiceAccountToken = nil
+	p.Spec.ServiceAccountName = "default"
+	p.Spec.Volumes = append(p.Spec.Volumes, kubeAPIAccess())
+	p.Spec.Containers[1].VolumeMounts = append(p.Spec.Containers[1].VolumeMounts, v1.VolumeMount{
+		Name: "kube-api-access-x2b4k", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true,
+	})
 }
 
 func TestValidateSupportedPod(t *testing.T) {
@@ -122,6 +152,44 @@ func TestValidatePod(t *testing.T) {
 			[]string{`spec.volumes[1].hostPath.path: Invalid value: "var/log"`}},
 		{"hostPath missing", func(p *v1.Pod) { p.Spec.Volumes[1].HostPath.Path = "" },
 			[]string{`spec.volumes[1].hostPath.path: Required value`}},
+		{"kube-api-access volume is fine", withKubeAPIAccess, nil},
+		{"projected: empty source", func(p *v1.Pod) {
+			withKubeAPIAccess(p)
+			p.Spec.Volumes[2].Projected.Sources[1] = v1.VolumeProjection{}
+		}, []string{`spec.volumes[2].projected.sources[1]: Forbidden: may have exactly one source`}},
+		{"projected: two kinds in a source", func(p *v1.Pod) {
+			withKubeAPIAccess(p)
+			p.Spec.Volumes[2].Projected.Sources[1].Secret = &v1.SecretProjection{}
+		}, []string{`spec.volumes[2].projected.sources[1]: Forbidden: may have exactly one source`}},
+		{"projected: bad paths and modes", func(p *v1.Pod) {
+			withKubeAPIAccess(p)
+			pv := p.Spec.Volumes[2].Projected
+			pv.DefaultMode = utilptr.To[int32](0o1777)
+			pv.Sources[0].ServiceAccountToken.Path = "/token"
+			pv.Sources[1].ConfigMap.Items[0].Path = "a/../../b"
+			pv.Sources[1].ConfigMap.Items[0].Mode = utilptr.To[int32](-1)
+			pv.Sources[2].DownwardAPI.Items[0].Path = "..data"
+		}, []string{
+			`spec.volumes[2].projected.defaultMode: Invalid value: 1023`,
+			`spec.volumes[2].projected.sources[0].serviceAccountToken.path: Invalid value: "/token": must be relative`,
+			`spec.volumes[2].projected.sources[1].configMap.items[0].path: Invalid value: "a/../../b": must not contain '..'`,
+			`spec.volumes[2].projected.sources[1].configMap.items[0].mode: Invalid value: -1`,
+			`spec.volumes[2].projected.sources[2].downwardAPI.items[0].path: Invalid value: "..data": must not start with '..'`,
+		}},
+		{"projected: duplicate path, missing fields, short token", func(p *v1.Pod) {
+			withKubeAPIAccess(p)
+			pv := p.Spec.Volumes[2].Projected
+			pv.Sources[0].ServiceAccountToken.ExpirationSeconds = utilptr.To[int64](60)
+			pv.Sources[1].ConfigMap.Name = ""
+			pv.Sources[1].ConfigMap.Items[0] = v1.KeyToPath{Path: "token"}
+			pv.Sources[2].DownwardAPI.Items[0].FieldRef = nil
+		}, []string{
+			`spec.volumes[2].projected.sources[0].serviceAccountToken.expirationSeconds: Invalid value: 60`,
+			`spec.volumes[2].projected.sources[1].configMap.name: Required value`,
+			`spec.volumes[2].projected.sources[1].configMap.items[0].key: Required value`,
+			`spec.volumes[2].projected.sources[1].configMap.items[0].path: Invalid value: "token": conflicting duplicate paths`,
+			`spec.volumes[2].projected.sources[2].downwardAPI.items[0].fieldRef: Required value`,
+		}},
 		{"mount of a missing volume", func(p *v1.Pod) { p.Spec.Containers[0].VolumeMounts[0].Name = "nope" },
 			[]string{`spec.containers[0].volumeMounts[0].name: Not found: "nope"`}},
 		{"mount relative", func(p *v1.Pod) { p.Spec.Containers[0].VolumeMounts[1].MountPath = "host" },
@@ -283,6 +351,32 @@ var unsupportedCases = []struct {
 		p.Spec.Volumes[0].EmptyDir = &v1.EmptyDirVolumeSource{SizeLimit: utilptr.To(resource.MustParse("1Gi"))}
 	}},
 	{"spec.volumes[0].emptyDir.medium", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumHugePages }},
+
+	// Projected volumes beyond their supported sources.
+	{"spec.volumes[2].projected.sources[1].secret", func(p *v1.Pod) {
+		withKubeAPIAccess(p)
+		p.Spec.Volumes[2].Projected.Sources[1] = v1.VolumeProjection{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "s"}}}
+	}},
+	{"spec.volumes[2].projected.sources[1].clusterTrustBundle", func(p *v1.Pod) {
+		withKubeAPIAccess(p)
+		p.Spec.Volumes[2].Projected.Sources[1] = v1.VolumeProjection{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "b"}}
+	}},
+	{"spec.volumes[2].projected.sources[1].podCertificate", func(p *v1.Pod) {
+		withKubeAPIAccess(p)
+		p.Spec.Volumes[2].Projected.Sources[1] = v1.VolumeProjection{PodCertificate: &v1.PodCertificateProjection{SignerName: "x/y"}}
+	}},
+	{"spec.volumes[2].projected.sources[2].downwardAPI.items[0].resourceFieldRef", func(p *v1.Pod) {
+		withKubeAPIAccess(p)
+		p.Spec.Volumes[2].Projected.Sources[2].DownwardAPI.Items[0] = v1.DownwardAPIVolumeFile{Path: "cpu", ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.cpu"}}
+	}},
+	{"spec.volumes[2].projected.sources[2].downwardAPI.items[0].fieldRef", func(p *v1.Pod) {
+		withKubeAPIAccess(p)
+		p.Spec.Volumes[2].Projected.Sources[2].DownwardAPI.Items[0].FieldRef.FieldPath = "spec.nodeName"
+	}},
+	{"spec.volumes[2].projected.sources[2].downwardAPI.items[0].fieldRef", func(p *v1.Pod) {
+		withKubeAPIAccess(p)
+		p.Spec.Volumes[2].Projected.Sources[2].DownwardAPI.Items[0].FieldRef.APIVersion = "v2"
+	}},
 }
 
 func TestUnsupportedSupportedPod(t *testing.T) {
@@ -315,6 +409,26 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 		{"disk emptyDir", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumDefault }},
 		{"Memory emptyDir with sizeLimit", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.SizeLimit = utilptr.To(resource.MustParse("64Mi")) }},
 		{"no os", func(p *v1.Pod) { p.Spec.OS = nil }},
+		{"kube-api-access projected volume", withKubeAPIAccess},
+		{"projected configMap without items, optional", func(p *v1.Pod) {
+			withKubeAPIAccess(p)
+			p.Spec.Volumes[2].Projected.Sources[1].ConfigMap.Items = nil
+			p.Spec.Volumes[2].Projected.Sources[1].ConfigMap.Optional = utilptr.To(true)
+		}},
+		{"projected token with audience", func(p *v1.Pod) {
+			withKubeAPIAccess(p)
+			p.Spec.Volumes[2].Projected.Sources[0].ServiceAccountToken.Audience = "vault"
+		}},
+	}
+	for _, path := range sets.List(downwardAPIFieldPaths) {
+		tests = append(tests, struct {
+			desc   string
+			mutate func(p *v1.Pod)
+		}{"projected downwardAPI " + path, func(p *v1.Pod) {
+			withKubeAPIAccess(p)
+			p.Spec.Volumes[2].Projected.Sources[2].DownwardAPI.Items[0].FieldRef.FieldPath = path
+			p.Spec.Volumes[2].Projected.Sources[2].DownwardAPI.Items[0].Mode = utilptr.To[int32](0o600)
+		}})
 	}
 	for _, path := range sortedFieldPaths() {
 		tests = append(tests, struct {
@@ -391,6 +505,11 @@ func TestUnsupportedGenerated(t *testing.T) {
 			p.Spec.Volumes[1].HostPath = nil
 			return reflect.ValueOf(&p.Spec.Volumes[1].VolumeSource).Elem()
 		}},
+		{"spec.volumes[2].projected.sources[1].", reflect.TypeOf(v1.VolumeProjection{}), volumeProjectionAccepted, func(p *v1.Pod) reflect.Value {
+			withKubeAPIAccess(p)
+			p.Spec.Volumes[2].Projected.Sources[1] = v1.VolumeProjection{}
+			return reflect.ValueOf(&p.Spec.Volumes[2].Projected.Sources[1]).Elem()
+		}},
 		{"spec.securityContext.", reflect.TypeOf(v1.PodSecurityContext{}), nil, func(p *v1.Pod) reflect.Value {
 			return reflect.ValueOf(p.Spec.SecurityContext).Elem()
 		}},
@@ -451,6 +570,16 @@ func TestUnsupportedTablesClassifyEveryField(t *testing.T) {
 		{typ: reflect.TypeOf(v1.VolumeSource{}), accepted: volumeSourceAccepted, refused: checkNames(volumeSourceChecks)},
 		{typ: reflect.TypeOf(v1.EmptyDirVolumeSource{}), accepted: emptyDirAccepted, refused: checkNames(emptyDirChecks)},
 		{typ: reflect.TypeOf(v1.HostPathVolumeSource{}), accepted: hostPathAccepted},
+		{typ: reflect.TypeOf(v1.ProjectedVolumeSource{}), accepted: projectedAccepted},
+		{typ: reflect.TypeOf(v1.VolumeProjection{}), accepted: volumeProjectionAccepted, refused: checkNames(volumeProjectionChecks)},
+		{typ: reflect.TypeOf(v1.DownwardAPIVolumeFile{}), accepted: downwardAPIFileAccepted, refused: checkNames(downwardAPIFileChecks)},
+		// The accepted projections are used whole; "" is the inlined
+		// LocalObjectReference (name).
+		{typ: reflect.TypeOf(v1.ServiceAccountTokenProjection{}), accepted: []string{"audience", "expirationSeconds", "path"}},
+		{typ: reflect.TypeOf(v1.ConfigMapProjection{}), accepted: []string{"", "items", "optional"}},
+		{typ: reflect.TypeOf(v1.KeyToPath{}), accepted: []string{"key", "path", "mode"}},
+		{typ: reflect.TypeOf(v1.DownwardAPIProjection{}), accepted: []string{"items"}},
+		{typ: reflect.TypeOf(v1.ObjectFieldSelector{}), accepted: []string{"apiVersion", "fieldPath"}},
 		// EnvVar and Volume are walked by hand: name and value; name and
 		// the inlined VolumeSource.
 		{typ: reflect.TypeOf(v1.EnvVar{}), accepted: []string{"name", "value", "valueFrom"}},
@@ -506,16 +635,22 @@ func TestUnsupportedTablesCovered(t *testing.T) {
 	need("spec.containers[0].volumeMounts[1].", checkNames(volumeMountChecks))
 	need("spec.containers[0].resources.", checkNames(resourceRequirementsChecks))
 	need("spec.volumes[0].emptyDir.", checkNames(emptyDirChecks))
+	need("spec.volumes[2].projected.sources[1].", checkNames(volumeProjectionChecks))
+	need("spec.volumes[2].projected.sources[2].downwardAPI.items[0].", checkNames(downwardAPIFileChecks))
 }
 
+// TestUnsupportedAPIPodWithServiceAccountToken: what `kubectl run` creates
+// (the API server adds kube-api-access-*) is supported; a secret next to
+// it is named by its source.
 func TestUnsupportedAPIPodWithServiceAccountToken(t *testing.T) {
 	pod := supportedPod()
-	pod.Spec.AutomountServiceAccountToken = nil
-	pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "kube-api-access-x2b4k", VolumeSource: v1.VolumeSource{
-		Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}},
-	}})
-	pod.Spec.Containers[1].VolumeMounts = []v1.VolumeMount{{Name: "kube-api-access-x2b4k", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}}
-	if d := cmp.Diff([]string{"spec.volumes[2].projected"}, Unsupported(pod)); d != "" {
+	withKubeAPIAccess(pod)
+	if got := Unsupported(pod); got != nil {
+		t.Errorf("Unsupported = %q, want nil", got)
+	}
+	pod.Spec.Volumes[2].Projected.Sources = append(pod.Spec.Volumes[2].Projected.Sources,
+		v1.VolumeProjection{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "s"}}})
+	if d := cmp.Diff([]string{"spec.volumes[2].projected.sources[3].secret"}, Unsupported(pod)); d != "" {
 		t.Errorf("Unsupported (-want +got):\n%s", d)
 	}
 }
