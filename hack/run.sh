@@ -1,12 +1,41 @@
 #!/usr/bin/env bash
 # make run: the local control plane + containerd, and the agent in the
-# foreground with its logs. Once the node is Ready it shows `kubectl get
-# nodes` and the Lease. Ctrl-C stops the agent and the cluster.
+# foreground with its logs. Before the agent starts, the busybox test image
+# is imported into the agent's containerd namespace and a sample static pod
+# manifest is put in its manifest directory. Once the node is Ready it shows
+# `kubectl get nodes`, the Lease, the pods, and how to run a pod. Ctrl-C
+# stops the agent and the cluster, and removes what the pods left on the
+# host (containers, network namespaces, tmpfs mounts, cgroups).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 dir=$root/_output/local
+agentroot=$dir/agent/root
+manifests=$dir/agent/manifests
+# internal/testimage's reference.
+image=docker.io/nodeagent/busybox:test
 node=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
+
+# cleanup_pods removes what the pods of a previous or this run left on the
+# host once their containers are gone (localcluster down kills the shims):
+# the network namespace mounts (/run/nodeagent/netns/<uid>), the pods'
+# cgroups (/nodeagent/<uid>) and the tmpfs of Memory emptyDirs. Only pods
+# with a directory under this run's rootDir are touched: other agents on
+# the machine (tests) keep theirs. Logs stay until the next run.
+cleanup_pods() {
+  [ -d "$agentroot/pods" ] || return 0
+  local p uid cg
+  for p in "$agentroot"/pods/*/; do
+    [ -d "$p" ] || continue
+    uid=$(basename "$p")
+    if mountpoint -q "/run/nodeagent/netns/$uid" 2>/dev/null; then umount "/run/nodeagent/netns/$uid" || true; fi
+    rm -f "/run/nodeagent/netns/$uid"
+    for cg in /sys/fs/cgroup/*/nodeagent/"$uid" /sys/fs/cgroup/nodeagent/"$uid"; do
+      if [ -d "$cg" ]; then find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
+    done
+  done
+  findmnt -rn -o TARGET | grep "^$agentroot/" | sort -r | xargs -r umount -l || true
+}
 
 hack/localcluster.sh up >/dev/null
 eval "$(_output/bin/localcluster env)"
@@ -18,32 +47,78 @@ cleanup() {
   [ -n "${show_pid:-}" ] && kill "$show_pid" 2>/dev/null
   echo "run: stopping the local cluster" >&2
   _output/bin/localcluster down
+  cleanup_pods
   exit 0
 }
 trap cleanup EXIT INT TERM
 
-mkdir -p "$dir/agent"
+# The cluster's etcd and containerd start empty: whatever a previous run's
+# pods left is stale.
+cleanup_pods
+rm -rf "$agentroot"
+mkdir -p "$dir/agent" "$manifests"
 cat > "$dir/agent/config.yaml" <<CFG
 apiVersion: config.nodeagent.io/v1alpha1
 kind: NodeAgentConfiguration
 containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS
-rootDir: $dir/agent/root
-staticPodPath: $dir/agent/manifests
+rootDir: $agentroot
+staticPodPath: $manifests
 CFG
-mkdir -p "$dir/agent/manifests"
+
+# The test image, in the namespace the agent uses (its default,
+# containerRuntimeNamespace), so that pods start without a registry.
+ns=$(_output/bin/nodeagent config effective --config "$dir/agent/config.yaml" | sed -n 's/^containerRuntimeNamespace: *//p')
+go build -o _output/bin/importimage ./hack/importimage
+_output/bin/importimage --address "$NODEAGENT_CONTAINERD_ADDRESS" --namespace "${ns:-k8s.io}" >/dev/null
+
+# A static pod: its mirror pod shows in `kubectl get pods -A` as hello-<node>.
+cat > "$manifests/hello.yaml" <<'POD'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hello
+  namespace: default
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: hello
+    image: docker.io/nodeagent/busybox:test
+    command: ["sh", "-c", "trap 'exit 0' TERM; echo hello from $(POD_NAME) on $(NODE_NAME); while true; do date; sleep 60 & wait $!; done"]
+    env:
+    - name: POD_NAME
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    - name: NODE_NAME
+      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+POD
+
 cat >&2 <<MSG
 run: control plane at $NODEAGENT_APISERVER_URL, containerd at $NODEAGENT_CONTAINERD_ADDRESS
 run: admin kubeconfig:  export KUBECONFIG=$KUBECONFIG
 run: node kubeconfig:   $kubeconfig
 run: agent config:      $dir/agent/config.yaml   logs of the control plane: $dir/logs/
+run: static pods:       $manifests/ (hello.yaml)   image $image in containerd namespace ${ns:-k8s.io}
 run: starting nodeagent as node "$node" (Ctrl-C stops everything)
 MSG
 
-# Show the node and its Lease once Ready, in the background.
+# Show the node, its Lease and the pods once Ready, in the background.
 (
   until _output/bin/kubectl wait --for=condition=Ready "node/$node" --timeout=5s >/dev/null 2>&1; do sleep 1; done
   echo; _output/bin/kubectl get nodes -o wide; echo
   _output/bin/kubectl -n kube-node-lease get lease "$node" -o yaml | sed -n '/^metadata:/,$p'; echo
+  for _ in $(seq 30); do
+    _output/bin/kubectl get pod "hello-$node" >/dev/null 2>&1 && break
+    sleep 1
+  done
+  _output/bin/kubectl get pods -A -o wide; echo
+  cat <<HINT
+run: the node runs pods (docs/pods.md). In another terminal:
+  export KUBECONFIG=$KUBECONFIG PATH=$root/_output/bin:\$PATH
+  kubectl run demo --image=$image -- sleep 3600
+  kubectl get pods -A -o wide
+  ls $agentroot/logs/        # container logs: <ns>_<pod>_<uid>/<container>/<attempt>.log
+  # edit or remove $manifests/hello.yaml to change or stop the static pod
+
+HINT
 ) >&2 &
 show_pid=$!
 
