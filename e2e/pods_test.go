@@ -492,6 +492,7 @@ metadata:
   name: web
   namespace: default
 spec:
+  terminationGracePeriodSeconds: 2
   containers:
   - name: c
     image: %s
@@ -527,6 +528,13 @@ spec:
 	})
 	staticUID := m2.Annotations["kubernetes.io/config.mirror"]
 	(&agent{t: t, dir: a.dir}).waitLog(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: mirror, UID: typesUID(staticUID)}}, "c", 0, "version=2")
+
+	// A deleted mirror pod comes back; the static pod is not disturbed.
+	kubectl(t, a.env, "", "delete", "pod", "-n", "default", mirror, "--wait=false")
+	a.waitPod(ctx, mirror, 30*time.Second, "the mirror pod recreated", func(p *corev1.Pod) bool {
+		return p.UID != m2.UID && p.DeletionTimestamp == nil && isMirrorRunning(p) && p.Status.ContainerStatuses[0].ContainerID == m2.Status.ContainerStatuses[0].ContainerID
+	})
+	m2 = a.waitPod(ctx, mirror, 5*time.Second, "mirror", isMirrorRunning)
 
 	// A broken file is reported (log and Event on the Node) and skipped.
 	write("broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec:\n  containers:\n  - name: c\n    imagee: typo\n")

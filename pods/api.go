@@ -63,6 +63,11 @@ func (s *apiSource) changed(obj any) {
 	}
 	if isMirror(pod) {
 		s.m.status.mirrorChanged(pod)
+		if pod.DeletionTimestamp != nil {
+			// Deleted by someone: like kubelet, delete it for good and
+			// let the static pod's worker make a new one.
+			s.m.pokeByName(fullName(pod))
+		}
 		return
 	}
 	s.m.upsert(SourceAPI, pod)
@@ -73,7 +78,13 @@ func (s *apiSource) deleted(obj any) {
 		obj = d.Obj
 	}
 	pod, ok := obj.(*v1.Pod)
-	if !ok || isMirror(pod) {
+	if !ok {
+		return
+	}
+	if isMirror(pod) {
+		// Someone deleted a mirror pod: its static pod's worker makes a
+		// new one.
+		s.m.pokeByName(fullName(pod))
 		return
 	}
 	s.m.forget(pod.UID)
@@ -89,30 +100,31 @@ func (s *apiSource) run(ctx context.Context, synced chan<- struct{}) {
 }
 
 // ensureMirror makes sure a static pod has its mirror pod in the API: one
-// with the static pod's config hash, owned by the node.
-func (m *Manager) ensureMirror(ctx context.Context, pod *v1.Pod) {
+// with the static pod's config hash, owned by the node. It reports false
+// when it could not (yet) and should be tried again soon.
+func (m *Manager) ensureMirror(ctx context.Context, pod *v1.Pod) bool {
 	if m.api == nil {
-		return
+		return true
 	}
 	hash := pod.Annotations[AnnotationConfigHash]
 	cur, err := m.api.lister.Pods(pod.Namespace).Get(pod.Name)
 	if err == nil {
 		if !isMirror(cur) {
 			m.log.Warn("a pod that is not a mirror pod has the static pod's name; not creating a mirror pod", "pod", fullName(pod))
-			return
+			return true
 		}
 		if cur.Annotations[AnnotationConfigMirror] == hash && cur.DeletionTimestamp == nil {
-			return
+			return true
 		}
 		// An outdated mirror pod (the manifest changed): replace it.
 		if err := m.deleteAPIPod(ctx, cur); err != nil && !apierrors.IsNotFound(err) {
 			m.log.Warn("cannot delete an outdated mirror pod", "pod", fullName(pod), "err", err)
-			return
+			return false
 		}
 	}
 	node := m.opts.Node()
 	if node == nil {
-		return // not registered yet; the next sync tries again
+		return false // not registered yet
 	}
 	mp := pod.DeepCopy()
 	mp.UID, mp.ResourceVersion, mp.Status = "", "", v1.PodStatus{}
@@ -124,9 +136,10 @@ func (m *Manager) ensureMirror(ctx context.Context, pod *v1.Pod) {
 	defer cancel()
 	if _, err := m.opts.Client.CoreV1().Pods(pod.Namespace).Create(cctx, mp, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		m.log.Warn("cannot create the mirror pod", "pod", fullName(pod), "err", err)
-		return
+		return false
 	}
 	m.log.Info("created mirror pod", "pod", fullName(pod))
+	return true
 }
 
 // deleteMirror removes a static pod's mirror pod.

@@ -352,6 +352,20 @@ func (m *Manager) forget(uid types.UID) {
 	}
 }
 
+// pokeByName wakes the workers of the static pods with this full name.
+func (m *Manager) pokeByName(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.workers {
+		if w.source != SourceFile {
+			continue
+		}
+		if p, _ := w.snapshot(); fullName(p) == name {
+			w.poke()
+		}
+	}
+}
+
 func (m *Manager) workerDone(w *worker) {
 	m.mu.Lock()
 	if m.workers[w.uid] == w {

@@ -28,6 +28,9 @@ const (
 	// maxImmediate is how many syncs in a row may act and sync again at
 	// once before the worker slows down to its retry back-off.
 	maxImmediate = 20
+	// mirrorRetry is how soon a static pod's worker tries again to create
+	// its mirror pod after it could not.
+	mirrorRetry = 2 * time.Second
 )
 
 // worker owns one pod: it syncs it sequentially, woken by its source, by the
@@ -138,6 +141,13 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		return w.terminate(ctx, pod, removed, rs)
 	}
 	if w.rejection != nil {
+		// Nothing of a rejected pod runs (it may have run before an agent
+		// restart re-admitted it).
+		for _, c := range killPlan(rs) {
+			if err := w.stop(ctx, pod, c, gracePeriod(pod)); err != nil {
+				w.log.Warn("cannot stop a container of a rejected pod", "container", c.Name, "err", err)
+			}
+		}
 		w.setStatus(pod, rs, nil, false, now)
 		return w.m.opts.ResyncPeriod, false
 	}
@@ -165,8 +175,9 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 // it acted (the caller syncs again once the PLEG saw it), when a held-back
 // container may restart, and the first error.
 func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (bool, time.Time, error) {
-	if w.source == SourceFile {
-		w.m.ensureMirror(ctx, pod)
+	var retryAt time.Time
+	if w.source == SourceFile && !w.m.ensureMirror(ctx, pod) {
+		retryAt = now.Add(mirrorRetry)
 	}
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
 	if sandboxErr != nil {
@@ -175,6 +186,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		return false, time.Time{}, sandboxErr
 	}
 	p := computePlan(w.withStatus(pod), rs, w.backoff, now)
+	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
+		p.wakeAt = retryAt
+	}
 	if p.empty() {
 		w.reap(ctx, rs)
 		w.setStatus(pod, rs, p.waiting, true, now)
