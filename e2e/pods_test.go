@@ -422,20 +422,28 @@ func TestUnsupportedPodIsRefused(t *testing.T) {
 			t.Errorf("message %q does not name %s", p.Status.Message, field)
 		}
 	}
+	a.waitEvent(ctx, "default", "involvedObject.name="+name, "an UnsupportedPodSpec event", func(e corev1.Event) bool {
+		return e.Reason == "UnsupportedPodSpec"
+	})
+}
+
+// waitEvent polls the events matching a field selector until one matches.
+func (a *agent) waitEvent(ctx context.Context, ns, selector, what string, match func(corev1.Event) bool) {
+	a.t.Helper()
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		evs, err := a.env.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		evs, err := a.env.Admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: selector})
 		if err != nil {
 			return false, nil
 		}
 		for _, e := range evs.Items {
-			if e.Reason == "UnsupportedPodSpec" {
+			if match(e) {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		t.Errorf("no UnsupportedPodSpec event: %v", err)
+		a.t.Errorf("no event: %s (%s): %v", what, selector, err)
 	}
 }
 
@@ -538,21 +546,9 @@ spec:
 
 	// A broken file is reported (log and Event on the Node) and skipped.
 	write("broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec:\n  containers:\n  - name: c\n    imagee: typo\n")
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		evs, err := a.env.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + a.node})
-		if err != nil {
-			return false, nil
-		}
-		for _, e := range evs.Items {
-			if strings.Contains(e.Message, "broken.yaml") {
-				return true, nil
-			}
-		}
-		return false, nil
+	a.waitEvent(ctx, "", "involvedObject.kind=Node,involvedObject.name="+a.node, "an Event on the Node naming broken.yaml", func(e corev1.Event) bool {
+		return strings.Contains(e.Message, "broken.yaml")
 	})
-	if err != nil {
-		t.Errorf("no Event on the Node naming broken.yaml: %v", err)
-	}
 	if !a.out.contains("broken.yaml") {
 		t.Error("no log line naming broken.yaml")
 	}
@@ -565,7 +561,7 @@ spec:
 	if err := os.Remove(filepath.Join(dir, "web.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := a.env.Admin.CoreV1().Pods("default").Get(ctx, mirror, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -51,18 +52,6 @@ func summary(p plan) (starts, kills, removes []string) {
 		removes = append(removes, r.ID)
 	}
 	return
-}
-
-func eq(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestComputePlan(t *testing.T) {
@@ -174,7 +163,7 @@ func TestComputePlan(t *testing.T) {
 			}
 			p := computePlan(pod, rs, bo, now)
 			starts, kills, removes := summary(p)
-			if !eq(starts, c.starts) || !eq(kills, c.kills) || !eq(removes, c.removes) {
+			if !slices.Equal(starts, c.starts) || !slices.Equal(kills, c.kills) || !slices.Equal(removes, c.removes) {
 				t.Errorf("starts %v kills %v removes %v; want %v %v %v", starts, kills, removes, c.starts, c.kills, c.removes)
 			}
 			if got := p.waiting["a"].Reason; got != c.waitReason {
