@@ -16,9 +16,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,6 +60,16 @@ func main() {
 func run(ctx context.Context, address, namespace string) (runtime.Image, error) {
 	if address == "" {
 		return runtime.Image{}, errors.New("--address is required")
+	}
+	// Say what is wrong at once rather than after the dial timeout.
+	sock := strings.TrimPrefix(address, "unix://")
+	if !filepath.IsAbs(sock) {
+		return runtime.Image{}, fmt.Errorf("--address %q: must be an absolute socket path or a unix:// URL", address)
+	}
+	if fi, err := os.Stat(sock); err != nil {
+		return runtime.Image{}, fmt.Errorf("--address %q: no containerd socket there: %w", address, err)
+	} else if fi.Mode().Type() != fs.ModeSocket {
+		return runtime.Image{}, fmt.Errorf("--address %q: not a socket (mode %s)", address, fi.Mode())
 	}
 	rt, err := runtime.New(runtime.Options{
 		Address:   address,

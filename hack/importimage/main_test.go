@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+func TestRunRefusesBadInput(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		desc, address, namespace, want string
+	}{
+		{desc: "no address", namespace: "k8s.io", want: "--address is required"},
+		{desc: "relative address", address: "containerd.sock", namespace: "k8s.io", want: "must be an absolute socket path"},
+		{desc: "no socket", address: "unix://" + filepath.Join(t.TempDir(), "none.sock"), namespace: "k8s.io", want: "no containerd socket there"},
+		{desc: "not a socket", address: t.TempDir(), namespace: "k8s.io", want: "not a socket"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, err := run(ctx, tc.address, tc.namespace)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run(%q, %q) = %v, want an error containing %q", tc.address, tc.namespace, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunImports imports the image into a private containerd, twice (make
+// run may find it there), and finds it in that namespace only.
+func TestRunImports(t *testing.T) {
+	cd := testimage.StartContainerd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ns = "importimage-test"
+	var first runtime.Image
+	for i := 0; i < 2; i++ {
+		img, err := run(ctx, cd.Address, ns)
+		if err != nil {
+			t.Fatalf("import %d: %v", i+1, err)
+		}
+		if !strings.HasPrefix(img.ID, "sha256:") {
+			t.Fatalf("import %d: image ID %q is not a digest", i+1, img.ID)
+		}
+		if i == 0 {
+			first = img
+		} else if img.ID != first.ID {
+			t.Fatalf("second import changed the image ID: %s, then %s", first.ID, img.ID)
+		}
+	}
+	other, err := runtime.New(runtime.Options{Address: cd.Address, Namespace: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.GetImage(ctx, testimage.Ref); !errors.Is(err, runtime.ErrNotFound) {
+		t.Fatalf("GetImage(%s) in namespace %q = %v, want ErrNotFound: the image belongs in %q only", testimage.Ref, "other", err, ns)
+	}
+}
