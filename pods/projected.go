@@ -39,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	utilptr "k8s.io/utils/ptr"
 )
 
 const (
@@ -181,7 +182,7 @@ func (p *Projector) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[
 			return nil, time.Time{}, fmt.Errorf("projected volume %q: %w", v.Name, err)
 		}
 		if changed {
-			p.log.Debug("projected volume written", "pod", klogRef(pod), "podUID", pod.UID, "volume", v.Name, "files", len(payload))
+			p.log.Debug("projected volume written", "pod", fullName(pod), "podUID", pod.UID, "volume", v.Name, "files", len(payload))
 		}
 		out[v.Name] = dir
 		if !refreshAt.IsZero() && (next.IsZero() || refreshAt.Before(next)) {
@@ -202,8 +203,6 @@ func (p *Projector) Forget(uid types.UID) {
 		}
 	}
 }
-
-func klogRef(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
 // collect computes the payload of the projected volume pod.Spec.Volumes[vi]
 // and the time its token(s) need refreshing (zero if it has none). Errors
@@ -284,13 +283,13 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 		return "", time.Time{}, errors.New("the pod has no serviceAccountName")
 	}
 	spec := authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: &[]int64{defaultTokenExpirationSeconds}[0],
+		ExpirationSeconds: utilptr.To(defaultTokenExpirationSeconds),
 		BoundObjectRef: &authenticationv1.BoundObjectReference{
 			APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
 		},
 	}
 	if src.ExpirationSeconds != nil {
-		spec.ExpirationSeconds = &[]int64{*src.ExpirationSeconds}[0]
+		spec.ExpirationSeconds = utilptr.To(*src.ExpirationSeconds)
 	}
 	if src.Audience != "" {
 		spec.Audiences = []string{src.Audience}
@@ -320,7 +319,7 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 		if retry.After(cached.expiresAt) {
 			retry = cached.expiresAt
 		}
-		p.log.Warn("token refresh failed; keeping the current token", "pod", klogRef(pod), "podUID", pod.UID,
+		p.log.Warn("token refresh failed; keeping the current token", "pod", fullName(pod), "podUID", pod.UID,
 			"volume", key.volume, "expires", cached.expiresAt, "err", err)
 		p.mu.Lock()
 		cached.refreshAt = retry
@@ -340,7 +339,7 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 	p.mu.Lock()
 	p.tokens[key] = &cachedToken{spec: spec, saName: sa, token: tr.Status.Token, expiresAt: exp, refreshAt: refreshAt}
 	p.mu.Unlock()
-	p.log.Debug("service account token requested", "pod", klogRef(pod), "podUID", pod.UID, "volume", key.volume,
+	p.log.Debug("service account token requested", "pod", fullName(pod), "podUID", pod.UID, "volume", key.volume,
 		"serviceAccount", sa, "expires", exp, "refreshAt", refreshAt)
 	return tr.Status.Token, refreshAt, nil
 }
