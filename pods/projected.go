@@ -99,7 +99,7 @@ type Projector struct {
 	log    *slog.Logger
 
 	mu         sync.Mutex
-	tokens     map[tokenKey]*cachedToken
+	tokens     map[tokenKey]cachedToken
 	configMaps map[types.NamespacedName]cachedConfigMap
 }
 
@@ -131,7 +131,7 @@ func NewProjector(client kubernetes.Interface, clk clock.Clock, log *slog.Logger
 		client:     client,
 		clock:      clk,
 		log:        log,
-		tokens:     map[tokenKey]*cachedToken{},
+		tokens:     map[tokenKey]cachedToken{},
 		configMaps: map[types.NamespacedName]cachedConfigMap{},
 	}
 }
@@ -297,12 +297,12 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 
 	now := p.clock.Now()
 	p.mu.Lock()
-	cached := p.tokens[key]
+	cached, ok := p.tokens[key]
 	p.mu.Unlock()
-	if cached != nil && (cached.saName != sa || !sameTokenSpec(cached.spec, spec)) {
-		cached = nil
+	if ok && (cached.saName != sa || !sameTokenSpec(cached.spec, spec)) {
+		ok = false
 	}
-	if cached != nil && now.Before(cached.refreshAt) {
+	if ok && now.Before(cached.refreshAt) {
 		return cached.token, cached.refreshAt, nil
 	}
 
@@ -312,7 +312,7 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 	}
 	if err != nil {
 		err = fmt.Errorf("request a token for service account %s/%s: %w", pod.Namespace, sa, err)
-		if cached == nil || !now.Before(cached.expiresAt) {
+		if !ok || !now.Before(cached.expiresAt) {
 			return "", time.Time{}, err
 		}
 		retry := now.Add(tokenRetry)
@@ -321,8 +321,9 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 		}
 		p.log.Warn("token refresh failed; keeping the current token", "pod", fullName(pod), "podUID", pod.UID,
 			"volume", key.volume, "expires", cached.expiresAt, "err", err)
-		p.mu.Lock()
 		cached.refreshAt = retry
+		p.mu.Lock()
+		p.tokens[key] = cached
 		p.mu.Unlock()
 		return cached.token, retry, nil
 	}
@@ -337,7 +338,7 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 		refreshAt = now.Add(tokenRetry)
 	}
 	p.mu.Lock()
-	p.tokens[key] = &cachedToken{spec: spec, saName: sa, token: tr.Status.Token, expiresAt: exp, refreshAt: refreshAt}
+	p.tokens[key] = cachedToken{spec: spec, saName: sa, token: tr.Status.Token, expiresAt: exp, refreshAt: refreshAt}
 	p.mu.Unlock()
 	p.log.Debug("service account token requested", "pod", fullName(pod), "podUID", pod.UID, "volume", key.volume,
 		"serviceAccount", sa, "expires", exp, "refreshAt", refreshAt)

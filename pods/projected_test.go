@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -776,5 +777,38 @@ func TestSetupVolumesSkipsProjected(t *testing.T) {
 	pod.Spec.Volumes = append(pod.Spec.Volumes, kubeAPIAccess())
 	if _, err := SetupVolumes(podDir, pod); err == nil || !strings.Contains(err.Error(), "duplicate name") {
 		t.Errorf("SetupVolumes with two projected volumes of one name = %v, want a duplicate name error", err)
+	}
+}
+
+// TestProjectorConcurrentPods: workers of different pods call Setup at
+// once (run with -race).
+func TestProjectorConcurrentPods(t *testing.T) {
+	f := newProjFixture(t, rootCA("CA"))
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		pod := apiPod()
+		pod.Name, pod.UID = fmt.Sprintf("web-%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+		dir := filepath.Join(t.TempDir(), "pod")
+		t.Cleanup(func() { _ = TeardownVolumes(dir) })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 3; j++ {
+				if _, _, err := f.p.Setup(context.Background(), pod, dir); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := f.tokens.count(); got != n {
+		t.Errorf("%d token requests for %d pods, want one each", got, n)
 	}
 }
