@@ -40,7 +40,7 @@ var fieldDocs = []FieldDoc{
 	{"nodeIP", "IP address reported for the node (nodeagent's field for kubelet's --node-ip; flag --node-ip). Empty means the address of the interface that holds the default route."},
 	{"hostnameOverride", "Node name to use instead of the hostname (flag --hostname-override). Like the hostname, it is trimmed and lower-cased (as kubelet does) and must then be a DNS subdomain. Empty uses the hostname."},
 	{"kubeconfig", "Kubeconfig with the node's credentials (user `system:node:<node name>` in group `system:nodes`) (flag --kubeconfig). Relative paths are relative to the file that sets them."},
-	{"rootDir", "Directory for the agent's state (pod data, checkpoints)."},
+	{"rootDir", "Directory for the agent's state: pod volumes (pods/<uid>) and container logs (logs/)."},
 	{"logging.format", "Log format: text or json."},
 	{"logging.verbosity", "Log verbosity (klog -v; flag -v). Higher logs more; 0 logs only important messages."},
 	{"pleg.relistPeriod", "Interval of the PLEG's safety-net relist while every event source is healthy; events, not the relist, detect container changes."},

@@ -170,12 +170,18 @@ func running(p *corev1.Pod) bool {
 	return true
 }
 
-// logOf reads a container attempt's log file under the agent's state dir.
+// logPath is a container attempt's log file under the agent's state dir.
+func (a *agent) logPath(p *corev1.Pod, container string, attempt int) string {
+	return filepath.Join(a.rootDir(), "logs", fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), container, fmt.Sprintf("%d.log", attempt))
+}
+
+// logOf reads a container attempt's log file ("" if there is none).
 func (a *agent) logOf(p *corev1.Pod, container string, attempt int) string {
-	path := filepath.Join(a.rootDir(), "logs", fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), container, fmt.Sprintf("%d.log", attempt))
-	b, _ := os.ReadFile(path)
+	b, _ := os.ReadFile(a.logPath(p, container, attempt))
 	return string(b)
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func (a *agent) waitLog(p *corev1.Pod, container string, attempt int, want ...string) string {
 	a.t.Helper()
@@ -355,12 +361,19 @@ func TestDeletedPodStopsWithinGracePeriod(t *testing.T) {
 	a.start()
 	a.waitReady(ctx, 30*time.Second)
 	polite, stubborn := a.node+"-polite", a.node+"-stubborn"
+	// The polite one says it got SIGTERM in a hostPath file (its log goes
+	// with the pod).
+	hostDir := filepath.Join(a.dir, "host")
 	kubectl(t, a.env, podYAML(polite, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 30
+  volumes:
+  - name: host
+    hostPath: {path: %s, type: DirectoryOrCreate}
   containers:
   - name: c
     image: %s
-    command: ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; while true; do sleep 0.2; done"]
-`, testimage.Ref)), "apply", "-f", "-")
+    command: ["sh", "-c", "trap 'echo got TERM > /host/term; exit 0' TERM; while true; do sleep 0.2; done"]
+    volumeMounts: [{name: host, mountPath: /host}]
+`, hostDir, testimage.Ref)), "apply", "-f", "-")
 	kubectl(t, a.env, podYAML(stubborn, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 3
   containers:
   - name: c
@@ -368,6 +381,9 @@ func TestDeletedPodStopsWithinGracePeriod(t *testing.T) {
     command: ["sh", "-c", "trap '' TERM; while true; do sleep 0.2; done"]
 `, testimage.Ref)), "apply", "-f", "-")
 	p1 := a.waitPod(ctx, polite, 30*time.Second, "running", running)
+	if a.logOf(p1, "c", 0) == "" && !fileExists(a.logPath(p1, "c", 0)) {
+		t.Fatalf("no log file %s", a.logPath(p1, "c", 0))
+	}
 	a.waitPod(ctx, stubborn, 30*time.Second, "running", running)
 
 	for _, tc := range []struct {
@@ -381,7 +397,12 @@ func TestDeletedPodStopsWithinGracePeriod(t *testing.T) {
 			t.Errorf("pod %s: deleted after %v, want between %v and %v", tc.name, took, tc.min, tc.max)
 		}
 	}
-	a.waitLog(p1, "c", 0, "got TERM")
+	if b, err := os.ReadFile(filepath.Join(hostDir, "term")); err != nil || !strings.Contains(string(b), "got TERM") {
+		t.Errorf("the polite container did not get SIGTERM: %q %v", b, err)
+	}
+	if fileExists(a.logPath(p1, "c", 0)) {
+		t.Error("the pod's log directory outlived the pod")
+	}
 	// Containers are removed once the pods are gone.
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		cs, err := rt.ListContainers(ctx)

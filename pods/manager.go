@@ -258,7 +258,6 @@ func (m *Manager) followStatic(ctx context.Context, updates <-chan []*v1.Pod, sy
 			seen := map[types.UID]bool{}
 			for _, p := range pods {
 				seen[p.UID] = true
-				m.upsert(SourceFile, p)
 			}
 			m.mu.Lock()
 			var gone []types.UID
@@ -269,8 +268,13 @@ func (m *Manager) followStatic(ctx context.Context, updates <-chan []*v1.Pod, sy
 			}
 			m.staticSet = seen
 			m.mu.Unlock()
+			// Removals first: an edited manifest's new pod then waits for
+			// the old one to stop (terminatingSibling).
 			for _, uid := range gone {
 				m.forget(uid)
+			}
+			for _, p := range pods {
+				m.upsert(SourceFile, p)
 			}
 			if first {
 				first = false
@@ -371,8 +375,31 @@ func (m *Manager) workerDone(w *worker) {
 	if m.workers[w.uid] == w {
 		delete(m.workers, w.uid)
 	}
+	p, _ := w.snapshot()
+	for _, o := range m.workers {
+		if op, _ := o.snapshot(); fullName(op) == fullName(p) {
+			o.poke() // it may have waited for this one to end
+		}
+	}
 	m.mu.Unlock()
 	m.wg.Done()
+}
+
+// terminatingSibling reports whether another pod with w's namespace/name
+// is still being stopped.
+func (m *Manager) terminatingSibling(w *worker, pod *v1.Pod) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uid, o := range m.workers {
+		if uid == w.uid {
+			continue
+		}
+		op, removed := o.snapshot()
+		if fullName(op) == fullName(pod) && (removed || op.DeletionTimestamp != nil) {
+			return true
+		}
+	}
+	return false
 }
 
 // Pods returns the UIDs of the pods that have a worker (for tests and

@@ -132,6 +132,23 @@ func decodeManifest(data []byte, path, nodeName string) (*v1.Pod, error) {
 			invalid = append(invalid, field.Forbidden(field.NewPath("spec", sa.field), "a static pod may not reference a ServiceAccount"))
 		}
 	}
+	// Projected service account tokens and config maps are API
+	// references too (and the node may read them only for pods bound to
+	// it through the API).
+	for i, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for j, src := range v.Projected.Sources {
+			p := field.NewPath("spec", "volumes").Index(i).Child("projected", "sources").Index(j)
+			switch {
+			case src.ServiceAccountToken != nil:
+				invalid = append(invalid, field.Forbidden(p.Child("serviceAccountToken"), "a static pod may not reference a ServiceAccount"))
+			case src.ConfigMap != nil:
+				invalid = append(invalid, field.Forbidden(p.Child("configMap"), "a static pod may not reference a ConfigMap"))
+			}
+		}
+	}
 	if len(invalid) > 0 {
 		return nil, errors.Join(invalid...)
 	}

@@ -196,6 +196,15 @@ spec:
 		{"service account", minimalManifest + "  serviceAccountName: default\n  serviceAccount: default\n", "n1",
 			[]string{"spec.serviceAccountName: Forbidden: a static pod may not reference a ServiceAccount",
 				"spec.serviceAccount: Forbidden"}},
+		{"projected API references", minimalManifest + `  volumes:
+  - name: p
+    projected:
+      sources:
+      - serviceAccountToken: {path: token}
+      - configMap: {name: cm}
+      - downwardAPI: {items: [{path: ns, fieldRef: {fieldPath: metadata.namespace}}]}
+`, "n1", []string{"spec.volumes[0].projected.sources[0].serviceAccountToken: Forbidden",
+			"spec.volumes[0].projected.sources[1].configMap: Forbidden"}},
 		{"no node name", minimalManifest, "", []string{"node name is empty"}},
 		{"too large", minimalManifest + "# " + strings.Repeat("x", MaxManifestSize) + "\n", "n1", []string{"more than the"}},
 	}

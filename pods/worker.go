@@ -175,6 +175,13 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 // it acted (the caller syncs again once the PLEG saw it), when a held-back
 // container may restart, and the first error.
 func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (bool, time.Time, error) {
+	if w.m.terminatingSibling(w, pod) {
+		// Another pod of the same name (the previous version of a static
+		// pod, or a deleted API pod) is still stopping: as kubelet, start
+		// only once it is gone (its end wakes this worker).
+		w.setStatus(pod, rs, nil, false, now)
+		return false, now.Add(w.m.opts.ResyncPeriod), nil
+	}
 	var retryAt time.Time
 	if w.source == SourceFile && !w.m.ensureMirror(ctx, pod) {
 		retryAt = now.Add(mirrorRetry)
@@ -278,8 +285,13 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	return vols, nil
 }
 
+// logDir holds a pod's container logs (kubelet's /var/log/pods layout).
+func (w *worker) logDir(pod *v1.Pod) string {
+	return filepath.Join(w.m.opts.RootDir, "logs", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+}
+
 func (w *worker) logPath(pod *v1.Pod, name string, attempt uint32) string {
-	return filepath.Join(w.m.opts.RootDir, "logs", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), name, strconv.FormatUint(uint64(attempt), 10)+".log")
+	return filepath.Join(w.logDir(pod), name, strconv.FormatUint(uint64(attempt), 10)+".log")
 }
 
 // start creates and starts one attempt of a container. Its failure reason
@@ -587,6 +599,8 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 	}
 	if err := TeardownVolumes(w.podDir()); err != nil {
 		errs = append(errs, err)
+	} else if w.m.projector != nil {
+		w.m.projector.Forget(w.uid)
 	}
 	if err := w.m.netns.Remove(w.netnsPath()); err != nil {
 		errs = append(errs, err)
@@ -598,6 +612,9 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 	}
 	if len(errs) == 0 {
 		if err := os.RemoveAll(w.podDir()); err != nil {
+			errs = append(errs, err)
+		}
+		if err := os.RemoveAll(w.logDir(pod)); err != nil {
 			errs = append(errs, err)
 		}
 	}
