@@ -453,9 +453,9 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 	}
 }
 
-// manifestError reports a static pod file that cannot be used.
+// manifestError reports a static pod file that cannot be used as an Event
+// on the Node (the static source logs it).
 func (m *Manager) manifestError(e ManifestError) {
-	m.log.Error("static pod manifest skipped", "path", e.Path, "err", e.Err)
 	if m.rec == nil {
 		return
 	}
