@@ -35,6 +35,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,6 +61,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -96,6 +98,8 @@ type options struct {
 	modes      []string
 	jsonOut    string
 	logDir     string
+	floor      int
+	rssBatch   int
 }
 
 func main() {
@@ -111,6 +115,8 @@ func main() {
 	fs.DurationVar(&o.podTimeout, "pod-timeout", 2*time.Minute, "how long a pod may take to run before the run fails")
 	modes := fs.String("modes", modeEvent+","+modeRelist, "PLEG modes to run: event, relist")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
+	fs.IntVar(&o.rssBatch, "rss-batch", 10, "the memory phase creates its pods in batches of this many, each batch Running before the next (bursts of 100 overload containerd on a small machine and the retries would distort the memory figures)")
+	fs.IntVar(&o.floor, "floor", 50, "containers for the runtime floor phase (0: skip it)")
 	fs.StringVar(&o.logDir, "logs", "", "copy the agents' logs (JSON) to this directory at the end, also after an error")
 	_ = fs.Parse(os.Args[1:])
 	for _, m := range strings.Split(*modes, ",") {
@@ -120,7 +126,7 @@ func main() {
 		}
 		o.modes = append(o.modes, m)
 	}
-	if o.pods <= 0 || o.rssPods < 0 || o.settle < 0 || o.idle <= 0 || o.podTimeout <= 0 {
+	if o.pods <= 0 || o.rssPods < 0 || o.floor < 0 || o.rssBatch <= 0 || o.settle < 0 || o.idle <= 0 || o.podTimeout <= 0 {
 		fmt.Fprintln(os.Stderr, "pods: -pods, -idle and -pod-timeout must be positive; -rss-pods and -settle not negative")
 		os.Exit(2)
 	}
@@ -160,6 +166,22 @@ type latencyResult struct {
 	Started stats `json:"started"`
 	// AllRunningMs is the first create → the last pod seen Running.
 	AllRunningMs float64 `json:"allRunningMs"`
+
+	raw struct{ running, started, status []time.Duration }
+}
+
+// mergeLatency summarizes several batches as one phase (AllRunningMs is the
+// sum of the batches').
+func mergeLatency(mode, phase string, lrs []latencyResult) latencyResult {
+	out := latencyResult{Mode: mode, Phase: phase}
+	for _, l := range lrs {
+		out.raw.running = append(out.raw.running, l.raw.running...)
+		out.raw.started = append(out.raw.started, l.raw.started...)
+		out.raw.status = append(out.raw.status, l.raw.status...)
+		out.AllRunningMs += l.AllRunningMs
+	}
+	out.Running, out.Started, out.FirstStatus = summarize(out.raw.running), summarize(out.raw.started), summarize(out.raw.status)
+	return out
 }
 
 type memSample struct {
@@ -183,16 +205,19 @@ type memSample struct {
 }
 
 type result struct {
-	Started     string                 `json:"started"`
-	Machine     string                 `json:"machine"`
-	LoadStart   string                 `json:"loadAverageStart"`
-	LoadEnd     string                 `json:"loadAverageEnd"`
-	Idle        string                 `json:"idleWindow"`
-	Settle      string                 `json:"settle"`
-	Latency     []latencyResult        `json:"latency"`
-	Memory      map[string][]memSample `json:"memory"` // mode → samples
-	Containerd  string                 `json:"containerd"`
-	ClusterNote string                 `json:"cluster"`
+	Started   string                 `json:"started"`
+	Machine   string                 `json:"machine"`
+	LoadStart string                 `json:"loadAverageStart"`
+	LoadEnd   string                 `json:"loadAverageEnd"`
+	Idle      string                 `json:"idleWindow"`
+	Settle    string                 `json:"settle"`
+	Latency   []latencyResult        `json:"latency"`
+	Memory    map[string][]memSample `json:"memory"` // mode → samples
+	Floor     []floorResult          `json:"runtimeFloor"`
+	// Warnings counts the agents' WARN log lines by message, per mode.
+	Warnings    map[string]map[string]int `json:"agentWarnings"`
+	Containerd  string                    `json:"containerd"`
+	ClusterNote string                    `json:"cluster"`
 }
 
 type bench struct {
@@ -267,11 +292,18 @@ func run(ctx context.Context, o options) error {
 			break
 		}
 		a := b.agents[m]
-		names, lr, err := b.startPods(ctx, a, "many", fmt.Sprintf("burst of %d (memory phase)", o.rssPods), o.rssPods, false)
-		if err != nil {
-			return err
+		var names []string
+		var lrs []latencyResult
+		for len(names) < o.rssPods {
+			n := min(o.rssBatch, o.rssPods-len(names))
+			batch, lr, err := b.startPods(ctx, a, fmt.Sprintf("many%d", len(names)), "", n, false)
+			names = append(names, batch...)
+			if err != nil {
+				return err
+			}
+			lrs = append(lrs, lr)
 		}
-		res.Latency = append(res.Latency, lr)
+		res.Latency = append(res.Latency, mergeLatency(a.mode, fmt.Sprintf("%d pods in bursts of %d (memory phase)", o.rssPods, o.rssBatch), lrs))
 		progress("%s: %d pods running; settling %s", m, o.rssPods, o.settle)
 		if err := sleep(ctx, o.settle); err != nil {
 			return err
@@ -294,7 +326,22 @@ func run(ctx context.Context, o options) error {
 		ms.When = "after deleting them"
 		res.Memory[m] = append(res.Memory[m], ms)
 	}
+	if o.floor > 0 {
+		for _, burst := range []bool{false, true} {
+			fr, err := b.runtimeFloor(ctx, o.floor, burst)
+			if err != nil {
+				return fmt.Errorf("runtime floor: %w", err)
+			}
+			res.Floor = append(res.Floor, fr)
+		}
+	}
 	res.LoadEnd = loadavg()
+	res.Warnings = map[string]map[string]int{}
+	for m, a := range b.agents {
+		if res.Warnings[m], err = warnings(a.logPath()); err != nil {
+			return err
+		}
+	}
 	report(os.Stdout, res, o)
 	if o.jsonOut != "" {
 		data, _ := json.MarshalIndent(res, "", "  ")
@@ -640,7 +687,7 @@ func (b *bench) latencyPhase(ctx context.Context, a *agentProc, phase string, n 
 // all are Running.
 func (b *bench) startPods(ctx context.Context, a *agentProc, key, phase string, n int, sequential bool) ([]string, latencyResult, error) {
 	lr := latencyResult{Mode: a.mode, Phase: phase}
-	progress("%s: %s, %d pods", a.mode, phase, n)
+	progress("%s: %s, %d pods", a.mode, cmp.Or(phase, key), n)
 	var names []string
 	created := map[string]time.Time{}
 	for i := 0; i < n; i++ {
@@ -689,9 +736,30 @@ func (b *bench) startPods(ctx context.Context, a *agentProc, key, phase string, 
 		}
 	}
 	lr.Started = summarize(started)
+	lr.raw.running, lr.raw.started, lr.raw.status = run, started, status
 	lr.AllRunningMs = ms(last.Sub(first))
 	progress("%s: %s: p50 %.0f ms, p99 %.0f ms, max %.0f ms", a.mode, phase, lr.Running.P50, lr.Running.P99, lr.Running.Max)
 	return names, lr, nil
+}
+
+// warnings counts the WARN and ERROR lines of the agent's JSON log by
+// message.
+func warnings(path string) (map[string]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		var l struct{ Level, Msg string }
+		if json.Unmarshal(sc.Bytes(), &l) == nil && (l.Level == "WARN" || l.Level == "ERROR") {
+			out[l.Msg]++
+		}
+	}
+	return out, sc.Err()
 }
 
 // startedTimes reads the agent's JSON log: pod → when its first container
@@ -953,6 +1021,114 @@ func (b *bench) cleanup() {
 	}
 }
 
+// floorResult is what the same container start costs without the agent:
+// this program calling the runtime adapter directly.
+type floorResult struct {
+	Phase string `json:"phase"`
+	NetNS stats  `json:"netns"`  // netns.Create
+	Image stats  `json:"image"`  // GetImage
+	Creat stats  `json:"create"` // CreateContainer
+	Start stats  `json:"start"`  // StartContainer
+	Total stats  `json:"total"`  // from the phase's start (burst) or the container's start (sequential) to started
+}
+
+// runtimeFloor starts n containers the way a pod worker does (network
+// namespace, image lookup, create with a log file, start) through the
+// runtime adapter in process, one after the other or all at once, in a
+// containerd namespace of its own, and removes them.
+func (b *bench) runtimeFloor(ctx context.Context, n int, burst bool) (floorResult, error) {
+	fr := floorResult{Phase: "sequential"}
+	if burst {
+		fr.Phase = "burst"
+	}
+	progress("runtime floor: %s, %d containers", fr.Phase, n)
+	rt, err := runtime.New(runtime.Options{Address: b.state.ContainerdAddress, Namespace: "bench-pods-floor", Logger: b.log, CallTimeout: time.Minute})
+	if err != nil {
+		return fr, err
+	}
+	defer rt.Close()
+	dir := filepath.Join(b.workDir, "floor")
+	nsDir := filepath.Join(dir, "netns")
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := removeContainers(cctx, rt); err != nil {
+			fmt.Fprintln(os.Stderr, "runtime floor cleanup:", err)
+		}
+		es, _ := os.ReadDir(nsDir)
+		for _, e := range es {
+			_ = netns.Remove(filepath.Join(nsDir, e.Name()))
+		}
+	}()
+	if err := removeContainers(ctx, rt); err != nil {
+		return fr, err
+	}
+	if err := testimage.Import(ctx, rt); err != nil {
+		return fr, err
+	}
+	type times struct{ netns, image, create, start, total time.Duration }
+	one := func(i int, t0 time.Time) (times, error) {
+		var t times
+		uid := fmt.Sprintf("floor-%s-%s-%d", b.runID, fr.Phase, i)
+		nsPath := filepath.Join(nsDir, uid)
+		a := time.Now()
+		if err := netns.Create(nsPath); err != nil {
+			return t, err
+		}
+		b1 := time.Now()
+		img, err := rt.GetImage(ctx, testimage.Ref)
+		if err != nil {
+			return t, err
+		}
+		_ = img
+		b2 := time.Now()
+		id, err := rt.CreateContainer(ctx, runtime.ContainerSpec{
+			Pod:       runtime.PodRef{UID: types.UID(uid), Name: uid, Namespace: "bench"},
+			Name:      "c",
+			Image:     testimage.Ref,
+			Command:   []string{"sleep", "3600"},
+			LogPath:   filepath.Join(dir, "logs", uid+".log"),
+			NetNSPath: nsPath,
+		})
+		if err != nil {
+			return t, err
+		}
+		b3 := time.Now()
+		if err := rt.StartContainer(ctx, id); err != nil {
+			return t, err
+		}
+		b4 := time.Now()
+		return times{netns: b1.Sub(a), image: b2.Sub(b1), create: b3.Sub(b2), start: b4.Sub(b3), total: b4.Sub(t0)}, nil
+	}
+	all := make([]times, n)
+	errs := make([]error, n)
+	if burst {
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for i := range n {
+			wg.Add(1)
+			go func() { defer wg.Done(); all[i], errs[i] = one(i, t0) }()
+		}
+		wg.Wait()
+	} else {
+		for i := range n {
+			if all[i], errs[i] = one(i, time.Now()); errs[i] != nil {
+				break
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fr, err
+	}
+	var ns, im, cr, st, tot []time.Duration
+	for _, t := range all {
+		ns, im, cr, st, tot = append(ns, t.netns), append(im, t.image), append(cr, t.create), append(st, t.start), append(tot, t.total)
+	}
+	fr.NetNS, fr.Image, fr.Creat, fr.Start, fr.Total = summarize(ns), summarize(im), summarize(cr), summarize(st), summarize(tot)
+	progress("runtime floor: %s: total p50 %.0f ms, p99 %.0f ms", fr.Phase, fr.Total.P50, fr.Total.P99)
+	return fr, nil
+}
+
 // copyLogs copies the agents' logs to -logs.
 func (b *bench) copyLogs() {
 	if err := os.MkdirAll(b.o.logDir, 0o755); err != nil {
@@ -1047,6 +1223,28 @@ func report(w io.Writer, r result, o options) {
 			fmt.Fprintf(w, "| %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %s | %s | %s |\n", modeTitle[m], s.Pods, s.When,
 				s.RSSMiB, s.AnonMiB, s.FileMiB, s.HeapInuse, s.HeapObjects, s.Goroutines, cpu, pct, cd)
 		}
+	}
+	if len(r.Floor) > 0 {
+		fmt.Fprintln(w, "\nRuntime floor: the same container start without the agent (network namespace, image lookup, create with a log file, start), in process (ms, p50 / p99):")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| phase | containers | netns | image | create | start | total p50 | total p90 | total p99 | total max |")
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+		for _, f := range r.Floor {
+			fmt.Fprintf(w, "| %s | %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f | %.0f | %.0f | %.0f |\n", f.Phase, f.Total.N,
+				f.NetNS.P50, f.NetNS.P99, f.Image.P50, f.Image.P99, f.Creat.P50, f.Creat.P99, f.Start.P50, f.Start.P99, f.Total.P50, f.Total.P90, f.Total.P99, f.Total.Max)
+		}
+	}
+	fmt.Fprintln(w)
+	for _, m := range o.modes {
+		var ws []string
+		for msg, n := range r.Warnings[m] {
+			ws = append(ws, fmt.Sprintf("%d× %q", n, msg))
+		}
+		sort.Strings(ws)
+		if len(ws) == 0 {
+			ws = []string{"none"}
+		}
+		fmt.Fprintf(w, "Agent warnings (%s): %s.\n", modeTitle[m], strings.Join(ws, ", "))
 	}
 	fmt.Fprintln(w)
 	for _, l := range r.Latency {
