@@ -14,7 +14,6 @@ package pods
 // makes are what runc bind-mounts into containers.
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,6 +28,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/nodeagent/nodeagent/internal/mountinfo"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -285,59 +285,23 @@ func isMountPoint(dir string) (bool, error) {
 
 // mountsUnder lists the mount points strictly below dir.
 func mountsUnder(dir string) ([]string, error) {
-	mps, err := readMountPoints()
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, mp := range mps {
-		if strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	return out, nil
+	return mountinfo.MountPointsUnder(ms, dir), nil
 }
 
-// readMountPoints returns the mount points of the agent's mount namespace
-// (field 5 of /proc/self/mountinfo, unescaped).
+// readMountPoints returns the mount points of the agent's mount namespace,
+// unescaped.
 func readMountPoints() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		out = append(out, unescapeMountPath(fields[4]))
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read /proc/self/mountinfo: %w", err)
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.MountPoint
 	}
 	return out, nil
-}
-
-// unescapeMountPath undoes the kernel's octal escapes (\040 for a space,
-// \011, \012, \134) in mountinfo paths.
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

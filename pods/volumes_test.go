@@ -347,18 +347,3 @@ func TestVolumesContainerMounts(t *testing.T) {
 		})
 	}
 }
-
-func TestVolumesUnescapeMountPath(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a/b`:           "/a/b",
-		`/pod\040dir/v`:  "/pod dir/v",
-		`/t\011ab\012nl`: "/t\tab\nnl",
-		`/back\134slash`: `/back\slash`,
-		`/trailing\04`:   `/trailing\04`,
-		`/not\999octal`:  `/not\999octal`,
-	} {
-		if got := unescapeMountPath(in); got != want {
-			t.Errorf("unescapeMountPath(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeagent/nodeagent/internal/mountinfo"
 )
 
 // RemovePodCgroup removes the pod's cgroup (Options.CgroupParent/<uid>)
@@ -34,22 +35,11 @@ func (r *Runtime) RemovePodCgroup(uid types.UID) error {
 }
 
 // cgroupMounts lists the mount points of every cgroup (v1) and cgroup2
-// filesystem.
+// filesystem; none if the mount table cannot be read.
 func cgroupMounts() []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	var roots []string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		for i, fl := range fields {
-			if fl == "-" && i+1 < len(fields) && (fields[i+1] == "cgroup" || fields[i+1] == "cgroup2") && len(fields) > 4 {
-				roots = append(roots, fields[4])
-			}
-		}
-	}
-	return roots
+	return mountinfo.CgroupMountPoints(ms)
 }

@@ -1,7 +1,6 @@
 package localcluster
 
 import (
-	"bufio"
 	"encoding/base64"
 	"errors"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodeagent/nodeagent/internal/mountinfo"
 )
 
 func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -107,19 +108,11 @@ func ppid(pid int) int {
 
 // unmountBelow lazily unmounts every mount point below dir, deepest first.
 func unmountBelow(dir string) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	var mounts []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
-			mounts = append(mounts, fields[4])
-		}
-	}
+	mounts := mountinfo.MountPointsUnder(ms, dir)
 	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
 	for _, m := range mounts {
 		_ = syscall.Unmount(m, syscall.MNT_DETACH)

@@ -1,7 +1,6 @@
 package testimage
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nodeagent/nodeagent/internal/localcluster"
+	"github.com/nodeagent/nodeagent/internal/mountinfo"
 )
 
 // Containerd is a private containerd daemon: its root, state and sockets
@@ -251,22 +251,11 @@ func (c *Containerd) Close() error {
 
 // cgroupRoots are the mounted cgroup hierarchies (v1 controllers and v2).
 func cgroupRoots() []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	var roots []string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		for i, fl := range fields {
-			if fl == "-" && i+1 < len(fields) && (fields[i+1] == "cgroup" || fields[i+1] == "cgroup2") {
-				roots = append(roots, fields[4])
-			}
-		}
-	}
-	return roots
+	return mountinfo.CgroupMountPoints(ms)
 }
 
 func killCgroup(parent string) {
@@ -328,18 +317,13 @@ func killShims(address string) {
 	}
 }
 
+// unmountUnder lazily unmounts every mount point below dir, deepest first.
 func unmountUnder(dir string) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return
 	}
-	var mps []string
-	for _, l := range strings.Split(string(data), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			mps = append(mps, f[4])
-		}
-	}
+	mps := mountinfo.MountPointsUnder(ms, dir)
 	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
 	for _, mp := range mps {
 		_ = syscall.Unmount(mp, syscall.MNT_DETACH)
