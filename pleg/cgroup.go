@@ -1,7 +1,6 @@
 package pleg
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/nodeagent/nodeagent/internal/mountinfo"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -56,22 +57,14 @@ type cgroupWatcher struct {
 
 // findCgroup2Root returns the mount point of the cgroup2 filesystem.
 func findCgroup2Root() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		for i, fl := range fields {
-			if fl == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && len(fields) > 4 {
-				return fields[4], nil
-			}
+	for _, m := range ms {
+		if m.FSType == "cgroup2" {
+			return m.MountPoint, nil
 		}
-	}
-	if err := s.Err(); err != nil {
-		return "", err
 	}
 	return "", errors.New("no cgroup2 (unified) hierarchy mounted")
 }
