@@ -36,13 +36,13 @@ type Mount struct {
 	Source string
 }
 
-// path is the mount table of the process's mount namespace.
-const path = "/proc/self/mountinfo"
+// selfMountinfo is the mount table of the process's mount namespace.
+const selfMountinfo = "/proc/self/mountinfo"
 
 // Read returns the mounts of the calling process's mount namespace in the
 // kernel's order (a mount comes after the mount it is on).
 func Read() ([]Mount, error) {
-	f, err := os.Open(path)
+	f, err := os.Open(selfMountinfo)
 	if err != nil {
 		return nil, fmt.Errorf("mountinfo: %w", err)
 	}
