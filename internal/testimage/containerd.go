@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -179,6 +181,33 @@ func (c *Containerd) Pid() int {
 	return c.cmd.Process.Pid
 }
 
+// starts runs exec.Cmd.Start on one OS thread that lives as long as the
+// process: Pdeathsig fires when the *thread* that forked the child exits,
+// and Go lets a thread exit when a goroutine that locked it ends (as
+// internal/netns does on purpose), which would kill the daemon mid-test.
+var starts = make(chan startReq)
+
+type startReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+var startThreadOnce sync.Once
+
+func startOnStableThread(cmd *exec.Cmd) error {
+	startThreadOnce.Do(func() {
+		go func() {
+			goruntime.LockOSThread() // never unlocked: the thread never exits
+			for r := range starts {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	starts <- startReq{cmd: cmd, done: done}
+	return <-done
+}
+
 // Start starts the daemon (again) and waits until its socket accepts
 // connections.
 func (c *Containerd) Start() error {
@@ -193,7 +222,7 @@ func (c *Containerd) Start() error {
 	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := startOnStableThread(cmd); err != nil {
 		log.Close()
 		return fmt.Errorf("start containerd: %w", err)
 	}
