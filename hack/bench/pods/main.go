@@ -19,13 +19,20 @@
 //   - idle, 0 pods: RSS, and CPU over the idle window (both agents at once);
 //   - sequential: create a pod, wait until it is Running, create the next;
 //   - burst: create all pods back to back;
-//   - many pods: create -rss-pods pods back to back, wait until all are
-//     Running, wait -settle, then RSS, Go heap (from /metrics) and CPU over
-//     the idle window; delete them, wait -settle, RSS again.
+//   - many pods: create -rss-pods pods in bursts of -rss-batch (each burst
+//     Running before the next), wait -settle, then RSS, Go heap (from
+//     /metrics) and CPU over the idle window; delete them, wait -settle,
+//     RSS again;
+//   - runtime floor: the same container starts without the agent, through
+//     the runtime adapter in this process (network namespace, image lookup,
+//     create, start), one after the other and all at once, in a containerd
+//     namespace of their own: what containerd, the shim and runc cost.
 //
 // Latency of a pod: from just before its Create call to the moment an
 // informer (a watch on the node's pods, as admin) first sees phase Running
-// with every container running. Pods are deleted (grace period 1s) and their
+// with every container running. The agents log JSON; their "started
+// container" lines split that time into the agent's work up to a started
+// container and the rest (detection, status patch, watch). Pods are deleted (grace period 1s) and their
 // containers gone between phases. Everything the run creates is removed at
 // the end, also after an error or Ctrl-C.
 //
@@ -618,7 +625,8 @@ func podRunning(p *corev1.Pod) bool {
 	return true
 }
 
-// waitFor waits until cond holds on the tracker (called with t.mu held).
+// waitFor waits until cond, called with t.mu held, holds or fails, the
+// agent exits, ctx ends or timeout passes.
 func (t *tracker) waitFor(ctx context.Context, timeout time.Duration, exited <-chan struct{}, cond func() (bool, error)) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -738,7 +746,7 @@ func (b *bench) startPods(ctx context.Context, a *agentProc, key, phase string, 
 	lr.Started = summarize(started)
 	lr.raw.running, lr.raw.started, lr.raw.status = run, started, status
 	lr.AllRunningMs = ms(last.Sub(first))
-	progress("%s: %s: p50 %.0f ms, p99 %.0f ms, max %.0f ms", a.mode, phase, lr.Running.P50, lr.Running.P99, lr.Running.Max)
+	progress("%s: %s: p50 %.0f ms, p99 %.0f ms, max %.0f ms", a.mode, cmp.Or(phase, key), lr.Running.P50, lr.Running.P99, lr.Running.Max)
 	return names, lr, nil
 }
 
