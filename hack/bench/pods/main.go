@@ -1100,9 +1100,14 @@ func (b *bench) runtimeFloor(ctx context.Context, n int, burst bool) (floorResul
 		if err := removeContainers(cctx, rt); err != nil {
 			fmt.Fprintln(os.Stderr, "runtime floor cleanup:", err)
 		}
+		// One network namespace per pod UID; the pod cgroups are left to
+		// the caller of the runtime (the agent), here to us.
 		es, _ := os.ReadDir(nsDir)
 		for _, e := range es {
 			_ = netns.Remove(filepath.Join(nsDir, e.Name()))
+			if err := rt.RemovePodCgroup(types.UID(e.Name())); err != nil {
+				fmt.Fprintln(os.Stderr, "runtime floor cleanup:", err)
+			}
 		}
 	}()
 	if err := removeContainers(ctx, rt); err != nil {
