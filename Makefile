@@ -45,7 +45,7 @@ test-unit:
 	NODEAGENT_SKIP_CLUSTER=1 go test ./...
 
 fuzz-smoke:
-	go test ./config -run='^$$' -fuzz=FuzzDecode -fuzztime=10s
+	go test ./config -run='^$$' -fuzz=FuzzDecode -fuzztime=10s -fuzzminimizetime=200x
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

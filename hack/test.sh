@@ -32,7 +32,7 @@ go test -count=1 -timeout 20m $pkgs || status=1
 go test -count=1 -timeout 10m ./pleg || status=1
 
 phase "config decoder fuzzing (10s)"
-go test ./config -run='^$' -fuzz=FuzzDecode -fuzztime=10s || status=1
+go test ./config -run='^$' -fuzz=FuzzDecode -fuzztime=10s -fuzzminimizetime=200x || status=1
 
 if [ -z "${SKIP_CONFORMANCE:-}" ] && [ -x hack/conformance.sh ]; then
   phase "upstream NodeLease conformance"
