@@ -221,7 +221,7 @@ func TestPodRunsWithInitContainersAndReportsStatus(t *testing.T) {
   initContainers:
   - name: first
     image: %[1]s
-    command: ["sh", "-c", "echo -n 1 >> /data/order"]
+    command: ["sh", "-c", "sleep 1; echo -n 1 >> /data/order"]
     volumeMounts: [{name: data, mountPath: /data}]
   - name: second
     image: %[1]s
@@ -254,6 +254,13 @@ func TestPodRunsWithInitContainersAndReportsStatus(t *testing.T) {
     - {name: mem, mountPath: /mem}
 `, testimage.Ref)), "apply", "-f", "-")
 
+	// While the first init container runs: Pending, the app container
+	// waiting with PodInitializing, Initialized=False.
+	a.waitPod(ctx, name, 30*time.Second, "Pending while initialising", func(p *corev1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return p.Status.Phase == corev1.PodPending && p.Status.StartTime != nil && len(cs) == 1 && cs[0].State.Waiting != nil &&
+			cs[0].State.Waiting.Reason == "PodInitializing" && podCondition(p, corev1.PodInitialized) == corev1.ConditionFalse
+	})
 	p := a.waitPod(ctx, name, 30*time.Second, "Running with every container running", running)
 	if got := podCondition(p, corev1.PodReady); got != corev1.ConditionTrue {
 		t.Errorf("Ready = %q", got)

@@ -201,6 +201,11 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		w.setStatus(pod, rs, p.waiting, true, now)
 		return false, p.wakeAt, nil
 	}
+	if w.status == nil {
+		// A new pod says Pending/ContainerCreating (with its start time)
+		// before the first start, which may pull an image.
+		w.setStatus(pod, rs, p.waiting, true, now)
+	}
 	var errs []error
 	for _, k := range p.kill {
 		w.log.Info("stopping container", "container", k.c.Name, "containerID", k.c.ID, "reason", k.reason)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -27,8 +28,22 @@ func (r *Runtime) RemovePodCgroup(uid types.UID) error {
 	var errs []error
 	for _, root := range cgroupMounts() {
 		dir := filepath.Join(root, rel)
-		if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("runtime: remove pod cgroup %s: %w", dir, err))
+		// Children first: a container whose task creation was cancelled
+		// can leave its (empty) cgroup behind, which would keep the pod's
+		// busy forever. rmdir only ever removes empty cgroups, so a
+		// container that still runs makes this fail, as it should.
+		var dirs []string
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("runtime: remove pod cgroup %s: %w", dirs[i], err))
+				break
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -48,6 +48,12 @@ func TestRemovePodCgroup(t *testing.T) {
 	if len(podCgroups()) == 0 {
 		t.Fatal("pod cgroup gone with its container: the test proves nothing")
 	}
+	// An empty container cgroup left behind (a cancelled task creation)
+	// does not keep the pod's cgroup busy.
+	leftover := filepath.Join(podCgroups()[0], "leftover-container")
+	if err := os.Mkdir(leftover, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := rt.RemovePodCgroup(types.UID("uid-cg")); err != nil {
 		t.Fatal(err)
 	}

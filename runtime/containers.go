@@ -242,7 +242,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 			return "", fmt.Errorf("runtime: create container %s/%s %s: network namespace: %w", spec.Pod.Namespace, spec.Pod.Name, spec.Name, err)
 		}
 	}
-	ctx, cancel := r.callCtx(ctx)
+	ctx, cancel := r.startCtx(ctx)
 	defer cancel()
 	rec, err := r.lookupImage(ctx, spec.Image)
 	if err != nil {
@@ -341,7 +341,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 // StartContainer starts a created container. A container runs at most once:
 // starting it again fails with ErrFailedPrecondition (create a new attempt).
 func (r *Runtime) StartContainer(ctx context.Context, id string) error {
-	ctx, cancel := r.callCtx(ctx)
+	ctx, cancel := r.startCtx(ctx)
 	defer cancel()
 	c, err := r.client.LoadContainer(ctx, id)
 	if err != nil {

@@ -12,8 +12,10 @@
 // Every call that reaches containerd runs under a timeout (Options.CallTimeout,
 // default 10s, on top of any deadline the caller's context already has), so a
 // hung daemon or shim can delay a caller but never block it forever.
-// StopContainer additionally waits up to its grace period, and PullImage
-// runs under Options.PullTimeout (default 5m) instead.
+// StopContainer additionally waits up to its grace period; CreateContainer
+// and StartContainer run under Options.StartTimeout (default 2m: under load a
+// start takes seconds, and giving up throws the work away), and PullImage
+// under Options.PullTimeout (default 5m) instead.
 //
 // Images: references are normalised as Docker and kubelet do
 // (NormalizeImageRef: "busybox" is "docker.io/library/busybox:latest"), so a

@@ -33,6 +33,11 @@ type Options struct {
 	CallTimeout time.Duration
 	// PullTimeout bounds one image pull; default 5m.
 	PullTimeout time.Duration
+	// StartTimeout bounds creating or starting one container (snapshot,
+	// shim, runc): under load these take far longer than a plain call, and
+	// giving up throws finished work away; default 2m (kubelet's
+	// runtimeRequestTimeout).
+	StartTimeout time.Duration
 	// DialTimeout bounds the initial connection; default 10s.
 	DialTimeout time.Duration
 	// Snapshotter used for container root filesystems; default "overlayfs".
@@ -51,6 +56,7 @@ const (
 	DefaultNamespace    = "k8s.io"
 	DefaultCallTimeout  = 10 * time.Second
 	DefaultPullTimeout  = 5 * time.Minute
+	DefaultStartTimeout = 2 * time.Minute
 	DefaultSnapshotter  = "overlayfs"
 	DefaultCgroupParent = "/nodeagent"
 )
@@ -68,6 +74,12 @@ func (o *Options) setDefaults() error {
 	}
 	if o.CallTimeout < 0 {
 		return fmt.Errorf("runtime: negative call timeout %s", o.CallTimeout)
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.StartTimeout < 0 {
+		return fmt.Errorf("runtime: negative start timeout %s", o.StartTimeout)
 	}
 	if o.PullTimeout == 0 {
 		o.PullTimeout = DefaultPullTimeout
@@ -138,6 +150,12 @@ func (r *Runtime) Namespace() string { return r.opts.Namespace }
 func (r *Runtime) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx = namespaces.WithNamespace(ctx, r.opts.Namespace)
 	return context.WithTimeout(ctx, r.opts.CallTimeout)
+}
+
+// startCtx is callCtx for creating and starting containers.
+func (r *Runtime) startCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx = namespaces.WithNamespace(ctx, r.opts.Namespace)
+	return context.WithTimeout(ctx, max(r.opts.StartTimeout, r.opts.CallTimeout))
 }
 
 // convertErr maps containerd's error classes onto ours, keeping the cause.
