@@ -3,20 +3,19 @@ package config
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	yamlv2 "go.yaml.in/yaml/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodeagent/nodeagent/internal/yamldoc"
 )
 
 // document is one decoded configuration file, translated to the
@@ -51,7 +50,7 @@ func decode(source string, data []byte) (*document, []Problem) {
 	fail := func(field, detail string, err error) (*document, []Problem) {
 		return nil, []Problem{{Source: source, Field: field, Detail: detail, Err: err}}
 	}
-	if n, err := countDocuments(data); err != nil {
+	if n, err := yamldoc.Count(data, 1); err != nil {
 		return fail("", "YAML syntax error: "+trimYAMLError(err), err)
 	} else if n > 1 {
 		return fail("", fmt.Sprintf("found %d YAML documents; a configuration file holds exactly one", n), nil)
@@ -103,29 +102,6 @@ func decode(source string, data []byte) (*document, []Problem) {
 		doc.obj, doc.unsupported = fromKubelet(obj)
 	}
 	return doc, withLines(probs)
-}
-
-// countDocuments counts the YAML documents in data; a syntax error is
-// returned with its line number.
-func countDocuments(data []byte) (int, error) {
-	d := yamlv2.NewDecoder(bytes.NewReader(data))
-	n := 0
-	for {
-		var v any
-		err := d.Decode(&v)
-		if errors.Is(err, io.EOF) {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-		if v != nil {
-			n++
-		}
-		if n > 1 {
-			return n, nil
-		}
-	}
 }
 
 func trimYAMLError(err error) string {

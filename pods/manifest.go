@@ -10,13 +10,14 @@ import (
 	"io"
 	"strings"
 
-	yamlv2 "go.yaml.in/yaml/v2"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodeagent/nodeagent/internal/yamldoc"
 )
 
 // MaxManifestSize is the largest static pod manifest DecodeManifest reads
@@ -171,7 +172,7 @@ func manifestJSON(data []byte) ([]byte, error) {
 			return raw, nil
 		}
 	}
-	n, err := countDocuments(data)
+	n, err := yamldoc.Count(data, 0)
 	if err != nil {
 		return nil, fmt.Errorf("YAML syntax error: %w", err)
 	}
@@ -189,25 +190,6 @@ func manifestJSON(data []byte) ([]byte, error) {
 		return nil, errors.New("the top level must be a mapping with apiVersion: v1 and kind: Pod")
 	}
 	return j, nil
-}
-
-// countDocuments counts the non-empty YAML documents in data.
-func countDocuments(data []byte) (int, error) {
-	d := yamlv2.NewDecoder(bytes.NewReader(data))
-	n := 0
-	for {
-		var v any
-		err := d.Decode(&v)
-		if errors.Is(err, io.EOF) {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-		if v != nil {
-			n++
-		}
-	}
 }
 
 // manifestUID hashes the completed pod with the node and the file's path.

@@ -480,19 +480,29 @@ func downwardAPIValue(pod *v1.Pod, item v1.DownwardAPIVolumeFile) (string, error
 		return "", fmt.Errorf("fieldRef: unsupported apiVersion %q", v)
 	}
 	switch fp := item.FieldRef.FieldPath; fp {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
 	case "metadata.labels":
 		return formatMap(pod.Labels), nil
 	case "metadata.annotations":
 		return formatMap(pod.Annotations), nil
 	default:
+		if v, ok := metadataField(pod, fp); ok {
+			return v, nil
+		}
 		return "", fmt.Errorf("fieldRef: unsupported fieldPath %q", fp)
 	}
+}
+
+// metadataField is the value of a fieldRef to the pod's identity.
+func metadataField(pod *v1.Pod, path string) (string, bool) {
+	switch path {
+	case "metadata.name":
+		return pod.Name, true
+	case "metadata.namespace":
+		return pod.Namespace, true
+	case "metadata.uid":
+		return string(pod.UID), true
+	}
+	return "", false
 }
 
 // formatMap writes m as sorted key="value" lines (Go-quoted values), with

@@ -452,13 +452,10 @@ func (w *worker) envOf(pod *v1.Pod, c *v1.Container) ([]string, error) {
 }
 
 func (w *worker) fieldValue(pod *v1.Pod, path string) (string, error) {
+	if v, ok := metadataField(pod, path); ok {
+		return v, nil
+	}
 	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
 	case "spec.nodeName":
 		return w.m.opts.NodeName, nil
 	case "status.hostIP":
