@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -655,5 +656,48 @@ func TestPodsThatDoNotFitAreRefused(t *testing.T) {
 	p = a.waitPod(ctx, a.node+"-c", 30*time.Second, "phase Failed", phaseIs(corev1.PodFailed))
 	if p.Status.Reason != "OutOfpods" {
 		t.Errorf("third pod with maxPods 2: reason %q message %q", p.Status.Reason, p.Status.Message)
+	}
+}
+
+// A hostNetwork pod shares the host's network (podIP = hostIP); any other
+// pod gets its own network namespace with loopback only and no pod IP (no
+// CNI yet).
+func TestPodNetworking(t *testing.T) {
+	t.Parallel()
+	var hostIface string
+	ifs, _ := net.Interfaces()
+	for _, i := range ifs {
+		if i.Flags&net.FlagLoopback == 0 && i.Flags&net.FlagUp != 0 {
+			hostIface = i.Name
+			break
+		}
+	}
+	if hostIface == "" {
+		t.Skip("the host has no non-loopback interface up")
+	}
+	a, _ := podAgent(t, "")
+	ctx := context.Background()
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	for _, hostNetwork := range []bool{true, false} {
+		name := fmt.Sprintf("%s-hostnet-%t", a.node, hostNetwork)
+		kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  hostNetwork: %t
+  containers:
+  - name: c
+    image: %s
+    command: ["sh", "-c", "cat /proc/net/dev; echo end-of-devices; exec sleep 3600"]
+`, hostNetwork, testimage.Ref)), "apply", "-f", "-")
+		p := a.waitPod(ctx, name, 30*time.Second, "running", running)
+		log := a.waitLog(p, "c", 0, "end-of-devices")
+		hasHost := strings.Contains(log, hostIface+":")
+		if !strings.Contains(log, "lo:") || hasHost != hostNetwork {
+			t.Errorf("hostNetwork=%t: the container's /proc/net/dev (host interface %s seen: %t):\n%s", hostNetwork, hostIface, hasHost, log)
+		}
+		if hostNetwork && (p.Status.PodIP == "" || p.Status.PodIP != p.Status.HostIP || len(p.Status.PodIPs) != 1) {
+			t.Errorf("hostNetwork pod: podIP %q podIPs %v hostIP %q", p.Status.PodIP, p.Status.PodIPs, p.Status.HostIP)
+		}
+		if !hostNetwork && (p.Status.PodIP != "" || len(p.Status.PodIPs) != 0) {
+			t.Errorf("pod without hostNetwork: podIP %q podIPs %v, want none", p.Status.PodIP, p.Status.PodIPs)
+		}
 	}
 }
