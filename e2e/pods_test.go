@@ -293,6 +293,9 @@ func TestPodRunsWithInitContainersAndReportsStatus(t *testing.T) {
 			t.Errorf("init container %s: %+v", ic.Name, ic.State)
 		}
 	}
+	if _, body := a.get("/metrics"); !strings.Contains(body, "nodeagent_pods_start_duration_seconds_count 1") {
+		t.Error("the pod's start was not observed in nodeagent_pods_start_duration_seconds")
+	}
 	// Limits are cgroup limits (cgroup v1 memory controller or cgroup v2).
 	id := strings.TrimPrefix(cs.ContainerID, "containerd://")
 	mem, cpu := cgroupLimits(t, string(p.UID), id)
@@ -355,6 +358,10 @@ func TestCrashingContainerBacksOff(t *testing.T) {
 		t.Errorf("phase %s", p.Status.Phase)
 	}
 	a.waitLog(p, "crash", 1, "attempt")
+	a.waitEvent(ctx, "default", "involvedObject.name="+name, "a BackOff event", func(e corev1.Event) bool { return e.Reason == "BackOff" })
+	if _, body := a.get("/metrics"); !strings.Contains(body, `nodeagent_pods_container_starts_total{kind="restart"}`) {
+		t.Error("no restart counted in nodeagent_pods_container_starts_total")
+	}
 	// The node is not affected by a failing pod.
 	a.waitNode(ctx, 5*time.Second, "still Ready", readyIs(corev1.ConditionTrue))
 }

@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -86,8 +88,10 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
 	StaticDebounce, StaticRescan time.Duration
-	Clock                        clock.WithTicker
-	Logger                       *slog.Logger
+	// Registerer receives the nodeagent_pods_* metrics (nil: none).
+	Registerer prometheus.Registerer
+	Clock      clock.WithTicker
+	Logger     *slog.Logger
 }
 
 // Manager runs one worker per pod for the pods of its sources.
@@ -99,6 +103,7 @@ type Manager struct {
 	clock  clock.WithTicker
 	log    *slog.Logger
 	status *statusManager
+	met    *metrics
 	api    *apiSource
 	rec    record.EventRecorder
 	// projector writes projected volumes (service account tokens); nil
@@ -161,6 +166,7 @@ func New(o Options) (*Manager, error) {
 		log:       o.Logger,
 		workers:   map[types.UID]*worker{},
 		staticSet: map[types.UID]bool{},
+		met:       newMetrics(o.Registerer),
 	}
 	m.status = newStatusManager(o.Client, o.Logger)
 	if o.Client != nil {
@@ -296,27 +302,42 @@ func (m *Manager) upsert(source string, pod *v1.Pod) {
 		w.update(pod)
 		return
 	}
-	w := &worker{
-		m: m, uid: pod.UID, pod: pod, source: source,
-		log:       m.log.With("pod", fullName(pod), "podUID", pod.UID),
-		wake:      make(chan struct{}, 1),
-		backoff:   map[string]crashLoop{},
-		errs:      map[string]Waiting{},
-		imageIDs:  map[string]string{},
-		reaped:    map[string]bool{},
-		startTime: m.clock.Now(),
-	}
+	w := m.newWorker(pod, source)
 	if pod.Status.StartTime != nil {
 		w.startTime = pod.Status.StartTime.Time
 	}
 	if pod.DeletionTimestamp == nil && !PodIsTerminal(pod.Status) {
 		if r := m.admitLocked(pod); r != nil {
 			w.rejection = r
+			m.met.rejected.WithLabelValues(r.Reason).Inc()
 			w.log.Warn("pod rejected", "reason", r.Reason, "message", r.Message)
 			m.event(pod, v1.EventTypeWarning, r.Reason, r.Message)
 		}
 	}
-	m.workers[pod.UID] = w
+	m.startLocked(w)
+}
+
+// newWorker makes a pod's worker (not started).
+func (m *Manager) newWorker(pod *v1.Pod, source string) *worker {
+	now := m.clock.Now()
+	return &worker{
+		m: m, uid: pod.UID, pod: pod, source: source,
+		log:          m.log.With("pod", fullName(pod), "podUID", pod.UID),
+		wake:         make(chan struct{}, 1),
+		backoff:      map[string]crashLoop{},
+		errs:         map[string]Waiting{},
+		imageIDs:     map[string]string{},
+		reaped:       map[string]bool{},
+		backoffEvent: map[string]string{},
+		startTime:    now,
+		seen:         now,
+	}
+}
+
+// startLocked registers and starts a worker; m.mu is held.
+func (m *Manager) startLocked(w *worker) {
+	m.workers[w.uid] = w
+	m.met.workers.Inc()
 	m.wg.Add(1)
 	go w.run(m.ctx)
 }
@@ -374,6 +395,7 @@ func (m *Manager) workerDone(w *worker) {
 	m.mu.Lock()
 	if m.workers[w.uid] == w {
 		delete(m.workers, w.uid)
+		m.met.workers.Dec()
 	}
 	p, _ := w.snapshot()
 	for _, o := range m.workers {
@@ -439,15 +461,9 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 		orphan.Spec.TerminationGracePeriodSeconds = &grace
 		m.mu.Lock()
 		if _, known := m.workers[p.UID]; !known && m.ctx.Err() == nil {
-			w := &worker{
-				m: m, uid: p.UID, pod: orphan, removed: true, source: "orphan",
-				log:  m.log.With("pod", p.Namespace+"/"+p.Name, "podUID", p.UID),
-				wake: make(chan struct{}, 1), backoff: map[string]crashLoop{}, errs: map[string]Waiting{},
-				imageIDs: map[string]string{}, reaped: map[string]bool{},
-			}
-			m.workers[p.UID] = w
-			m.wg.Add(1)
-			go w.run(m.ctx)
+			w := m.newWorker(orphan, "orphan")
+			w.removed = true
+			m.startLocked(w)
 		}
 		m.mu.Unlock()
 	}

@@ -59,6 +59,20 @@ type worker struct {
 	status    *v1.PodStatus // last computed
 	refreshAt time.Time     // projected volumes need refreshing then (zero: never)
 	deleted   bool          // the zero-grace API delete was sent
+	// seen is when the agent first saw the pod; reportedRunning says the
+	// start duration was observed.
+	seen            time.Time
+	reportedRunning bool
+	backoffEvent    map[string]string // container → back-off message last reported
+}
+
+func allRunning(cs []v1.ContainerStatus) bool {
+	for _, c := range cs {
+		if c.State.Running == nil {
+			return false
+		}
+	}
+	return len(cs) > 0
 }
 
 func (w *worker) poke() {
@@ -153,11 +167,13 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
 	if err != nil {
+		w.m.met.syncs.WithLabelValues("error").Inc()
 		w.failures++
 		d := retryBackoff(w.failures)
 		w.log.Warn("pod sync failed; retrying", "err", err, "retryIn", d)
 		return d, false
 	}
+	w.m.met.syncs.WithLabelValues("ok").Inc()
 	w.failures = 0
 	if acted {
 		return 0, false
@@ -330,6 +346,11 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	delete(w.errs, c.Name)
+	kind := "new"
+	if s.attempt > 0 {
+		kind = "restart"
+	}
+	w.m.met.starts.WithLabelValues(kind).Inc()
 	w.m.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
 	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
 	return nil
@@ -659,6 +680,16 @@ func (w *worker) setStatus(pod *v1.Pod, rs pleg.PodStatus, waiting map[string]Wa
 		}
 	}
 	st := ComputeStatus(w.withStatus(pod), rs, in, now)
+	if !w.reportedRunning && st.Phase == v1.PodRunning && allRunning(st.ContainerStatuses) {
+		w.reportedRunning = true
+		w.m.met.startDuration.Observe(now.Sub(w.seen).Seconds())
+	}
+	for name, wt := range in.Waiting {
+		if wt.Reason == ReasonCrashLoopBackOff && w.backoffEvent[name] != wt.Message {
+			w.backoffEvent[name] = wt.Message
+			w.m.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
+		}
+	}
 	w.status = &st
 	w.m.status.set(pod, st)
 	return st

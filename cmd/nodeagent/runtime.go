@@ -87,6 +87,7 @@ func (a *agent) startPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG
 		Node:          a.ns.Node,
 		Runtime:       rt,
 		PLEG:          p,
+		Registerer:    a.reg,
 		Logger:        a.base.With("component", "pods"),
 	})
 	if err != nil {

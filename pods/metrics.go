@@ -1,0 +1,35 @@
+package pods
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	workers       prometheus.Gauge
+	syncs         *prometheus.CounterVec // result: ok, error
+	startDuration prometheus.Histogram
+	starts        *prometheus.CounterVec // kind: new, restart
+	rejected      *prometheus.CounterVec // reason
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	const ns = "nodeagent"
+	const sub = "pods"
+	m := &metrics{
+		workers: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "workers", Help: "Pod workers running (one per pod the agent knows)."}),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "syncs_total", Help: "Pod syncs, by result (ok, error)."}, []string{"result"}),
+		startDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
+			Name: "start_duration_seconds", Help: "Time from the agent first seeing a pod to all its containers running (pods that reach it).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
+		starts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "container_starts_total", Help: "Containers started, by kind (new: first attempt, restart: a later one)."}, []string{"kind"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "rejected_total", Help: "Pods refused at admission, by reason."}, []string{"reason"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.workers, m.syncs, m.startDuration, m.starts, m.rejected)
+	}
+	return m
+}
