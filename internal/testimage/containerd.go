@@ -194,7 +194,10 @@ type startReq struct {
 
 var startThreadOnce sync.Once
 
-func startOnStableThread(cmd *exec.Cmd) error {
+// StartOnStableThread runs cmd.Start on an OS thread that lives as long as
+// the process, so that the child's Pdeathsig fires only when the process
+// ends (see starts).
+func StartOnStableThread(cmd *exec.Cmd) error {
 	startThreadOnce.Do(func() {
 		go func() {
 			goruntime.LockOSThread() // never unlocked: the thread never exits
@@ -222,7 +225,7 @@ func (c *Containerd) Start() error {
 	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := startOnStableThread(cmd); err != nil {
+	if err := StartOnStableThread(cmd); err != nil {
 		log.Close()
 		return fmt.Errorf("start containerd: %w", err)
 	}

@@ -493,7 +493,7 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	// The agent dies with this program, whatever happens to it.
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := startOnStableThread(a.cmd); err != nil {
+	if err := testimage.StartOnStableThread(a.cmd); err != nil {
 		return nil, err
 	}
 	a.exited = make(chan struct{})
@@ -523,36 +523,6 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 			return a, fmt.Errorf("node %s not Ready within 2m: %s", a.node, tail(a.logPath()))
 		}
 	}
-}
-
-// starts serves startOnStableThread.
-var (
-	starts          = make(chan startReq)
-	startThreadOnce sync.Once
-)
-
-type startReq struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-// startOnStableThread runs cmd.Start on an OS thread that lives as long as
-// the process. Pdeathsig fires when the thread that forked the child exits,
-// and Go ends a thread when a goroutine that locked it returns without
-// unlocking, as internal/netns does on purpose (the runtime floor phase
-// uses it): an agent forked from such a thread would be killed mid-run.
-func startOnStableThread(cmd *exec.Cmd) error {
-	startThreadOnce.Do(func() {
-		go func() {
-			goruntime.LockOSThread() // never unlocked: the thread never exits
-			for r := range starts {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	starts <- startReq{cmd: cmd, done: done}
-	return <-done
 }
 
 func nodeReady(n *corev1.Node) bool {
