@@ -351,7 +351,7 @@ func (m *Manager) admitLocked(pod *v1.Pod) *Waiting {
 	var admitted []*v1.Pod
 	for _, w := range m.workers {
 		p, removed := w.snapshot()
-		if removed || w.rejection != nil || p.DeletionTimestamp != nil || (w.status != nil && PodIsTerminal(*w.status)) {
+		if removed || w.rejection != nil || p.DeletionTimestamp != nil || w.terminal.Load() {
 			continue
 		}
 		admitted = append(admitted, p)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -57,6 +58,7 @@ type worker struct {
 	failures  int
 	immediate int
 	status    *v1.PodStatus // last computed
+	terminal  atomic.Bool   // the last computed status is terminal (read by admission)
 	refreshAt time.Time     // projected volumes need refreshing then (zero: never)
 	deleted   bool          // the zero-grace API delete was sent
 	// seen is when the agent first saw the pod; reportedRunning says the
@@ -691,6 +693,7 @@ func (w *worker) setStatus(pod *v1.Pod, rs pleg.PodStatus, waiting map[string]Wa
 		}
 	}
 	w.status = &st
+	w.terminal.Store(PodIsTerminal(st))
 	w.m.status.set(pod, st)
 	return st
 }
