@@ -17,6 +17,7 @@ declare -A need=(
   [debootstrap]=debootstrap
   [systemd-nspawn]=systemd-container
   [rpm]=rpm
+  [gcc]=gcc # go test -race needs cgo
 )
 missing=()
 for cmd in "${!need[@]}"; do

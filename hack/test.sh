@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test: every test against one shared, freshly started local cluster
 # (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd).
-#   1. go test ./... (unit, integration, e2e)   2. config fuzzer, briefly
+#   1. go test ./... (unit, integration, e2e; pleg, pods and heartbeat again
+#      under -race)   2. config fuzzer, briefly
 #   3. upstream NodeLease conformance specs      4. packages under systemd-nspawn
 # Set SKIP_SYSTEMD=1, SKIP_CONFORMANCE=1 or SKIP_CONTAINERD_CURRENT=1 to leave
 # a phase out while iterating.
@@ -29,7 +30,11 @@ phase "go test (unit, integration, e2e)"
 # starve other packages' watchers: they run on their own, after the rest.
 pkgs=$(go list ./... | grep -v '/pleg$')
 go test -count=1 -timeout 20m $pkgs || status=1
-go test -count=1 -timeout 10m ./pleg || status=1
+# The concurrent hearts of the agent also run under the race detector (the
+# pods package drives its manager, workers and static source against a real
+# containerd and PLEG in process).
+go test -race -count=1 -timeout 10m ./pleg || status=1
+go test -race -count=1 -timeout 10m ./pods ./heartbeat || status=1
 
 phase "config decoder fuzzing (10s)"
 go test ./config -run='^$' -fuzz=FuzzDecode -fuzztime=10s -fuzzminimizetime=200x || status=1
