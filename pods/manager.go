@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -447,20 +449,28 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 		m.log.Warn("cannot list containers to clean up orphans", "err", err)
 		return
 	}
+	refs := map[types.UID]runtime.PodRef{}
 	for _, p := range pods {
-		m.mu.Lock()
-		_, known := m.workers[p.UID]
-		m.mu.Unlock()
-		if known {
-			continue
+		refs[p.UID] = p.PodRef
+	}
+	// Pod directories and network namespaces without containers (the agent
+	// stopped in the middle of a cleanup) are orphans too.
+	for _, dir := range []string{filepath.Join(m.opts.RootDir, "pods"), m.opts.NetNSDir} {
+		es, _ := os.ReadDir(dir)
+		for _, e := range es {
+			if uid := types.UID(e.Name()); refs[uid].UID == "" {
+				refs[uid] = runtime.PodRef{UID: uid}
+			}
 		}
-		m.log.Info("removing containers of a pod no source has", "pod", p.Namespace+"/"+p.Name, "podUID", p.UID)
-		orphan := &v1.Pod{}
-		orphan.UID, orphan.Name, orphan.Namespace = p.UID, p.Name, p.Namespace
-		grace := int64(2)
-		orphan.Spec.TerminationGracePeriodSeconds = &grace
+	}
+	for uid, ref := range refs {
 		m.mu.Lock()
-		if _, known := m.workers[p.UID]; !known && m.ctx.Err() == nil {
+		if _, known := m.workers[uid]; !known && m.ctx.Err() == nil {
+			m.log.Info("cleaning up after a pod no source has", "pod", ref.Namespace+"/"+ref.Name, "podUID", uid)
+			orphan := &v1.Pod{}
+			orphan.UID, orphan.Name, orphan.Namespace = uid, ref.Name, ref.Namespace
+			grace := int64(2)
+			orphan.Spec.TerminationGracePeriodSeconds = &grace
 			w := m.newWorker(orphan, "orphan")
 			w.removed = true
 			m.startLocked(w)

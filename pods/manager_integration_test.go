@@ -79,6 +79,24 @@ func TestManagerRunsStaticPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What a pod left when the agent stopped in the middle of its cleanup:
+	// no containers, but its directory, network namespace and logs.
+	const leftover = "0123456789abcdef0123456789abcdef"
+	leftovers := []string{
+		filepath.Join(root, "pods", leftover),
+		filepath.Join(nsDir, leftover),
+		filepath.Join(root, "logs", "default_gone_"+leftover),
+	}
+	if err := os.MkdirAll(filepath.Join(leftovers[0], "volumes", "empty-dir", "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.Create(leftovers[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(leftovers[2], "c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
 	done := make(chan struct{})
 	go func() { _ = m.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
@@ -131,6 +149,10 @@ spec:
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+
+	for _, p := range leftovers {
+		waitFor("the leftover "+p+" removed", func() bool { _, err := os.Stat(p); return os.IsNotExist(err) })
 	}
 
 	write("web.yaml", manifest("web", "echo v1 > /scratch/v; exec sleep 600"))

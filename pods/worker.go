@@ -639,8 +639,12 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 		if err := os.RemoveAll(w.podDir()); err != nil {
 			errs = append(errs, err)
 		}
-		if err := os.RemoveAll(w.logDir(pod)); err != nil {
-			errs = append(errs, err)
+		// By UID: an orphan found after a restart has no name.
+		logs, _ := filepath.Glob(filepath.Join(w.m.opts.RootDir, "logs", "*_"+string(w.uid)))
+		for _, d := range logs {
+			if err := os.RemoveAll(d); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if w.source == SourceFile {
