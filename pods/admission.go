@@ -98,17 +98,7 @@ func validateVolumes(vols []v1.Volume, p *field.Path) (sets.Set[string], field.E
 	for i := range vols {
 		v := &vols[i]
 		vp := p.Index(i)
-		switch {
-		case v.Name == "":
-			errs = append(errs, field.Required(vp.Child("name"), ""))
-		case names.Has(v.Name):
-			errs = append(errs, field.Duplicate(vp.Child("name"), v.Name))
-		default:
-			for _, msg := range validation.IsDNS1123Label(v.Name) {
-				errs = append(errs, field.Invalid(vp.Child("name"), v.Name, msg))
-			}
-		}
-		names.Insert(v.Name)
+		errs = append(errs, validateUniqueName(v.Name, vp.Child("name"), names)...)
 		sources := volumeSources(&v.VolumeSource)
 		switch {
 		case len(sources) == 0:
@@ -212,21 +202,29 @@ func validateProjected(pv *v1.ProjectedVolumeSource, p *field.Path) field.ErrorL
 	return errs
 }
 
+// validateUniqueName checks a volume or container name: required, a
+// DNS-1123 label, not in names (to which it is added).
+func validateUniqueName(name string, p *field.Path, names sets.Set[string]) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case name == "":
+		errs = append(errs, field.Required(p, ""))
+	case names.Has(name):
+		errs = append(errs, field.Duplicate(p, name))
+	default:
+		for _, msg := range validation.IsDNS1123Label(name) {
+			errs = append(errs, field.Invalid(p, name, msg))
+		}
+	}
+	names.Insert(name)
+	return errs
+}
+
 // validateContainer checks one container; names holds the container names
 // seen so far (it adds c's), volumes the pod's volume names.
 func validateContainer(c *v1.Container, p *field.Path, hostNetwork bool, names, volumes sets.Set[string]) field.ErrorList {
 	var errs field.ErrorList
-	switch {
-	case c.Name == "":
-		errs = append(errs, field.Required(p.Child("name"), ""))
-	case names.Has(c.Name):
-		errs = append(errs, field.Duplicate(p.Child("name"), c.Name))
-	default:
-		for _, msg := range validation.IsDNS1123Label(c.Name) {
-			errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
-		}
-	}
-	names.Insert(c.Name)
+	errs = append(errs, validateUniqueName(c.Name, p.Child("name"), names)...)
 	if strings.TrimSpace(c.Image) == "" {
 		errs = append(errs, field.Required(p.Child("image"), ""))
 	} else if c.Image != strings.TrimSpace(c.Image) {

@@ -17,8 +17,6 @@ const (
 	// AnnotationConfigMirror marks a mirror pod; its value is the static
 	// pod's config hash.
 	AnnotationConfigMirror = "kubernetes.io/config.mirror"
-	// AnnotationConfigSeen is when the agent first saw the pod (RFC 3339).
-	AnnotationConfigSeen = "kubernetes.io/config.seen"
 )
 
 // Pod sources.
@@ -29,24 +27,21 @@ const (
 
 // Reasons of pod and container statuses (kubelet's vocabulary).
 const (
-	ReasonContainerCreating  = "ContainerCreating"
-	ReasonPodInitializing    = "PodInitializing"
-	ReasonCrashLoopBackOff   = "CrashLoopBackOff"
-	ReasonCompleted          = "Completed"
-	ReasonError              = "Error"
-	ReasonOOMKilled          = "OOMKilled"
-	ReasonErrImagePull       = "ErrImagePull"
-	ReasonImagePullBackOff   = "ImagePullBackOff"
-	ReasonErrImageNeverPull  = "ErrImageNeverPull"
-	ReasonCreateContainer    = "CreateContainerError"
-	ReasonRunContainer       = "RunContainerError"
-	ReasonContainerCannotRun = "ContainerCannotRun"
+	ReasonContainerCreating = "ContainerCreating"
+	ReasonPodInitializing   = "PodInitializing"
+	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
+	ReasonCompleted         = "Completed"
+	ReasonError             = "Error"
+	ReasonErrImagePull      = "ErrImagePull"
+	ReasonImagePullBackOff  = "ImagePullBackOff"
+	ReasonErrImageNeverPull = "ErrImageNeverPull"
+	ReasonCreateContainer   = "CreateContainerError"
+	ReasonRunContainer      = "RunContainerError"
 
-	// Admission rejections. OutOf<resource> reasons are "OutOf" + the
-	// resource name (OutOfcpu, OutOfmemory), as kubelet spells them.
-	ReasonOutOfPods          = "OutOfpods"
+	// Admission refusal of fields outside the supported subset. Resource
+	// refusals are "OutOf" + the resource name (OutOfpods, OutOfcpu), as
+	// kubelet spells them (FitsNode).
 	ReasonUnsupportedPodSpec = "UnsupportedPodSpec"
-	ReasonInvalidPodSpec     = "InvalidPodSpec"
 )
 
 // Waiting is why a container is not running now, as the worker knows it
