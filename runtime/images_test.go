@@ -1,12 +1,9 @@
 package runtime_test
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -153,22 +150,9 @@ func TestPullImage(t *testing.T) {
 // tag "v1" or its digest) and blobs.
 func newRegistry(t *testing.T) *httptest.Server {
 	t.Helper()
-	a, err := testimage.Archive()
+	files, err := testimage.Files()
 	if err != nil {
 		t.Fatal(err)
-	}
-	files := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(a))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		files[h.Name] = b
 	}
 	var index struct {
 		Manifests []struct {

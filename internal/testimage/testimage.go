@@ -43,6 +43,31 @@ func Archive() ([]byte, error) {
 	return archive, buildErr
 }
 
+// Files returns the archive's files by path (index.json, oci-layout,
+// blobs/sha256/<digest>): what a test registry serves.
+func Files() (map[string][]byte, error) {
+	a, err := Archive()
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(a))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("testimage: read archive: %w", err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("testimage: read archive: %w", err)
+		}
+		files[h.Name] = data
+	}
+}
+
 // Importer is what Import needs: runtime.Runtime satisfies it.
 type Importer[I any] interface {
 	ImportImage(ctx context.Context, archive io.Reader) ([]I, error)

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -18,22 +17,9 @@ func TestArchiveIsOCILayout(t *testing.T) {
 	if _, err := os.Stat(BusyboxPath); err != nil {
 		t.Skip("busybox-static not installed")
 	}
-	a, err := Archive()
+	files, err := Files()
 	if err != nil {
 		t.Fatal(err)
-	}
-	files := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(a))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(tr)
-		files[h.Name] = data
 	}
 	for name, data := range files {
 		if d, ok := strings.CutPrefix(name, "blobs/sha256/"); ok {
