@@ -88,6 +88,15 @@ func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
 	return a, rt
 }
 
+// readyPodAgent is podAgent, started and Ready.
+func readyPodAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
+	t.Helper()
+	a, rt := podAgent(t, extraConfig)
+	a.start()
+	a.waitReady(context.Background(), 30*time.Second)
+	return a, rt
+}
+
 func (a *agent) rootDir() string { return filepath.Join(a.dir, "root") }
 
 // kubectl runs the local cluster's kubectl as cluster admin.
@@ -208,10 +217,8 @@ func (a *agent) waitLog(p *corev1.Pod, container string, attempt int, want ...st
 // reports kubelet's status.
 func TestPodRunsWithInitContainersAndReportsStatus(t *testing.T) {
 	t.Parallel()
-	a, _ := podAgent(t, "")
+	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
-	a.start()
-	a.waitReady(ctx, 30*time.Second)
 
 	name := a.node + "-full"
 	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  volumes:
@@ -317,10 +324,8 @@ func TestPodRunsWithInitContainersAndReportsStatus(t *testing.T) {
 // restartCount; its last state says how it ended.
 func TestCrashingContainerBacksOff(t *testing.T) {
 	t.Parallel()
-	a, _ := podAgent(t, "")
+	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
-	a.start()
-	a.waitReady(ctx, 30*time.Second)
 	name := a.node + "-crash"
 	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  containers:
   - name: crash
@@ -371,10 +376,8 @@ func TestCrashingContainerBacksOff(t *testing.T) {
 // the end of the grace period.
 func TestDeletedPodStopsWithinGracePeriod(t *testing.T) {
 	t.Parallel()
-	a, rt := podAgent(t, "")
+	a, rt := readyPodAgent(t, "")
 	ctx := context.Background()
-	a.start()
-	a.waitReady(ctx, 30*time.Second)
 	polite, stubborn := a.node+"-polite", a.node+"-stubborn"
 	// The polite one says it got SIGTERM in a hostPath file (its log goes
 	// with the pod).
@@ -433,10 +436,8 @@ func TestDeletedPodStopsWithinGracePeriod(t *testing.T) {
 // message that names them, and an Event.
 func TestUnsupportedPodIsRefused(t *testing.T) {
 	t.Parallel()
-	a, _ := podAgent(t, "")
+	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
-	a.start()
-	a.waitReady(ctx, 30*time.Second)
 	name := a.node + "-unsupported"
 	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  volumes:
   - name: cfg
@@ -486,10 +487,8 @@ func (a *agent) waitEvent(ctx context.Context, ns, selector, what string, match 
 // Restarting the agent restarts no healthy container: they are adopted.
 func TestAgentRestartAdoptsRunningContainers(t *testing.T) {
 	t.Parallel()
-	a, _ := podAgent(t, "")
+	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
-	a.start()
-	a.waitReady(ctx, 30*time.Second)
 	name := a.node + "-adopt"
 	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  containers:
   - name: c
@@ -639,10 +638,8 @@ func cgroupLimits(t *testing.T, podUID, id string) (int64, string) {
 // Pods that do not fit are refused with kubelet's reasons.
 func TestPodsThatDoNotFitAreRefused(t *testing.T) {
 	t.Parallel()
-	a, _ := podAgent(t, "maxPods: 2\n")
+	a, _ := readyPodAgent(t, "maxPods: 2\n")
 	ctx := context.Background()
-	a.start()
-	a.waitReady(ctx, 30*time.Second)
 	sleeper := func(name, resources string) {
 		kubectl(t, a.env, podYAML(a.node+"-"+name, a.node, fmt.Sprintf(`  containers:
   - name: c
@@ -682,10 +679,8 @@ func TestPodNetworking(t *testing.T) {
 	if hostIface == "" {
 		t.Skip("the host has no non-loopback interface up")
 	}
-	a, _ := podAgent(t, "")
+	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
-	a.start()
-	a.waitReady(ctx, 30*time.Second)
 	for _, hostNetwork := range []bool{true, false} {
 		name := fmt.Sprintf("%s-hostnet-%t", a.node, hostNetwork)
 		kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  hostNetwork: %t

@@ -113,10 +113,8 @@ func checkServiceAccountVolume(t *testing.T, a *agent, p *corev1.Pod) {
 // read with the node's credentials.
 func TestKubectlRunPodGetsServiceAccountVolume(t *testing.T) {
 	t.Parallel()
-	a, _ := podAgent(t, "")
+	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
-	a.start()
-	a.waitReady(ctx, 30*time.Second)
 
 	name := a.node + "-sa"
 	kubectlRun(t, a, name, fmt.Sprintf(`{"spec":{"nodeName":%q}}`, a.node))
@@ -147,10 +145,8 @@ func TestKubectlRunPodGetsServiceAccountVolume(t *testing.T) {
 // off the other tests' nodes.
 func TestScheduledPodRuns(t *testing.T) {
 	t.Parallel()
-	a, _ := podAgent(t, "")
+	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
-	a.start()
-	a.waitReady(ctx, 30*time.Second)
 	// The node lifecycle controller removes the not-ready taint after
 	// Ready.
 	a.waitNode(ctx, 60*time.Second, "no taints", func(n *corev1.Node) bool { return len(n.Spec.Taints) == 0 })
