@@ -289,6 +289,9 @@ func TestPodRunsWithInitContainersAndReportsStatus(t *testing.T) {
 		t.Errorf("qosClass %q", p.Status.QOSClass)
 	}
 	cs := p.Status.ContainerStatuses[0]
+	if cs.State.Running.StartedAt.IsZero() {
+		t.Errorf("running container without a start time: %+v", cs.State)
+	}
 	if !strings.HasPrefix(cs.ContainerID, "containerd://") || !strings.HasPrefix(cs.ImageID, "sha256:") || !cs.Ready || cs.Started == nil || !*cs.Started || cs.RestartCount != 0 {
 		t.Errorf("container status %+v", cs)
 	}

@@ -73,13 +73,10 @@ func (r *Runtime) ListPods(ctx context.Context) ([]Pod, error) {
 func (r *Runtime) InspectContainer(ctx context.Context, id string) (Container, error) {
 	ctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	c, err := r.client.ContainerService().Get(ctx, id)
-	if err != nil {
-		return Container{}, fmt.Errorf("runtime: inspect container %s: %w", id, convertErr(err))
-	}
-	if c.Labels[LabelPodUID] == "" {
-		return Container{}, fmt.Errorf("runtime: inspect container %s: %w: not a pod container", id, ErrNotFound)
-	}
+	// The task first, as ListContainers: StartContainer records the start
+	// time in the labels before it starts the task, so labels read after a
+	// running task always carry it (read the other way round, a container
+	// starting in between showed as running with no start time).
 	var proc *tasktypes.Process
 	resp, err := r.client.TaskService().Get(ctx, &tasksapi.GetRequest{ContainerID: id})
 	switch err = convertErr(err); {
@@ -88,6 +85,13 @@ func (r *Runtime) InspectContainer(ctx context.Context, id string) (Container, e
 	case errors.Is(err, ErrNotFound):
 	default:
 		return Container{}, fmt.Errorf("runtime: inspect task %s: %w", id, err)
+	}
+	c, err := r.client.ContainerService().Get(ctx, id)
+	if err != nil {
+		return Container{}, fmt.Errorf("runtime: inspect container %s: %w", id, convertErr(err))
+	}
+	if c.Labels[LabelPodUID] == "" {
+		return Container{}, fmt.Errorf("runtime: inspect container %s: %w: not a pod container", id, ErrNotFound)
 	}
 	return r.containerFrom(&c, proc), nil
 }
