@@ -168,6 +168,39 @@ func (m *Manager) Node() *v1.Node {
 	return n
 }
 
+// NodeSynced reports whether the Node informer has synced (kubelet's
+// nodeHasSynced): from then on Node answers from the API server's view.
+func (m *Manager) NodeSynced() bool { return m.lister.Load() != nil }
+
+// NodeAnyway returns the Node for decisions that cannot wait for the API
+// server, as kubelet's getNodeAnyWay: the informer's copy when it has one,
+// else a Node computed from the host alone (name, labels, addresses,
+// capacity and allocatable; no UID). Pods admitted right after an agent
+// restart — static pods at once, before the node is even registered — so see
+// the node's real allocatable, not an empty one. Safe to call concurrently.
+func (m *Manager) NodeAnyway(ctx context.Context) (*v1.Node, error) {
+	if n := m.Node(); n != nil {
+		return n, nil
+	}
+	capacity, capErr := m.readCapacity(map[string]observation{})
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, Labels: m.desiredLabels()}}
+	setters := []Setter{
+		NodeAddress(m.internalIP, m.cfg.Hostname),
+		Capacity(func() (v1.ResourceList, error) { return capacity, capErr }, m.cfg.reserved,
+			func(c v1.ResourceList) v1.ResourceList { return hardEvictionReservation(m.cfg.thresholds, c) }),
+	}
+	var errs []error
+	for _, s := range setters {
+		if err := s(ctx, node); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if capErr != nil {
+		return nil, fmt.Errorf("node %s: %w", m.cfg.NodeName, errors.Join(errs...))
+	}
+	return node, nil
+}
+
 // LastReport returns when the status was last written (zero = never). Safe
 // to call concurrently; meant for health checks.
 func (m *Manager) LastReport() time.Time {

@@ -667,3 +667,45 @@ func TestOptionsValidation(t *testing.T) {
 		})
 	}
 }
+
+// Before the Node informer synced (an agent restart, or no API server at
+// all), NodeAnyway computes the node from the host: admission must see the
+// same allocatable the registered Node will report, never an empty one.
+func TestNodeAnywayBeforeTheInformerSynced(t *testing.T) {
+	e := newTestEnv(t, func(o *Options) {
+		o.SystemReserved = map[string]string{"cpu": "500m"}
+	})
+	if e.m.NodeSynced() || e.m.Node() != nil {
+		t.Fatal("informer synced before Run")
+	}
+	local, err := e.m.NodeAnyway(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if local.Name != testNode || local.UID != "" {
+		t.Errorf("local node %s uid %q", local.Name, local.UID)
+	}
+	registered, err := e.m.Register(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods, v1.ResourceEphemeralStorage} {
+		got, want := local.Status.Allocatable[r], registered.Status.Allocatable[r]
+		if got.IsZero() || got.Cmp(want) != 0 {
+			t.Errorf("allocatable %s: local %s, registered %s", r, got.String(), want.String())
+		}
+	}
+	if cpu := local.Status.Allocatable[v1.ResourceCPU]; cpu.MilliValue() != 3500 {
+		t.Errorf("allocatable cpu %s, want 3500m (4 cpus - 500m reserved)", cpu.String())
+	}
+	if len(local.Status.Addresses) == 0 {
+		t.Error("no addresses")
+	}
+
+	// A host whose capacity cannot be read gives an error, not a node
+	// with nothing allocatable.
+	e.host.write("/sys/devices/system/cpu/online", "garbage\n")
+	if n, err := e.m.NodeAnyway(context.Background()); err == nil {
+		t.Errorf("unreadable capacity: node %+v, no error", n.Status.Allocatable)
+	}
+}

@@ -37,6 +37,10 @@ type apiSource struct {
 	lister   corelisters.PodLister
 }
 
+// nodeSyncPoll is how often the API source checks whether the Node
+// informer has synced.
+const nodeSyncPoll = 100 * time.Millisecond
+
 func newAPISource(client kubernetes.Interface, nodeName string, m *Manager) *apiSource {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
@@ -91,6 +95,19 @@ func (s *apiSource) deleted(obj any) {
 }
 
 func (s *apiSource) run(ctx context.Context, synced chan<- struct{}) {
+	// As kubelet, take no API pod before the Node informer synced: pods are
+	// admitted against the registered Node's allocatable.
+	for logged := false; !s.m.opts.NodeSynced(); {
+		if !logged {
+			s.m.log.Info("waiting for the node to sync before taking pods from the API server")
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.m.clock.After(nodeSyncPoll):
+		}
+	}
 	s.factory.Start(ctx.Done())
 	if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
 		synced <- struct{}{}

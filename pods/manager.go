@@ -61,6 +61,9 @@ type hostNetNS struct{}
 func (hostNetNS) Create(p string) error { return netns.Create(p) }
 func (hostNetNS) Remove(p string) error { return netns.Remove(p) }
 
+// nodeAnywayTimeout bounds the admission's wait for the node's info.
+const nodeAnywayTimeout = 10 * time.Second
+
 // Options configure the Manager.
 type Options struct {
 	NodeName string
@@ -76,9 +79,16 @@ type Options struct {
 	NetNSDir string
 	// MaxPods is the pod capacity (default 110).
 	MaxPods int
-	// Node returns the node as last seen (for allocatable resources, the
-	// node's UID for mirror pods and its InternalIP); nil until registered.
+	// Node returns the node as last seen (the node's UID for mirror pods
+	// and its InternalIP); nil until registered.
 	Node func() *v1.Node
+	// NodeAnyway returns the node for admission (allocatable): the API
+	// server's copy, else one computed from the host, as kubelet's
+	// getNodeAnyWay. Required.
+	NodeAnyway func(context.Context) (*v1.Node, error)
+	// NodeSynced reports whether Node answers from a synced informer; the
+	// API source takes no pod before (default: always true).
+	NodeSynced func() bool
 	// HostIP is the node's IP (status.hostIP); defaults to the Node's
 	// InternalIP.
 	HostIP func() string
@@ -132,6 +142,9 @@ func New(o Options) (*Manager, error) {
 	if o.Runtime == nil || o.PLEG == nil {
 		errs = append(errs, errors.New("Runtime and PLEG are required"))
 	}
+	if o.NodeAnyway == nil {
+		errs = append(errs, errors.New("NodeAnyway is required (admission needs the node's allocatable)"))
+	}
 	if o.Client == nil && o.StaticPodPath == "" {
 		errs = append(errs, errors.New("no pod source: neither an API client nor a staticPodPath"))
 	}
@@ -158,6 +171,9 @@ func New(o Options) (*Manager, error) {
 	}
 	if o.Node == nil {
 		o.Node = func() *v1.Node { return nil }
+	}
+	if o.NodeSynced == nil {
+		o.NodeSynced = func() bool { return true }
 	}
 	m := &Manager{
 		opts:      o,
@@ -359,11 +375,14 @@ func (m *Manager) admitLocked(pod *v1.Pod) *Waiting {
 		admitted = append(admitted, p)
 	}
 	sort.Slice(admitted, func(i, j int) bool { return admitted[i].UID < admitted[j].UID })
-	var alloc v1.ResourceList
-	if n := m.opts.Node(); n != nil {
-		alloc = n.Status.Allocatable
+	ctx, cancel := context.WithTimeout(m.ctx, nodeAnywayTimeout)
+	node, err := m.opts.NodeAnyway(ctx)
+	cancel()
+	if err != nil {
+		m.log.Error("cannot get node info to admit a pod", "pod", fullName(pod), "err", err)
+		return &Waiting{Reason: ReasonInvalidNodeInfo, Message: "Kubelet cannot get node info."}
 	}
-	if ok, reason, msg := FitsNode(pod, admitted, alloc, m.opts.MaxPods); !ok {
+	if ok, reason, msg := FitsNode(pod, admitted, node.Status.Allocatable, m.opts.MaxPods); !ok {
 		return &Waiting{Reason: reason, Message: msg}
 	}
 	return nil

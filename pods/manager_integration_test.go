@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testimage"
@@ -75,6 +77,13 @@ func TestManagerRunsStaticPods(t *testing.T) {
 		Runtime: rt, PLEG: pl, Registerer: reg, Logger: log,
 		HostIP:         func() string { return "192.0.2.1" },
 		StaticDebounce: 20 * time.Millisecond,
+		// No API server: the node is only known from the host, as after an
+		// agent restart before the Node informer synced.
+		NodeAnyway: func(context.Context) (*v1.Node, error) {
+			n := &v1.Node{}
+			n.Status.Allocatable = v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourcePods: resource.MustParse("110")}
+			return n, nil
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +122,7 @@ spec:
     image: %s
     command: ["sh", "-c", %q]
     volumeMounts: [{name: scratch, mountPath: /scratch}]
+    resources: {requests: {cpu: 100m, memory: 16Mi}}
 `, name, testimage.Ref, script)
 	}
 	write := func(file, content string) {

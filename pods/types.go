@@ -42,6 +42,8 @@ const (
 	// refusals are "OutOf" + the resource name (OutOfpods, OutOfcpu), as
 	// kubelet spells them (FitsNode).
 	ReasonUnsupportedPodSpec = "UnsupportedPodSpec"
+	// The node's allocatable could not be read (kubelet's reason).
+	ReasonInvalidNodeInfo = "InvalidNodeInfo"
 )
 
 // Waiting is why a container is not running now, as the worker knows it

@@ -85,6 +85,8 @@ func (a *agent) startPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG
 		RootDir:       a.cfg.RootDir,
 		MaxPods:       int(a.cfg.MaxPods),
 		Node:          a.ns.Node,
+		NodeAnyway:    a.ns.NodeAnyway,
+		NodeSynced:    a.ns.NodeSynced,
 		Runtime:       rt,
 		PLEG:          p,
 		Registerer:    a.reg,
