@@ -23,7 +23,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testenv"
 	"github.com/nodeagent/nodeagent/internal/testimage"
-	"github.com/nodeagent/nodeagent/pods"
+	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -81,7 +81,7 @@ func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
 		// static pod's file outlived the test).
 		es, _ := os.ReadDir(podsDir)
 		for _, e := range es {
-			_ = pods.TeardownVolumes(filepath.Join(podsDir, e.Name()))
+			_ = volume.TeardownVolumes(filepath.Join(podsDir, e.Name()))
 			_ = netns.Remove(filepath.Join("/run/nodeagent/netns", e.Name()))
 		}
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/testimage"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods"
+	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -68,13 +69,13 @@ func TestManagerRunsStaticPods(t *testing.T) {
 		}
 		es, _ = os.ReadDir(filepath.Join(root, "pods"))
 		for _, e := range es {
-			_ = pods.TeardownVolumes(filepath.Join(root, "pods", e.Name()))
+			_ = volume.TeardownVolumes(filepath.Join(root, "pods", e.Name()))
 		}
 	})
 	reg := prometheus.NewRegistry()
 	m, err := pods.New(pods.Options{
 		NodeName: "node-1", StaticPodPath: dir, RootDir: root, NetNSDir: nsDir,
-		Runtime: rt, PLEG: pl, Registerer: reg, Logger: log,
+		Runtime: rt, PLEG: pl, PodCache: pl.Cache(), Registerer: reg, Logger: log,
 		HostIP:         func() string { return "192.0.2.1" },
 		StaticDebounce: 20 * time.Millisecond,
 		// No API server: the node is only known from the host, as after an

@@ -89,6 +89,7 @@ func (a *agent) startPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG
 		NodeSynced:    a.ns.NodeSynced,
 		Runtime:       rt,
 		PLEG:          p,
+		PodCache:      p.Cache(),
 		Registerer:    a.reg,
 		Logger:        a.base.With("component", "pods"),
 	})

@@ -1,4 +1,4 @@
-package pods
+package admission
 
 import (
 	"fmt"
@@ -14,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilptr "k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/pods/internal/podtest"
+	"github.com/nodeagent/nodeagent/pods/source"
 )
 
 // supportedPod uses a bit of everything nodeagent supports.
@@ -53,26 +56,8 @@ func supportedPod() *v1.Pod {
 			},
 		},
 	}
-	SetDefaults(pod)
+	source.SetDefaults(pod)
 	return pod
-}
-
-// kubeAPIAccess is the volume the API server's ServiceAccount admission
-// adds to a pod (defaulted).
-func kubeAPIAccess() v1.Volume {
-	return v1.Volume{Name: "kube-api-access-x2b4k", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
-		DefaultMode: utilptr.To[int32](0o644),
-		Sources: []v1.VolumeProjection{
-			{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: utilptr.To[int64](3607)}},
-			{ConfigMap: &v1.ConfigMapProjection{
-				LocalObjectReference: v1.LocalObjectReference{Name: "kube-root-ca.crt"},
-				Items:                []v1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
-			}},
-			{DownwardAPI: &v1.DownwardAPIProjection{Items: []v1.DownwardAPIVolumeFile{{
-				Path: "namespace", FieldRef: &v1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"},
-			}}}},
-		},
-	}}}
 }
 
 // withKubeAPIAccess adds kubeAPIAccess to p as spec.volumes[2], mounted in
@@ -80,14 +65,14 @@ func kubeAPIAccess() v1.Volume {
 func withKubeAPIAccess(p *v1.Pod) {
 	p.Spec.AutomountServiceAccountToken = nil
 	p.Spec.ServiceAccountName = "default"
-	p.Spec.Volumes = append(p.Spec.Volumes, kubeAPIAccess())
+	p.Spec.Volumes = append(p.Spec.Volumes, podtest.KubeAPIAccess())
 	p.Spec.Containers[1].VolumeMounts = append(p.Spec.Containers[1].VolumeMounts, v1.VolumeMount{
 		Name: "kube-api-access-x2b4k", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true,
 	})
 }
 
 func TestValidateSupportedPod(t *testing.T) {
-	if err := ValidatePod(supportedPod()); err != nil {
+	if err := source.ValidatePod(supportedPod()); err != nil {
 		t.Errorf("ValidatePod: %v", err)
 	}
 }
@@ -217,7 +202,7 @@ func TestValidatePod(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			pod := supportedPod()
 			tt.mutate(pod)
-			err := ValidatePod(pod)
+			err := source.ValidatePod(pod)
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("ValidatePod: %v", err)

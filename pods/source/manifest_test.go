@@ -1,4 +1,4 @@
-package pods
+package source
 
 import (
 	"errors"
@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilptr "k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodeagent/nodeagent/pods/admission"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 const minimalManifest = `apiVersion: v1
@@ -43,7 +46,7 @@ func TestManifestDecodeRealistic(t *testing.T) {
 	if len(pod.UID) != 32 {
 		t.Errorf("UID %q: want 32 hex digits", pod.UID)
 	}
-	wantAnn := map[string]string{AnnotationConfigSource: SourceFile, AnnotationConfigHash: string(pod.UID)}
+	wantAnn := map[string]string{kubetypes.AnnotationConfigSource: kubetypes.SourceFile, kubetypes.AnnotationConfigHash: string(pod.UID)}
 	if d := cmp.Diff(wantAnn, pod.Annotations); d != "" {
 		t.Errorf("annotations (-want +got):\n%s", d)
 	}
@@ -77,8 +80,8 @@ func TestManifestDecodeRealistic(t *testing.T) {
 		t.Errorf("init containers lost")
 	}
 	// The realistic manifest is within what nodeagent supports.
-	if u := Unsupported(pod); u != nil {
-		t.Errorf("Unsupported = %v, want none", u)
+	if u := admission.Unsupported(pod); u != nil {
+		t.Errorf("admission.Unsupported = %v, want none", u)
 	}
 
 	// Roundtrip: the decoded pod, written as YAML and decoded again as a

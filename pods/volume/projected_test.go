@@ -1,4 +1,4 @@
-package pods
+package volume
 
 import (
 	"context"
@@ -26,6 +26,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/pods/internal/podtest"
 )
 
 var projT0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -104,7 +107,7 @@ func newProjFixture(t *testing.T, objs ...runtime.Object) *projFixture {
 			t.Errorf("TeardownVolumes: %v", err)
 		}
 	})
-	return &projFixture{clk: clk, client: client, tokens: ts, p: NewProjector(client, clk, testLogger(t)), podDir: podDir}
+	return &projFixture{clk: clk, client: client, tokens: ts, p: NewProjector(client, clk, testlog.New(t)), podDir: podDir}
 }
 
 func rootCA(data string) *v1.ConfigMap {
@@ -118,7 +121,7 @@ func apiPod() *v1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-web"},
 		Spec: v1.PodSpec{
 			ServiceAccountName: "default",
-			Volumes:            []v1.Volume{kubeAPIAccess()},
+			Volumes:            []v1.Volume{podtest.KubeAPIAccess()},
 		},
 	}
 }
@@ -624,7 +627,7 @@ func TestDownwardAPIValueErrors(t *testing.T) {
 func TestProjectorErrors(t *testing.T) {
 	ctx := context.Background()
 	t.Run("relative pod directory", func(t *testing.T) {
-		p := NewProjector(fake.NewClientset(), clocktesting.NewFakeClock(projT0), testLogger(t))
+		p := NewProjector(fake.NewClientset(), clocktesting.NewFakeClock(projT0), testlog.New(t))
 		if _, _, err := p.Setup(ctx, apiPod(), "pod"); err == nil || !strings.Contains(err.Error(), "must be absolute") {
 			t.Errorf("Setup = %v, want an error about the relative directory", err)
 		}
@@ -766,7 +769,7 @@ func TestWriteAtomic(t *testing.T) {
 
 func TestSetupVolumesSkipsProjected(t *testing.T) {
 	podDir := filepath.Join(t.TempDir(), "pod")
-	pod := volPod(kubeAPIAccess(), hostPathVol("hp", "/", ""))
+	pod := volPod(podtest.KubeAPIAccess(), hostPathVol("hp", "/", ""))
 	vols, err := SetupVolumes(podDir, pod)
 	if err != nil {
 		t.Fatal(err)
@@ -774,7 +777,7 @@ func TestSetupVolumesSkipsProjected(t *testing.T) {
 	if d := cmp.Diff(map[string]string{"hp": "/"}, vols); d != "" {
 		t.Errorf("SetupVolumes (-want +got):\n%s", d)
 	}
-	pod.Spec.Volumes = append(pod.Spec.Volumes, kubeAPIAccess())
+	pod.Spec.Volumes = append(pod.Spec.Volumes, podtest.KubeAPIAccess())
 	if _, err := SetupVolumes(podDir, pod); err == nil || !strings.Contains(err.Error(), "duplicate name") {
 		t.Errorf("SetupVolumes with two projected volumes of one name = %v, want a duplicate name error", err)
 	}

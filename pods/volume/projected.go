@@ -1,4 +1,4 @@
-package pods
+package volume
 
 // Projected volumes, as kubelet writes them: the kube-api-access-* volume
 // the API server's ServiceAccount admission adds to every pod (a bound
@@ -40,6 +40,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	utilptr "k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 const (
@@ -82,7 +84,7 @@ const (
 // API server, and downwardAPI sources with the fieldRefs metadata.name,
 // metadata.namespace, metadata.uid, metadata.labels and
 // metadata.annotations (admission refuses the other sources and fields; see
-// Unsupported).
+// admission.Unsupported).
 //
 // It reads with the node's credentials: under the Node authorizer these may
 // request tokens for, and read the ConfigMaps referenced by, pods bound to
@@ -182,7 +184,7 @@ func (p *Projector) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[
 			return nil, time.Time{}, fmt.Errorf("projected volume %q: %w", v.Name, err)
 		}
 		if changed {
-			p.log.Debug("projected volume written", "pod", fullName(pod), "podUID", pod.UID, "volume", v.Name, "files", len(payload))
+			p.log.Debug("projected volume written", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "volume", v.Name, "files", len(payload))
 		}
 		out[v.Name] = dir
 		if !refreshAt.IsZero() && (next.IsZero() || refreshAt.Before(next)) {
@@ -319,7 +321,7 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 		if retry.After(cached.expiresAt) {
 			retry = cached.expiresAt
 		}
-		p.log.Warn("token refresh failed; keeping the current token", "pod", fullName(pod), "podUID", pod.UID,
+		p.log.Warn("token refresh failed; keeping the current token", "pod", kubetypes.FullName(pod), "podUID", pod.UID,
 			"volume", key.volume, "expires", cached.expiresAt, "err", err)
 		cached.refreshAt = retry
 		p.mu.Lock()
@@ -340,7 +342,7 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 	p.mu.Lock()
 	p.tokens[key] = cachedToken{spec: spec, saName: sa, token: tr.Status.Token, expiresAt: exp, refreshAt: refreshAt}
 	p.mu.Unlock()
-	p.log.Debug("service account token requested", "pod", fullName(pod), "podUID", pod.UID, "volume", key.volume,
+	p.log.Debug("service account token requested", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "volume", key.volume,
 		"serviceAccount", sa, "expires", exp, "refreshAt", refreshAt)
 	return tr.Status.Token, refreshAt, nil
 }
@@ -485,24 +487,11 @@ func downwardAPIValue(pod *v1.Pod, item v1.DownwardAPIVolumeFile) (string, error
 	case "metadata.annotations":
 		return formatMap(pod.Annotations), nil
 	default:
-		if v, ok := metadataField(pod, fp); ok {
+		if v, ok := kubetypes.MetadataField(pod, fp); ok {
 			return v, nil
 		}
 		return "", fmt.Errorf("fieldRef: unsupported fieldPath %q", fp)
 	}
-}
-
-// metadataField is the value of a fieldRef to the pod's identity.
-func metadataField(pod *v1.Pod, path string) (string, bool) {
-	switch path {
-	case "metadata.name":
-		return pod.Name, true
-	case "metadata.namespace":
-		return pod.Namespace, true
-	case "metadata.uid":
-		return string(pod.UID), true
-	}
-	return "", false
 }
 
 // formatMap writes m as sorted key="value" lines (Go-quoted values), with
@@ -572,10 +561,10 @@ func mountProjected(dir string, n int64) error {
 	return nil
 }
 
-// validatePayloadPath checks that a payload path is relative, clean, not
+// ValidatePayloadPath checks that a payload path is relative, clean, not
 // reserved (a first component starting with "..") and within the limits
 // of file names.
-func validatePayloadPath(p string) error {
+func ValidatePayloadPath(p string) error {
 	switch {
 	case p == "":
 		return errors.New("empty path")
@@ -606,7 +595,7 @@ func validatePayloadPath(p string) error {
 // directory.
 func writeAtomic(dir string, payload map[string]fileProjection, now time.Time) (bool, error) {
 	for p, f := range payload {
-		if err := validatePayloadPath(p); err != nil {
+		if err := ValidatePayloadPath(p); err != nil {
 			return false, fmt.Errorf("path %q: %w", p, err)
 		}
 		if f.mode&^fs.ModePerm != 0 {

@@ -1,4 +1,4 @@
-package pods
+package source
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 // fakeDecode stands in for DecodeManifest: strict YAML/JSON into a Pod, a
@@ -42,7 +44,7 @@ func fakeDecode(data []byte, path, nodeName string) (*v1.Pod, error) {
 	h.Write(data)
 	sum := hex.EncodeToString(h.Sum(nil))[:32]
 	pod.UID = types.UID(sum)
-	pod.Annotations = map[string]string{AnnotationConfigHash: sum, AnnotationConfigSource: SourceFile}
+	pod.Annotations = map[string]string{kubetypes.AnnotationConfigHash: sum, kubetypes.AnnotationConfigSource: kubetypes.SourceFile}
 	pod.Spec.NodeName = nodeName
 	return &pod, nil
 }
@@ -64,18 +66,6 @@ func describe(pods []*v1.Pod) string {
 		parts = append(parts, p.Name+"="+img)
 	}
 	return strings.Join(parts, ",")
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // errLog records OnError calls; Run calls it from its goroutine.
@@ -115,7 +105,7 @@ func newTestSource(t *testing.T, dir string, o StaticOptions) (*StaticSource, *e
 	o.Dir = dir
 	o.NodeName = "node-1"
 	o.Decode = fakeDecode
-	o.Logger = testLogger(t)
+	o.Logger = testlog.New(t)
 	o.OnError = errs.add
 	s, err := NewStaticSource(o)
 	if err != nil {
@@ -648,8 +638,8 @@ func TestStaticWithDecodeManifest(t *testing.T) {
 	if !ok || len(pods) != 1 {
 		t.Fatalf("pods %q (published %v), want the web pod only", describe(pods), ok)
 	}
-	if p := pods[0]; p.Name != "web-node-1" || p.UID == "" || p.Annotations[AnnotationConfigHash] != string(p.UID) {
-		t.Errorf("pod %s uid %q hash %q, want web-node-1 with its UID as config hash", p.Name, p.UID, p.Annotations[AnnotationConfigHash])
+	if p := pods[0]; p.Name != "web-node-1" || p.UID == "" || p.Annotations[kubetypes.AnnotationConfigHash] != string(p.UID) {
+		t.Errorf("pod %s uid %q hash %q, want web-node-1 with its UID as config hash", p.Name, p.UID, p.Annotations[kubetypes.AnnotationConfigHash])
 	}
 	reports := errs.all()
 	if len(reports) != 1 || reports[0].Path != bad {

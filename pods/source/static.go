@@ -1,4 +1,4 @@
-package pods
+package source
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 // Defaults of StaticOptions.
@@ -206,7 +208,7 @@ func NewStaticSource(o StaticOptions) (*StaticSource, error) {
 	if s.onError == nil {
 		s.onError = func(ManifestError) {}
 	}
-	s.log = s.log.With("source", SourceFile, "dir", s.dir)
+	s.log = s.log.With("source", kubetypes.SourceFile, "dir", s.dir)
 	return s, nil
 }
 
@@ -533,7 +535,7 @@ func (s *StaticSource) scan() ([]*v1.Pod, []snapshotKey, error) {
 		if r.pod == nil {
 			continue
 		}
-		name := fullName(r.pod)
+		name := kubetypes.FullName(r.pod)
 		if owner, dup := owners[name]; dup {
 			if r.err == nil {
 				r.err = fmt.Errorf("%w: %s is already defined by %s", ErrDuplicateStaticPod, name, owner)
@@ -557,7 +559,7 @@ func (s *StaticSource) scan() ([]*v1.Pod, []snapshotKey, error) {
 		s.reported[r.path] = key
 		if last, ok := s.files[r.path]; ok && !errors.Is(r.err, ErrDuplicateStaticPod) {
 			s.log.Error("Cannot use static pod manifest; keeping the pod of its last good version",
-				"path", r.path, "err", r.err, "pod", fullName(last.pod), "podUID", string(last.pod.UID))
+				"path", r.path, "err", r.err, "pod", kubetypes.FullName(last.pod), "podUID", string(last.pod.UID))
 		} else {
 			s.log.Error("Cannot use static pod manifest; skipping it", "path", r.path, "err", r.err)
 		}

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -85,7 +86,7 @@ type plan struct {
 	remove []runtime.Container // exited attempts no status needs any more
 	start  []startAction
 	// waiting are containers held back (crash-loop back-off).
-	waiting map[string]Waiting
+	waiting map[string]status.Waiting
 	// backoff is the back-off to keep for containers this plan restarts.
 	backoff map[string]crashLoop
 	// wakeAt is when a held-back container may be restarted (zero: none).
@@ -94,9 +95,9 @@ type plan struct {
 
 func (p *plan) empty() bool { return len(p.kill)+len(p.remove)+len(p.start) == 0 }
 
-func (p *plan) wait(name string, w Waiting, at time.Time) {
+func (p *plan) wait(name string, w status.Waiting, at time.Time) {
 	if p.waiting == nil {
-		p.waiting = map[string]Waiting{}
+		p.waiting = map[string]status.Waiting{}
 	}
 	p.waiting[name] = w
 	if p.wakeAt.IsZero() || at.Before(p.wakeAt) {
@@ -120,8 +121,8 @@ func shouldRestart(policy v1.RestartPolicy, exitCode int32) bool {
 func (p *plan) restartOrWait(pod *v1.Pod, c *v1.Container, init bool, cur *runtime.Container, bo crashLoop, now time.Time) {
 	at, next := bo.restartAt(cur.StartedAt, cur.FinishedAt)
 	if at.After(now) {
-		p.wait(c.Name, Waiting{
-			Reason:  ReasonCrashLoopBackOff,
+		p.wait(c.Name, status.Waiting{
+			Reason:  status.ReasonCrashLoopBackOff,
 			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", bo.delay, c.Name, pod.Name, pod.Namespace, pod.UID),
 		}, at)
 		return

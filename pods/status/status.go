@@ -1,4 +1,4 @@
-package pods
+package status
 
 import (
 	"cmp"
@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -45,7 +46,7 @@ const (
 // containerIDPrefix is the scheme of containerStatuses[].containerID.
 const containerIDPrefix = "containerd://"
 
-// conditionsOwned are the pod conditions ComputeStatus sets; the others in
+// conditionsOwned are the pod conditions Compute sets; the others in
 // pod.Status (set by the scheduler, a controller, a readiness gate owner)
 // are kept as they are.
 var conditionsOwned = []v1.PodConditionType{
@@ -56,7 +57,7 @@ var conditionsOwned = []v1.PodConditionType{
 	v1.PodScheduled,
 }
 
-// ComputeStatus returns the status of pod as kubelet would report it, from
+// Compute returns the status of pod as kubelet would report it, from
 // the runtime's containers of the pod (rs: every attempt of every
 // container, running or exited) and what the pod's worker knows beyond the
 // runtime (in). It is a pure function of its arguments: now is only used as
@@ -64,7 +65,7 @@ var conditionsOwned = []v1.PodConditionType{
 // a pod that has none.
 //
 // pod.Status is the last status known in the API (for a static pod, its
-// mirror pod's status, or empty). ComputeStatus uses it as kubelet does:
+// mirror pod's status, or empty). Compute uses it as kubelet does:
 // conditions keep their lastTransitionTime while their status is unchanged,
 // startTime and qosClass never change once set, a terminal phase is never
 // left, the pod's reason and message are kept while the phase is unchanged,
@@ -73,7 +74,7 @@ var conditionsOwned = []v1.PodConditionType{
 //
 // The result is normalised as the API stores it: container statuses in
 // spec order, every time truncated to whole seconds, so that computing the
-// status again from the same inputs gives an equal value (see StatusEqual).
+// status again from the same inputs gives an equal value (see Equal).
 //
 // Semantics, all mirroring kubelet 1.34 (pkg/kubelet/kubelet_pods.go
 // generateAPIPodStatus, getPhase, convertToAPIContainerStatuses;
@@ -104,7 +105,7 @@ var conditionsOwned = []v1.PodConditionType{
 //
 // Restartable ("sidecar") init containers are outside the supported subset
 // and are treated as regular init containers.
-func ComputeStatus(pod *v1.Pod, rs pleg.PodStatus, in StatusInput, now time.Time) v1.PodStatus {
+func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStatus {
 	old := &pod.Status
 	var s v1.PodStatus
 	s.QOSClass = old.QOSClass
@@ -148,8 +149,8 @@ func ComputeStatus(pod *v1.Pod, rs pleg.PodStatus, in StatusInput, now time.Time
 	if podIsTerminal {
 		markUnfinishedTerminated(pod, &s)
 	}
-	s.Phase = podPhase(pod, s.InitContainerStatuses, s.ContainerStatuses, podIsTerminal && !isStatic(pod))
-	if podIsTerminal && !isStatic(pod) && !PodIsTerminal(s) {
+	s.Phase = podPhase(pod, s.InitContainerStatuses, s.ContainerStatuses, podIsTerminal && !kubetypes.IsStaticPod(pod))
+	if podIsTerminal && !kubetypes.IsStaticPod(pod) && !PodIsTerminal(s) {
 		// kubelet's TerminatePod: a pod whose containers all stopped
 		// is terminal, whatever its containers say.
 		s.Phase = v1.PodFailed
@@ -182,12 +183,12 @@ func PodIsTerminal(st v1.PodStatus) bool {
 	return st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
 }
 
-// StatusEqual reports whether a and b are the same status for the API, so
+// Equal reports whether a and b are the same status for the API, so
 // that no patch is needed to turn one into the other. Times are compared
 // at the API's precision (whole seconds), conditions by type and container
 // statuses by name whatever their order, and nil and empty lists are
 // equal.
-func StatusEqual(a, b v1.PodStatus) bool {
+func Equal(a, b v1.PodStatus) bool {
 	return equality.Semantic.DeepEqual(normalizeStatus(a), normalizeStatus(b))
 }
 
@@ -247,7 +248,7 @@ func PodQOSClass(pod *v1.Pod) v1.PodQOSClass {
 // container statuses.
 type statusBuilder struct {
 	pod    *v1.Pod
-	in     StatusInput
+	in     Input
 	byName map[string][]runtime.Container // newest attempt first
 }
 
@@ -513,9 +514,9 @@ func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, terminal
 	}
 }
 
-// ownConditions are the conditions ComputeStatus owns, without
+// ownConditions are the conditions Compute owns, without
 // lastTransitionTime, for a pod whose phase and container statuses are in s.
-func ownConditions(pod *v1.Pod, s *v1.PodStatus, in StatusInput) []v1.PodCondition {
+func ownConditions(pod *v1.Pod, s *v1.PodStatus, in Input) []v1.PodCondition {
 	sandbox := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse}
 	if in.SandboxReady {
 		sandbox.Status = v1.ConditionTrue
@@ -604,14 +605,9 @@ func allInitContainersSucceeded(specs []v1.Container, statuses []v1.ContainerSta
 	return true
 }
 
-// isStatic reports whether pod came from the static pod directory.
-func isStatic(pod *v1.Pod) bool {
-	return pod.Annotations[AnnotationConfigSource] == SourceFile
-}
-
 // startTime never changes once in the API; before, it is when the worker
 // admitted the pod, or now if the worker did not say.
-func startTime(old *v1.PodStatus, in StatusInput, now time.Time) *metav1.Time {
+func startTime(old *v1.PodStatus, in Input, now time.Time) *metav1.Time {
 	t := now
 	switch {
 	case old.StartTime != nil && !old.StartTime.IsZero():

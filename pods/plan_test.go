@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -120,7 +121,7 @@ func TestComputePlan(t *testing.T) {
 			cs: func(p *v1.Pod) []runtime.Container {
 				return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 1, t0, t0), rc(p, "a", 1, runtime.StateExited, 1, recent, recent)}
 			},
-			bo: map[string]crashLoop{"a": {delay: crashLoopInitial}}, waitReason: ReasonCrashLoopBackOff},
+			bo: map[string]crashLoop{"a": {delay: crashLoopInitial}}, waitReason: status.ReasonCrashLoopBackOff},
 		{name: "back-off over: restarted, old attempts beyond the previous removed", pod: always(nil, "a"),
 			cs: func(p *v1.Pod) []runtime.Container {
 				return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 1, t0, t0), rc(p, "a", 1, runtime.StateExited, 1, t0, t0), rc(p, "a", 2, runtime.StateExited, 1, t0, t0)}

@@ -1,4 +1,4 @@
-package pods
+package status
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -123,16 +124,16 @@ func conds(sandbox, initialized, ready string) []string {
 	}
 }
 
-func TestComputeStatusTable(t *testing.T) {
+func TestComputeTable(t *testing.T) {
 	always, onFailure, never := v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever
-	ready := StatusInput{SandboxReady: true, HostIP: "10.0.0.5"}
-	with := func(in StatusInput, f func(*StatusInput)) StatusInput { f(&in); return in }
-	waiting := func(in StatusInput, name, reason, msg string) StatusInput {
-		return with(in, func(in *StatusInput) { in.Waiting = map[string]Waiting{name: {Reason: reason, Message: msg}} })
+	ready := Input{SandboxReady: true, HostIP: "10.0.0.5"}
+	with := func(in Input, f func(*Input)) Input { f(&in); return in }
+	waiting := func(in Input, name, reason, msg string) Input {
+		return with(in, func(in *Input) { in.Waiting = map[string]Waiting{name: {Reason: reason, Message: msg}} })
 	}
 	backoff := "back-off 10s restarting failed container=app pod=web_default(uid-1)"
 	static := func(p *v1.Pod) *v1.Pod {
-		p.Annotations = map[string]string{AnnotationConfigSource: SourceFile}
+		p.Annotations = map[string]string{kubetypes.AnnotationConfigSource: kubetypes.SourceFile}
 		return p
 	}
 	withOld := func(p *v1.Pod, st v1.PodStatus) *v1.Pod { p.Status = st; return p }
@@ -141,7 +142,7 @@ func TestComputeStatusTable(t *testing.T) {
 		desc    string
 		pod     *v1.Pod
 		rs      pleg.PodStatus
-		in      StatusInput
+		in      Input
 		phase   v1.PodPhase
 		reason  string
 		message string
@@ -153,7 +154,7 @@ func TestComputeStatusTable(t *testing.T) {
 			desc:  "creating: nothing in the runtime yet",
 			pod:   statusPod(always, nil, []string{"app"}),
 			rs:    rs(),
-			in:    StatusInput{HostIP: "10.0.0.5"},
+			in:    Input{HostIP: "10.0.0.5"},
 			phase: v1.PodPending,
 			app:   []string{"app waiting(ContainerCreating) restarts=0 ready=false started=false"},
 			conds: conds("False", "True", "False/ContainersNotReady/containers with unready status: [app]"),
@@ -357,7 +358,7 @@ func TestComputeStatusTable(t *testing.T) {
 				{Type: "example.com/gate", Status: v1.ConditionTrue},
 			}}),
 			rs: rs(),
-			in: StatusInput{
+			in: Input{
 				Rejected: true, RejectReason: "OutOfcpu", HostIP: "10.0.0.5", PodIP: "10.0.0.5",
 				RejectMessage: "Node didn't have enough resource: cpu, requested: 4000, used: 0, capacity: 2000",
 			},
@@ -370,7 +371,7 @@ func TestComputeStatusTable(t *testing.T) {
 			desc:  "terminating, a container still runs",
 			pod:   statusPod(always, nil, []string{"app", "side"}),
 			rs:    rs(running("app", 0, at(1)), exited("side", 0, 143, "Error", at(1), at(5))),
-			in:    with(ready, func(in *StatusInput) { in.Terminating = true }),
+			in:    with(ready, func(in *Input) { in.Terminating = true }),
 			phase: v1.PodRunning,
 			app: []string{
 				"app running restarts=0 ready=true started=true",
@@ -382,7 +383,7 @@ func TestComputeStatusTable(t *testing.T) {
 			desc:  "terminating, all stopped, one killed: Failed whatever the restart policy",
 			pod:   statusPod(always, nil, []string{"app", "side"}),
 			rs:    rs(exited("app", 0, 0, "Completed", at(1), at(5)), exited("side", 0, 137, "Error", at(1), at(6))),
-			in:    with(waiting(ready, "side", ReasonCrashLoopBackOff, backoff), func(in *StatusInput) { in.Terminating = true }),
+			in:    with(waiting(ready, "side", ReasonCrashLoopBackOff, backoff), func(in *Input) { in.Terminating = true }),
 			phase: v1.PodFailed,
 			app: []string{
 				"app terminated(0 Completed) restarts=0 ready=false started=false",
@@ -394,7 +395,7 @@ func TestComputeStatusTable(t *testing.T) {
 			desc:  "terminating, all stopped cleanly: Succeeded",
 			pod:   statusPod(always, nil, []string{"app"}),
 			rs:    rs(exited("app", 0, 0, "Completed", at(1), at(5))),
-			in:    with(ready, func(in *StatusInput) { in.Terminating = true }),
+			in:    with(ready, func(in *Input) { in.Terminating = true }),
 			phase: v1.PodSucceeded,
 			app:   []string{"app terminated(0 Completed) restarts=0 ready=false started=false"},
 			conds: conds("True", "True/PodCompleted", "False/PodCompleted"),
@@ -403,7 +404,7 @@ func TestComputeStatusTable(t *testing.T) {
 			desc:  "terminating static pod, all stopped: phase by restart policy",
 			pod:   static(statusPod(always, nil, []string{"app"})),
 			rs:    rs(exited("app", 0, 0, "Completed", at(1), at(5))),
-			in:    with(ready, func(in *StatusInput) { in.Terminating = true }),
+			in:    with(ready, func(in *Input) { in.Terminating = true }),
 			phase: v1.PodRunning,
 			app:   []string{"app terminated(0 Completed) restarts=0 ready=false started=false"},
 			conds: conds("True", "True", "False/ContainersNotReady/containers with unready status: [app]"),
@@ -412,7 +413,7 @@ func TestComputeStatusTable(t *testing.T) {
 			desc:  "terminating before a container ever started",
 			pod:   statusPod(always, nil, []string{"app"}),
 			rs:    rs(),
-			in:    with(waiting(ready, "app", ReasonErrImagePull, "not found"), func(in *StatusInput) { in.Terminating = true }),
+			in:    with(waiting(ready, "app", ReasonErrImagePull, "not found"), func(in *Input) { in.Terminating = true }),
 			phase: v1.PodFailed,
 			app:   []string{"app terminated(137 ContainerStatusUnknown) restarts=0 ready=false started=false"},
 			conds: conds("True", "True", "False/PodFailed"),
@@ -421,7 +422,7 @@ func TestComputeStatusTable(t *testing.T) {
 			desc:  "terminating during init: the app containers stay waiting",
 			pod:   statusPod(always, []string{"i1", "i2"}, []string{"app"}),
 			rs:    rs(exited("i1", 0, 137, "Error", at(1), at(5))),
-			in:    with(ready, func(in *StatusInput) { in.Terminating = true }),
+			in:    with(ready, func(in *Input) { in.Terminating = true }),
 			phase: v1.PodFailed,
 			init: []string{
 				"i1 terminated(137 Error) restarts=0 ready=false started=false",
@@ -469,9 +470,9 @@ func TestComputeStatusTable(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			before := tc.pod.DeepCopy()
-			got := ComputeStatus(tc.pod, tc.rs, tc.in, at(50))
+			got := Compute(tc.pod, tc.rs, tc.in, at(50))
 			if !reflect.DeepEqual(before, tc.pod) {
-				t.Errorf("ComputeStatus modified its pod argument")
+				t.Errorf("Compute modified its pod argument")
 			}
 			if got.Phase != tc.phase || got.Reason != tc.reason || got.Message != tc.message {
 				t.Errorf("phase, reason, message = %q, %q, %q; want %q, %q, %q", got.Phase, got.Reason, got.Message, tc.phase, tc.reason, tc.message)
@@ -495,17 +496,17 @@ func TestComputeStatusTable(t *testing.T) {
 	}
 }
 
-func TestComputeStatusFields(t *testing.T) {
+func TestComputeFields(t *testing.T) {
 	pod := statusPod(v1.RestartPolicyAlways, []string{"init"}, []string{"app"})
 	pod.Spec.Containers[0].Image = "docker.io/library/busybox:1.36"
-	in := StatusInput{
+	in := Input{
 		SandboxReady: true, HostIP: "10.0.0.5", PodIP: "10.0.0.5", StartTime: at(0),
 		ImageIDs: map[string]string{"docker.io/library/busybox@sha256:abc": "sha256:1234"},
 	}
 	app := running("app", 1, at(10))
 	app.Image = "docker.io/library/busybox@sha256:abc" // the runtime's reference may differ from the spec's
 	prev := exited("app", 0, 1, "Error", at(5), at(6).Add(900*time.Millisecond))
-	st := ComputeStatus(pod, rs(exited("init", 0, 0, "Completed", at(2), at(3)), prev, app), in, at(50))
+	st := Compute(pod, rs(exited("init", 0, 0, "Completed", at(2), at(3)), prev, app), in, at(50))
 
 	sec := func(s int) metav1.Time { return metav1.NewTime(time.Unix(at(s).Unix(), 0)) }
 	want := v1.ContainerStatus{
@@ -540,7 +541,7 @@ func TestComputeStatusFields(t *testing.T) {
 
 	// Without a pod IP (no hostNetwork, no CNI) there are no podIPs.
 	in.PodIP = ""
-	st = ComputeStatus(pod, rs(), in, at(50))
+	st = Compute(pod, rs(), in, at(50))
 	if st.PodIP != "" || st.PodIPs != nil {
 		t.Errorf("podIP, podIPs = %q, %v; want none", st.PodIP, st.PodIPs)
 	}
@@ -548,7 +549,7 @@ func TestComputeStatusFields(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func TestComputeStatusStartTime(t *testing.T) {
+func TestComputeStartTime(t *testing.T) {
 	sec := func(s int) metav1.Time { return metav1.NewTime(time.Unix(at(s).Unix(), 0)) }
 	tests := []struct {
 		desc string
@@ -565,7 +566,7 @@ func TestComputeStatusStartTime(t *testing.T) {
 			pod := statusPod(v1.RestartPolicyAlways, nil, []string{"app"})
 			pod.Status.StartTime = tc.old
 			for _, rejected := range []bool{false, true} {
-				st := ComputeStatus(pod, rs(), StatusInput{Rejected: rejected, StartTime: tc.in}, at(50))
+				st := Compute(pod, rs(), Input{Rejected: rejected, StartTime: tc.in}, at(50))
 				if st.StartTime == nil || !st.StartTime.Equal(&tc.want) {
 					t.Errorf("rejected=%t: startTime = %v, want %v", rejected, st.StartTime, tc.want)
 				}
@@ -588,11 +589,11 @@ func apiRoundTrip(t *testing.T, st v1.PodStatus) v1.PodStatus {
 	return out
 }
 
-func TestComputeStatusTransitionTimes(t *testing.T) {
+func TestComputeTransitionTimes(t *testing.T) {
 	pod := statusPod(v1.RestartPolicyAlways, nil, []string{"app"})
 	scheduled := metav1.NewTime(time.Unix(at(-30).Unix(), 0))
 	pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: scheduled}}
-	in := StatusInput{SandboxReady: true, HostIP: "10.0.0.5", StartTime: at(0)}
+	in := Input{SandboxReady: true, HostIP: "10.0.0.5", StartTime: at(0)}
 
 	transitions := func(st v1.PodStatus) map[v1.PodConditionType]time.Time {
 		m := map[v1.PodConditionType]time.Time{}
@@ -613,7 +614,7 @@ func TestComputeStatusTransitionTimes(t *testing.T) {
 	sec := func(s int) time.Time { return time.Unix(at(s).Unix(), 0) }
 
 	// Creating at 10s: the scheduler's PodScheduled is kept.
-	st1 := ComputeStatus(pod, rs(), in, at(10))
+	st1 := Compute(pod, rs(), in, at(10))
 	check(st1, map[v1.PodConditionType]time.Time{
 		v1.PodScheduled: scheduled.Time, v1.PodReady: sec(10), v1.ContainersReady: sec(10),
 		v1.PodInitialized: sec(10), v1.PodReadyToStartContainers: sec(10),
@@ -622,16 +623,16 @@ func TestComputeStatusTransitionTimes(t *testing.T) {
 	// The same inputs later, after the status went through the API: equal,
 	// so no patch.
 	pod.Status = apiRoundTrip(t, st1)
-	st2 := ComputeStatus(pod, rs(), in, at(20))
-	if !StatusEqual(st2, pod.Status) || !StatusEqual(st2, st1) {
+	st2 := Compute(pod, rs(), in, at(20))
+	if !Equal(st2, pod.Status) || !Equal(st2, st1) {
 		t.Errorf("recomputed status differs:\n%+v\n%+v", st2, pod.Status)
 	}
 	check(st2, transitions(st1))
 
 	// The container runs at 30s: only the conditions that changed move.
 	pod.Status = apiRoundTrip(t, st2)
-	st3 := ComputeStatus(pod, rs(running("app", 0, at(25))), in, at(30))
-	if StatusEqual(st3, pod.Status) {
+	st3 := Compute(pod, rs(running("app", 0, at(25))), in, at(30))
+	if Equal(st3, pod.Status) {
 		t.Errorf("a running container did not change the status")
 	}
 	check(st3, map[v1.PodConditionType]time.Time{
@@ -642,43 +643,43 @@ func TestComputeStatusTransitionTimes(t *testing.T) {
 	// A reason change alone (ContainerCreating → ErrImagePull at 40s) keeps
 	// the condition times.
 	pod.Status = apiRoundTrip(t, st1)
-	st4 := ComputeStatus(pod, rs(), waitingInput(in, "app", ReasonErrImagePull, "boom"), at(40))
+	st4 := Compute(pod, rs(), waitingInput(in, "app", ReasonErrImagePull, "boom"), at(40))
 	check(st4, transitions(st1))
 }
 
-func waitingInput(in StatusInput, name, reason, msg string) StatusInput {
+func waitingInput(in Input, name, reason, msg string) Input {
 	in.Waiting = map[string]Waiting{name: {Reason: reason, Message: msg}}
 	return in
 }
 
-func TestComputeStatusInitializedOnceAppStarted(t *testing.T) {
+func TestComputeInitializedOnceAppStarted(t *testing.T) {
 	// The init containers' statuses are gone (not in the runtime, not in
 	// the API) but an app container ran: the pod initialized once.
 	pod := statusPod(v1.RestartPolicyAlways, []string{"i1"}, []string{"app"})
-	st := ComputeStatus(pod, rs(running("app", 0, at(1))), StatusInput{SandboxReady: true}, at(50))
+	st := Compute(pod, rs(running("app", 0, at(1))), Input{SandboxReady: true}, at(50))
 	if c := findCondition(st.Conditions, v1.PodInitialized); c == nil || c.Status != v1.ConditionTrue || c.Reason != "" {
 		t.Errorf("Initialized = %+v, want True", c)
 	}
 }
 
-func TestComputeStatusKeepsForeignConditions(t *testing.T) {
+func TestComputeKeepsForeignConditions(t *testing.T) {
 	pod := statusPod(v1.RestartPolicyAlways, nil, []string{"app"})
 	gate := v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Unix(at(-5).Unix(), 0))}
 	disruption := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "DeletionByTaintManager"}
 	pod.Status.Conditions = []v1.PodCondition{gate, {Type: v1.PodReady, Status: v1.ConditionFalse}, disruption}
-	st := ComputeStatus(pod, rs(running("app", 0, at(1))), StatusInput{SandboxReady: true}, at(50))
+	st := Compute(pod, rs(running("app", 0, at(1))), Input{SandboxReady: true}, at(50))
 	if len(st.Conditions) != 7 || !reflect.DeepEqual(st.Conditions[:2], []v1.PodCondition{gate, disruption}) {
 		t.Errorf("conditions = %q; want the gate and DisruptionTarget kept, then ours", describeConditions(st.Conditions))
 	}
 }
 
-func TestStatusEqual(t *testing.T) {
+func TestEqual(t *testing.T) {
 	base := func() v1.PodStatus {
 		pod := statusPod(v1.RestartPolicyAlways, []string{"i1", "i2"}, []string{"a", "b"})
-		return ComputeStatus(pod, rs(
+		return Compute(pod, rs(
 			exited("i1", 0, 0, "Completed", at(1), at(2)), exited("i2", 0, 0, "Completed", at(2), at(3)),
 			running("a", 0, at(4)), exited("b", 0, 1, "Error", at(4), at(5)),
-		), StatusInput{SandboxReady: true, HostIP: "10.0.0.5", StartTime: at(0)}, at(10))
+		), Input{SandboxReady: true, HostIP: "10.0.0.5", StartTime: at(0)}, at(10))
 	}
 	tests := []struct {
 		desc   string
@@ -723,29 +724,29 @@ func TestStatusEqual(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			a, b := base(), base()
 			tc.modify(&b)
-			if got := StatusEqual(a, b); got != tc.equal {
-				t.Errorf("StatusEqual = %t, want %t", got, tc.equal)
+			if got := Equal(a, b); got != tc.equal {
+				t.Errorf("Equal = %t, want %t", got, tc.equal)
 			}
-			if got := StatusEqual(b, a); got != tc.equal {
-				t.Errorf("StatusEqual (swapped) = %t, want %t", got, tc.equal)
+			if got := Equal(b, a); got != tc.equal {
+				t.Errorf("Equal (swapped) = %t, want %t", got, tc.equal)
 			}
 			if !reflect.DeepEqual(a, base()) {
-				t.Errorf("StatusEqual modified its argument")
+				t.Errorf("Equal modified its argument")
 			}
 		})
 	}
 }
 
-func TestStatusEqualProbeTime(t *testing.T) {
+func TestEqualProbeTime(t *testing.T) {
 	a := v1.PodStatus{Conditions: []v1.PodCondition{{Type: "example.com/probed", LastProbeTime: metav1.NewTime(at(1))}}}
 	b := *a.DeepCopy()
 	b.Conditions[0].LastProbeTime = metav1.NewTime(at(1).Add(500 * time.Millisecond))
-	if !StatusEqual(a, b) {
-		t.Errorf("StatusEqual = false for lastProbeTimes in the same second")
+	if !Equal(a, b) {
+		t.Errorf("Equal = false for lastProbeTimes in the same second")
 	}
 	b.Conditions[0].LastProbeTime = metav1.NewTime(at(2))
-	if StatusEqual(a, b) {
-		t.Errorf("StatusEqual = true for lastProbeTimes a second apart")
+	if Equal(a, b) {
+		t.Errorf("Equal = true for lastProbeTimes a second apart")
 	}
 }
 
@@ -809,12 +810,12 @@ func TestPodQOSClass(t *testing.T) {
 			if got := PodQOSClass(pod); got != tc.want {
 				t.Errorf("PodQOSClass = %q, want %q", got, tc.want)
 			}
-			if got := ComputeStatus(pod, rs(), StatusInput{}, at(0)).QOSClass; got != tc.want {
-				t.Errorf("ComputeStatus qosClass = %q, want %q", got, tc.want)
+			if got := Compute(pod, rs(), Input{}, at(0)).QOSClass; got != tc.want {
+				t.Errorf("Compute qosClass = %q, want %q", got, tc.want)
 			}
 			pod.Status.QOSClass = "Kept"
-			if got := ComputeStatus(pod, rs(), StatusInput{}, at(0)).QOSClass; got != "Kept" {
-				t.Errorf("ComputeStatus changed an existing qosClass to %q", got)
+			if got := Compute(pod, rs(), Input{}, at(0)).QOSClass; got != "Kept" {
+				t.Errorf("Compute changed an existing qosClass to %q", got)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package pods
+package volume
 
 // Volumes of the supported subset (see the package documentation): emptyDir
 // on disk or in memory (tmpfs) and hostPath with kubelet's type checks;

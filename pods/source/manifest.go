@@ -1,4 +1,4 @@
-package pods
+package source
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeagent/nodeagent/internal/yamldoc"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 // MaxManifestSize is the largest static pod manifest DecodeManifest reads
@@ -46,7 +47,7 @@ var staticPodToleration = v1.Toleration{Operator: v1.TolerationOpExists, Effect:
 // metadata.uid in the file is ignored. Finally the pod must pass
 // ValidatePod and, as in kubelet, must not name a service account
 // (spec.serviceAccountName); whether nodeagent supports it is left to
-// admission (Unsupported).
+// admission (admission.Unsupported).
 //
 // A non-nil error is a *ManifestError for path whose Err joins every
 // problem found, each naming its field path where there is one
@@ -107,15 +108,15 @@ func decodeManifest(data []byte, path, nodeName string) (*v1.Pod, error) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	delete(pod.Annotations, AnnotationConfigHash)
-	pod.Annotations[AnnotationConfigSource] = SourceFile
+	delete(pod.Annotations, kubetypes.AnnotationConfigHash)
+	pod.Annotations[kubetypes.AnnotationConfigSource] = kubetypes.SourceFile
 
 	uid, err := manifestUID(&pod, nodeName, path)
 	if err != nil {
 		return nil, err
 	}
 	pod.UID = uid
-	pod.Annotations[AnnotationConfigHash] = string(uid)
+	pod.Annotations[kubetypes.AnnotationConfigHash] = string(uid)
 
 	var invalid []error
 	if err := ValidatePod(&pod); err != nil {
@@ -124,7 +125,7 @@ func decodeManifest(data []byte, path, nodeName string) (*v1.Pod, error) {
 	// Like kubelet (PreventStaticPodAPIReferences), refuse a static pod
 	// that references an API object: its mirror pod would be refused by
 	// NodeRestriction. Secrets, config maps and claims are unsupported
-	// anyway (Unsupported); a service account is not.
+	// anyway (admission.Unsupported); a service account is not.
 	for _, sa := range []struct{ field, name string }{
 		{"serviceAccountName", pod.Spec.ServiceAccountName},
 		{"serviceAccount", pod.Spec.DeprecatedServiceAccount},
