@@ -6,6 +6,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 // gather reads the host and calls the runtime once, filling m.in for the
@@ -50,26 +52,26 @@ func (m *Manager) gather(now time.Time) {
 		capErrs = append(capErrs, err)
 	} else {
 		in.capacity[v1.ResourceMemory] = bytesQ(int64(mi.Total))
-		in.observations[SignalMemoryAvailable] = observation{available: int64(mi.Available()), capacity: int64(mi.Total)}
+		in.observations[eviction.SignalMemoryAvailable] = observation{available: int64(mi.Available()), capacity: int64(mi.Total)}
 	}
 	if fs, err := h.FS(m.cfg.RootDir); err != nil {
 		capErrs = append(capErrs, fmt.Errorf("nodefs: %w", err))
 	} else {
 		in.capacity[v1.ResourceEphemeralStorage] = bytesQ(int64(fs.CapacityBytes))
-		in.observations[SignalNodeFsAvailable] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
+		in.observations[eviction.SignalNodeFsAvailable] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
 		if fs.Inodes > 0 {
-			in.observations[SignalNodeFsInodesFree] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
+			in.observations[eviction.SignalNodeFsInodesFree] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
 		}
 	}
 	imagefs := m.cfg.ImageFSDir
 	if fs, err := h.FS(imagefs); err != nil {
 		m.log.Warn("reading imagefs stats", "path", imagefs, "err", err)
 	} else {
-		for _, sig := range []string{SignalImageFsAvailable, SignalContainerFsAvailable} {
+		for _, sig := range []string{eviction.SignalImageFsAvailable, eviction.SignalContainerFsAvailable} {
 			in.observations[sig] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
 		}
 		if fs.Inodes > 0 {
-			for _, sig := range []string{SignalImageFsInodesFree, SignalContainerFsInodesFree} {
+			for _, sig := range []string{eviction.SignalImageFsInodesFree, eviction.SignalContainerFsInodesFree} {
 				in.observations[sig] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
 			}
 		}
@@ -84,7 +86,7 @@ func (m *Manager) gather(now time.Time) {
 	if limit, running, err := h.PIDs(); err != nil {
 		m.log.Warn("reading pid stats", "err", err)
 	} else {
-		in.observations[SignalPIDAvailable] = observation{limit - running, limit}
+		in.observations[eviction.SignalPIDAvailable] = observation{limit - running, limit}
 	}
 	in.capacityErr = errors.Join(capErrs...)
 
