@@ -90,7 +90,7 @@ type Options struct {
 	// the call site.
 	Retry wait.Backoff
 	// Clock drives debounce, rescan and retries. Nil means the real clock.
-	Clock clock.WithTicker
+	Clock clock.Clock
 	// Logger receives the watcher's logs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -103,7 +103,7 @@ type Watcher struct {
 	maxDelay time.Duration
 	rescan   time.Duration
 	retry    wait.Backoff
-	clock    clock.WithTicker // For testability.
+	clock    clock.Clock // For testability.
 	log      *slog.Logger
 
 	notify  chan struct{} // 1-buffered: notifications coalesce
@@ -198,16 +198,12 @@ func (w *Watcher) Run(ctx context.Context) {
 	}
 	defer w.closeWatcher()
 
-	var rescanC <-chan time.Time
-	if w.rescan > 0 {
-		t := w.clock.NewTicker(w.rescan)
-		defer t.Stop()
-		rescanC = t.C()
-	}
 	var (
 		debounce, retry   clock.Timer // armed while a burst is pending / while a watch is missing
 		debounceC, retryC <-chan time.Time
-		first, last       time.Time // first and latest event of the pending burst
+		first, last       time.Time   // first and latest event of the pending burst
+		rescan            clock.Timer // re-armed when it fires: a period, not a deadline
+		rescanC           <-chan time.Time
 	)
 	stop := func(t *clock.Timer, c *<-chan time.Time) {
 		if *t != nil {
@@ -215,7 +211,11 @@ func (w *Watcher) Run(ctx context.Context) {
 			*t, *c = nil, nil
 		}
 	}
-	defer func() { stop(&debounce, &debounceC); stop(&retry, &retryC) }()
+	defer func() { stop(&debounce, &debounceC); stop(&retry, &retryC); stop(&rescan, &rescanC) }()
+	if w.rescan > 0 {
+		rescan = w.clock.NewTimer(w.rescan)
+		rescanC = rescan.C()
+	}
 
 	// check re-checks the watches and notifies; the notification covers
 	// every event so far, so a pending burst is done with.
@@ -287,6 +287,7 @@ func (w *Watcher) Run(ctx context.Context) {
 			retry, retryC = nil, nil
 			check()
 		case <-rescanC:
+			rescan.Reset(w.rescan)
 			check()
 		}
 	}
