@@ -343,13 +343,19 @@ func (w *Watcher) handle(ev fsnotify.Event) bool {
 // else. It reports whether every watch is in place. A directory that
 // appears or vanishes while the watches are set up is looked at again.
 func (w *Watcher) ensureWatches() bool {
+	hadProblems := len(w.problems) > 0
+	ok := false // if it keeps changing, the retry looks again soon
 	for range 3 {
-		ok, stable := w.syncWatches()
-		if stable {
-			return ok
+		var stable bool
+		if ok, stable = w.syncWatches(); stable {
+			break
 		}
+		ok = false
 	}
-	return false // still changing: the retry looks again soon
+	if ok && hadProblems && len(w.problems) == 0 {
+		w.log.Info("Watching every directory again", "dirs", slices.Sorted(maps.Keys(w.wanted)))
+	}
+	return ok
 }
 
 // syncWatches is one pass of ensureWatches; stable is false if a wanted
@@ -463,18 +469,9 @@ func (w *Watcher) problem(p string, err error) {
 	}
 }
 
-// resolved logs that the problem of path p, if any, is over.
-func (w *Watcher) resolved(p string) {
-	if _, had := w.problems[p]; !had {
-		return
-	}
-	delete(w.problems, p)
-	if p == "" {
-		w.log.Info("inotify watcher created")
-	} else {
-		w.log.Info("Watching directory again", "dir", p)
-	}
-}
+// resolved forgets the problem of path p; ensureWatches logs the recovery
+// once every problem is over.
+func (w *Watcher) resolved(p string) { delete(w.problems, p) }
 
 func (w *Watcher) closeWatcher() {
 	if w.fw != nil {

@@ -2,6 +2,7 @@ package dirwatch
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"os"
@@ -74,6 +75,36 @@ type logWriter struct{ t *testing.T }
 func (l logWriter) Write(p []byte) (int, error) {
 	l.t.Logf("%s", strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// logSink sends logs to t.Logf and keeps them for assertions.
+type logSink struct {
+	t  *testing.T
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Write(p)
+	s.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// waitFor waits until the logs contain every string of want.
+func (s *logSink) waitFor(t *testing.T, want ...string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("logs with %q", want), func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, w := range want {
+			if !strings.Contains(s.b.String(), w) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // start runs a Watcher on o until the end of the test.
@@ -324,13 +355,16 @@ func TestRetry(t *testing.T) {
 	parent := filepath.Join(base, "etc")
 	dir := filepath.Join(parent, "config.d")
 	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	logs := &logSink{t: t}
 	w, obs := start(t, Options{
 		Dirs:     func() []string { return []string{dir} },
 		Debounce: time.Second,
 		Retry:    wait.Backoff{Duration: time.Second, Factor: 2, Cap: 4 * time.Second, Steps: math.MaxInt32},
 		Clock:    fc,
+		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	waitNotify(t, w, "the initial notification")
+	logs.waitFor(t, "Cannot watch directory; retrying", "dir="+parent)
 	eventually(t, "the retry timer", fc.HasWaiters)
 
 	for _, delay := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
@@ -345,6 +379,7 @@ func TestRetry(t *testing.T) {
 	must(t, os.MkdirAll(dir, 0o755))
 	fc.Step(4 * time.Second)
 	waitNotify(t, w, "the retry that finds the directory")
+	logs.waitFor(t, "Watching every directory again")
 	eventually(t, "no timer once everything is watched", func() bool { return !fc.HasWaiters() })
 
 	p := filepath.Join(dir, "10.conf")
