@@ -253,10 +253,11 @@ func (w *Watcher) Run(ctx context.Context) {
 				check()
 				continue
 			}
+			now := w.clock.Now()
 			if !w.handle(ev) {
 				continue
 			}
-			last = w.clock.Now()
+			last = now
 			if debounce == nil {
 				first = last
 				debounce = w.clock.NewTimer(w.debounce)

@@ -346,6 +346,52 @@ func TestDebounce(t *testing.T) {
 	eventually(t, "the debounce timer to go", func() bool { return !fc.HasWaiters() })
 }
 
+// TestBurstBound uses a fake clock: a burst that never goes quiet is
+// notified MaxDelay after its first change. Each change is a mkdir, one
+// inotify event, so the test knows when Run has seen it.
+func TestBurstBound(t *testing.T) {
+	dir := t.TempDir()
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const ms = time.Millisecond
+	w, obs := start(t, Options{
+		Dirs:     func() []string { return []string{dir} },
+		Debounce: 1000 * ms,
+		MaxDelay: 3000 * ms,
+		Retry:    noRetry,
+		Clock:    fc,
+	})
+	waitNotify(t, w, "the initial notification")
+	change := func(name string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		must(t, os.Mkdir(p, 0o755))
+		eventually(t, "the event on "+name, func() bool { return obs.has(p, true) })
+	}
+	// step moves the clock, then waits for the debounce timer to be
+	// armed again (it fires and re-arms itself while the burst goes on).
+	step := func(d time.Duration) {
+		t.Helper()
+		fc.Step(d)
+		eventually(t, "the debounce timer", fc.HasWaiters)
+		noNotify(t, w, "within the burst")
+	}
+
+	change("c0") // t0: due at t0+1s
+	fc.Step(900 * ms)
+	change("c1") // t0+0.9s: due at t0+1.9s
+	step(100 * ms)
+	step(800 * ms)
+	change("c2") // t0+1.8s: due at t0+2.8s
+	step(100 * ms)
+	step(800 * ms)
+	change("c3") // t0+2.7s: due at t0+3.7s, but the bound is t0+3s
+	step(100 * ms)
+	fc.Step(199 * ms)
+	noNotify(t, w, "before the bound")
+	fc.Step(1 * ms)
+	waitNotify(t, w, "at the bound, 3s after the first change")
+}
+
 // TestRetry uses a fake clock: a directory whose parent is missing too
 // cannot be watched; the watcher retries (and notifies) with the back-off
 // it was given, watches it once it exists, and starts the back-off over
