@@ -6,6 +6,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 // gather reads the host and calls the runtime once, filling m.in for the
@@ -43,11 +45,11 @@ func (m *Manager) gather(now time.Time) {
 	if fs, err := h.FS(imagefs); err != nil {
 		m.log.Warn("reading imagefs stats", "path", imagefs, "err", err)
 	} else {
-		for _, sig := range []string{SignalImageFsAvailable, SignalContainerFsAvailable} {
+		for _, sig := range []string{eviction.SignalImageFsAvailable, eviction.SignalContainerFsAvailable} {
 			in.observations[sig] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
 		}
 		if fs.Inodes > 0 {
-			for _, sig := range []string{SignalImageFsInodesFree, SignalContainerFsInodesFree} {
+			for _, sig := range []string{eviction.SignalImageFsInodesFree, eviction.SignalContainerFsInodesFree} {
 				in.observations[sig] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
 			}
 		}
@@ -55,7 +57,7 @@ func (m *Manager) gather(now time.Time) {
 	if limit, running, err := h.PIDs(); err != nil {
 		m.log.Warn("reading pid stats", "err", err)
 	} else {
-		in.observations[SignalPIDAvailable] = observation{limit - running, limit}
+		in.observations[eviction.SignalPIDAvailable] = observation{limit - running, limit}
 	}
 
 	// Node info from the host.
@@ -141,15 +143,15 @@ func (m *Manager) readCapacity(obs map[string]observation) (v1.ResourceList, err
 		capErrs = append(capErrs, err)
 	} else {
 		capacity[v1.ResourceMemory] = bytesQ(int64(mi.Total))
-		obs[SignalMemoryAvailable] = observation{available: int64(mi.Available()), capacity: int64(mi.Total)}
+		obs[eviction.SignalMemoryAvailable] = observation{available: int64(mi.Available()), capacity: int64(mi.Total)}
 	}
 	if fs, err := h.FS(m.cfg.RootDir); err != nil {
 		capErrs = append(capErrs, fmt.Errorf("nodefs: %w", err))
 	} else {
 		capacity[v1.ResourceEphemeralStorage] = bytesQ(int64(fs.CapacityBytes))
-		obs[SignalNodeFsAvailable] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
+		obs[eviction.SignalNodeFsAvailable] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
 		if fs.Inodes > 0 {
-			obs[SignalNodeFsInodesFree] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
+			obs[eviction.SignalNodeFsInodesFree] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
 		}
 	}
 	if hp, err := h.HugePages(); err != nil {
