@@ -15,7 +15,7 @@
 // the one container concerned instead of a relist:
 //   - "containerd": task start/exit/delete/OOM and container create/delete
 //     events (runtime.Subscribe);
-//   - "cgroup": inotify on each running container's cgroup v2 directory
+//   - "cgroups": inotify on each running container's cgroup v2 directory
 //     (cgroup.events "populated 1 → 0", removal of the directory) and on its
 //     parent (creation of container directories). The directory comes from
 //     the container's init process (/proc/<pid>/cgroup) or its OCI spec, so

@@ -134,10 +134,10 @@ func (e *env) expect(id string, sources []pleg.Source, want ...pleg.EventType) [
 	return got
 }
 
-var upstream = []pleg.Source{pleg.SourceContainerd, pleg.SourceCgroup}
+var upstream = []pleg.Source{pleg.SourceContainerd, pleg.SourceCgroups}
 
 func TestRealEventSequence(t *testing.T) {
-	e := setup(t, pleg.SourceContainerd, pleg.SourceCgroup)
+	e := setup(t, pleg.SourceContainerd, pleg.SourceCgroups)
 	ctx := context.Background()
 
 	a := e.start("web", "app", 0, "sleep 0.5; exit 3")
@@ -236,7 +236,7 @@ func TestRealContainerdRestart(t *testing.T) {
 }
 
 func TestRealInotifyExhaustion(t *testing.T) {
-	e := setup(t, pleg.SourceCgroup)
+	e := setup(t, pleg.SourceCgroups)
 	a := e.start("p", "a", 0, "exec sleep 1000")
 	e.expect(a, upstream, pleg.ContainerStarted)
 
@@ -265,7 +265,7 @@ func TestRealInotifyExhaustion(t *testing.T) {
 		// reported by the fast relist (or by the cgroup source's retry to
 		// watch it, which finds its process gone).
 		c := e.start("p", "c", 0, "sleep 0.3")
-		e.expect(c, []pleg.Source{pleg.SourceRelist, pleg.SourceCgroup}, pleg.ContainerStarted, pleg.ContainerDied)
+		e.expect(c, []pleg.Source{pleg.SourceRelist, pleg.SourceCgroups}, pleg.ContainerStarted, pleg.ContainerDied)
 	}()
 	// Restored: b is watched at the next relist and the source recovers.
 	waitFor(t, "recovery", e.p.EventMode)
@@ -279,5 +279,5 @@ func TestRealInotifyExhaustion(t *testing.T) {
 	if err := syscall.Kill(int(bc.Pid), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	e.expect(b, []pleg.Source{pleg.SourceCgroup}, pleg.ContainerDied)
+	e.expect(b, []pleg.Source{pleg.SourceCgroups}, pleg.ContainerDied)
 }

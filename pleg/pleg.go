@@ -53,10 +53,6 @@ type Options struct {
 	HealthThreshold time.Duration
 	// Sources are the upstream event sources; empty means relist-only.
 	Sources []Source
-	// Namespace and Endpoint locate containerd; see RuntimeOptions. New does
-	// not use them.
-	Namespace string
-	Endpoint  string
 	// InspectTimeout bounds one targeted inspection (default 10s);
 	// RelistTimeout one relist's listing (default 30s).
 	InspectTimeout time.Duration
@@ -78,11 +74,6 @@ type Options struct {
 	Clock      clock.WithTicker
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
-}
-
-// RuntimeOptions returns the runtime settings carried by Options.
-func (o Options) RuntimeOptions() runtime.Options {
-	return runtime.Options{Address: o.Endpoint, Namespace: o.Namespace}
 }
 
 // Validate reports every invalid option.
@@ -277,10 +268,10 @@ func (p *PLEG) Run(ctx context.Context) {
 		switch s {
 		case SourceContainerd:
 			go p.followRuntime(ctx)
-		case SourceCgroup:
+		case SourceCgroups:
 			cg, err := newCgroupWatcher(p.opts.CgroupRoot, p.opts.CgroupParents, p.log, p.cgroupSignal)
 			if err != nil {
-				p.setSource(SourceCgroup, false, err)
+				p.setSource(SourceCgroups, false, err)
 				continue
 			}
 			p.mu.Lock()
@@ -645,9 +636,9 @@ func (p *PLEG) cgroupSignal(s cgroupEvent) {
 	case s.overflow:
 		p.requestRelist()
 	case s.failed != nil:
-		p.setSource(SourceCgroup, false, s.failed)
+		p.setSource(SourceCgroups, false, s.failed)
 	case s.recovered:
-		p.setSource(SourceCgroup, true, nil)
+		p.setSource(SourceCgroups, true, nil)
 	default:
 		var want runtime.State
 		switch {
@@ -656,7 +647,7 @@ func (p *PLEG) cgroupSignal(s cgroupEvent) {
 		case s.created:
 			want = runtime.StateRunning
 		}
-		p.trigger(s.containerID, SourceCgroup, p.clock.Now(), want)
+		p.trigger(s.containerID, SourceCgroups, p.clock.Now(), want)
 	}
 }
 

@@ -260,7 +260,7 @@ func TestHungInspectionDoesNotStallOthers(t *testing.T) {
 	rt.set("slow", "p", runtime.StateExited, 0)
 	rt.set("fast", "q", runtime.StateExited, 0)
 	p.trigger("slow", SourceContainerd, time.Now(), "")
-	p.trigger("slow", SourceCgroup, time.Now(), "") // coalesced, not a second call
+	p.trigger("slow", SourceCgroups, time.Now(), "") // coalesced, not a second call
 	p.trigger("fast", SourceContainerd, time.Now(), "")
 	select {
 	case ev := <-p.Watch():
@@ -392,7 +392,7 @@ func TestEventsHandler(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	err := Options{RelistPeriod: -1, Sources: []Source{"bogus", SourceCgroup, SourceCgroup}}.Validate()
+	err := Options{RelistPeriod: -1, Sources: []Source{"bogus", SourceCgroups, SourceCgroups}}.Validate()
 	if err == nil {
 		t.Fatal("no error")
 	}

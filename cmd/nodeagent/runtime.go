@@ -61,8 +61,6 @@ func (a *agent) startPLEG(ctx context.Context, rt *runtime.Runtime) {
 		FallbackRelistPeriod: a.cfg.PLEG.FallbackRelistPeriod.Duration,
 		HealthThreshold:      a.cfg.PLEG.HealthThreshold.Duration,
 		Sources:              sources,
-		Namespace:            a.cfg.ContainerRuntimeNamespace,
-		Endpoint:             a.cfg.ContainerRuntimeEndpoint,
 		Logger:               a.base.With("component", "pleg"),
 		Registerer:           a.reg,
 	})

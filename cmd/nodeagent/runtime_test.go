@@ -15,7 +15,11 @@ func TestConfigEventSourcesParse(t *testing.T) {
 			t.Errorf("config event source %q: %v", s, err)
 		}
 	}
-	if src, _ := pleg.ParseSource(config.EventSourceCgroups); src != pleg.SourceCgroup {
-		t.Errorf("%q parses to %q, want %q", config.EventSourceCgroups, src, pleg.SourceCgroup)
+	// One spelling: what the configuration says is what metrics and
+	// /events report as the source.
+	for cfg, src := range map[string]pleg.Source{config.EventSourceCgroups: pleg.SourceCgroups, config.EventSourceContainerd: pleg.SourceContainerd} {
+		if got, _ := pleg.ParseSource(cfg); got != src || string(src) != cfg {
+			t.Errorf("%q parses to %q, want %q spelled the same", cfg, got, src)
+		}
 	}
 }
