@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
@@ -12,37 +16,55 @@ import (
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
-// connectRuntime connects to containerd, retrying with backoff (1s doubling
-// to 30s) and logging why, then starts the PLEG. A missing containerd never
-// stops the agent: the node heartbeats and reports Ready=False naming the
-// cause until containerd is there.
+// connectRuntime connects to containerd, retrying with backoff and logging
+// why, then starts the PLEG. A missing containerd never stops the agent: the
+// node heartbeats and reports Ready=False naming the cause until containerd
+// is there.
 func (a *agent) connectRuntime(ctx context.Context) {
 	log := a.log.With("component", "runtime", "endpoint", a.cfg.ContainerRuntimeEndpoint)
-	backoff := time.Second
-	for {
+	rt, ok := a.dialRuntime(ctx, log, func(ctx context.Context) (*runtime.Runtime, runtime.Version, error) {
 		rt, err := runtime.New(runtime.Options{
 			Address:   a.cfg.ContainerRuntimeEndpoint,
 			Namespace: a.cfg.ContainerRuntimeNamespace,
 			Logger:    log,
 		})
-		if err == nil {
-			var v runtime.Version
-			if v, err = rt.Version(ctx); err == nil {
-				a.rt.Store(rt)
-				log.Info("connected to the container runtime", "version", v.RuntimeVersion)
-				a.startPLEG(ctx, rt)
-				return
-			}
+		if err != nil {
+			return nil, runtime.Version{}, err
+		}
+		v, err := rt.Version(ctx)
+		if err != nil {
 			_ = rt.Close()
+			return nil, runtime.Version{}, err
+		}
+		return rt, v, nil
+	})
+	if !ok {
+		return
+	}
+	a.startPLEG(ctx, rt)
+}
+
+// dialRuntime calls dial until it succeeds, waiting between attempts
+// (1s doubling to 30s, no jitter: one agent per node), and stores the
+// runtime or the last error for the health checks. ok is false when ctx
+// ended first.
+func (a *agent) dialRuntime(ctx context.Context, log *slog.Logger, dial func(context.Context) (*runtime.Runtime, runtime.Version, error)) (_ *runtime.Runtime, ok bool) {
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0, Steps: math.MaxInt32, Cap: 30 * time.Second}
+	for {
+		rt, v, err := dial(ctx)
+		if err == nil {
+			a.rt.Store(rt)
+			log.Info("connected to the container runtime", "version", v.RuntimeVersion)
+			return rt, true
 		}
 		a.rtErr.Store(&err)
-		log.Warn("container runtime unreachable; retrying", "err", err, "retryIn", backoff)
+		delay := backoff.Step()
+		log.Warn("container runtime unreachable; retrying", "err", err, "retryIn", delay)
 		select {
 		case <-ctx.Done():
-			return
-		case <-a.clock.After(backoff):
+			return nil, false
+		case <-a.clock.After(delay):
 		}
-		backoff = min(2*backoff, 30*time.Second)
 	}
 }
 
