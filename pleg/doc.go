@@ -75,4 +75,14 @@
 // Healthy is false only when relisting has been hung or failing for longer
 // than Options.HealthThreshold (3m), or never succeeded that long after
 // start. Slow inspections do not count.
+//
+// # Concurrency
+//
+// The PLEG's lock only guards memory: no runtime call, file read, inotify
+// change or log write happens while it is held, so Healthy, Expect, the
+// cache and the event sources never wait behind I/O. The relist and the
+// inspections collect under the lock and act outside it; the cgroup source
+// does all its I/O (reading /proc and cgroup.events, adding and removing
+// watches) on its own goroutine, which the PLEG only tells, in memory, which
+// containers to watch.
 package pleg

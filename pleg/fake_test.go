@@ -104,6 +104,12 @@ func (f *fakeRuntime) Subscribe(ctx context.Context) <-chan runtime.Event {
 	return out
 }
 
+func (f *fakeRuntime) inspectCount(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inspects[id]
+}
+
 func (f *fakeRuntime) listCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -31,7 +31,7 @@ const (
 	// recheckDelay/rechecks: after cgroup.events says "populated 0"
 	// containerd may still report the task as running for a moment, and a
 	// container whose cgroup just appeared is still being started. See
-	// recheckAfter: about 6s in all.
+	// recheckAfter: about 2.3s of waiting in all.
 	recheckDelay = 5 * time.Millisecond
 	rechecks     = 18
 	// maxInspectFailures: a container whose inspection failed this many
@@ -143,7 +143,10 @@ type PLEG struct {
 	wake      chan struct{} // 1-buffered: timers must be recomputed
 	relistReq chan struct{} // 1-buffered: relist soon (coalesced)
 
+	// mu guards the fields below. It is never held during I/O (runtime
+	// calls, file reads, inotify, logging): collect under it, act outside.
 	mu                 sync.Mutex
+	logs               []logLine // written by unlock
 	records            map[string]*record
 	exp                *expectations
 	expDone            chan struct{} // closed and replaced when expectations are met or expire
@@ -173,6 +176,28 @@ type inspection struct {
 	rechecks int
 	failures int
 	wake     chan struct{} // 1-buffered: cut a recheck/backoff wait short
+}
+
+// logLine is a log record queued while p.mu is held.
+type logLine struct {
+	level slog.Level
+	msg   string
+	args  []any
+}
+
+// logLocked queues a log record; unlock writes it.
+func (p *PLEG) logLocked(level slog.Level, msg string, args ...any) {
+	p.logs = append(p.logs, logLine{level, msg, args})
+}
+
+// unlock releases p.mu, then writes the log records queued meanwhile.
+func (p *PLEG) unlock() {
+	logs := p.logs
+	p.logs = nil
+	p.mu.Unlock()
+	for _, l := range logs {
+		p.log.Log(context.Background(), l.level, l.msg, l.args...)
+	}
 }
 
 // New creates a PLEG over rt. Nothing runs until Run.
@@ -225,7 +250,7 @@ func (p *PLEG) Expect(e Expectation) {
 	p.mu.Lock()
 	p.exp.add(e)
 	p.mu.Unlock()
-	p.poke(p.wake)
+	poke(p.wake)
 }
 
 // ExpectWithin is Expect with a deadline ttl from now.
@@ -255,7 +280,8 @@ func (p *PLEG) WaitExpected(ctx context.Context, uid types.UID) error {
 	}
 }
 
-func (p *PLEG) poke(ch chan struct{}) {
+// poke signals a 1-buffered channel without blocking; signals coalesce.
+func poke(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
@@ -349,7 +375,7 @@ func (p *PLEG) tick(ctx context.Context) {
 	deliver, expired := p.exp.expire(now)
 	p.deliverLocked(deliver, expired, nil, now)
 	due := !now.Before(p.lastRelistStart.Add(p.periodLocked()))
-	p.mu.Unlock()
+	p.unlock()
 	if due {
 		if err := p.Relist(ctx); err != nil {
 			p.log.Error("relist failed", "err", err)
@@ -375,7 +401,7 @@ func (p *PLEG) Relist(ctx context.Context) error {
 	cancel()
 
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	p.relistRunningSince = time.Time{}
 	if err != nil {
 		p.m.relistFailures.Inc()
@@ -403,7 +429,7 @@ func (p *PLEG) Relist(ctx context.Context) error {
 	}
 	p.cache.setAll(pods, start)
 	if p.cg != nil {
-		p.cg.retryMissing()
+		p.cg.retryMissing() // no I/O: the watcher's goroutine retries
 	}
 	end := p.clock.Now()
 	p.relistFailingSince = time.Time{}
@@ -456,7 +482,7 @@ func (p *PLEG) applyLocked(c runtime.Container, exists bool, observedAt time.Tim
 		delete(p.records, c.ID)
 	}
 	if p.cg != nil {
-		p.cg.track(c, exists && c.State == runtime.StateRunning)
+		p.cg.track(c, exists && c.State == runtime.StateRunning) // no I/O
 	}
 	// The cache first: whoever learns of an event (or of a met
 	// expectation, WaitExpected) finds it in the cache.
@@ -500,7 +526,7 @@ func (p *PLEG) emitLocked(ev Event, now time.Time) {
 func (p *PLEG) deliverLocked(deliver []Event, expired, met []Expectation, now time.Time) {
 	for _, e := range expired {
 		p.m.expectations.WithLabelValues("expired").Inc()
-		p.log.Info("expected pod lifecycle event did not come in time", "podUID", e.PodUID, "containerID", e.ContainerID, "type", e.Type)
+		p.logLocked(slog.LevelInfo, "expected pod lifecycle event did not come in time", "podUID", e.PodUID, "containerID", e.ContainerID, "type", e.Type)
 	}
 	if len(met) > 0 {
 		p.m.expectations.WithLabelValues("met").Add(float64(len(met)))
@@ -533,7 +559,7 @@ func (p *PLEG) trigger(id string, src Source, at time.Time, want runtime.State) 
 			in.want, in.rechecks = want, 0
 		}
 		p.mu.Unlock()
-		p.poke(in.wake)
+		poke(in.wake)
 		return
 	}
 	p.inflight[id] = &inspection{source: src, triggeredAt: at, want: want, wake: make(chan struct{}, 1)}
@@ -581,16 +607,16 @@ func (p *PLEG) inspect(id string) {
 			p.m.inspections.WithLabelValues("error").Inc()
 			in.failures++
 			if in.failures > maxInspectFailures {
-				p.log.Warn("container inspection keeps failing, leaving it to the next relist", "containerID", id, "err", err)
+				p.logLocked(slog.LevelWarn, "container inspection keeps failing, leaving it to the next relist", "containerID", id, "err", err)
 				delete(p.inflight, id)
-				p.mu.Unlock()
+				p.unlock()
 				return
 			}
 			retryAfter = min(time.Second<<min(in.failures-1, 5), 30*time.Second)
-			p.log.Warn("container inspection failed", "containerID", id, "err", err, "retryIn", retryAfter)
+			p.logLocked(slog.LevelWarn, "container inspection failed", "containerID", id, "err", err, "retryIn", retryAfter)
 		}
 		if retryAfter > 0 && !in.dirty {
-			p.mu.Unlock()
+			p.unlock()
 			select {
 			case <-p.clock.After(retryAfter):
 			case <-in.wake: // a new signal: inspect now
@@ -598,14 +624,14 @@ func (p *PLEG) inspect(id string) {
 			continue
 		}
 		if in.dirty {
-			p.mu.Unlock()
+			p.unlock()
 			continue
 		}
 		delete(p.inflight, id)
 		if len(p.inflight) == 0 {
 			p.cache.notify() // the cache may be live again
 		}
-		p.mu.Unlock()
+		p.unlock()
 		return
 	}
 }
@@ -651,7 +677,7 @@ func (p *PLEG) cgroupSignal(s cgroupEvent) {
 	}
 }
 
-func (p *PLEG) requestRelist() { p.poke(p.relistReq) }
+func (p *PLEG) requestRelist() { poke(p.relistReq) }
 
 // followRuntime turns runtime events into targeted inspections.
 func (p *PLEG) followRuntime(ctx context.Context) {
@@ -678,7 +704,7 @@ func (p *PLEG) followRuntime(ctx context.Context) {
 // fallback relisting.
 func (p *PLEG) setSource(src Source, ok bool, cause error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	if p.sourceOK[src] == ok {
 		return
 	}
@@ -697,19 +723,19 @@ func (p *PLEG) setSource(src Source, ok bool, cause error) {
 		p.inFallback = true
 		p.m.fallbacks.WithLabelValues(string(src)).Inc()
 		p.m.fallbackActive.Set(1)
-		p.log.Warn("PLEG event source failed, falling back to relisting", "source", src, "err", cause, "period", p.opts.FallbackRelistPeriod)
+		p.logLocked(slog.LevelWarn, "PLEG event source failed, falling back to relisting", "source", src, "err", cause, "period", p.opts.FallbackRelistPeriod)
 	case fallback:
 		if !ok {
 			p.m.fallbacks.WithLabelValues(string(src)).Inc()
-			p.log.Warn("PLEG event source failed", "source", src, "err", cause)
+			p.logLocked(slog.LevelWarn, "PLEG event source failed", "source", src, "err", cause)
 		}
 	case !fallback && p.inFallback:
 		p.inFallback = false
 		p.m.fallbackActive.Set(0)
-		p.log.Info("PLEG event sources recovered, back to event mode", "source", src, "relistPeriod", p.opts.RelistPeriod)
+		p.logLocked(slog.LevelInfo, "PLEG event sources recovered, back to event mode", "source", src, "relistPeriod", p.opts.RelistPeriod)
 		p.cache.notify()
 	}
-	p.poke(p.wake)
+	poke(p.wake)
 }
 
 // Healthy reports whether the PLEG works: false only when relisting has been

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nodeagent/nodeagent/runtime"
@@ -92,6 +93,10 @@ func TestRelistEventSequence(t *testing.T) {
 }
 
 func TestRelistDiedCarriesExitCodeAndCache(t *testing.T) {
+	synctest.Test(t, testRelistDiedCarriesExitCodeAndCache)
+}
+
+func testRelistDiedCarriesExitCodeAndCache(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(t0)
 	rt := newFakeRuntime()
@@ -109,20 +114,19 @@ func TestRelistDiedCarriesExitCodeAndCache(t *testing.T) {
 		t.Fatalf("cache %+v %v", s, ok)
 	}
 	// GetNewerThan blocks until a newer relist.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	done := make(chan PodStatus)
+	done := make(chan PodStatus, 1)
 	go func() {
-		s, err := p.Cache().GetNewerThan(ctx, "uid-p", t0)
+		s, err := p.Cache().GetNewerThan(context.Background(), "uid-p", t0)
 		if err != nil {
 			t.Error(err)
 		}
 		done <- s
 	}()
+	synctest.Wait() // GetNewerThan waits, or has returned
 	select {
 	case <-done:
 		t.Fatal("GetNewerThan returned a status that is not newer")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	clk.Step(time.Second)
 	rt.remove("a")
@@ -184,7 +188,9 @@ func TestExpectationsThroughPLEG(t *testing.T) {
 	}
 }
 
-func TestHealthy(t *testing.T) {
+func TestHealthy(t *testing.T) { synctest.Test(t, testHealthy) }
+
+func testHealthy(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(t0)
 	rt := newFakeRuntime()
@@ -228,9 +234,7 @@ func TestHealthy(t *testing.T) {
 	rt.mu.Unlock()
 	done := make(chan struct{})
 	go func() { _ = p.Relist(ctx); close(done) }()
-	for rt.listCount() < 5 {
-		time.Sleep(time.Millisecond)
-	}
+	synctest.Wait() // the relist waits in ListContainers
 	clk.Step(2 * time.Minute)
 	if ok, _ := p.Healthy(); !ok {
 		t.Fatal("unhealthy before the threshold")
@@ -285,7 +289,9 @@ func TestHungInspectionDoesNotStallOthers(t *testing.T) {
 	}
 }
 
-func TestFallbackAndRecovery(t *testing.T) {
+func TestFallbackAndRecovery(t *testing.T) { synctest.Test(t, testFallbackAndRecovery) }
+
+func testFallbackAndRecovery(t *testing.T) {
 	rt := newFakeRuntime()
 	reg := prometheus.NewRegistry()
 	p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour,
@@ -294,60 +300,54 @@ func TestFallbackAndRecovery(t *testing.T) {
 	defer cancel()
 	go p.Run(ctx)
 	rt.events <- runtime.Event{Type: runtime.EventStreamUp}
-	waitFor(t, "initial relists", func() bool { return rt.listCount() >= 2 })
+	synctest.Wait()
+	// Five fallback periods: no relist but the one at start and the one
+	// after the stream came up.
 	time.Sleep(100 * time.Millisecond)
-	if n := rt.listCount(); n > 3 || !p.EventMode() {
+	if n := rt.listCount(); n != 2 || !p.EventMode() {
 		t.Fatalf("event mode: %d relists, eventMode %v", n, p.EventMode())
 	}
 	// A container event triggers an inspection, not a relist.
 	rt.set("a", "p", runtime.StateRunning, 0)
 	rt.events <- runtime.Event{Type: runtime.EventTaskStart, ContainerID: "a"}
-	select {
-	case ev := <-p.Watch():
-		if ev.Type != ContainerStarted || ev.Source != SourceContainerd {
-			t.Fatalf("event %+v", ev)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no event")
+	if ev := <-p.Watch(); ev.Type != ContainerStarted || ev.Source != SourceContainerd {
+		t.Fatalf("event %+v", ev)
+	}
+	if n := rt.listCount(); n != 2 {
+		t.Fatalf("%d relists, want none for the event", n)
 	}
 
 	rt.events <- runtime.Event{Type: runtime.EventStreamDown, Err: errors.New("broken")}
-	waitFor(t, "fallback", func() bool { return !p.EventMode() })
+	synctest.Wait()
+	if p.EventMode() {
+		t.Fatal("still in event mode after the stream broke")
+	}
 	n := rt.listCount()
 	rt.set("a", "p", runtime.StateExited, 0) // no event: only a relist can see it
-	select {
-	case ev := <-p.Watch():
-		if ev.Type != ContainerDied || ev.Source != SourceRelist {
-			t.Fatalf("event %+v", ev)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("fallback relist did not detect the exit")
+	if ev := <-p.Watch(); ev.Type != ContainerDied || ev.Source != SourceRelist {
+		t.Fatalf("event %+v", ev)
 	}
-	waitFor(t, "fast relists", func() bool { return rt.listCount() >= n+3 })
+	time.Sleep(60 * time.Millisecond)
+	synctest.Wait()
+	if m := rt.listCount(); m < n+3 {
+		t.Fatalf("%d relists in 3 fallback periods, want 3", m-n)
+	}
 	if v := testutil.ToFloat64(p.m.fallbackActive); v != 1 {
 		t.Fatalf("fallback_active = %v", v)
 	}
 	rt.events <- runtime.Event{Type: runtime.EventStreamUp}
-	waitFor(t, "recovery", func() bool { return p.EventMode() })
+	synctest.Wait()
+	if !p.EventMode() {
+		t.Fatal("not back in event mode after the stream came up")
+	}
 	if v := testutil.ToFloat64(p.m.fallbacks.WithLabelValues("containerd")); v != 1 {
 		t.Fatalf("fallbacks_total = %v", v)
 	}
-	time.Sleep(50 * time.Millisecond)
+	synctest.Wait()
 	n = rt.listCount()
-	time.Sleep(200 * time.Millisecond)
-	if m := rt.listCount(); m > n+1 {
-		t.Fatalf("still relisting fast after recovery: %d -> %d", n, m)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	time.Sleep(time.Minute)
+	if m := rt.listCount(); m != n {
+		t.Fatalf("still relisting fast after recovery: %d relists in a minute", m-n)
 	}
 }
 
@@ -408,7 +408,9 @@ func TestOptionsValidate(t *testing.T) {
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
-func TestCacheLiveInEventMode(t *testing.T) {
+func TestCacheLiveInEventMode(t *testing.T) { synctest.Test(t, testCacheLiveInEventMode) }
+
+func testCacheLiveInEventMode(t *testing.T) {
 	rt := newFakeRuntime()
 	p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour})
 	rt.set("a", "p", runtime.StateRunning, 0)
@@ -416,7 +418,7 @@ func TestCacheLiveInEventMode(t *testing.T) {
 	defer cancel()
 	go p.Run(ctx)
 	rt.events <- runtime.Event{Type: runtime.EventStreamUp}
-	waitFor(t, "relist", func() bool { return rt.listCount() >= 2 })
+	synctest.Wait()
 	// No relist is due for an hour, yet the status is current: event mode.
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
@@ -429,7 +431,10 @@ func TestCacheLiveInEventMode(t *testing.T) {
 	}
 	// In fallback mode only a relist makes it newer.
 	rt.events <- runtime.Event{Type: runtime.EventStreamDown, Err: errors.New("x")}
-	waitFor(t, "fallback", func() bool { return !p.EventMode() })
+	synctest.Wait()
+	if p.EventMode() {
+		t.Fatal("still in event mode after the stream broke")
+	}
 	n := rt.listCount()
 	if _, err := p.Cache().GetNewerThan(wctx, "uid-p", time.Now()); err != nil {
 		t.Fatal(err)
@@ -441,7 +446,9 @@ func TestCacheLiveInEventMode(t *testing.T) {
 
 // A worker waits for its own actions' expected events; WaitExpected returns
 // once they are met, with the observation already in the cache.
-func TestWaitExpected(t *testing.T) {
+func TestWaitExpected(t *testing.T) { synctest.Test(t, testWaitExpected) }
+
+func testWaitExpected(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(t0)
 	rt := newFakeRuntime()
@@ -453,21 +460,17 @@ func TestWaitExpected(t *testing.T) {
 	p.ExpectWithin("uid-p", "A", ContainerStarted, time.Minute)
 	done := make(chan error, 1)
 	go func() { done <- p.WaitExpected(ctx, "uid-p") }()
+	synctest.Wait()
 	select {
 	case err := <-done:
 		t.Fatalf("returned before the event: %v", err)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	rt.set("A", "p", runtime.StateRunning, 0)
 	clk.Step(time.Second)
 	_ = p.Relist(ctx)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("WaitExpected did not return after the expected event")
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 	if s, ok := p.Cache().Get("uid-p"); !ok || len(s.Containers) != 1 || s.Containers[0].State != runtime.StateRunning {
 		t.Fatalf("cache after WaitExpected: %+v", s)
@@ -479,5 +482,16 @@ func TestWaitExpected(t *testing.T) {
 	cancel()
 	if err := p.WaitExpected(cctx, "uid-p"); err == nil {
 		t.Fatal("want ctx error")
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
