@@ -26,9 +26,9 @@
 // meanwhile (from either source) coalesce into one more inspection, so
 // duplicates cost one runtime call and per-container order holds. An
 // observation older than the one already applied is discarded. Each
-// inspection has its own timeout; a failing one is retried with backoff on
-// its own (five times, then left to the next relist), so one hung container
-// never stalls the others.
+// inspection has its own timeout; a failing one is retried on its own after
+// 1s, 2s, 4s, 8s and 16s (wait.Backoff), then left to the next relist, so
+// one hung container never stalls the others.
 //
 // While every configured source works, the periodic relist is a safety net
 // (Options.RelistPeriod, default 5m). When a source fails (containerd event

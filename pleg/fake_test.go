@@ -20,13 +20,16 @@ type fakeRuntime struct {
 	listErr    error
 	listBlock  chan struct{} // when non-nil, ListContainers waits for it (or ctx)
 	hang       map[string]bool
-	lists      int
-	inspects   map[string]int
-	events     chan runtime.Event
+	// inspectErrs are the results of the next inspections of a container,
+	// in order (nil: answer normally).
+	inspectErrs map[string][]error
+	lists       int
+	inspects    map[string]int
+	events      chan runtime.Event
 }
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{containers: map[string]runtime.Container{}, hang: map[string]bool{},
+	return &fakeRuntime{containers: map[string]runtime.Container{}, hang: map[string]bool{}, inspectErrs: map[string][]error{},
 		inspects: map[string]int{}, events: make(chan runtime.Event, 100)}
 }
 
@@ -73,7 +76,14 @@ func (f *fakeRuntime) InspectContainer(ctx context.Context, id string) (runtime.
 	f.inspects[id]++
 	hang := f.hang[id]
 	c, ok := f.containers[id]
+	var err error
+	if errs := f.inspectErrs[id]; len(errs) > 0 {
+		err, f.inspectErrs[id] = errs[0], errs[1:]
+	}
 	f.mu.Unlock()
+	if err != nil {
+		return runtime.Container{}, err
+	}
 	if hang {
 		<-ctx.Done()
 		return runtime.Container{}, ctx.Err()

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/nodeagent/nodeagent/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 )
 
@@ -175,7 +177,15 @@ type inspection struct {
 	want     runtime.State
 	rechecks int
 	failures int
+	backoff  wait.Backoff  // before retrying a failed inspection
 	wake     chan struct{} // 1-buffered: cut a recheck/backoff wait short
+}
+
+// newInspectBackoff is the wait before retrying a failed inspection: 1s,
+// doubling (capped at 30s, never reached: it is given up after
+// maxInspectFailures), no jitter; it starts over after a success.
+func newInspectBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0, Steps: math.MaxInt32, Cap: 30 * time.Second}
 }
 
 // logLine is a log record queued while p.mu is held.
@@ -562,7 +572,7 @@ func (p *PLEG) trigger(id string, src Source, at time.Time, want runtime.State) 
 		poke(in.wake)
 		return
 	}
-	p.inflight[id] = &inspection{source: src, triggeredAt: at, want: want, wake: make(chan struct{}, 1)}
+	p.inflight[id] = &inspection{source: src, triggeredAt: at, want: want, backoff: newInspectBackoff(), wake: make(chan struct{}, 1)}
 	p.mu.Unlock()
 	go p.inspect(id)
 }
@@ -587,7 +597,7 @@ func (p *PLEG) inspect(id string) {
 		switch {
 		case err == nil:
 			p.m.inspections.WithLabelValues("ok").Inc()
-			in.failures = 0
+			in.failures, in.backoff = 0, newInspectBackoff()
 			p.applyLocked(c, true, start, in.source, in.triggeredAt, true)
 			if in.want != "" && c.State != in.want && c.State == previous(in.want) && in.rechecks < rechecks {
 				retryAfter = recheckAfter(in.rechecks)
@@ -597,7 +607,7 @@ func (p *PLEG) inspect(id string) {
 			}
 		case errors.Is(err, runtime.ErrNotFound):
 			p.m.inspections.WithLabelValues("notfound").Inc()
-			in.failures = 0
+			in.failures, in.backoff = 0, newInspectBackoff()
 			if rec := p.records[id]; rec != nil {
 				p.applyLocked(rec.c, false, start, in.source, in.triggeredAt, true)
 			}
@@ -612,7 +622,7 @@ func (p *PLEG) inspect(id string) {
 				p.unlock()
 				return
 			}
-			retryAfter = min(time.Second<<min(in.failures-1, 5), 30*time.Second)
+			retryAfter = in.backoff.Step()
 			p.logLocked(slog.LevelWarn, "container inspection failed", "containerID", id, "err", err, "retryIn", retryAfter)
 		}
 		if retryAfter > 0 && !in.dirty {

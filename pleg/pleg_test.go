@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 )
 
 func TestTransition(t *testing.T) {
@@ -287,6 +289,38 @@ func TestHungInspectionDoesNotStallOthers(t *testing.T) {
 	if n := inspects(); n != 1 {
 		t.Fatalf("slow container inspected %d times, want 1 in flight", n)
 	}
+}
+
+// A failing inspection is retried after 1s, 2s, 4s, 8s, 16s and then left to
+// the next relist; a success in between starts the back-off over.
+func TestInspectRetryBackoff(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rt := newFakeRuntime()
+	reg := prometheus.NewRegistry()
+	p := newTestPLEG(t, rt, Options{Clock: clk, Registerer: reg})
+	rt.set("a", "p", runtime.StateRunning, 0)
+	boom := errors.New("containerd: deadline exceeded")
+	inspected := func() int { return rt.inspectCount("a") }
+	inflight := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.inflight["a"] != nil
+	}
+
+	rt.inspectErrs["a"] = []error{boom, boom, boom, boom, boom, boom}
+	p.trigger("a", SourceContainerd, clk.Now(), "")
+	s := time.Second
+	backofftest.ExpectDelays(t, clk, inspected, 1*s, 2*s, 4*s, 8*s, 16*s)
+	backofftest.WaitFor(t, func() bool { return !inflight() }, "the inspection to be given up")
+	if n := testutil.ToFloat64(p.m.inspections.WithLabelValues("error")); n != 6 {
+		t.Fatalf("%v failed inspections, want 6", n)
+	}
+
+	// A success (the runtime still says running while the signal said it
+	// exited: recheck in 5ms) resets it.
+	rt.inspectErrs["a"] = []error{boom, nil, boom, boom, boom}
+	p.trigger("a", SourceCgroups, clk.Now(), runtime.StateExited)
+	backofftest.ExpectDelays(t, clk, inspected, 1*s, recheckDelay, 1*s, 2*s)
 }
 
 func TestFallbackAndRecovery(t *testing.T) { synctest.Test(t, testFallbackAndRecovery) }
