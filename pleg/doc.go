@@ -76,7 +76,7 @@
 // than Options.HealthThreshold (3m), or never succeeded that long after
 // start. Slow inspections do not count.
 //
-// # Concurrency
+// # Concurrency and shutdown
 //
 // The PLEG's lock only guards memory: no runtime call, file read, inotify
 // change or log write happens while it is held, so Healthy, Expect, the
@@ -85,4 +85,9 @@
 // does all its I/O (reading /proc and cgroup.events, adding and removing
 // watches) on its own goroutine, which the PLEG only tells, in memory, which
 // containers to watch.
+//
+// Every runtime call is bounded by Run's context as well as by its own
+// timeout. Run returns only after every goroutine it started (event sources,
+// inspections, retry waits) has ended, so its caller may close the runtime
+// then; no inspection starts after Run returned.
 package pleg

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nodeagent/nodeagent/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +21,8 @@ type fakeRuntime struct {
 	listErr    error
 	listBlock  chan struct{} // when non-nil, ListContainers waits for it (or ctx)
 	hang       map[string]bool
+	// busy: inspecting the container takes this long, whatever the context.
+	busy map[string]time.Duration
 	// inspectErrs are the results of the next inspections of a container,
 	// in order (nil: answer normally).
 	inspectErrs map[string][]error
@@ -29,7 +32,7 @@ type fakeRuntime struct {
 }
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{containers: map[string]runtime.Container{}, hang: map[string]bool{}, inspectErrs: map[string][]error{},
+	return &fakeRuntime{containers: map[string]runtime.Container{}, hang: map[string]bool{}, busy: map[string]time.Duration{}, inspectErrs: map[string][]error{},
 		inspects: map[string]int{}, events: make(chan runtime.Event, 100)}
 }
 
@@ -74,13 +77,14 @@ func (f *fakeRuntime) ListContainers(ctx context.Context) ([]runtime.Container, 
 func (f *fakeRuntime) InspectContainer(ctx context.Context, id string) (runtime.Container, error) {
 	f.mu.Lock()
 	f.inspects[id]++
-	hang := f.hang[id]
+	hang, busy := f.hang[id], f.busy[id]
 	c, ok := f.containers[id]
 	var err error
 	if errs := f.inspectErrs[id]; len(errs) > 0 {
 		err, f.inspectErrs[id] = errs[0], errs[1:]
 	}
 	f.mu.Unlock()
+	time.Sleep(busy)
 	if err != nil {
 		return runtime.Container{}, err
 	}

@@ -62,10 +62,20 @@ func setup(t *testing.T, sources ...pleg.Source) *env {
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
+	runDone := make(chan struct{})
+	t.Cleanup(func() {
+		// Run returns once its goroutines have stopped, before the
+		// runtime is closed (cleanups run last-registered first).
+		stop()
+		select {
+		case <-runDone:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after its context was cancelled")
+		}
+	})
 	evs, unsub := p.Subscribe()
 	t.Cleanup(unsub)
-	go p.Run(runCtx)
+	go func() { defer close(runDone); p.Run(runCtx) }()
 	e := &env{t: t, cd: cd, rt: rt, p: p, evs: evs}
 	if len(sources) > 0 {
 		waitFor(t, "event mode", p.EventMode)

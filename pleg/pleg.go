@@ -145,10 +145,14 @@ type PLEG struct {
 	wake      chan struct{} // 1-buffered: timers must be recomputed
 	relistReq chan struct{} // 1-buffered: relist soon (coalesced)
 
+	// inspections counts the inspection goroutines; Run waits for them.
+	inspections sync.WaitGroup
+
 	// mu guards the fields below. It is never held during I/O (runtime
 	// calls, file reads, inotify, logging): collect under it, act outside.
 	mu                 sync.Mutex
 	logs               []logLine // written by unlock
+	stopped            bool      // Run has ended: no new inspections
 	records            map[string]*record
 	exp                *expectations
 	expDone            chan struct{} // closed and replaced when expectations are met or expire
@@ -298,14 +302,25 @@ func poke(ch chan struct{}) {
 	}
 }
 
-// Run starts the event sources and relists until ctx is cancelled.
+// Run starts the event sources and relists until ctx is cancelled. It
+// returns only after every goroutine it started (event sources, targeted
+// inspections) has ended, so the runtime may be closed once it returned.
+// Runtime calls get deadlines derived from ctx.
 func (p *PLEG) Run(ctx context.Context) {
+	var sources sync.WaitGroup
+	defer func() {
+		sources.Wait() // no more signals, hence no new inspections
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
+		p.inspections.Wait()
+	}()
 	for _, s := range p.opts.Sources {
 		switch s {
 		case SourceContainerd:
-			go p.followRuntime(ctx)
+			sources.Go(func() { p.followRuntime(ctx) })
 		case SourceCgroups:
-			cg, err := newCgroupWatcher(p.opts.CgroupRoot, p.opts.CgroupParents, p.log, p.cgroupSignal)
+			cg, err := newCgroupWatcher(p.opts.CgroupRoot, p.opts.CgroupParents, p.log, func(e cgroupEvent) { p.cgroupSignal(ctx, e) })
 			if err != nil {
 				p.setSource(SourceCgroups, false, err)
 				continue
@@ -313,7 +328,7 @@ func (p *PLEG) Run(ctx context.Context) {
 			p.mu.Lock()
 			p.cg = cg
 			p.mu.Unlock()
-			go cg.run(ctx)
+			sources.Go(func() { cg.run(ctx) })
 		}
 	}
 	if err := p.Relist(ctx); err != nil {
@@ -557,12 +572,17 @@ func (p *PLEG) deliverLocked(deliver []Event, expired, met []Expectation, now ti
 	}
 }
 
-// trigger schedules a targeted inspection of one container. At most one
-// inspection per container is in flight; triggers arriving meanwhile are
-// coalesced into one more inspection after it, so per-container ordering
-// holds and duplicates from several sources cost one inspection.
-func (p *PLEG) trigger(id string, src Source, at time.Time, want runtime.State) {
+// trigger schedules a targeted inspection of one container, bounded by ctx.
+// At most one inspection per container is in flight; triggers arriving
+// meanwhile are coalesced into one more inspection after it, so
+// per-container ordering holds and duplicates from several sources cost one
+// inspection.
+func (p *PLEG) trigger(ctx context.Context, id string, src Source, at time.Time, want runtime.State) {
 	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
 	if in := p.inflight[id]; in != nil {
 		in.dirty = true
 		if want != "" {
@@ -573,24 +593,39 @@ func (p *PLEG) trigger(id string, src Source, at time.Time, want runtime.State) 
 		return
 	}
 	p.inflight[id] = &inspection{source: src, triggeredAt: at, want: want, backoff: newInspectBackoff(), wake: make(chan struct{}, 1)}
+	p.inspections.Add(1)
 	p.mu.Unlock()
-	go p.inspect(id)
+	go func() {
+		defer p.inspections.Done()
+		p.inspect(ctx, id)
+	}()
 }
 
-func (p *PLEG) inspect(id string) {
+// inspect inspects one container until its state is settled, retrying
+// failures with back-off, or until ctx is done.
+func (p *PLEG) inspect(ctx context.Context, id string) {
 	for {
-		p.sem <- struct{}{}
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			p.endInspection(id)
+			return
+		}
 		p.mu.Lock()
 		in := p.inflight[id]
 		in.dirty = false
 		p.mu.Unlock()
 
 		start := p.clock.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), p.opts.InspectTimeout)
-		c, err := p.rt.InspectContainer(ctx, id)
+		ictx, cancel := context.WithTimeout(ctx, p.opts.InspectTimeout)
+		c, err := p.rt.InspectContainer(ictx, id)
 		cancel()
 		<-p.sem
 		p.m.inspectDuration.Observe(p.clock.Since(start).Seconds())
+		if ctx.Err() != nil {
+			p.endInspection(id)
+			return
+		}
 
 		var retryAfter time.Duration
 		p.mu.Lock()
@@ -618,7 +653,7 @@ func (p *PLEG) inspect(id string) {
 			in.failures++
 			if in.failures > maxInspectFailures {
 				p.logLocked(slog.LevelWarn, "container inspection keeps failing, leaving it to the next relist", "containerID", id, "err", err)
-				delete(p.inflight, id)
+				p.endInspectionLocked(id)
 				p.unlock()
 				return
 			}
@@ -627,22 +662,38 @@ func (p *PLEG) inspect(id string) {
 		}
 		if retryAfter > 0 && !in.dirty {
 			p.unlock()
+			timer := p.clock.NewTimer(retryAfter)
 			select {
-			case <-p.clock.After(retryAfter):
+			case <-timer.C():
 			case <-in.wake: // a new signal: inspect now
+			case <-ctx.Done():
+				timer.Stop()
+				p.endInspection(id)
+				return
 			}
+			timer.Stop()
 			continue
 		}
 		if in.dirty {
 			p.unlock()
 			continue
 		}
-		delete(p.inflight, id)
-		if len(p.inflight) == 0 {
-			p.cache.notify() // the cache may be live again
-		}
+		p.endInspectionLocked(id)
 		p.unlock()
 		return
+	}
+}
+
+func (p *PLEG) endInspection(id string) {
+	p.mu.Lock()
+	p.endInspectionLocked(id)
+	p.mu.Unlock()
+}
+
+func (p *PLEG) endInspectionLocked(id string) {
+	delete(p.inflight, id)
+	if len(p.inflight) == 0 {
+		p.cache.notify() // the cache may be live again
 	}
 }
 
@@ -666,8 +717,8 @@ func previous(want runtime.State) runtime.State {
 	return ""
 }
 
-// cgroupSignal is called by the cgroup watcher.
-func (p *PLEG) cgroupSignal(s cgroupEvent) {
+// cgroupSignal is called by the cgroup watcher; ctx is Run's.
+func (p *PLEG) cgroupSignal(ctx context.Context, s cgroupEvent) {
 	switch {
 	case s.overflow:
 		p.requestRelist()
@@ -683,7 +734,7 @@ func (p *PLEG) cgroupSignal(s cgroupEvent) {
 		case s.created:
 			want = runtime.StateRunning
 		}
-		p.trigger(s.containerID, SourceCgroups, p.clock.Now(), want)
+		p.trigger(ctx, s.containerID, SourceCgroups, p.clock.Now(), want)
 	}
 }
 
@@ -704,7 +755,7 @@ func (p *PLEG) followRuntime(ctx context.Context) {
 				if ev.Type == runtime.EventTaskExit {
 					want = runtime.StateExited
 				}
-				p.trigger(ev.ContainerID, SourceContainerd, p.clock.Now(), want)
+				p.trigger(ctx, ev.ContainerID, SourceContainerd, p.clock.Now(), want)
 			}
 		}
 	}

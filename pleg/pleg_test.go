@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -253,42 +254,34 @@ func testHealthy(t *testing.T) {
 }
 
 func TestHungInspectionDoesNotStallOthers(t *testing.T) {
-	rt := newFakeRuntime()
-	p := newTestPLEG(t, rt, Options{InspectTimeout: time.Hour})
-	ctx := context.Background()
-	rt.set("slow", "p", runtime.StateRunning, 0)
-	rt.set("fast", "q", runtime.StateRunning, 0)
-	if err := p.Relist(ctx); err != nil {
-		t.Fatal(err)
-	}
-	drain(p.Watch())
-	rt.hang["slow"] = true
-	rt.set("slow", "p", runtime.StateExited, 0)
-	rt.set("fast", "q", runtime.StateExited, 0)
-	p.trigger("slow", SourceContainerd, time.Now(), "")
-	p.trigger("slow", SourceCgroups, time.Now(), "") // coalesced, not a second call
-	p.trigger("fast", SourceContainerd, time.Now(), "")
-	select {
-	case ev := <-p.Watch():
-		if ev.ContainerID != "fast" || ev.Type != ContainerDied || ev.Source != SourceContainerd {
-			t.Fatalf("event %+v", ev)
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		p := newTestPLEG(t, rt, Options{InspectTimeout: time.Hour})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		rt.set("slow", "p", runtime.StateRunning, 0)
+		rt.set("fast", "q", runtime.StateRunning, 0)
+		if err := p.Relist(ctx); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the fast container's death was stalled by the hung one")
-	}
-	if ok, err := p.Healthy(); !ok {
-		t.Fatal(err)
-	}
-	inspects := func() int {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return rt.inspects["slow"]
-	}
-	waitFor(t, "slow inspection", func() bool { return inspects() >= 1 })
-	time.Sleep(50 * time.Millisecond)
-	if n := inspects(); n != 1 {
-		t.Fatalf("slow container inspected %d times, want 1 in flight", n)
-	}
+		drain(p.Watch())
+		rt.hang["slow"] = true
+		rt.set("slow", "p", runtime.StateExited, 0)
+		rt.set("fast", "q", runtime.StateExited, 0)
+		p.trigger(ctx, "slow", SourceContainerd, time.Now(), "")
+		p.trigger(ctx, "slow", SourceCgroups, time.Now(), "") // coalesced, not a second call
+		p.trigger(ctx, "fast", SourceContainerd, time.Now(), "")
+		synctest.Wait() // all that can happen without the slow one's answer has happened
+		if got := drain(p.Watch()); !reflect.DeepEqual(got, []string{"ContainerDied/fast"}) {
+			t.Fatalf("events %v, want the fast container's death despite the hung one", got)
+		}
+		if ok, err := p.Healthy(); !ok {
+			t.Fatal(err)
+		}
+		if n := rt.inspectCount("slow"); n != 1 {
+			t.Fatalf("slow container inspected %d times, want 1 in flight", n)
+		}
+	})
 }
 
 // A failing inspection is retried after 1s, 2s, 4s, 8s, 16s and then left to
@@ -298,6 +291,8 @@ func TestInspectRetryBackoff(t *testing.T) {
 	rt := newFakeRuntime()
 	reg := prometheus.NewRegistry()
 	p := newTestPLEG(t, rt, Options{Clock: clk, Registerer: reg})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	rt.set("a", "p", runtime.StateRunning, 0)
 	boom := errors.New("containerd: deadline exceeded")
 	inspected := func() int { return rt.inspectCount("a") }
@@ -308,7 +303,7 @@ func TestInspectRetryBackoff(t *testing.T) {
 	}
 
 	rt.inspectErrs["a"] = []error{boom, boom, boom, boom, boom, boom}
-	p.trigger("a", SourceContainerd, clk.Now(), "")
+	p.trigger(ctx, "a", SourceContainerd, clk.Now(), "")
 	s := time.Second
 	backofftest.ExpectDelays(t, clk, inspected, 1*s, 2*s, 4*s, 8*s, 16*s)
 	backofftest.WaitFor(t, func() bool { return !inflight() }, "the inspection to be given up")
@@ -319,7 +314,7 @@ func TestInspectRetryBackoff(t *testing.T) {
 	// A success (the runtime still says running while the signal said it
 	// exited: recheck in 5ms) resets it.
 	rt.inspectErrs["a"] = []error{boom, nil, boom, boom, boom}
-	p.trigger("a", SourceCgroups, clk.Now(), runtime.StateExited)
+	p.trigger(ctx, "a", SourceCgroups, clk.Now(), runtime.StateExited)
 	backofftest.ExpectDelays(t, clk, inspected, 1*s, recheckDelay, 1*s, 2*s)
 }
 
@@ -519,13 +514,71 @@ func testWaitExpected(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// Run returns only after every goroutine it started has ended: the agent
+// closes the runtime after Run, and a PLEG goroutine still inspecting (or
+// waiting to retry) would use a closed runtime. Runtime calls are bounded by
+// Run's context, not only by their own timeouts.
+func TestRunStopsItsGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		before := plegGoroutines(nil) // other tests' PLEGs still stopping
+		rt := newFakeRuntime()
+		p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, InspectTimeout: time.Hour})
+		ctx, cancel := context.WithCancel(context.Background())
+		runDone := make(chan struct{})
+		go func() { defer close(runDone); p.Run(ctx) }()
+		rt.events <- runtime.Event{Type: runtime.EventStreamUp}
+		// One inspection hangs, one waits to be retried, one is busy for
+		// 10ms whatever its context says.
+		rt.set("hung", "p", runtime.StateRunning, 0)
+		rt.set("failing", "p", runtime.StateRunning, 0)
+		rt.set("busy", "p", runtime.StateRunning, 0)
+		rt.hang["hung"] = true
+		rt.inspectErrs["failing"] = []error{errors.New("boom")}
+		for _, id := range []string{"hung", "failing"} {
+			rt.events <- runtime.Event{Type: runtime.EventTaskExit, ContainerID: id}
 		}
-		time.Sleep(5 * time.Millisecond)
+		synctest.Wait()
+		if rt.inspectCount("hung") != 1 || rt.inspectCount("failing") != 1 {
+			t.Fatalf("inspections: %v", rt.inspects)
+		}
+		rt.busy["busy"] = 10 * time.Millisecond
+		rt.events <- runtime.Event{Type: runtime.EventTaskExit, ContainerID: "busy"}
+		time.Sleep(time.Millisecond) // the inspection is under way
+
+		stopping := time.Now()
+		cancel()
+		<-runDone
+		// It waited for the busy inspection, and for nothing else: the hung
+		// one and the retry wait ended with ctx, not after their timeouts.
+		if d := time.Since(stopping); d != 9*time.Millisecond {
+			t.Errorf("Run took %s to stop, want 9ms (the rest of the busy inspection)", d)
+		}
+		if left := plegGoroutines(before); len(left) > 0 {
+			t.Fatalf("Run returned while %d of its goroutines still run:\n%s", len(left), left)
+		}
+		// Nothing runs on after Run: no inspection starts any more.
+		p.trigger(ctx, "failing", SourceContainerd, time.Now(), "")
+		if left := plegGoroutines(before); len(left) > 0 {
+			t.Fatalf("inspection started after Run returned:\n%s", left)
+		}
+	})
+}
+
+// plegGoroutines returns the stacks of the goroutines running the PLEG's
+// code (not the test's, nor the fake runtime's), by goroutine header,
+// leaving out those in except.
+func plegGoroutines(except map[string]string) map[string]string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:goruntime.Stack(buf, true)]
+	out := map[string]string{}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		id, _, _ := strings.Cut(g, " [") // "goroutine 42"
+		if _, old := except[id]; old || strings.Contains(g, "nodeagent/pleg.Test") {
+			continue
+		}
+		if strings.Contains(g, "nodeagent/pleg.(*PLEG)") || strings.Contains(g, "nodeagent/pleg.(*cgroupWatcher)") {
+			out[id] = g
+		}
 	}
+	return out
 }

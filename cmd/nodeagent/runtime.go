@@ -17,9 +17,11 @@ import (
 )
 
 // connectRuntime connects to containerd, retrying with backoff and logging
-// why, then starts the PLEG. A missing containerd never stops the agent: the
-// node heartbeats and reports Ready=False naming the cause until containerd
-// is there.
+// why, then runs the PLEG and the pod workers until ctx is done. It returns
+// only after they have stopped, so the agent closes the runtime after its
+// last user. A missing containerd never stops the agent: the node
+// heartbeats and reports Ready=False naming the cause until containerd is
+// there.
 func (a *agent) connectRuntime(ctx context.Context) {
 	log := a.log.With("component", "runtime", "endpoint", a.cfg.ContainerRuntimeEndpoint)
 	rt, ok := a.dialRuntime(ctx, log, func(ctx context.Context) (*runtime.Runtime, runtime.Version, error) {
@@ -41,7 +43,7 @@ func (a *agent) connectRuntime(ctx context.Context) {
 	if !ok {
 		return
 	}
-	a.startPLEG(ctx, rt)
+	a.runPLEG(ctx, rt)
 }
 
 // dialRuntime calls dial until it succeeds, waiting between attempts
@@ -68,7 +70,9 @@ func (a *agent) dialRuntime(ctx context.Context, log *slog.Logger, dial func(con
 	}
 }
 
-func (a *agent) startPLEG(ctx context.Context, rt *runtime.Runtime) {
+// runPLEG runs the PLEG and the pod workers over rt until ctx is done and
+// both have stopped.
+func (a *agent) runPLEG(ctx context.Context, rt *runtime.Runtime) {
 	var sources []pleg.Source
 	for _, s := range a.cfg.PLEG.EventSources {
 		src, err := pleg.ParseSource(s)
@@ -91,13 +95,15 @@ func (a *agent) startPLEG(ctx context.Context, rt *runtime.Runtime) {
 		return
 	}
 	a.pl.Store(p)
-	go p.Run(ctx)
-	a.startPods(ctx, rt, p)
+	plegDone := make(chan struct{})
+	go func() { defer close(plegDone); p.Run(ctx) }()
+	a.runPods(ctx, rt, p)
+	<-plegDone
 }
 
-// startPods runs the pod workers for static pods and the API server's pods
-// bound to this node.
-func (a *agent) startPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) {
+// runPods runs the pod workers for static pods and the API server's pods
+// bound to this node until ctx is done and every worker has stopped.
+func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) {
 	pm, err := pods.New(pods.Options{
 		NodeName:      a.nodeName,
 		Client:        a.client,
@@ -114,11 +120,9 @@ func (a *agent) startPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG
 		a.log.Error("cannot start the pod workers", "err", err)
 		return
 	}
-	go func() {
-		if err := pm.Run(ctx); err != nil {
-			a.log.Error("pod workers stopped", "err", err)
-		}
-	}()
+	if err := pm.Run(ctx); err != nil {
+		a.log.Error("pod workers stopped", "err", err)
+	}
 }
 
 var errRuntimeNotConnected = errors.New("container runtime not connected")
