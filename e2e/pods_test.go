@@ -502,6 +502,11 @@ func TestAgentRestartAdoptsRunningContainers(t *testing.T) {
 	if code, _ := a.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("agent exit code %d", code)
 	}
+	// Its loops, the PLEG and the pod workers stopped before it closed the
+	// containerd connection.
+	if a.out.contains("loops did not stop in time") {
+		t.Errorf("the agent closed the runtime before its loops stopped:\n%s", a.out)
+	}
 	a.start()
 	a.waitReady(ctx, 30*time.Second)
 	// Give the restarted agent time to sync the pod, then compare.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	goruntime "runtime"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -228,19 +230,20 @@ func isReady(node *v1.Node) bool {
 // Register creates the Node, or reconciles the labels of an existing one,
 // retrying with backoff until it succeeds or ctx is done.
 func (m *Manager) Register(ctx context.Context) (*v1.Node, error) {
-	backoff := 100 * time.Millisecond
+	// kubelet's registration back-off: 100ms doubling to 7s, no jitter.
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0, Steps: math.MaxInt32, Cap: registerMaxBackoff}
 	for {
 		node, err := m.tryRegister(ctx)
 		if err == nil {
 			return node, nil
 		}
-		m.log.Warn("registering node failed; retrying", "err", err, "retryIn", backoff)
+		delay := backoff.Step()
+		m.log.Warn("registering node failed; retrying", "err", err, "retryIn", delay)
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("registering node %s: %w (last error: %v)", m.cfg.NodeName, ctx.Err(), err)
-		case <-m.clock.After(backoff):
+		case <-m.clock.After(delay):
 		}
-		backoff = min(2*backoff, registerMaxBackoff)
 	}
 }
 

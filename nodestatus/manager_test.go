@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 )
 
 const testNode = "node-a"
@@ -248,31 +250,30 @@ func TestRegisterReconcilesExistingNode(t *testing.T) {
 
 func TestRegisterRetriesWithBackoff(t *testing.T) {
 	e := newTestEnv(t, nil)
-	var fails atomic.Int32
+	var calls atomic.Int32
+	const fails = 10
 	e.client.PrependReactor("create", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
-		if fails.Add(1) <= 3 {
+		if calls.Add(1) <= fails {
 			return true, nil, apierrors.NewServiceUnavailable("apiserver starting")
 		}
 		return false, nil, nil
 	})
 	done := make(chan error, 1)
 	go func() { _, err := e.m.Register(context.Background()); done <- err }()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := fails.Load(); n != 4 {
-				t.Errorf("%d create calls, want 4", n)
-			}
-			return
-		default:
+	// kubelet's: 100ms doubling to 7s.
+	ms := time.Millisecond
+	backofftest.ExpectDelays(t, e.clock, func() int { return int(calls.Load()) },
+		100*ms, 200*ms, 400*ms, 800*ms, 1600*ms, 3200*ms, 6400*ms, 7000*ms, 7000*ms, 7000*ms)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
 		}
-		if e.clock.HasWaiters() {
-			e.clock.Step(registerMaxBackoff)
-		}
-		time.Sleep(time.Millisecond)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Register did not return after the create succeeded")
+	}
+	if n := calls.Load(); n != fails+1 {
+		t.Errorf("%d create calls, want %d", n, fails+1)
 	}
 }
 
