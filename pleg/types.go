@@ -50,11 +50,6 @@ const (
 	// SourceCgroups: a cgroup directory or cgroup.events change (inotify).
 	// The configuration spells it the same (config.EventSourceCgroups).
 	SourceCgroups Source = "cgroups"
-
-	// SourceCgroup is the old Go name of SourceCgroups.
-	//
-	// Deprecated: use SourceCgroups.
-	SourceCgroup = SourceCgroups
 )
 
 // ParseSource validates a source name from configuration: "containerd" or

@@ -51,7 +51,7 @@ func TestManagerRunsStaticPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl, err := pleg.New(rt, pleg.Options{
-		Sources:       []pleg.Source{pleg.SourceContainerd, pleg.SourceCgroup},
+		Sources:       []pleg.Source{pleg.SourceContainerd, pleg.SourceCgroups},
 		Logger:        log,
 		Registerer:    prometheus.NewRegistry(),
 		CgroupParents: []string{cd.CgroupParent},
