@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,10 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/dirwatch"
 
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
@@ -34,15 +38,10 @@ const (
 	DefaultStaticRescan = 20 * time.Second
 )
 
-const (
-	// maxDebounceBursts bounds the debounce under a continuous stream of
-	// changes: a rescan happens at most this many Debounce periods after
-	// the first change of a burst.
-	maxDebounceBursts = 10
-	// staticRetryMin is the first retry when the directory cannot be watched
-	// or read (missing, inotify limits); retries double up to Rescan.
-	staticRetryMin = time.Second
-)
+// staticWatchRetry is the back-off of the retries when the directory cannot
+// be watched (it and its parent missing, inotify limits): 1s, doubling up to
+// Rescan (set in Run), no jitter. Every retry rescans.
+var staticWatchRetry = wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32}
 
 // ErrDuplicateStaticPod is the error (inside a ManifestError) of a manifest
 // whose namespace/name another manifest, earlier in path order, already
@@ -114,28 +113,18 @@ type StaticSource struct {
 	log      *slog.Logger
 	onError  func(ManifestError)
 
-	// retryMin is the first retry delay (staticRetryMin; shorter in tests).
-	retryMin time.Duration
-
 	// updates is 1-buffered and latest-wins: publish replaces a snapshot
 	// the consumer has not taken, so the watcher never blocks.
 	updates chan []*v1.Pod
 	started atomic.Bool
 
 	// Owned by Run.
-	watcher   *fsnotify.Watcher
-	watched   dirID                // the directory inode watched; zero if none
 	files     map[string]fileState // last good content per path
 	reported  map[string]reportKey // last error reported per path
 	published bool
 	lastKeys  []snapshotKey
 	dirErr    string // last directory problem logged, "" when fine
-	watchErr  string // last watch problem logged, "" when fine
 }
-
-// dirID identifies a directory inode, to notice the path now naming another
-// directory (moved away and re-created) whose changes the old watch misses.
-type dirID struct{ dev, ino uint64 }
 
 // fileState is the last good pod produced by a path, and the content's hash.
 type fileState struct {
@@ -188,7 +177,6 @@ func NewStaticSource(o StaticOptions) (*StaticSource, error) {
 		clock:    o.Clock,
 		log:      o.Logger,
 		onError:  o.OnError,
-		retryMin: staticRetryMin,
 		updates:  make(chan []*v1.Pod, 1),
 		files:    map[string]fileState{},
 		reported: map[string]reportKey{},
@@ -224,121 +212,42 @@ func (s *StaticSource) Run(ctx context.Context) {
 		return
 	}
 	defer close(s.updates)
-	defer s.closeWatcher()
 
-	ticker := s.clock.NewTicker(s.rescan)
-	defer ticker.Stop()
-
-	var (
-		debounce          clock.Timer // armed while a burst of events is pending
-		retry             clock.Timer // armed while the directory is not watched and read
-		backoff           time.Duration
-		first, last       time.Time // first and latest event of the pending burst
-		debounceC, retryC <-chan time.Time
-	)
-	stop := func(t *clock.Timer, c *<-chan time.Time) {
-		if *t != nil {
-			(*t).Stop()
-			*t, *c = nil, nil
-		}
+	retry := staticWatchRetry
+	retry.Cap = s.rescan
+	dw, err := dirwatch.New(dirwatch.Options{
+		Dirs:     func() []string { return []string{s.dir} },
+		Relevant: func(ev fsnotify.Event) bool { return isManifestName(filepath.Base(ev.Name)) },
+		Debounce: s.debounce,
+		Rescan:   s.rescan,
+		Retry:    retry,
+		Clock:    s.clock,
+		Logger:   s.log,
+	})
+	if err != nil { // NewStaticSource validated the options
+		s.log.Error("Cannot watch the static pod directory", "err", err)
+		return
 	}
-	defer func() { stop(&debounce, &debounceC); stop(&retry, &retryC) }()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); dw.Run(ctx) }()
+	defer func() { cancel(); <-done }()
 
-	resync := func() {
-		stop(&debounce, &debounceC)
-		stop(&retry, &retryC)
-		if s.sync() {
-			backoff = 0
-			return
-		}
-		backoff = nextBackoff(backoff, s.retryMin, s.rescan)
-		retry = s.clock.NewTimer(backoff)
-		retryC = retry.C()
-	}
-	resync()
-
+	// The first notification comes once the directory (or its parent) is
+	// watched; every later one after a change, a retry or a rescan.
 	for {
-		var events <-chan fsnotify.Event
-		var errs <-chan error
-		if s.watcher != nil {
-			events, errs = s.watcher.Events, s.watcher.Errors
-		}
 		select {
 		case <-ctx.Done():
 			return
-		case ev, ok := <-events:
-			if !ok {
-				s.log.Error("inotify watcher closed unexpectedly; re-creating it")
-				s.closeWatcher()
-				resync()
-				continue
-			}
-			s.log.Debug("Static pod directory changed", "path", ev.Name, "op", ev.Op.String())
-			// The armed timer stays; when it fires, it re-arms itself if the
-			// burst went on (see rescanAt).
-			last = s.clock.Now()
-			if debounce == nil {
-				first = last
-				debounce = s.clock.NewTimer(s.debounce)
-				debounceC = debounce.C()
-			}
-		case err, ok := <-errs:
-			if !ok {
-				continue // Events reports the closed watcher
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				s.log.Warn("inotify queue overflowed; rescanning the static pod directory", "err", err)
-			} else {
-				s.log.Error("inotify watcher error; rescanning the static pod directory", "err", err)
-			}
-			resync()
-		case <-debounceC:
-			debounce, debounceC = nil, nil
-			now := s.clock.Now()
-			if at := rescanAt(first, last, s.debounce); now.Before(at) {
-				debounce = s.clock.NewTimer(at.Sub(now))
-				debounceC = debounce.C()
-				continue
-			}
-			resync()
-		case <-retryC:
-			retry, retryC = nil, nil
-			resync()
-		case <-ticker.C():
-			resync()
+		case <-dw.C():
+			s.sync()
 		}
 	}
 }
 
-// rescanAt is when a burst of changes that began at first, and whose latest
-// change came at last, is rescanned: debounce after the latest change, but
-// no later than maxDebounceBursts debounce periods after the first.
-func rescanAt(first, last time.Time, debounce time.Duration) time.Time {
-	at := last.Add(debounce)
-	if limit := first.Add(maxDebounceBursts * debounce); at.After(limit) {
-		return limit
-	}
-	return at
-}
-
-// nextBackoff is the retry delay after prev: min first, then doubling up to
-// max.
-func nextBackoff(prev, minimum, maximum time.Duration) time.Duration {
-	next := prev * 2
-	if next < minimum {
-		next = minimum
-	}
-	if next > maximum {
-		next = maximum
-	}
-	return next
-}
-
-// sync makes sure the directory is watched, rescans it and publishes the pod
-// set if it changed. It reports whether the directory is both watched and
-// read; if not, Run retries soon.
+// sync rescans the directory and publishes the pod set if it changed. It
+// reports whether the directory could be read.
 func (s *StaticSource) sync() bool {
-	watching := s.ensureWatch()
 	pods, keys, err := s.scan()
 	switch {
 	case err == nil:
@@ -371,7 +280,7 @@ func (s *StaticSource) sync() bool {
 		s.lastKeys = keys
 		s.published = true
 	}
-	return err == nil && watching
+	return err == nil
 }
 
 // publish puts pods on the updates channel, replacing a set the consumer has
@@ -404,80 +313,6 @@ func keysEqual(a, b []snapshotKey) bool {
 		}
 	}
 	return true
-}
-
-// ensureWatch watches the directory now named by s.dir, and reports whether
-// it does. Problems are logged once until they change.
-func (s *StaticSource) ensureWatch() bool {
-	if s.watcher == nil {
-		w, err := fsnotify.NewWatcher()
-		if err != nil {
-			s.watchFailed(fmt.Errorf("creating inotify watcher: %w", err))
-			return false
-		}
-		s.watcher = w
-	}
-	fi, err := os.Stat(s.dir)
-	if err != nil || !fi.IsDir() {
-		// Missing: sync logs it. Drop a watch on a directory that is gone
-		// or elsewhere now.
-		s.unwatch()
-		return false
-	}
-	id := dirIDOf(fi)
-	if id == s.watched && id != (dirID{}) {
-		return true
-	}
-	s.unwatch()
-	if err := s.watcher.Add(s.dir); err != nil {
-		s.watchFailed(fmt.Errorf("watching %s: %w", s.dir, err))
-		return false
-	}
-	// Stat again: if the path was replaced between Stat and Add, the next
-	// sync sees another inode and watches again.
-	if fi, err = os.Stat(s.dir); err != nil {
-		s.unwatch()
-		return false
-	}
-	s.watched = dirIDOf(fi)
-	if s.watchErr != "" {
-		s.log.Info("Watching the static pod directory again")
-		s.watchErr = ""
-	}
-	s.log.Debug("Watching the static pod directory")
-	return true
-}
-
-func (s *StaticSource) watchFailed(err error) {
-	if msg := err.Error(); s.watchErr != msg {
-		s.log.Error("Cannot watch the static pod directory; polling it instead", "err", err)
-		s.watchErr = msg
-	}
-}
-
-func (s *StaticSource) unwatch() {
-	if s.watched == (dirID{}) {
-		return
-	}
-	// The watch may be gone already (directory deleted): fsnotify then
-	// reports a non-existent watch, which is what we want anyway.
-	_ = s.watcher.Remove(s.dir)
-	s.watched = dirID{}
-}
-
-func (s *StaticSource) closeWatcher() {
-	if s.watcher != nil {
-		_ = s.watcher.Close()
-		s.watcher = nil
-	}
-	s.watched = dirID{}
-}
-
-func dirIDOf(fi fs.FileInfo) dirID {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return dirID{dev: uint64(st.Dev), ino: st.Ino}
-	}
-	return dirID{}
 }
 
 // scanned is one path's outcome in a scan: the pod it contributes (nil if

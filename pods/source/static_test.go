@@ -214,45 +214,6 @@ func TestNewStaticSourceValidates(t *testing.T) {
 	}
 }
 
-func TestStaticRescanAt(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	d := 100 * time.Millisecond
-	for _, tc := range []struct {
-		desc        string
-		first, last time.Duration // after t0
-		want        time.Duration
-	}{
-		{desc: "single event", first: 0, last: 0, want: d},
-		{desc: "burst: debounce after the latest event", first: 0, last: 350 * time.Millisecond, want: 450 * time.Millisecond},
-		{desc: "endless burst: capped after the first", first: 0, last: 5 * time.Second, want: maxDebounceBursts * d},
-		{desc: "at the cap exactly", first: 0, last: maxDebounceBursts*d - d, want: maxDebounceBursts * d},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			if got := rescanAt(t0.Add(tc.first), t0.Add(tc.last), d); !got.Equal(t0.Add(tc.want)) {
-				t.Errorf("rescanAt = t0+%v, want t0+%v", got.Sub(t0), tc.want)
-			}
-		})
-	}
-}
-
-func TestStaticNextBackoff(t *testing.T) {
-	for _, tc := range []struct {
-		prev, want time.Duration
-	}{
-		{0, time.Second},
-		{time.Second, 2 * time.Second},
-		{8 * time.Second, 16 * time.Second},
-		{16 * time.Second, 20 * time.Second},
-		{20 * time.Second, 20 * time.Second},
-	} {
-		if got := nextBackoff(tc.prev, time.Second, 20*time.Second); got != tc.want {
-			t.Errorf("nextBackoff(%v) = %v, want %v", tc.prev, got, tc.want)
-		}
-	}
-}
-
-// TestStaticScanFiles checks which directory entries become pods and which
-// are reported, with one scan of a prepared directory.
 func TestStaticScanFiles(t *testing.T) {
 	for _, tc := range []struct {
 		desc     string
@@ -476,7 +437,6 @@ func TestStaticRunInotify(t *testing.T) {
 	dir := filepath.Join(parent, "manifests")
 	must(t, os.Mkdir(dir, 0o755))
 	s, errs := newTestSource(t, dir, StaticOptions{Debounce: 10 * time.Millisecond, Rescan: time.Hour})
-	s.retryMin = 10 * time.Millisecond
 	run(t, s)
 	waitFor(t, s, "")
 
@@ -563,7 +523,6 @@ func TestStaticRunInotify(t *testing.T) {
 func TestStaticRunDirCreatedLate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "manifests")
 	s, _ := newTestSource(t, dir, StaticOptions{Debounce: 10 * time.Millisecond, Rescan: time.Hour})
-	s.retryMin = 10 * time.Millisecond
 	run(t, s)
 	waitFor(t, s, "") // ready although the directory is missing
 
