@@ -18,15 +18,35 @@ import (
 // LabelContainerHash is the label holding the hash of the container spec a
 // container was created from. A running container whose hash matches its
 // spec is adopted after an agent restart; one that does not is replaced.
-const LabelContainerHash = "io.nodeagent.container-hash"
+const LabelContainerHash = "io.nodeagent.container-hash.v2"
 
-// containerHash hashes everything of a container spec that the runtime
-// container was made from.
+// labelLegacyContainerHash is the label of containers made by agents before
+// v2, which hashed the whole container spec. Such a container is adopted:
+// its hash cannot tell a real change from a new defaulted field, and
+// replacing every container on an agent upgrade is what v2 exists to avoid.
+const labelLegacyContainerHash = "io.nodeagent.container-hash"
+
+// containerHash hashes what of a container spec a running container cannot
+// change without a restart, as kubelet (HashContainer): its name and image.
+// Every other field of a pod's containers is immutable in the API, and a
+// new field that a newer API server or client defaults must never restart
+// a container.
 func containerHash(c *v1.Container) string {
-	b, _ := json.Marshal(c) // a v1.Container always marshals
+	b, _ := json.Marshal(map[string]string{"name": c.Name, "image": c.Image})
 	h := fnv.New64a()
 	_, _ = h.Write(b)
 	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// specChanged reports whether a running container was made from another
+// version of its spec.
+func specChanged(cur *runtime.Container, c *v1.Container) bool {
+	h, ok := cur.Labels[LabelContainerHash]
+	if !ok {
+		_, legacy := cur.Labels[labelLegacyContainerHash]
+		return !legacy
+	}
+	return h != containerHash(c)
 }
 
 // attempts are the runtime containers of one container name: the current
@@ -224,7 +244,7 @@ func computePlan(pod *v1.Pod, rs pleg.PodStatus, bo map[string]crashLoop, now ti
 		cur := a.cur
 		switch cur.State {
 		case runtime.StateRunning:
-			if cur.Labels[LabelContainerHash] != containerHash(c) {
+			if specChanged(cur, c) {
 				p.kill = append(p.kill, killAction{c: *cur, reason: "its spec changed"})
 				p.start = append(p.start, startAction{container: c, attempt: cur.Attempt + 1})
 			}

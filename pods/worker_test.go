@@ -634,3 +634,57 @@ func (failingVolumes) Setup(context.Context, *v1.Pod, string) (map[string]string
 	return nil, time.Time{}, errors.New("disk on fire")
 }
 func (failingVolumes) Teardown(types.UID, string) error { return nil }
+
+// Issue 11, bug 2: a new defaulted field (an API or client upgrade) must
+// not replace running containers, not even with restartPolicy Never; an
+// image change does; a container made by an agent before the v2 hash is
+// adopted.
+func TestContainerHashIgnoresDefaultedFields(t *testing.T) {
+	c := ctr("c")
+	h := containerHash(&c)
+	defaulted := c
+	defaulted.TerminationMessagePolicy = v1.TerminationMessageFallbackToLogsOnError
+	defaulted.Resources.Requests = v1.ResourceList{}
+	defaulted.StartupProbe = &v1.Probe{}
+	if containerHash(&defaulted) != h {
+		t.Error("a defaulted field changed the container hash")
+	}
+	image := c
+	image.Image = "busybox:other"
+	if containerHash(&image) == h {
+		t.Error("an image change kept the container hash")
+	}
+
+	e := newWorkerEnv(t)
+	pod := testPod("web", v1.RestartPolicyNever, c)
+	w := e.worker(pod, kubetypes.SourceAPI)
+	e.settle(w)
+	id := e.rt.running()["c"].ID
+	upgraded := pod.DeepCopy()
+	upgraded.Spec.Containers[0] = defaulted
+	w.update(upgraded)
+	e.settle(w)
+	if got := e.rt.running()["c"]; got.ID != id {
+		t.Errorf("a defaulted field replaced the container (%s → %s)", id, got.ID)
+	}
+
+	legacy := testPod("legacy", v1.RestartPolicyAlways, c)
+	ref := runtime.PodRef{UID: legacy.UID, Name: legacy.Name, Namespace: legacy.Namespace}
+	lid, _ := e.rt.CreateContainer(context.Background(), runtime.ContainerSpec{Pod: ref, Name: "c", Labels: map[string]string{labelLegacyContainerHash: "whole-spec-hash"}})
+	_ = e.rt.StartContainer(context.Background(), lid)
+	e.settle(e.worker(legacy, kubetypes.SourceAPI))
+	if _, ok := e.rt.cs[lid]; !ok || e.rt.cs[lid].State != runtime.StateRunning {
+		t.Error("a container of an older agent was replaced")
+	}
+
+	ch := e.worker(testPod("img", v1.RestartPolicyAlways, c), kubetypes.SourceAPI)
+	e.settle(ch)
+	before := len(e.rt.specs)
+	newImage := ch.pod.DeepCopy()
+	newImage.Spec.Containers[0].Image = "busybox:other"
+	ch.update(newImage)
+	e.settle(ch)
+	if len(e.rt.specs) != before+1 {
+		t.Error("an image change did not replace the container")
+	}
+}
