@@ -31,6 +31,7 @@ import (
 var agentBin string
 
 func TestMain(m *testing.M) {
+	var cleanups []func()
 	agentBin = os.Getenv("NODEAGENT_BIN")
 	if agentBin == "" {
 		dir, err := os.MkdirTemp("", "nodeagent-bin-")
@@ -48,9 +49,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "e2e: building nodeagent:", err)
 			os.Exit(1)
 		}
-		defer os.RemoveAll(dir)
+		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
 	}
-	testenv.Main(m)
+	testenv.Main(m, cleanups...)
 }
 
 // agent is one nodeagent process.

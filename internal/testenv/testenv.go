@@ -40,8 +40,9 @@ var (
 	mainRan  bool
 )
 
-// Main runs the tests and stops a cluster this binary started.
-func Main(m *testing.M) {
+// Main runs the tests, stops a cluster this binary started and runs
+// cleanups (os.Exit skips deferred calls, so TestMain hands them here).
+func Main(m *testing.M, cleanups ...func()) {
 	mu.Lock()
 	mainRan = true
 	mu.Unlock()
@@ -52,6 +53,9 @@ func Main(m *testing.M) {
 		_ = os.RemoveAll(state.Dir)
 	}
 	mu.Unlock()
+	for _, c := range cleanups {
+		c()
+	}
 	os.Exit(code)
 }
 
