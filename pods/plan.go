@@ -139,11 +139,11 @@ func shouldRestart(policy v1.RestartPolicy, exitCode int32) bool {
 // restartOrWait starts the next attempt of an exited container when its
 // back-off allows, or holds it with CrashLoopBackOff.
 func (p *plan) restartOrWait(pod *v1.Pod, c *v1.Container, init bool, cur *runtime.Container, bo crashLoop, now time.Time) {
-	at, next := bo.restartAt(cur.StartedAt, cur.FinishedAt)
+	at, delay, next := bo.restartAt(cur.StartedAt, cur.FinishedAt)
 	if at.After(now) {
 		p.wait(c.Name, status.Waiting{
 			Reason:  status.ReasonCrashLoopBackOff,
-			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", bo.delay, c.Name, pod.Name, pod.Namespace, pod.UID),
+			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, pod.Name, pod.Namespace, pod.UID),
 		}, at)
 		return
 	}

@@ -121,12 +121,12 @@ func TestComputePlan(t *testing.T) {
 			cs: func(p *v1.Pod) []runtime.Container {
 				return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 1, t0, t0), rc(p, "a", 1, runtime.StateExited, 1, recent, recent)}
 			},
-			bo: map[string]crashLoop{"a": {delay: crashLoopInitial}}, waitReason: status.ReasonCrashLoopBackOff},
+			bo: map[string]crashLoop{"a": {started: true, next: crashLoopBackoff}}, waitReason: status.ReasonCrashLoopBackOff},
 		{name: "back-off over: restarted, old attempts beyond the previous removed", pod: always(nil, "a"),
 			cs: func(p *v1.Pod) []runtime.Container {
 				return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 1, t0, t0), rc(p, "a", 1, runtime.StateExited, 1, t0, t0), rc(p, "a", 2, runtime.StateExited, 1, t0, t0)}
 			},
-			bo: map[string]crashLoop{"a": {delay: crashLoopInitial}}, starts: []string{"a#3"}, removes: []string{"a-0"}},
+			bo: map[string]crashLoop{"a": {started: true, next: crashLoopBackoff}}, starts: []string{"a#3"}, removes: []string{"a-0"}},
 		{name: "OnFailure does not restart success", pod: planPod(v1.RestartPolicyOnFailure, nil, "a"),
 			cs: func(p *v1.Pod) []runtime.Container {
 				return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 0, t0, t0)}

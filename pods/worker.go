@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pleg"
@@ -64,7 +65,8 @@ type worker struct {
 	imageIDs  map[string]string
 	reaped    map[string]bool
 	lastSync  time.Time
-	failures  int
+	retry     wait.Backoff // the failed-sync back-off; reset by a good sync
+	busy      wait.Backoff // slows a worker that keeps acting; reset when it settles
 	immediate int
 	status    *v1.PodStatus // last computed
 	terminal  atomic.Bool   // the last computed status is terminal (read by admission)
@@ -101,6 +103,8 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 		backoffEvent: map[string]string{},
 		startTime:    now,
 		seen:         now,
+		retry:        syncRetry,
+		busy:         syncRetry,
 	}
 }
 
@@ -164,14 +168,14 @@ func (w *worker) run(ctx context.Context) {
 			if w.immediate <= maxImmediate {
 				continue
 			}
-			next = retryBackoff(w.immediate - maxImmediate)
+			next = w.busy.Step()
 		} else {
-			w.immediate = 0
+			w.immediate, w.busy = 0, syncRetry
 		}
 		t := w.d.clock.NewTimer(next)
 		select {
 		case <-w.wake:
-			w.immediate = 0
+			w.immediate, w.busy = 0, syncRetry
 		case <-t.C():
 		case <-ctx.Done():
 		}
@@ -218,13 +222,12 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
 	if err != nil {
 		w.d.met.syncs.WithLabelValues("error").Inc()
-		w.failures++
-		d := retryBackoff(w.failures)
+		d := w.retry.Step()
 		w.log.Warn("pod sync failed; retrying", "err", err, "retryIn", d)
 		return d, false
 	}
 	w.d.met.syncs.WithLabelValues("ok").Inc()
-	w.failures = 0
+	w.retry = syncRetry
 	if acted {
 		return 0, false
 	}
@@ -617,9 +620,8 @@ func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pl
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
-			w.failures++
 			w.log.Warn("stopping pod failed; retrying", "err", err)
-			return retryBackoff(w.failures), false
+			return w.retry.Step(), false
 		}
 		return 0, false
 	}
@@ -629,23 +631,20 @@ func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pl
 		}
 		st := w.setStatus(ctx, pod, rs, nil, true, now)
 		if err := w.d.status.Flush(ctx, w.uid); err != nil {
-			w.failures++
 			w.log.Warn("final pod status not written; retrying", "err", err, "phase", st.Phase)
-			return retryBackoff(w.failures), false
+			return w.retry.Step(), false
 		}
 		if err := w.d.status.DeletePod(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
-			w.failures++
 			w.log.Warn("pod not deleted from the API; retrying", "err", err)
-			return retryBackoff(w.failures), false
+			return w.retry.Step(), false
 		}
 		w.deleted = true
 		w.log.Info("pod stopped and deleted from the API")
 		return w.d.resync, false
 	}
 	if err := w.cleanup(ctx, pod, rs); err != nil {
-		w.failures++
 		w.log.Warn("pod cleanup failed; retrying", "err", err)
-		return retryBackoff(w.failures), false
+		return w.retry.Step(), false
 	}
 	w.log.Info("pod removed")
 	return 0, true

@@ -432,9 +432,9 @@ func TestWorkerCrashLoopBackOff(t *testing.T) {
 	never := testPod("once", v1.RestartPolicyNever, ctr("c"))
 	wn := e.worker(never, kubetypes.SourceAPI)
 	e.settle(wn)
-	for _, c := range e.rt.running() {
-		if c.Pod.UID == never.UID {
-			e.rt.exit(c.ID, 1)
+	for id, c := range e.rt.cs {
+		if c.Pod.UID == never.UID && c.State == runtime.StateRunning {
+			e.rt.exit(id, 1)
 		}
 	}
 	e.settle(wn)
