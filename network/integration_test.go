@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testenv"
@@ -748,5 +749,76 @@ func TestConfigSelectionAndReload(t *testing.T) {
 	pod, path := f.pod("waits")
 	if _, err := n.SetUp(context.Background(), pod, path, Options{}); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("SetUp while not ready: %v", err)
+	}
+}
+
+// TestResyncWhileNotReady: plugins copied after their configuration (no
+// event in the configuration directory) and a configuration directory
+// that is removed and made again are picked up by the periodic rescan.
+func TestResyncWhileNotReady(t *testing.T) {
+	f := newFixture(t)
+	late := t.TempDir()
+	// The network needs a plugin that is not installed yet.
+	f.editConf(t, func(list map[string]any) {
+		list["plugins"] = append(list["plugins"].([]any), map[string]any{"type": "late"})
+	})
+	clk := clocktesting.NewFakeClock(time.Now())
+	n, err := New(Config{ConfDir: f.cni.ConfDir, BinDirs: append([]string{late}, f.cni.BinDirs...), CacheDir: f.cache, Logger: testLogger(t), Clock: clk, ResyncPeriod: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	// stepUntil advances the fake clock by the resync period (once Run
+	// waits on it) until cond holds.
+	stepUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for i := 0; !cond(); i++ {
+			if i > 500 {
+				t.Fatalf("timed out waiting for %s (detail %q)", what, n.state.Load().detail)
+			}
+			if clk.HasWaiters() {
+				clk.Step(5 * time.Second)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	stepUntil("the first scan", func() bool { return strings.Contains(n.state.Load().detail, `"late"`) })
+
+	script := "#!/bin/sh\ncase \"$CNI_COMMAND\" in VERSION) echo '{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"1.0.0\"]}';; ADD) cat;; *) ;; esac\n"
+	if err := os.WriteFile(filepath.Join(late, "late"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stepUntil("ready once the plugin exists", func() bool { return n.Status() == nil })
+
+	// The directory goes away (not ready), comes back with the
+	// configuration: ready again, and watched again.
+	conf, err := os.ReadFile(f.cni.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(f.cni.ConfDir); err != nil {
+		t.Fatal(err)
+	}
+	stepUntil("not ready without the directory", func() bool { return n.Status() != nil })
+	if err := os.MkdirAll(f.cni.ConfDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.cni.File, conf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stepUntil("ready with the directory back", func() bool { return n.Status() == nil })
+	// Watched again: a removal is seen without stepping the clock.
+	if err := os.Remove(f.cni.File); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for n.Status() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the removal was not seen without a rescan: the directory is not watched again")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
