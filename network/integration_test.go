@@ -822,3 +822,58 @@ func TestResyncWhileNotReady(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestConcurrentPods: pods set up and torn down at the same time get
+// distinct addresses and leave no reservation.
+func TestConcurrentPods(t *testing.T) {
+	f := newFixture(t)
+	n := f.network()
+	ctx := context.Background()
+	const pods = 8
+	type podNS struct {
+		ref  PodRef
+		path string
+	}
+	var all []podNS
+	for i := range pods {
+		ref, path := f.pod(fmt.Sprintf("par-%d", i))
+		all = append(all, podNS{ref, path})
+	}
+	ips := make([]string, pods)
+	errs := make(chan error, pods)
+	for i, p := range all {
+		go func() {
+			res, err := n.SetUp(ctx, p.ref, p.path, Options{})
+			if err == nil {
+				ips[i] = res.IPs[0].String()
+			}
+			errs <- err
+		}()
+	}
+	for range pods {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for i, ip := range ips {
+		if seen[ip] {
+			t.Fatalf("address %s given twice: %v", ip, ips)
+		}
+		seen[ip] = true
+		if got := ifaceIPs(t, all[i].path); len(got) != 1 || got[0].String() != ip {
+			t.Fatalf("pod %d: eth0 has %v, SetUp returned %s", i, got, ip)
+		}
+	}
+	for _, p := range all {
+		go func() { errs <- n.TearDown(ctx, p.ref, p.path) }()
+	}
+	for range pods {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := snapshot(t, f); len(s.reserved) != 0 {
+		t.Fatalf("reservations left: %v", s.reserved)
+	}
+}
