@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -875,5 +876,53 @@ func TestConcurrentPods(t *testing.T) {
 	}
 	if s := snapshot(t, f); len(s.reserved) != 0 {
 		t.Fatalf("reservations left: %v", s.reserved)
+	}
+}
+
+// TestDualStack: with an IPv4 and an IPv6 range the result holds both
+// addresses, the ones on eth0, and PodIPs orders them by the node's
+// family. (No gateway: the bridge plugin would turn on IPv6 forwarding on
+// the test host.)
+func TestDualStack(t *testing.T) {
+	f := newFixture(t)
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	v6 := fmt.Sprintf("fd4e:a6e7:%x::/64", b)
+	f.editConf(t, func(list map[string]any) {
+		br := list["plugins"].([]any)[0].(map[string]any)
+		br["isGateway"], br["ipMasq"] = false, false
+		ipam := br["ipam"].(map[string]any)
+		ipam["ranges"] = append(ipam["ranges"].([]any), []any{map[string]any{"subnet": v6}})
+		delete(ipam, "routes")
+	})
+	n := f.network()
+	ctx := context.Background()
+	podA, nsA := f.pod("dual-a")
+	podB, nsB := f.pod("dual-b")
+	resA, err := n.SetUp(ctx, podA, nsA, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.TearDown(ctx, podA, nsA)
+	if _, err := n.SetUp(ctx, podB, nsB, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer n.TearDown(ctx, podB, nsB)
+	if len(resA.IPs) != 2 || resA.IPs[0].To4() == nil || resA.IPs[1].To4() != nil {
+		t.Fatalf("result IPs %v: want an IPv4 and an IPv6 address", resA.IPs)
+	}
+	got := ifaceIPs(t, nsA)
+	if len(got) != 2 || !slices.ContainsFunc(got, resA.IPs[0].Equal) || !slices.ContainsFunc(got, resA.IPs[1].Equal) {
+		t.Fatalf("eth0 has %v, the plugin returned %v", got, resA.IPs)
+	}
+	if got := PodIPs(resA.IPs, net.ParseIP("2001:db8::1")); len(got) != 2 || got[0] != resA.IPs[1].String() {
+		t.Fatalf("PodIPs for an IPv6 node: %v", got)
+	}
+	// TCP over IPv6 between the pods.
+	ln, _ := listenIn(t, nsA, "tcp", net.JoinHostPort(resA.IPs[1].String(), "8080"))
+	defer ln.Close()
+	echoTCP(ln, "a6")
+	if got := roundTripTCP(t, nsB, net.JoinHostPort(resA.IPs[1].String(), "8080"), "from-b"); got != "a6:from-b" {
+		t.Fatalf("b -> a over IPv6: %q", got)
 	}
 }
