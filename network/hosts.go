@@ -216,3 +216,53 @@ func MergeServiceEnv(env []string, service map[string]string) []string {
 	}
 	return out
 }
+
+// Where a container sees the pod's name-service files (kubelet mounts the
+// hosts file; containerd mounts resolv.conf and hostname from the sandbox).
+const (
+	EtcResolvConfPath = "/etc/resolv.conf"
+	EtcHostnamePath   = "/etc/hostname"
+)
+
+// PodFiles are a pod's name-service files and UTS hostname.
+type PodFiles struct {
+	// ResolvConf, Hosts and Hostname are the contents of the files mounted
+	// at /etc/resolv.conf, /etc/hosts and /etc/hostname.
+	ResolvConf, Hosts, Hostname []byte
+	// Hostname is nil for host-network pods: they see the node's hostname
+	// (containerd writes os.Hostname() there).
+	// UTSHostname is the hostname to set in the pod's UTS namespace; ""
+	// for host-network pods, which share the node's.
+	UTSHostname string
+	// Events are kubelet's warnings (MissingClusterDNS, DNSConfigForming)
+	// to record on the pod.
+	Events []Event
+}
+
+// FilesForPod computes a pod's name-service files as kubelet (hosts file,
+// hostname) and containerd (resolv.conf, hostname) write them. podIPs are
+// status.podIPs; nodeHosts is the node's /etc/hosts (used for host-network
+// pods). An error is a bad pod hostname/subdomain, an FQDN too long for
+// setHostnameAsFQDN, or a malformed host resolv.conf: the pod cannot start.
+func FilesForPod(pod *v1.Pod, podIPs []string, s DNSSettings, nodeHosts []byte) (PodFiles, error) {
+	var f PodFiles
+	dns, events, err := PodDNS(pod, s)
+	if err != nil {
+		return PodFiles{}, err
+	}
+	f.ResolvConf, f.Events = ResolvConfContent(dns), events
+	hostname, domain, err := PodHostnameAndDomain(pod, s.ClusterDomain)
+	if err != nil {
+		return PodFiles{}, err
+	}
+	if pod.Spec.HostNetwork {
+		f.Hosts = HostNetworkHostsFile(nodeHosts, pod.Spec.HostAliases)
+		return f, nil
+	}
+	f.Hosts = HostsFile(podIPs, hostname, domain, pod.Spec.HostAliases)
+	if f.UTSHostname, err = KernelHostname(hostname, domain, pod.Spec.SetHostnameAsFQDN); err != nil {
+		return PodFiles{}, err
+	}
+	f.Hostname = []byte(f.UTSHostname + "\n")
+	return f, nil
+}

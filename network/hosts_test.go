@@ -216,3 +216,44 @@ func TestServiceEnv(t *testing.T) {
 		t.Fatalf("MergeServiceEnv = %q", got)
 	}
 }
+
+func TestFilesForPod(t *testing.T) {
+	yes := true
+	s := DNSSettings{ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: "/etc/resolv.conf",
+		HostResolvConf: []byte("nameserver 198.51.100.1\nsearch corp.example\n")}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: "shop"},
+		Spec: v1.PodSpec{Hostname: "web-0", Subdomain: "web", SetHostnameAsFQDN: &yes,
+			HostAliases: []v1.HostAlias{{IP: "10.1.1.1", Hostnames: []string{"db"}}}},
+	}
+	f, err := FilesForPod(pod, []string{"10.244.1.5"}, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PodFiles{
+		ResolvConf:  []byte("search shop.svc.cluster.local svc.cluster.local cluster.local corp.example\nnameserver 10.96.0.10\noptions ndots:5\n"),
+		Hosts:       []byte(localhostLines + "10.244.1.5\tweb-0.web.shop.svc.cluster.local\tweb-0\n\n# Entries added by HostAliases.\n10.1.1.1\tdb\n"),
+		Hostname:    []byte("web-0.web.shop.svc.cluster.local\n"),
+		UTSHostname: "web-0.web.shop.svc.cluster.local",
+	}
+	if !reflect.DeepEqual(f, want) {
+		t.Fatalf("got  %q\nwant %q", f, want)
+	}
+
+	host := pod.DeepCopy()
+	host.Spec.HostNetwork = true
+	f, err = FilesForPod(host, []string{"192.0.2.5"}, s, []byte("127.0.0.1 localhost\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(f.Hosts) != "# Kubernetes-managed hosts file (host network).\n127.0.0.1 localhost\n\n# Entries added by HostAliases.\n10.1.1.1\tdb\n" ||
+		string(f.ResolvConf) != "search corp.example\nnameserver 198.51.100.1\n" || f.UTSHostname != "" || f.Hostname != nil {
+		t.Fatalf("host network: %q", f)
+	}
+
+	bad := pod.DeepCopy()
+	bad.Spec.Hostname = strings.Repeat("h", 60) // the FQDN exceeds 64 characters
+	if _, err := FilesForPod(bad, nil, s, nil); err == nil || !strings.Contains(err.Error(), "too long") {
+		t.Fatalf("long FQDN: %v", err)
+	}
+}
