@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -39,6 +41,7 @@ type fixture struct {
 	cni   *testenv.CNINetwork
 	cache string
 	nsDir string
+	reg   *prometheus.Registry // for network(); nil = none
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -63,7 +66,11 @@ func (w tWriter) Write(p []byte) (int, error) {
 // a restart.
 func (f *fixture) network() *Network {
 	f.t.Helper()
-	n, err := New(Config{ConfDir: f.cni.ConfDir, BinDirs: f.cni.BinDirs, CacheDir: f.cache, Logger: testLogger(f.t)})
+	cfg := Config{ConfDir: f.cni.ConfDir, BinDirs: f.cni.BinDirs, CacheDir: f.cache, Logger: testLogger(f.t)}
+	if f.reg != nil {
+		cfg.Registerer = f.reg
+	}
+	n, err := New(cfg)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -643,6 +650,7 @@ esac
 		list["plugins"] = append(list["plugins"].([]any), map[string]any{"type": "failing"})
 	})
 	f.cni.BinDirs = append([]string{bin}, f.cni.BinDirs...)
+	f.reg = prometheus.NewRegistry()
 	n := f.network()
 	pod, path := f.pod("failing")
 	veths := hostVeths(t)
@@ -659,6 +667,15 @@ esac
 	}
 	if got := ifaceIPs(t, path); len(got) != 0 {
 		t.Fatalf("eth0 has %v after the rolled-back ADD", got)
+	}
+	if got := testutil.ToFloat64(n.metrics.ops.WithLabelValues("add", "error")); got != 1 {
+		t.Errorf("nodeagent_network_operations_total{add,error} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(n.metrics.ready); got != 1 {
+		t.Errorf("nodeagent_network_ready = %v, want 1", got)
+	}
+	if c, err := testutil.GatherAndCount(f.reg, "nodeagent_network_operation_duration_seconds"); err != nil || c != 1 {
+		t.Errorf("duration histograms: %d, %v", c, err)
 	}
 }
 

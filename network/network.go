@@ -16,6 +16,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	cnitypes "github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
@@ -53,6 +54,8 @@ type Config struct {
 	ResyncPeriod time.Duration
 	Logger       *slog.Logger // default slog.Default()
 	Clock        clock.Clock  // default the real clock
+	// Registerer gets the nodeagent_network_* metrics; nil = none.
+	Registerer prometheus.Registerer
 }
 
 // PodRef names a pod.
@@ -99,10 +102,11 @@ type Result struct {
 
 // Network is a CNI runtime. Its zero value is not usable; call New.
 type Network struct {
-	cfg   Config
-	cni   *libcni.CNIConfig
-	log   *slog.Logger
-	clock clock.Clock
+	cfg     Config
+	cni     *libcni.CNIConfig
+	log     *slog.Logger
+	clock   clock.Clock
+	metrics *metrics
 
 	state    atomic.Pointer[loaded]
 	reloadMu sync.Mutex
@@ -156,6 +160,7 @@ func New(cfg Config) (*Network, error) {
 		log:     cfg.Logger,
 		clock:   cfg.Clock,
 		podLock: map[types.UID]*podLock{},
+		metrics: newMetrics(cfg.Registerer),
 	}
 	n.state.Store(&loaded{detail: "configuration not loaded yet"})
 	return n, nil
@@ -188,6 +193,11 @@ func (n *Network) Reload(ctx context.Context) error {
 	defer n.reloadMu.Unlock()
 	st := loadConfig(ctx, n.cni, n.cfg.ConfDir)
 	old := n.state.Swap(&st)
+	if st.list != nil {
+		n.metrics.ready.Set(1)
+	} else {
+		n.metrics.ready.Set(0)
+	}
 	switch {
 	case st.list != nil && (old.list == nil || old.file != st.file || string(old.list.Bytes) != string(st.list.Bytes)):
 		n.log.Info("CNI network configuration loaded", "network", st.list.Name, "file", st.file, "cniVersion", st.list.CNIVersion, "note", st.detail)
@@ -339,6 +349,7 @@ func (n *Network) SetUp(ctx context.Context, pod PodRef, netnsPath string, o Opt
 	}
 	started := n.clock.Now()
 	r, addErr := n.cni.AddNetworkList(ctx, list, rt)
+	n.metrics.observe("add", started, n.clock.Now(), addErr)
 	if addErr != nil {
 		// Roll back what the plugins before the failing one did, even if
 		// ctx is done (bounded).
@@ -391,7 +402,10 @@ func (n *Network) tearDown(ctx context.Context, pod PodRef, netnsPath string, lo
 			ContainerID: a.ContainerID, NetNS: delNetNS(a.NetNS, netnsPath), IfName: a.IfName,
 			Args: a.CniArgs, CapabilityArgs: a.CapabilityArgs,
 		}
-		if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
+		start := n.clock.Now()
+		err = n.cni.DelNetworkList(ctx, list, rt)
+		n.metrics.observe("del", start, n.clock.Now(), err)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("network %q: %w", a.Network, err))
 			continue
 		}
@@ -455,7 +469,10 @@ func (n *Network) Check(ctx context.Context, pod PodRef, netnsPath string) error
 			continue
 		}
 		rt := &libcni.RuntimeConf{ContainerID: a.ContainerID, NetNS: netnsPath, IfName: a.IfName, Args: a.CniArgs, CapabilityArgs: a.CapabilityArgs}
-		if err := n.cni.CheckNetworkList(ctx, list, rt); err != nil {
+		start := n.clock.Now()
+		err = n.cni.CheckNetworkList(ctx, list, rt)
+		n.metrics.observe("check", start, n.clock.Now(), err)
+		if err != nil {
 			if errors.Is(err, libcni.ErrorCheckNotSupp) {
 				err = fmt.Errorf("%w: %w", ErrCheckNotSupported, err)
 			}

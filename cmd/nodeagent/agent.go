@@ -195,11 +195,12 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	}
 	if cfg.CNIConfDir != "" {
 		a.net, err = network.New(network.Config{
-			ConfDir:  cfg.CNIConfDir,
-			BinDirs:  cfg.CNIBinDirs(),
-			CacheDir: filepath.Join(cfg.RootDir, "cni"),
-			Logger:   base.With("component", "network", "node", nodeName),
-			PodCIDRs: a.podCIDRs,
+			ConfDir:    cfg.CNIConfDir,
+			BinDirs:    cfg.CNIBinDirs(),
+			CacheDir:   filepath.Join(cfg.RootDir, "cni"),
+			Logger:     base.With("component", "network", "node", nodeName),
+			PodCIDRs:   a.podCIDRs,
+			Registerer: reg,
 		})
 		if err != nil {
 			return nil, err
