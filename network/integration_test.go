@@ -943,3 +943,43 @@ func TestDualStack(t *testing.T) {
 		t.Fatalf("b -> a over IPv6: %q", got)
 	}
 }
+
+// TestSetUpInRecreatedNamespace: the namespace at the recorded path was
+// replaced (a reboot empties /run, the worker makes it again): SetUp does
+// not trust the record, it deletes the stale attachment and adds again.
+func TestSetUpInRecreatedNamespace(t *testing.T) {
+	f := newFixture(t)
+	// Without IP masquerade: bridge 1.1.1 finds a pod's masquerade rule
+	// through eth0's addresses, so the DEL of the vanished namespace's
+	// attachment leaves it, and the same chain name (network + container
+	// ID) then fails the final DEL. (A real reboot clears iptables too.)
+	f.editConf(t, func(list map[string]any) { list["plugins"].([]any)[0].(map[string]any)["ipMasq"] = false })
+	ctx := context.Background()
+	n := f.network()
+	pod, path := f.pod("reboot")
+	if _, err := n.SetUp(ctx, pod, path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.Create(path); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.network().SetUp(ctx, pod, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cached {
+		t.Fatal("SetUp returned the stale record for a new namespace")
+	}
+	if got := ifaceIPs(t, path); len(got) != 1 || !got[0].Equal(res.IPs[0]) {
+		t.Fatalf("eth0 in the new namespace has %v, SetUp returned %v", got, res.IPs)
+	}
+	if s := snapshot(t, f); len(s.reserved) != 1 {
+		t.Fatalf("reservations: %v, want only the new address", s.reserved)
+	}
+	if err := n.TearDown(ctx, pod, path); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/netns"
 )
 
 // Defaults.
@@ -324,14 +326,20 @@ func (n *Network) SetUp(ctx context.Context, pod PodRef, netnsPath string, o Opt
 		return Result{}, fmt.Errorf("network: set up pod %s: reading the CNI cache: %w", pod, err)
 	}
 	for _, a := range atts {
-		if a.NetNS == netnsPath && a.IfName == IfName {
-			res, err := n.cachedResult(a)
-			if err == nil {
-				res.Cached = true
-				return res, nil
-			}
-			log.Warn("cached CNI result unusable; attaching again", "network", a.Network, "err", err)
+		if a.NetNS != netnsPath || a.IfName != IfName {
+			continue
 		}
+		res, err := n.cachedResult(a)
+		if err == nil {
+			// The same path may hold a new namespace (the old one went
+			// with a reboot): attached only if eth0 has the addresses.
+			err = hasAddresses(netnsPath, IfName, res.IPs)
+		}
+		if err == nil {
+			res.Cached = true
+			return res, nil
+		}
+		log.Info("recorded CNI attachment is stale; attaching again", "network", a.Network, "reason", err)
 	}
 	if err := n.tearDown(ctx, pod, netnsPath, log); err != nil {
 		return Result{}, fmt.Errorf("network: set up pod %s: removing the previous attachment: %w", pod, err)
@@ -431,6 +439,34 @@ func (n *Network) tearDown(ctx context.Context, pod PodRef, netnsPath string, lo
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasAddresses checks that the interface in the namespace at nsPath holds
+// ips.
+func hasAddresses(nsPath, ifName string, ips []net.IP) error {
+	return netns.Do(nsPath, func() error {
+		ifc, err := net.InterfaceByName(ifName)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ifName, err)
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			return fmt.Errorf("%s: %w", ifName, err)
+		}
+		for _, ip := range ips {
+			found := false
+			for _, a := range addrs {
+				if ipn, ok := a.(*net.IPNet); ok && ipn.IP.Equal(ip) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return fmt.Errorf("%s does not have %s", ifName, ip)
+			}
+		}
+		return nil
+	})
 }
 
 // delNetNS is the namespace DEL gets: the one recorded at ADD while it
