@@ -21,9 +21,10 @@
 //
 // SetUp runs the plugins' ADD for a pod's network namespace and returns
 // the pod's addresses, the ones its interface has. It is idempotent: when
-// the pod is already attached in that namespace it returns the recorded
-// result without calling a plugin; an attachment to another (stale)
-// namespace, or one interrupted by a crash, is deleted first. A failed ADD
+// the pod is already attached in that namespace (its eth0 holds the
+// recorded addresses) it returns the recorded result without calling a
+// plugin; an attachment to another or a vanished namespace, or one
+// interrupted by a crash, is deleted first. A failed ADD
 // is rolled back with DEL before SetUp returns.
 //
 // TearDown runs DEL with the configuration and arguments recorded at ADD
@@ -51,7 +52,8 @@
 //
 // Linux and root (the plugins need CAP_NET_ADMIN and CAP_SYS_ADMIN). The
 // caller owns the network namespace (internal/netns): it creates it before
-// SetUp and removes it after TearDown. The pod UID is the CNI container ID
+// SetUp and removes it only after TearDown succeeded (plugins such as
+// bridge find what to delete through the pod's interface). The pod UID is the CNI container ID
 // (kubelet uses the sandbox container's ID; nodeagent has no sandbox
 // container), and the interface in the pod is eth0.
 package network
