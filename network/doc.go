@@ -53,7 +53,7 @@
 // Linux and root (the plugins need CAP_NET_ADMIN and CAP_SYS_ADMIN). The
 // caller owns the network namespace (internal/netns): it creates it before
 // SetUp and removes it only after TearDown succeeded (plugins such as
-// bridge find what to delete through the pod's interface). The pod UID is the CNI container ID
-// (kubelet uses the sandbox container's ID; nodeagent has no sandbox
-// container), and the interface in the pod is eth0.
+// bridge find what to delete through the pod's interface). The pod UID is
+// the CNI container ID (kubelet uses the sandbox container's ID; nodeagent
+// has no sandbox container), and the interface in the pod is eth0.
 package network
