@@ -270,9 +270,15 @@ func TestPodsReachEachOther(t *testing.T) {
 		t.Fatalf("b -> a over UDP: %q", got)
 	}
 
-	// hostPort on loopback reaches pod a's containerPort.
+	// hostPort on loopback reaches pod a's containerPort; so does the
+	// hostPort on another host address (the test bridge's gateway).
 	if got := roundTripTCP(t, "", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(hostPort))), "from-host"); got != "a:from-host" {
 		t.Fatalf("hostPort %d on 127.0.0.1: %q", hostPort, got)
+	}
+	gw := subnet.IP.To4()
+	gw = net.IPv4(gw[0], gw[1], gw[2], gw[3]+1)
+	if got := roundTripTCP(t, "", net.JoinHostPort(gw.String(), strconv.Itoa(int(hostPort))), "via-gw"); got != "a:via-gw" {
+		t.Fatalf("hostPort %d on the host address %s: %q", hostPort, gw, got)
 	}
 
 }
