@@ -989,3 +989,129 @@ func TestSetUpInRecreatedNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKilledDuringAdd: the process running SetUp is killed (SIGKILL)
+// while the last plugin of the network runs, after bridge, host-local and
+// portmap did their part. A new Network (the restarted agent) tears the
+// pod down from the pending record: no reservation, veth or iptables rule
+// is left.
+func TestKilledDuringAdd(t *testing.T) {
+	if os.Getenv("NETWORK_TEST_CHILD") != "" {
+		t.Skip("child")
+	}
+	needTool(t, "iptables-save", "ip6tables-save")
+	f := newFixture(t)
+	bin := t.TempDir()
+	started := filepath.Join(bin, "started")
+	script := fmt.Sprintf(`#!/bin/sh
+case "$CNI_COMMAND" in
+VERSION) echo '{"cniVersion":"1.0.0","supportedVersions":["1.0.0"]}' ;;
+ADD) cat >/dev/null; touch %s; sleep 30 ;;
+*) cat >/dev/null ;;
+esac
+`, started)
+	if err := os.WriteFile(filepath.Join(bin, "slow"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.editConf(t, func(list map[string]any) {
+		list["plugins"] = append(list["plugins"].([]any), map[string]any{"type": "slow"})
+	})
+	f.cni.BinDirs = append([]string{bin}, f.cni.BinDirs...)
+	// One attachment first, so that portmap's shared chains exist before
+	// the snapshot.
+	warm, warmPath := f.pod("warm")
+	f.onlyPluginsTemp(t, func() {
+		n2 := f.network()
+		if _, err := n2.SetUp(context.Background(), warm, warmPath, Options{PortMappings: []PortMapping{{HostPort: 1, ContainerPort: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := n2.TearDown(context.Background(), warm, warmPath); err != nil {
+			t.Fatal(err)
+		}
+	})
+	before := snapshot(t, f)
+
+	pod, path := f.pod("killed")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledDuringAddChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "NETWORK_TEST_CHILD=1", "NODEAGENT_SKIP_CLUSTER=1",
+		"CHILD_CONF="+f.cni.ConfDir, "CHILD_BINS="+strings.Join(f.cni.BinDirs, ","), "CHILD_CACHE="+f.cache,
+		"CHILD_NETNS="+path, "CHILD_UID="+string(pod.UID))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the last plugin never ran:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if s := snapshot(t, f); len(s.reserved) != 1 {
+		t.Fatalf("reservations after the kill: %v (child output:\n%s)", s.reserved, out.String())
+	}
+	if len(hostVeths(t)) == 0 {
+		t.Fatal("no veth after the kill: the plugins before the last did not run")
+	}
+
+	if err := f.network().TearDown(context.Background(), pod, path); err != nil {
+		t.Fatal(err)
+	}
+	after := snapshot(t, f)
+	if a, r := diffLines(before.links, after.links); len(a)+len(r) > 0 {
+		t.Errorf("links changed: added %v, removed %v", a, r)
+	}
+	if a, r := diffLines(before.iptables, after.iptables); len(a)+len(r) > 0 {
+		t.Errorf("iptables changed:\nadded:\n%s\nremoved:\n%s", strings.Join(a, "\n"), strings.Join(r, "\n"))
+	}
+	if len(after.reserved) != 0 {
+		t.Errorf("reservations left: %v", after.reserved)
+	}
+}
+
+// TestKilledDuringAddChild is TestKilledDuringAdd's agent: it runs SetUp
+// and is killed during it.
+func TestKilledDuringAddChild(t *testing.T) {
+	if os.Getenv("NETWORK_TEST_CHILD") == "" {
+		t.Skip("run by TestKilledDuringAdd")
+	}
+	n, err := New(Config{ConfDir: os.Getenv("CHILD_CONF"), BinDirs: strings.Split(os.Getenv("CHILD_BINS"), ","), CacheDir: os.Getenv("CHILD_CACHE")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pod := PodRef{Namespace: "default", Name: "killed", UID: types.UID(os.Getenv("CHILD_UID"))}
+	_, err = n.SetUp(context.Background(), pod, os.Getenv("CHILD_NETNS"), Options{PortMappings: []PortMapping{{HostPort: 2, ContainerPort: 2}}})
+	t.Fatalf("SetUp returned (%v); it should have been killed", err)
+}
+
+// onlyPluginsTemp runs fn with the test network's "slow" plugin left out.
+func (f *fixture) onlyPluginsTemp(t *testing.T, fn func()) {
+	conf, err := os.ReadFile(f.cni.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.editConf(t, func(list map[string]any) {
+		var keep []any
+		for _, p := range list["plugins"].([]any) {
+			if p.(map[string]any)["type"] != "slow" {
+				keep = append(keep, p)
+			}
+		}
+		list["plugins"] = keep
+	})
+	fn()
+	if err := os.WriteFile(f.cni.File, conf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
