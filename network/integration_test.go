@@ -1115,3 +1115,78 @@ func (f *fixture) onlyPluginsTemp(t *testing.T, fn func()) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkSetUpTearDown measures ADD and DEL of one pod (with a hostPort)
+// on the test network (bridge, host-local, portmap, bandwidth) and on
+// bridge and host-local alone.
+//
+//	go test -run XXX -bench SetUpTearDown -benchtime 50x ./network
+func BenchmarkSetUpTearDown(b *testing.B) {
+	for _, v := range []struct {
+		name    string
+		plugins []string
+	}{
+		{"full", nil},
+		{"bridge-only", []string{"bridge"}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			c := testenv.WriteCNIConfig(b, testenv.TestPodCIDR(b))
+			if v.plugins != nil {
+				conf, err := os.ReadFile(c.File)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var list map[string]any
+				if err := json.Unmarshal(conf, &list); err != nil {
+					b.Fatal(err)
+				}
+				var keep []any
+				for _, p := range list["plugins"].([]any) {
+					if slices.Contains(v.plugins, p.(map[string]any)["type"].(string)) {
+						keep = append(keep, p)
+					}
+				}
+				list["plugins"] = keep
+				conf, _ = json.Marshal(list)
+				if err := os.WriteFile(c.File, conf, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			benchSetUpTearDown(b, c)
+		})
+	}
+}
+
+func benchSetUpTearDown(b *testing.B, c *testenv.CNINetwork) {
+	dir := b.TempDir()
+	n, err := New(Config{ConfDir: c.ConfDir, BinDirs: c.BinDirs, CacheDir: filepath.Join(dir, "cni"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := n.Reload(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var add, del time.Duration
+	for i := 0; i < b.N; i++ {
+		pod := PodRef{Namespace: "default", Name: "bench", UID: types.UID(fmt.Sprintf("bench-%d-%d", i, time.Now().UnixNano()))}
+		path := filepath.Join(dir, "netns", string(pod.UID))
+		if err := netns.Create(path); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := n.SetUp(ctx, pod, path, Options{PortMappings: []PortMapping{{HostPort: 40000, ContainerPort: 80}}}); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		if err := n.TearDown(ctx, pod, path); err != nil {
+			b.Fatal(err)
+		}
+		add, del = add+mid.Sub(start), del+time.Since(mid)
+		if err := netns.Remove(path); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(add.Milliseconds())/float64(b.N), "ms-setup/op")
+	b.ReportMetric(float64(del.Milliseconds())/float64(b.N), "ms-teardown/op")
+}
