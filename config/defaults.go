@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 // Default values; the kubelet's where the field has the same meaning.
@@ -44,17 +46,6 @@ const (
 	ControlPlaneGracePeriod = 40 * time.Second
 )
 
-// DefaultEvictionHard returns kubelet's default hard eviction thresholds on
-// Linux.
-func DefaultEvictionHard() map[string]string {
-	return map[string]string{
-		"memory.available":  "100Mi",
-		"nodefs.available":  "10%",
-		"nodefs.inodesFree": "5%",
-		"imagefs.available": "15%",
-	}
-}
-
 // Default returns a complete, valid configuration with every default set.
 func Default() *NodeAgentConfiguration {
 	return &NodeAgentConfiguration{
@@ -69,7 +60,7 @@ func Default() *NodeAgentConfiguration {
 		MaxPods:                          DefaultMaxPods,
 		SystemReserved:                   map[string]string{},
 		KubeReserved:                     map[string]string{},
-		EvictionHard:                     DefaultEvictionHard(),
+		EvictionHard:                     eviction.DefaultHard(),
 		EvictionPressureTransitionPeriod: metav1.Duration{Duration: DefaultEvictionPressureTransitionPeriod},
 		HealthzBindAddress:               DefaultHealthzBindAddress,
 		HealthzPort:                      DefaultHealthzPort,

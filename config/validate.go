@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletapis "k8s.io/kubelet/pkg/apis"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 // reservedPorts are used by other node components (kubelet healthz, kube-proxy
@@ -34,13 +36,7 @@ var reservedPorts = map[int32]string{
 var reservableResources = []string{"cpu", "memory", "ephemeral-storage", "pid"}
 
 // evictionSignals are the signals evictionHard may name, as in kubelet.
-var evictionSignals = []string{
-	"memory.available", "allocatableMemory.available",
-	"nodefs.available", "nodefs.inodesFree",
-	"imagefs.available", "imagefs.inodesFree",
-	"containerfs.available", "containerfs.inodesFree",
-	"pid.available",
-}
+var evictionSignals = eviction.Signals()
 
 var containerdNamespaceRE = regexp.MustCompile(`^[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*$`)
 

@@ -1,12 +1,15 @@
 package config
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
@@ -15,6 +18,18 @@ func TestDefaultIsValid(t *testing.T) {
 	errs, warnings := Validate(Default())
 	if len(errs) > 0 || len(warnings) > 0 {
 		t.Errorf("Default() has errors %v, warnings %q", errs, warnings)
+	}
+}
+
+// TestDefaultEvictionHard: the default is kubelet 1.34's, imagefs.inodesFree
+// included, and the one nodestatus applies when given none.
+func TestDefaultEvictionHard(t *testing.T) {
+	got := Default().EvictionHard
+	if !maps.Equal(got, eviction.DefaultHard()) {
+		t.Errorf("Default().EvictionHard = %v, want eviction.DefaultHard() %v", got, eviction.DefaultHard())
+	}
+	if got["imagefs.inodesFree"] != "5%" {
+		t.Errorf("imagefs.inodesFree = %q, want kubelet's 5%%", got["imagefs.inodesFree"])
 	}
 }
 

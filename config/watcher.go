@@ -3,8 +3,8 @@ package config
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/dirwatch"
 )
 
 // DefaultDebounce is how long the Watcher waits after the last file change
@@ -20,10 +23,15 @@ import (
 // configuration manager's burst of writes is read once, complete.
 const DefaultDebounce = 500 * time.Millisecond
 
-// DefaultWatchRetry is how often the Watcher retries watching a directory it
-// could not watch (missing, or inotify limits reached); each retry also
-// re-reads the configuration, so nothing is missed meanwhile.
+// DefaultWatchRetry is the longest interval between retries of a directory
+// the Watcher cannot watch (missing together with its parent, or inotify
+// limits reached); each retry also re-reads the configuration, so nothing
+// is missed meanwhile.
 const DefaultWatchRetry = 10 * time.Second
+
+// watchRetry is the back-off of those retries: 1s, doubling up to
+// DefaultWatchRetry, no jitter (one local process, no herd to spread).
+var watchRetry = wait.Backoff{Duration: time.Second, Factor: 2, Cap: DefaultWatchRetry, Steps: math.MaxInt32}
 
 // Watcher re-loads the configuration on demand (Trigger, for SIGHUP) and when
 // the main file's directory or the drop-in directory changes, and delivers
@@ -48,13 +56,9 @@ type Watcher struct {
 	started chan struct{}                // closed once Run watches (for tests)
 	updates chan *NodeAgentConfiguration // 1-buffered: the newest wins
 
-	// watchRetry is how often Run retries directories it could not watch.
-	watchRetry time.Duration
-
 	// Owned by Run.
 	running        *NodeAgentConfiguration
 	pendingRestart []string
-	watchedDirs    map[string]bool
 }
 
 // NewWatcher returns a Watcher for the configuration described by o.
@@ -63,18 +67,16 @@ type Watcher struct {
 // logs.
 func NewWatcher(o LoadOptions, logger *slog.Logger, clk clock.Clock, running *NodeAgentConfiguration) *Watcher {
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Watcher{
-		opts:        o,
-		log:         logger,
-		clock:       clk,
-		trigger:     make(chan struct{}, 1),
-		started:     make(chan struct{}),
-		updates:     make(chan *NodeAgentConfiguration, 1),
-		running:     running.DeepCopy(),
-		watchRetry:  DefaultWatchRetry,
-		watchedDirs: map[string]bool{},
+		opts:    o,
+		log:     logger,
+		clock:   clk,
+		trigger: make(chan struct{}, 1),
+		started: make(chan struct{}),
+		updates: make(chan *NodeAgentConfiguration, 1),
+		running: running.DeepCopy(),
 	}
 }
 
@@ -92,25 +94,12 @@ func (w *Watcher) Trigger() {
 // one, so a slow reader only sees the newest configuration.
 func (w *Watcher) Updates() <-chan *NodeAgentConfiguration { return w.updates }
 
-// Run watches until ctx is done. If a directory cannot be watched (it is
-// missing, or the inotify limits are exhausted) it logs why, keeps serving
-// Trigger and retries every DefaultWatchRetry, re-reading the configuration
-// each time so that no change is missed meanwhile. It returns an error only
-// if it was given no running configuration and the initial Load fails.
+// Run watches until ctx is done, with internal/dirwatch: it re-reads the
+// configuration once the directories are watched, after every debounced
+// change, on Trigger, and on every retry while a directory cannot be
+// watched (DefaultWatchRetry at most apart). It returns an error only if
+// it was given no running configuration and the initial Load fails.
 func (w *Watcher) Run(ctx context.Context) error {
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	var retryC <-chan time.Time // non-nil while a directory is not watched
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		w.log.Error("cannot watch the configuration files; only SIGHUP reloads", "err", err)
-	} else {
-		defer fw.Close()
-		events, errs = fw.Events, fw.Errors
-		if !w.addWatches(fw) {
-			retryC = w.clock.After(w.watchRetry)
-		}
-	}
 	if w.running == nil {
 		cfg, warnings, err := Load(w.opts)
 		w.logWarnings(warnings)
@@ -118,73 +107,45 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return fmt.Errorf("config watcher: initial load: %w", err)
 		}
 		w.running = cfg
-	} else {
-		// Catch a change made between the agent's Load and the watches.
-		w.reloadAndDeliver()
 	}
-	close(w.started)
-
 	debounce := w.Debounce
 	if debounce <= 0 {
 		debounce = DefaultDebounce
 	}
-	var timer clock.Timer
-	var timerC <-chan time.Time // nil while no change is pending
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	dw, err := dirwatch.New(dirwatch.Options{
+		Dirs:     w.dirs,
+		Relevant: w.relevant,
+		Debounce: debounce,
+		Retry:    watchRetry,
+		Clock:    w.clock,
+		Logger:   w.log,
+	})
+	if err != nil {
+		return fmt.Errorf("config watcher: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); dw.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	// dirwatch's first notification comes once the directories are
+	// watched: the re-read then catches a change made between the agent's
+	// Load and the watches.
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-w.trigger:
-			if fw != nil && !w.addWatches(fw) && retryC == nil {
-				retryC = w.clock.After(w.watchRetry)
-			}
 			w.log.Info("re-reading configuration", "reason", "trigger")
+			dw.Trigger() // re-checks the watches, then notifies
+		case <-dw.C():
+			w.log.Debug("re-reading configuration")
 			w.reloadAndDeliver()
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
+			if first {
+				close(w.started)
+				first = false
 			}
-			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-				delete(w.watchedDirs, ev.Name) // re-added after the next reload
-			}
-			if !w.relevant(ev) {
-				continue
-			}
-			w.log.Debug("configuration file event", "event", ev.String())
-			if timer == nil {
-				timer = w.clock.NewTimer(debounce)
-			} else {
-				timer.Stop()
-				timer.Reset(debounce)
-			}
-			timerC = timer.C()
-		case <-timerC:
-			timerC = nil
-			// Watch re-created directories before reading, so that no
-			// change after the read goes unnoticed.
-			if fw != nil && !w.addWatches(fw) && retryC == nil {
-				retryC = w.clock.After(w.watchRetry)
-			}
-			w.log.Info("re-reading configuration", "reason", "files changed")
-			w.reloadAndDeliver()
-		case <-retryC:
-			retryC = nil
-			if !w.addWatches(fw) {
-				retryC = w.clock.After(w.watchRetry)
-			}
-			w.reloadAndDeliver()
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			w.log.Error("configuration watch error", "err", err)
 		}
 	}
 }
@@ -278,24 +239,6 @@ func (w *Watcher) dirs() []string {
 		out = append(out, absPath(w.opts.DropInDir))
 	}
 	return out
-}
-
-// addWatches watches the directories not watched yet and reports whether
-// all are watched; a failure is logged and retried (see Run).
-func (w *Watcher) addWatches(fw *fsnotify.Watcher) bool {
-	all := true
-	for _, d := range w.dirs() {
-		if w.watchedDirs[d] {
-			continue
-		}
-		if err := fw.Add(d); err != nil {
-			w.log.Error("cannot watch configuration directory; retrying", "dir", d, "err", err)
-			all = false
-			continue
-		}
-		w.watchedDirs[d] = true
-	}
-	return all
 }
 
 // relevant reports whether ev may change the configuration: anything in the

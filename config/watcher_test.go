@@ -294,23 +294,26 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// TestWatcherRetriesLostWatch removes a drop-in directory whose parent is
-// not watched, so only the retry can notice that it came back.
+// TestWatcherRetriesLostWatch removes the drop-in directory together with
+// its parent, in a directory that is not watched: nothing is left to watch,
+// so only the retry can notice that they came back. (A drop-in directory
+// removed alone is seen through its parent's watch: TestWatcherWithFsnotify.)
 func TestWatcherRetriesLostWatch(t *testing.T) {
 	etc, other := t.TempDir(), t.TempDir()
 	p := writeFile(t, etc, "config.yaml", hdr)
-	dropIns := filepath.Join(other, "config.d")
-	must(t, os.Mkdir(dropIns, 0o755))
+	parent := filepath.Join(other, "nodeagent")
+	dropIns := filepath.Join(parent, "config.d")
+	must(t, os.MkdirAll(dropIns, 0o755))
 	fc := clocktesting.NewFakeClock(time.Now())
 	w, logs := startWatcher(t, LoadOptions{Path: p, DropInDir: dropIns}, fc, time.Second)
 
-	must(t, os.Remove(dropIns))
+	must(t, os.RemoveAll(parent))
 	waitFor(t, "the debounce timer", fc.HasWaiters)
 	fc.Step(time.Second)
-	logs.waitLog(t, "cannot watch configuration directory; retrying", "new configuration rejected")
+	logs.waitLog(t, "Cannot watch directory; retrying", "dir="+parent, "new configuration rejected")
 	waitFor(t, "the retry timer", fc.HasWaiters)
 
-	must(t, os.Mkdir(dropIns, 0o755))
+	must(t, os.MkdirAll(dropIns, 0o755))
 	writeFile(t, dropIns, "10.conf", hdr+"nodeLeaseDurationSeconds: 60\n")
 	expectNoUpdate(t, w, 200*time.Millisecond)
 	fc.Step(DefaultWatchRetry)

@@ -23,7 +23,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testenv"
 	"github.com/nodeagent/nodeagent/internal/testimage"
-	"github.com/nodeagent/nodeagent/pods"
+	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -81,7 +81,7 @@ func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
 		// static pod's file outlived the test).
 		es, _ := os.ReadDir(podsDir)
 		for _, e := range es {
-			_ = pods.TeardownVolumes(filepath.Join(podsDir, e.Name()))
+			_ = volume.TeardownVolumes(filepath.Join(podsDir, e.Name()))
 			_ = netns.Remove(filepath.Join("/run/nodeagent/netns", e.Name()))
 		}
 	})
@@ -502,6 +502,11 @@ func TestAgentRestartAdoptsRunningContainers(t *testing.T) {
 	if code, _ := a.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("agent exit code %d", code)
 	}
+	// Its loops, the PLEG and the pod workers stopped before it closed the
+	// containerd connection.
+	if a.out.contains("loops did not stop in time") {
+		t.Errorf("the agent closed the runtime before its loops stopped:\n%s", a.out)
+	}
 	a.start()
 	a.waitReady(ctx, 30*time.Second)
 	// Give the restarted agent time to sync the pod, then compare.
@@ -703,6 +708,57 @@ func TestPodNetworking(t *testing.T) {
 		}
 		if !hostNetwork && (p.Status.PodIP != "" || len(p.Status.PodIPs) != 0) {
 			t.Errorf("pod without hostNetwork: podIP %q podIPs %v, want none", p.Status.PodIP, p.Status.PodIPs)
+		}
+	}
+}
+
+// Pods with requests survive agent restarts: admission after a restart sees
+// the node's real allocatable (kubelet's getNodeAnyWay), even for static
+// pods that are admitted before the node is registered again. Issue 11, bug
+// 1: both pods were Failed/OutOfcpu after three SIGKILL restarts.
+func TestAgentRestartsKeepPodsWithRequests(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, _ := podAgent(t, "staticPodPath: "+dir+"\n")
+	ctx := context.Background()
+	body := fmt.Sprintf(`  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: %s
+    command: ["sleep", "3600"]
+    resources: {requests: {cpu: 100m, memory: 32Mi}}
+`, testimage.Ref)
+	if err := os.WriteFile(filepath.Join(dir, "static.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: static, namespace: default}\nspec:\n"+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	api := a.node + "-requests"
+	kubectl(t, a.env, podYAML(api, a.node, body), "apply", "-f", "-")
+	names := []string{api, "static-" + a.node}
+	before := map[string]corev1.ContainerStatus{}
+	for _, n := range names {
+		before[n] = a.waitPod(ctx, n, 30*time.Second, "running", running).Status.ContainerStatuses[0]
+	}
+	for i := 1; i <= 10; i++ {
+		a.stop(syscall.SIGKILL)
+		a.start()
+		a.waitReady(ctx, 30*time.Second)
+		for deadline := time.Now().Add(10 * time.Second); !a.out.contains("pod sources synced") && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if a.out.contains("pod rejected") || a.out.contains("started container") {
+			t.Fatalf("restart %d: the agent rejected or started a pod:\n%s", i, a.out)
+		}
+	}
+	// The statuses written after the last restart.
+	time.Sleep(2 * time.Second)
+	for _, n := range names {
+		p := a.waitPod(ctx, n, 10*time.Second, "running", running)
+		b, c := before[n], p.Status.ContainerStatuses[0]
+		if p.Status.Phase != corev1.PodRunning || c.ContainerID != b.ContainerID || c.RestartCount != 0 {
+			t.Errorf("%s after 10 restarts: phase %s reason %q, container %s (was %s), restartCount %d",
+				n, p.Status.Phase, p.Status.Reason, c.ContainerID, b.ContainerID, c.RestartCount)
 		}
 	}
 }

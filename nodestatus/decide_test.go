@@ -2,6 +2,8 @@ package nodestatus
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 func TestShouldReport(t *testing.T) {
@@ -108,7 +113,7 @@ func TestParseThresholds(t *testing.T) {
 		want    int
 		wantErr bool
 	}{
-		{"defaults", DefaultEvictionHard(), 5, false},
+		{"defaults", eviction.DefaultHard(), 5, false},
 		{"0% and 100% disable", map[string]string{"memory.available": "0%", "nodefs.available": "100%"}, 0, false},
 		{"pid", map[string]string{"pid.available": "1000"}, 1, false},
 		{"unknown signal", map[string]string{"memory.free": "1Gi"}, 0, true},
@@ -138,17 +143,17 @@ func TestThresholdsMet(t *testing.T) {
 		want map[v1.NodeConditionType]bool
 	}{
 		{"all fine", map[string]observation{
-			SignalMemoryAvailable: {available: 200 << 20, capacity: 1 << 30},
-			SignalNodeFsAvailable: {available: 20, capacity: 100},
-			SignalPIDAvailable:    {available: 50, capacity: 100},
+			eviction.SignalMemoryAvailable: {available: 200 << 20, capacity: 1 << 30},
+			eviction.SignalNodeFsAvailable: {available: 20, capacity: 100},
+			eviction.SignalPIDAvailable:    {available: 50, capacity: 100},
 		}, map[v1.NodeConditionType]bool{}},
-		{"memory below quantity", map[string]observation{SignalMemoryAvailable: {available: 99 << 20, capacity: 1 << 30}},
+		{"memory below quantity", map[string]observation{eviction.SignalMemoryAvailable: {available: 99 << 20, capacity: 1 << 30}},
 			map[v1.NodeConditionType]bool{v1.NodeMemoryPressure: true}},
-		{"equal is not below", map[string]observation{SignalMemoryAvailable: {available: 100 << 20, capacity: 1 << 30}},
+		{"equal is not below", map[string]observation{eviction.SignalMemoryAvailable: {available: 100 << 20, capacity: 1 << 30}},
 			map[v1.NodeConditionType]bool{}},
-		{"disk below percent", map[string]observation{SignalNodeFsAvailable: {available: 9, capacity: 100}},
+		{"disk below percent", map[string]observation{eviction.SignalNodeFsAvailable: {available: 9, capacity: 100}},
 			map[v1.NodeConditionType]bool{v1.NodeDiskPressure: true}},
-		{"pids", map[string]observation{SignalPIDAvailable: {available: 5, capacity: 100}},
+		{"pids", map[string]observation{eviction.SignalPIDAvailable: {available: 5, capacity: 100}},
 			map[v1.NodeConditionType]bool{v1.NodePIDPressure: true}},
 		{"no observation", map[string]observation{}, map[v1.NodeConditionType]bool{}},
 	} {
@@ -257,5 +262,33 @@ func TestStatusPatch(t *testing.T) {
 	}
 	if !apiequality.Semantic.DeepEqual(got.Status, nw) {
 		t.Errorf("patch %s applied gives %+v, want %+v", p, got.Status.Addresses, nw.Addresses)
+	}
+}
+
+// TestSignalConditionCoversEverySignal: every signal config accepts drives
+// a condition here, and no other.
+func TestSignalConditionCoversEverySignal(t *testing.T) {
+	if got, want := sortedKeys(signalCondition), eviction.Signals(); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("signals with a condition %v, want eviction.Signals() %v", got, want)
+	}
+}
+
+// TestNilEvictionHardIsDefault: Options without EvictionHard get kubelet's
+// defaults, the same map config.Default sets, imagefs.inodesFree included.
+func TestNilEvictionHardIsDefault(t *testing.T) {
+	o := Options{NodeName: "n", Client: fake.NewClientset()}
+	c, err := o.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := parseThresholds(eviction.DefaultHard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.thresholds, want) {
+		t.Errorf("thresholds %+v, want %+v", c.thresholds, want)
+	}
+	if !slices.ContainsFunc(c.thresholds, func(th threshold) bool { return th.signal == eviction.SignalImageFsInodesFree }) {
+		t.Errorf("no imagefs.inodesFree threshold by default")
 	}
 }

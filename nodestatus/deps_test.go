@@ -8,7 +8,9 @@ import (
 
 // TestDependencies keeps the package's contract: it reaches the runtime and
 // the PLEG only through function values, so it imports neither containerd nor
-// any other nodeagent package, nor k8s.io/kubernetes.
+// any other nodeagent package (but internal/eviction, kubelet's eviction
+// vocabulary shared with config, which imports nothing), nor
+// k8s.io/kubernetes.
 func TestDependencies(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -22,7 +24,8 @@ func TestDependencies(t *testing.T) {
 		switch {
 		case strings.HasPrefix(dep, "github.com/containerd/"),
 			strings.HasPrefix(dep, "k8s.io/kubernetes/"),
-			strings.HasPrefix(dep, "github.com/nodeagent/nodeagent/") && dep != "github.com/nodeagent/nodeagent/nodestatus":
+			strings.HasPrefix(dep, "github.com/nodeagent/nodeagent/") &&
+				dep != "github.com/nodeagent/nodeagent/nodestatus" && dep != "github.com/nodeagent/nodeagent/internal/eviction":
 			t.Errorf("forbidden dependency %s", dep)
 		}
 	}

@@ -8,32 +8,21 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-)
 
-// Eviction signals, with kubelet's names.
-const (
-	SignalMemoryAvailable            = "memory.available"
-	SignalAllocatableMemoryAvailable = "allocatableMemory.available"
-	SignalNodeFsAvailable            = "nodefs.available"
-	SignalNodeFsInodesFree           = "nodefs.inodesFree"
-	SignalImageFsAvailable           = "imagefs.available"
-	SignalImageFsInodesFree          = "imagefs.inodesFree"
-	SignalContainerFsAvailable       = "containerfs.available"
-	SignalContainerFsInodesFree      = "containerfs.inodesFree"
-	SignalPIDAvailable               = "pid.available"
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 // signalCondition maps each signal to the pressure condition it drives.
 var signalCondition = map[string]v1.NodeConditionType{
-	SignalMemoryAvailable:            v1.NodeMemoryPressure,
-	SignalAllocatableMemoryAvailable: v1.NodeMemoryPressure,
-	SignalNodeFsAvailable:            v1.NodeDiskPressure,
-	SignalNodeFsInodesFree:           v1.NodeDiskPressure,
-	SignalImageFsAvailable:           v1.NodeDiskPressure,
-	SignalImageFsInodesFree:          v1.NodeDiskPressure,
-	SignalContainerFsAvailable:       v1.NodeDiskPressure,
-	SignalContainerFsInodesFree:      v1.NodeDiskPressure,
-	SignalPIDAvailable:               v1.NodePIDPressure,
+	eviction.SignalMemoryAvailable:            v1.NodeMemoryPressure,
+	eviction.SignalAllocatableMemoryAvailable: v1.NodeMemoryPressure,
+	eviction.SignalNodeFsAvailable:            v1.NodeDiskPressure,
+	eviction.SignalNodeFsInodesFree:           v1.NodeDiskPressure,
+	eviction.SignalImageFsAvailable:           v1.NodeDiskPressure,
+	eviction.SignalImageFsInodesFree:          v1.NodeDiskPressure,
+	eviction.SignalContainerFsAvailable:       v1.NodeDiskPressure,
+	eviction.SignalContainerFsInodesFree:      v1.NodeDiskPressure,
+	eviction.SignalPIDAvailable:               v1.NodePIDPressure,
 }
 
 // threshold is one hard eviction threshold: the signal is met when its
@@ -127,9 +116,9 @@ func hardEvictionReservation(ts []threshold, capacity v1.ResourceList) v1.Resour
 	for _, t := range ts {
 		var name v1.ResourceName
 		switch t.signal {
-		case SignalMemoryAvailable:
+		case eviction.SignalMemoryAvailable:
 			name = v1.ResourceMemory
-		case SignalNodeFsAvailable:
+		case eviction.SignalNodeFsAvailable:
 			name = v1.ResourceEphemeralStorage
 		default:
 			continue

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 // gather reads the host and calls the runtime once, filling m.in for the
@@ -38,55 +40,25 @@ func (m *Manager) gather(now time.Time) {
 		waits = append(waits, waiter{d, s, m.plegHealth.wait})
 	}
 
-	// Capacity.
-	var capErrs []error
-	in.capacity = v1.ResourceList{v1.ResourcePods: countQ(int64(m.cfg.MaxPods))}
-	if n, err := h.NumCPU(); err != nil {
-		capErrs = append(capErrs, err)
-	} else {
-		in.capacity[v1.ResourceCPU] = countQ(int64(n))
-	}
-	if mi, err := h.Meminfo(); err != nil {
-		capErrs = append(capErrs, err)
-	} else {
-		in.capacity[v1.ResourceMemory] = bytesQ(int64(mi.Total))
-		in.observations[SignalMemoryAvailable] = observation{available: int64(mi.Available()), capacity: int64(mi.Total)}
-	}
-	if fs, err := h.FS(m.cfg.RootDir); err != nil {
-		capErrs = append(capErrs, fmt.Errorf("nodefs: %w", err))
-	} else {
-		in.capacity[v1.ResourceEphemeralStorage] = bytesQ(int64(fs.CapacityBytes))
-		in.observations[SignalNodeFsAvailable] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
-		if fs.Inodes > 0 {
-			in.observations[SignalNodeFsInodesFree] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
-		}
-	}
+	in.capacity, in.capacityErr = m.readCapacity(in.observations)
 	imagefs := m.cfg.ImageFSDir
 	if fs, err := h.FS(imagefs); err != nil {
 		m.log.Warn("reading imagefs stats", "path", imagefs, "err", err)
 	} else {
-		for _, sig := range []string{SignalImageFsAvailable, SignalContainerFsAvailable} {
+		for _, sig := range []string{eviction.SignalImageFsAvailable, eviction.SignalContainerFsAvailable} {
 			in.observations[sig] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
 		}
 		if fs.Inodes > 0 {
-			for _, sig := range []string{SignalImageFsInodesFree, SignalContainerFsInodesFree} {
+			for _, sig := range []string{eviction.SignalImageFsInodesFree, eviction.SignalContainerFsInodesFree} {
 				in.observations[sig] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
 			}
-		}
-	}
-	if hp, err := h.HugePages(); err != nil {
-		capErrs = append(capErrs, err)
-	} else {
-		for size, total := range hp {
-			in.capacity[v1.ResourceName(HugePageResourceName(size))] = bytesQ(total)
 		}
 	}
 	if limit, running, err := h.PIDs(); err != nil {
 		m.log.Warn("reading pid stats", "err", err)
 	} else {
-		in.observations[SignalPIDAvailable] = observation{limit - running, limit}
+		in.observations[eviction.SignalPIDAvailable] = observation{limit - running, limit}
 	}
-	in.capacityErr = errors.Join(capErrs...)
 
 	// Node info from the host.
 	var infoErrs []error
@@ -158,4 +130,41 @@ func (m *Manager) gather(now time.Time) {
 	}
 	in.infoErr = errors.Join(infoErrs...)
 	m.in = in
+}
+
+// readCapacity reads the host's capacity (cpu, memory, pods,
+// ephemeral-storage, hugepages-*) and records the nodefs and memory eviction
+// signals it reads on the way in obs.
+func (m *Manager) readCapacity(obs map[string]observation) (v1.ResourceList, error) {
+	h := m.cfg.Host
+	var capErrs []error
+	capacity := v1.ResourceList{v1.ResourcePods: countQ(int64(m.cfg.MaxPods))}
+	if n, err := h.NumCPU(); err != nil {
+		capErrs = append(capErrs, err)
+	} else {
+		capacity[v1.ResourceCPU] = countQ(int64(n))
+	}
+	if mi, err := h.Meminfo(); err != nil {
+		capErrs = append(capErrs, err)
+	} else {
+		capacity[v1.ResourceMemory] = bytesQ(int64(mi.Total))
+		obs[eviction.SignalMemoryAvailable] = observation{available: int64(mi.Available()), capacity: int64(mi.Total)}
+	}
+	if fs, err := h.FS(m.cfg.RootDir); err != nil {
+		capErrs = append(capErrs, fmt.Errorf("nodefs: %w", err))
+	} else {
+		capacity[v1.ResourceEphemeralStorage] = bytesQ(int64(fs.CapacityBytes))
+		obs[eviction.SignalNodeFsAvailable] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
+		if fs.Inodes > 0 {
+			obs[eviction.SignalNodeFsInodesFree] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
+		}
+	}
+	if hp, err := h.HugePages(); err != nil {
+		capErrs = append(capErrs, err)
+	} else {
+		for size, total := range hp {
+			capacity[v1.ResourceName(HugePageResourceName(size))] = bytesQ(total)
+		}
+	}
+	return capacity, errors.Join(capErrs...)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	goruntime "runtime"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -168,6 +170,39 @@ func (m *Manager) Node() *v1.Node {
 	return n
 }
 
+// NodeSynced reports whether the Node informer has synced (kubelet's
+// nodeHasSynced): from then on Node answers from the API server's view.
+func (m *Manager) NodeSynced() bool { return m.lister.Load() != nil }
+
+// NodeAnyway returns the Node for decisions that cannot wait for the API
+// server, as kubelet's getNodeAnyWay: the informer's copy when it has one,
+// else a Node computed from the host alone (name, labels, addresses,
+// capacity and allocatable; no UID). Pods admitted right after an agent
+// restart — static pods at once, before the node is even registered — so see
+// the node's real allocatable, not an empty one. Safe to call concurrently.
+func (m *Manager) NodeAnyway(ctx context.Context) (*v1.Node, error) {
+	if n := m.Node(); n != nil {
+		return n, nil
+	}
+	capacity, capErr := m.readCapacity(map[string]observation{})
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, Labels: m.desiredLabels()}}
+	setters := []Setter{
+		NodeAddress(m.internalIP, m.cfg.Hostname),
+		Capacity(func() (v1.ResourceList, error) { return capacity, capErr }, m.cfg.reserved,
+			func(c v1.ResourceList) v1.ResourceList { return hardEvictionReservation(m.cfg.thresholds, c) }),
+	}
+	var errs []error
+	for _, s := range setters {
+		if err := s(ctx, node); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if capErr != nil {
+		return nil, fmt.Errorf("node %s: %w", m.cfg.NodeName, errors.Join(errs...))
+	}
+	return node, nil
+}
+
 // LastReport returns when the status was last written (zero = never). Safe
 // to call concurrently; meant for health checks.
 func (m *Manager) LastReport() time.Time {
@@ -195,19 +230,20 @@ func isReady(node *v1.Node) bool {
 // Register creates the Node, or reconciles the labels of an existing one,
 // retrying with backoff until it succeeds or ctx is done.
 func (m *Manager) Register(ctx context.Context) (*v1.Node, error) {
-	backoff := 100 * time.Millisecond
+	// kubelet's registration back-off: 100ms doubling to 7s, no jitter.
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0, Steps: math.MaxInt32, Cap: registerMaxBackoff}
 	for {
 		node, err := m.tryRegister(ctx)
 		if err == nil {
 			return node, nil
 		}
-		m.log.Warn("registering node failed; retrying", "err", err, "retryIn", backoff)
+		delay := backoff.Step()
+		m.log.Warn("registering node failed; retrying", "err", err, "retryIn", delay)
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("registering node %s: %w (last error: %v)", m.cfg.NodeName, ctx.Err(), err)
-		case <-m.clock.After(backoff):
+		case <-m.clock.After(delay):
 		}
-		backoff = min(2*backoff, registerMaxBackoff)
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 )
 
 const testNode = "node-a"
@@ -248,31 +250,30 @@ func TestRegisterReconcilesExistingNode(t *testing.T) {
 
 func TestRegisterRetriesWithBackoff(t *testing.T) {
 	e := newTestEnv(t, nil)
-	var fails atomic.Int32
+	var calls atomic.Int32
+	const fails = 10
 	e.client.PrependReactor("create", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
-		if fails.Add(1) <= 3 {
+		if calls.Add(1) <= fails {
 			return true, nil, apierrors.NewServiceUnavailable("apiserver starting")
 		}
 		return false, nil, nil
 	})
 	done := make(chan error, 1)
 	go func() { _, err := e.m.Register(context.Background()); done <- err }()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := fails.Load(); n != 4 {
-				t.Errorf("%d create calls, want 4", n)
-			}
-			return
-		default:
+	// kubelet's: 100ms doubling to 7s.
+	ms := time.Millisecond
+	backofftest.ExpectDelays(t, e.clock, func() int { return int(calls.Load()) },
+		100*ms, 200*ms, 400*ms, 800*ms, 1600*ms, 3200*ms, 6400*ms, 7000*ms, 7000*ms, 7000*ms)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
 		}
-		if e.clock.HasWaiters() {
-			e.clock.Step(registerMaxBackoff)
-		}
-		time.Sleep(time.Millisecond)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Register did not return after the create succeeded")
+	}
+	if n := calls.Load(); n != fails+1 {
+		t.Errorf("%d create calls, want %d", n, fails+1)
 	}
 }
 
@@ -703,5 +704,47 @@ func TestOptionsValidation(t *testing.T) {
 				t.Errorf("got %v, want error containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// Before the Node informer synced (an agent restart, or no API server at
+// all), NodeAnyway computes the node from the host: admission must see the
+// same allocatable the registered Node will report, never an empty one.
+func TestNodeAnywayBeforeTheInformerSynced(t *testing.T) {
+	e := newTestEnv(t, func(o *Options) {
+		o.SystemReserved = map[string]string{"cpu": "500m"}
+	})
+	if e.m.NodeSynced() || e.m.Node() != nil {
+		t.Fatal("informer synced before Run")
+	}
+	local, err := e.m.NodeAnyway(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if local.Name != testNode || local.UID != "" {
+		t.Errorf("local node %s uid %q", local.Name, local.UID)
+	}
+	registered, err := e.m.Register(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods, v1.ResourceEphemeralStorage} {
+		got, want := local.Status.Allocatable[r], registered.Status.Allocatable[r]
+		if got.IsZero() || got.Cmp(want) != 0 {
+			t.Errorf("allocatable %s: local %s, registered %s", r, got.String(), want.String())
+		}
+	}
+	if cpu := local.Status.Allocatable[v1.ResourceCPU]; cpu.MilliValue() != 3500 {
+		t.Errorf("allocatable cpu %s, want 3500m (4 cpus - 500m reserved)", cpu.String())
+	}
+	if len(local.Status.Addresses) == 0 {
+		t.Error("no addresses")
+	}
+
+	// A host whose capacity cannot be read gives an error, not a node
+	// with nothing allocatable.
+	e.host.write("/sys/devices/system/cpu/online", "garbage\n")
+	if n, err := e.m.NodeAnyway(context.Background()); err == nil {
+		t.Errorf("unreadable capacity: node %+v, no error", n.Status.Allocatable)
 	}
 }

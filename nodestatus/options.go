@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 // Defaults, as in kubelet.
@@ -35,19 +37,6 @@ const (
 	// StatusUpdateRetries is the number of tries per report (kubelet's nodeStatusUpdateRetry).
 	StatusUpdateRetries = 5
 )
-
-// DefaultEvictionHard is kubelet's default hard eviction thresholds on Linux.
-// It is used when Options.EvictionHard is nil; a non-nil map is used as is
-// (kubelet's behaviour without mergeDefaultEvictionSettings).
-func DefaultEvictionHard() map[string]string {
-	return map[string]string{
-		"memory.available":   "100Mi",
-		"nodefs.available":   "10%",
-		"nodefs.inodesFree":  "5%",
-		"imagefs.available":  "15%",
-		"imagefs.inodesFree": "5%",
-	}
-}
 
 // Image is one image held by the container runtime.
 type Image struct {
@@ -76,7 +65,8 @@ type Options struct {
 	// Kubelet syntax: resource name -> quantity ("cpu": "100m", "memory": "1Gi").
 	SystemReserved, KubeReserved map[string]string
 	// Kubelet syntax: signal -> quantity or percentage ("memory.available": "100Mi",
-	// "nodefs.available": "10%"). nil = DefaultEvictionHard().
+	// "nodefs.available": "10%"). nil = kubelet's defaults
+	// (eviction.DefaultHard), as config.Default sets them.
 	EvictionHard                     map[string]string
 	EvictionPressureTransitionPeriod time.Duration // default 5m
 
@@ -221,7 +211,7 @@ func (o Options) validate() (*config, error) {
 	}
 	hard := o.EvictionHard
 	if hard == nil {
-		hard = DefaultEvictionHard()
+		hard = eviction.DefaultHard()
 	}
 	if c.thresholds, err = parseThresholds(hard); err != nil {
 		errs = append(errs, fmt.Errorf("evictionHard: %w", err))

@@ -35,13 +35,26 @@ type cgroupEvent struct {
 // "0::" line), falling back to the OCI spec's cgroupsPath, so no layout is
 // assumed. It works on pure cgroup v2 and on hybrid hosts, where runc also
 // places containers in the unified hierarchy.
+//
+// One goroutine, run, does all of its file I/O (reading /proc and cgroup
+// files, adding and removing inotify watches) and owns the watch state. The
+// PLEG only records what it wants watched (track, retryMissing), in memory,
+// under a lock that is never held during I/O; run acts on it. signal is
+// called from run with no lock held.
 type cgroupWatcher struct {
 	root   string
 	log    *slog.Logger
 	signal func(cgroupEvent)
 	w      *fsnotify.Watcher
 
+	// mu guards the PLEG's requests.
 	mu      sync.Mutex
+	want    map[string]bool              // running containers the PLEG wants watched
+	changes map[string]cgroupTrackChange // requests run has not acted on yet
+	retry   bool                         // retry the missing ones
+	kick    chan struct{}                // 1-buffered: there are requests
+
+	// Owned by run (and by newCgroupWatcher before run starts).
 	dirs    map[string]string // container ID -> watched dir
 	byDir   map[string]string // watched container dir -> container ID
 	podDirs map[string]bool   // watched directories whose new children may be containers
@@ -49,10 +62,15 @@ type cgroupWatcher struct {
 	// watched existing ancestor to the pod roots not created yet below it.
 	podRoots map[string]bool
 	waiting  map[string][]string
-	missing  map[string]runtime.Container
-	failing  bool          // some running container is unwatched
-	lastErr  error         // why
-	health   chan struct{} // 1-buffered: failing changed
+	missing  map[string]runtime.Container // running but not watched
+	failing  bool                         // reported as failing
+	lastErr  error                        // why the last watch failed
+}
+
+// cgroupTrackChange is a request to start (running) or stop watching c.
+type cgroupTrackChange struct {
+	c       runtime.Container
+	running bool
 }
 
 // findCgroup2Root returns the mount point of the cgroup2 filesystem.
@@ -85,16 +103,14 @@ func newCgroupWatcher(root string, podParents []string, log *slog.Logger, signal
 	}
 	cw := &cgroupWatcher{
 		root: root, log: log, signal: signal, w: w,
+		want: map[string]bool{}, changes: map[string]cgroupTrackChange{}, kick: make(chan struct{}, 1),
 		dirs: map[string]string{}, byDir: map[string]string{}, podDirs: map[string]bool{},
-		podRoots: map[string]bool{}, waiting: map[string][]string{},
-		missing: map[string]runtime.Container{}, health: make(chan struct{}, 1),
+		podRoots: map[string]bool{}, waiting: map[string][]string{}, missing: map[string]runtime.Container{},
 	}
-	cw.mu.Lock()
-	defer cw.mu.Unlock()
 	for _, pp := range podParents {
 		dir := filepath.Join(root, cgroupfsPath(pp))
 		cw.podRoots[dir] = true
-		if err := cw.watchPodRootLocked(dir, false); err != nil {
+		if err := cw.watchPodRoot(dir, false); err != nil {
 			w.Close()
 			return nil, fmt.Errorf("cgroup event source: %w", err)
 		}
@@ -102,10 +118,10 @@ func newCgroupWatcher(root string, podParents []string, log *slog.Logger, signal
 	return cw, nil
 }
 
-// watchPodRootLocked watches a configured pod parent, or its nearest
+// watchPodRoot watches a configured pod parent, or its nearest
 // existing ancestor until it is created. Pod directories already in it are
 // watched too; announce makes their containers inspected.
-func (cw *cgroupWatcher) watchPodRootLocked(dir string, announce bool) error {
+func (cw *cgroupWatcher) watchPodRoot(dir string, announce bool) error {
 	if _, err := os.Stat(dir); err != nil {
 		anc := filepath.Dir(dir)
 		for anc != cw.root && anc != "/" {
@@ -129,15 +145,15 @@ func (cw *cgroupWatcher) watchPodRootLocked(dir string, announce bool) error {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if e.IsDir() {
-			cw.watchPodDirLocked(filepath.Join(dir, e.Name()), announce)
+			cw.watchPodDir(filepath.Join(dir, e.Name()), announce)
 		}
 	}
 	return nil
 }
 
-// watchPodDirLocked watches a directory whose new subdirectories may be
+// watchPodDir watches a directory whose new subdirectories may be
 // containers; announce makes the existing ones inspected.
-func (cw *cgroupWatcher) watchPodDirLocked(dir string, announce bool) {
+func (cw *cgroupWatcher) watchPodDir(dir string, announce bool) {
 	if cw.podDirs[dir] {
 		return
 	}
@@ -152,8 +168,7 @@ func (cw *cgroupWatcher) watchPodDirLocked(dir string, announce bool) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if e.IsDir() && cw.byDir[filepath.Join(dir, e.Name())] == "" {
-			id := e.Name()
-			go cw.signal(cgroupEvent{containerID: id, created: true})
+			cw.signal(cgroupEvent{containerID: e.Name(), created: true})
 		}
 	}
 }
@@ -204,33 +219,74 @@ func cgroupfsPath(p string) string {
 	return "/" + filepath.Join(dir, unit)
 }
 
-// track starts or stops watching a container.
+// track records that c is running (watch it) or not (stop watching it);
+// run acts on it. It does no I/O, so the PLEG calls it under its lock.
 func (cw *cgroupWatcher) track(c runtime.Container, running bool) {
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
-	if !running {
-		delete(cw.missing, c.ID)
-		cw.unwatchLocked(c.ID)
-		cw.updateHealthLocked(nil)
+	if cw.want[c.ID] == running {
 		return
 	}
-	if _, ok := cw.dirs[c.ID]; ok {
-		return
-	}
-	err := cw.watchLocked(c)
-	if err != nil {
-		cw.missing[c.ID] = c
+	if running {
+		cw.want[c.ID] = true
 	} else {
-		delete(cw.missing, c.ID)
+		delete(cw.want, c.ID)
 	}
-	cw.updateHealthLocked(err)
+	cw.changes[c.ID] = cgroupTrackChange{c: c, running: running}
+	poke(cw.kick)
 }
 
-func (cw *cgroupWatcher) watchLocked(c runtime.Container) error {
+// retryMissing asks run to try again to watch the running containers it
+// could not watch (inotify limit, directory not found). No I/O.
+func (cw *cgroupWatcher) retryMissing() {
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	cw.retry = true
+	poke(cw.kick)
+}
+
+// reconcile takes the PLEG's requests and acts on them: it watches the
+// containers that started running, stops watching those that stopped and,
+// when asked, retries the missing ones. Only run calls it.
+func (cw *cgroupWatcher) reconcile() {
+	cw.mu.Lock()
+	changes, retry := cw.changes, cw.retry
+	cw.changes, cw.retry = map[string]cgroupTrackChange{}, false
+	cw.mu.Unlock()
+	var lastErr error
+	try := func(c runtime.Container) {
+		if err := cw.watch(c); err != nil {
+			cw.missing[c.ID] = c
+			lastErr = err
+			return
+		}
+		delete(cw.missing, c.ID)
+	}
+	for id, ch := range changes {
+		switch _, watched := cw.dirs[id]; {
+		case !ch.running:
+			delete(cw.missing, id)
+			cw.unwatch(id)
+		case !watched:
+			try(ch.c)
+		}
+	}
+	if retry {
+		for id, c := range cw.missing {
+			if _, tried := changes[id]; !tried {
+				try(c)
+			}
+		}
+	}
+	cw.updateHealth(lastErr)
+}
+
+// watch starts watching a running container's cgroup directory.
+func (cw *cgroupWatcher) watch(c runtime.Container) error {
 	dir, gone, err := cw.dirOf(c)
 	if gone {
 		// Exited between observation and now: have it inspected again.
-		go cw.signal(cgroupEvent{containerID: c.ID, exited: true})
+		cw.signal(cgroupEvent{containerID: c.ID, exited: true})
 		return nil
 	}
 	if err != nil {
@@ -245,17 +301,17 @@ func (cw *cgroupWatcher) watchLocked(c runtime.Container) error {
 		}
 		return fmt.Errorf("container %s: watch %s: %w", c.ID, dir, err)
 	}
-	cw.watchPodDirLocked(filepath.Dir(dir), false)
+	cw.watchPodDir(filepath.Dir(dir), false)
 	cw.dirs[c.ID] = dir
 	cw.byDir[dir] = c.ID
 	// The process may have exited before the watch existed.
 	if populated, err := readPopulated(dir); err == nil && !populated {
-		go cw.signal(cgroupEvent{containerID: c.ID, exited: true})
+		cw.signal(cgroupEvent{containerID: c.ID, exited: true})
 	}
 	return nil
 }
 
-func (cw *cgroupWatcher) unwatchLocked(id string) {
+func (cw *cgroupWatcher) unwatch(id string) {
 	dir, ok := cw.dirs[id]
 	if !ok {
 		return
@@ -265,36 +321,22 @@ func (cw *cgroupWatcher) unwatchLocked(id string) {
 	_ = cw.w.Remove(dir) // fails harmlessly when the directory is gone
 }
 
-// updateHealthLocked notes whether every running container is watched; the
-// run loop reports changes, in order.
-func (cw *cgroupWatcher) updateHealthLocked(err error) {
-	failing := len(cw.missing) > 0
+// updateHealth reports whether every running container is watched, when
+// that changes.
+func (cw *cgroupWatcher) updateHealth(err error) {
 	if err != nil {
 		cw.lastErr = err
 	}
-	if failing != cw.failing {
-		cw.failing = failing
-		select {
-		case cw.health <- struct{}{}:
-		default:
-		}
+	failing := len(cw.missing) > 0
+	if failing == cw.failing {
+		return
 	}
-}
-
-// retryMissing tries again to watch the running containers it could not
-// watch (inotify limit, directory not found).
-func (cw *cgroupWatcher) retryMissing() {
-	cw.mu.Lock()
-	defer cw.mu.Unlock()
-	var last error
-	for id, c := range cw.missing {
-		if err := cw.watchLocked(c); err != nil {
-			last = err
-			continue
-		}
-		delete(cw.missing, id)
+	cw.failing = failing
+	if failing {
+		cw.signal(cgroupEvent{failed: fmt.Errorf("%d running containers unwatched, last error: %w", len(cw.missing), cw.lastErr)})
+	} else {
+		cw.signal(cgroupEvent{recovered: true})
 	}
-	cw.updateHealthLocked(last)
 }
 
 func readPopulated(dir string) (bool, error) {
@@ -311,26 +353,16 @@ func readPopulated(dir string) (bool, error) {
 	return false, errors.New("no populated line in cgroup.events")
 }
 
+// run does the watcher's work until ctx is done, then closes the inotify
+// watcher.
 func (cw *cgroupWatcher) run(ctx context.Context) {
 	defer cw.w.Close()
-	reported := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-cw.health:
-			cw.mu.Lock()
-			failing, err, n := cw.failing, cw.lastErr, len(cw.missing)
-			cw.mu.Unlock()
-			if failing == reported {
-				continue
-			}
-			reported = failing
-			if failing {
-				cw.signal(cgroupEvent{failed: fmt.Errorf("%d running containers unwatched, last error: %w", n, err)})
-			} else {
-				cw.signal(cgroupEvent{recovered: true})
-			}
+		case <-cw.kick:
+			cw.reconcile()
 		case err, ok := <-cw.w.Errors:
 			if !ok {
 				return
@@ -351,7 +383,6 @@ func (cw *cgroupWatcher) run(ctx context.Context) {
 }
 
 func (cw *cgroupWatcher) handle(ev fsnotify.Event) {
-	cw.mu.Lock()
 	dir, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
 	var id string
 	exited, created := false, false
@@ -369,12 +400,12 @@ func (cw *cgroupWatcher) handle(ev fsnotify.Event) {
 		delete(cw.podDirs, ev.Name)
 	case ev.Has(fsnotify.Create) && cw.podRoots[dir]:
 		// A new pod directory: watch it, inspect what it already holds.
-		cw.watchPodDirLocked(ev.Name, true)
+		cw.watchPodDir(ev.Name, true)
 	case ev.Has(fsnotify.Create) && len(cw.waiting[dir]) > 0:
 		var still []string
 		for _, target := range cw.waiting[dir] {
 			if target == ev.Name || strings.HasPrefix(target, ev.Name+"/") {
-				if err := cw.watchPodRootLocked(target, true); err != nil {
+				if err := cw.watchPodRoot(target, true); err != nil {
 					cw.log.Warn("cannot watch pod cgroup parent", "dir", target, "err", err)
 				}
 				continue
@@ -391,7 +422,6 @@ func (cw *cgroupWatcher) handle(ev fsnotify.Event) {
 		// the cgroupfs layout (else the inspection finds nothing).
 		id, created = base, true
 	}
-	cw.mu.Unlock()
 	if id != "" {
 		cw.signal(cgroupEvent{containerID: id, exited: exited, created: created})
 	}

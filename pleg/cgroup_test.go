@@ -4,8 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -94,6 +97,13 @@ func TestCgroupWatcherTree(t *testing.T) {
 	c2 := mkcg("kubepods/burstable/pod1/c2", "1")
 	next(func(e cgroupEvent) bool { return e.containerID == "c2" && e.created }, "c2 created")
 	cw.track(runtime.Container{ID: "c2", State: runtime.StateRunning, CgroupsPath: "/kubepods/burstable/pod1/c2"}, true)
+	// track only records the request; the watcher's goroutine adds the
+	// watch. Its exit (seen by the watch, or when the watch is added) shows
+	// that it is watched.
+	if err := os.WriteFile(filepath.Join(c2, "cgroup.events"), []byte("populated 0\nfrozen 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	next(func(e cgroupEvent) bool { return e.containerID == "c2" && e.exited }, "c2 exited")
 	if err := os.RemoveAll(c2); err != nil {
 		t.Fatal(err)
 	}
@@ -110,4 +120,73 @@ func contextWithStop(stop <-chan struct{}) (context.Context, context.CancelFunc)
 		}
 	}()
 	return ctx, cancel
+}
+
+// The cgroup watcher's file I/O never runs under the PLEG's lock: while
+// reading a container's cgroup.events blocks (here a FIFO that gets no
+// data), everything that takes the lock (Healthy, EventMode, Expect,
+// Relist) still answers.
+func TestCgroupIOOutsidePLEGLock(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "cgroup.controllers"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "kubepods", "pod1", "c1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "cgroup.events")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt := newFakeRuntime()
+	rt.set("c1", "p", runtime.StateRunning, 0)
+	rt.mu.Lock()
+	c := rt.containers["c1"]
+	c.CgroupsPath = "/kubepods/pod1/c1"
+	rt.containers["c1"] = c
+	rt.mu.Unlock()
+	p := newTestPLEG(t, rt, Options{Sources: []Source{SourceCgroups}, CgroupRoot: root, CgroupParents: []string{"/kubepods"},
+		RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); p.Run(ctx) }()
+
+	// The first relist sees c1 running; watching it reads its
+	// cgroup.events. Once the reader has opened the FIFO, hold its write
+	// end without writing: the read blocks.
+	var w *os.File
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			w = f
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watcher never read c1's cgroup.events: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer func() {
+		_, _ = w.WriteString("populated 1\n")
+		w.Close()
+		cancel()
+		<-runDone
+	}()
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		p.Healthy()
+		p.EventMode()
+		p.ExpectWithin("uid-p", "c2", ContainerStarted, time.Minute)
+		if err := p.Relist(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the PLEG's lock is held while the cgroup watcher reads a file")
+	}
 }

@@ -15,7 +15,7 @@
 // the one container concerned instead of a relist:
 //   - "containerd": task start/exit/delete/OOM and container create/delete
 //     events (runtime.Subscribe);
-//   - "cgroup": inotify on each running container's cgroup v2 directory
+//   - "cgroups": inotify on each running container's cgroup v2 directory
 //     (cgroup.events "populated 1 → 0", removal of the directory) and on its
 //     parent (creation of container directories). The directory comes from
 //     the container's init process (/proc/<pid>/cgroup) or its OCI spec, so
@@ -26,9 +26,9 @@
 // meanwhile (from either source) coalesce into one more inspection, so
 // duplicates cost one runtime call and per-container order holds. An
 // observation older than the one already applied is discarded. Each
-// inspection has its own timeout; a failing one is retried with backoff on
-// its own (five times, then left to the next relist), so one hung container
-// never stalls the others.
+// inspection has its own timeout; a failing one is retried on its own after
+// 1s, 2s, 4s, 8s and 16s (wait.Backoff), then left to the next relist, so
+// one hung container never stalls the others.
 //
 // While every configured source works, the periodic relist is a safety net
 // (Options.RelistPeriod, default 5m). When a source fails (containerd event
@@ -75,4 +75,19 @@
 // Healthy is false only when relisting has been hung or failing for longer
 // than Options.HealthThreshold (3m), or never succeeded that long after
 // start. Slow inspections do not count.
+//
+// # Concurrency and shutdown
+//
+// The PLEG's lock only guards memory: no runtime call, file read, inotify
+// change or log write happens while it is held, so Healthy, Expect, the
+// cache and the event sources never wait behind I/O. The relist and the
+// inspections collect under the lock and act outside it; the cgroup source
+// does all its I/O (reading /proc and cgroup.events, adding and removing
+// watches) on its own goroutine, which the PLEG only tells, in memory, which
+// containers to watch.
+//
+// Every runtime call is bounded by Run's context as well as by its own
+// timeout. Run returns only after every goroutine it started (event sources,
+// inspections, retry waits) has ended, so its caller may close the runtime
+// then; no inspection starts after Run returned.
 package pleg

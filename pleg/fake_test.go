@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nodeagent/nodeagent/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,13 +21,18 @@ type fakeRuntime struct {
 	listErr    error
 	listBlock  chan struct{} // when non-nil, ListContainers waits for it (or ctx)
 	hang       map[string]bool
-	lists      int
-	inspects   map[string]int
-	events     chan runtime.Event
+	// busy: inspecting the container takes this long, whatever the context.
+	busy map[string]time.Duration
+	// inspectErrs are the results of the next inspections of a container,
+	// in order (nil: answer normally).
+	inspectErrs map[string][]error
+	lists       int
+	inspects    map[string]int
+	events      chan runtime.Event
 }
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{containers: map[string]runtime.Container{}, hang: map[string]bool{},
+	return &fakeRuntime{containers: map[string]runtime.Container{}, hang: map[string]bool{}, busy: map[string]time.Duration{}, inspectErrs: map[string][]error{},
 		inspects: map[string]int{}, events: make(chan runtime.Event, 100)}
 }
 
@@ -71,9 +77,17 @@ func (f *fakeRuntime) ListContainers(ctx context.Context) ([]runtime.Container, 
 func (f *fakeRuntime) InspectContainer(ctx context.Context, id string) (runtime.Container, error) {
 	f.mu.Lock()
 	f.inspects[id]++
-	hang := f.hang[id]
+	hang, busy := f.hang[id], f.busy[id]
 	c, ok := f.containers[id]
+	var err error
+	if errs := f.inspectErrs[id]; len(errs) > 0 {
+		err, f.inspectErrs[id] = errs[0], errs[1:]
+	}
 	f.mu.Unlock()
+	time.Sleep(busy)
+	if err != nil {
+		return runtime.Container{}, err
+	}
 	if hang {
 		<-ctx.Done()
 		return runtime.Container{}, ctx.Err()
@@ -102,6 +116,12 @@ func (f *fakeRuntime) Subscribe(ctx context.Context) <-chan runtime.Event {
 		}
 	}()
 	return out
+}
+
+func (f *fakeRuntime) inspectCount(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inspects[id]
 }
 
 func (f *fakeRuntime) listCount() int {

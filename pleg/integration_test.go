@@ -62,10 +62,20 @@ func setup(t *testing.T, sources ...pleg.Source) *env {
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
+	runDone := make(chan struct{})
+	t.Cleanup(func() {
+		// Run returns once its goroutines have stopped, before the
+		// runtime is closed (cleanups run last-registered first).
+		stop()
+		select {
+		case <-runDone:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after its context was cancelled")
+		}
+	})
 	evs, unsub := p.Subscribe()
 	t.Cleanup(unsub)
-	go p.Run(runCtx)
+	go func() { defer close(runDone); p.Run(runCtx) }()
 	e := &env{t: t, cd: cd, rt: rt, p: p, evs: evs}
 	if len(sources) > 0 {
 		waitFor(t, "event mode", p.EventMode)
@@ -134,10 +144,10 @@ func (e *env) expect(id string, sources []pleg.Source, want ...pleg.EventType) [
 	return got
 }
 
-var upstream = []pleg.Source{pleg.SourceContainerd, pleg.SourceCgroup}
+var upstream = []pleg.Source{pleg.SourceContainerd, pleg.SourceCgroups}
 
 func TestRealEventSequence(t *testing.T) {
-	e := setup(t, pleg.SourceContainerd, pleg.SourceCgroup)
+	e := setup(t, pleg.SourceContainerd, pleg.SourceCgroups)
 	ctx := context.Background()
 
 	a := e.start("web", "app", 0, "sleep 0.5; exit 3")
@@ -236,7 +246,7 @@ func TestRealContainerdRestart(t *testing.T) {
 }
 
 func TestRealInotifyExhaustion(t *testing.T) {
-	e := setup(t, pleg.SourceCgroup)
+	e := setup(t, pleg.SourceCgroups)
 	a := e.start("p", "a", 0, "exec sleep 1000")
 	e.expect(a, upstream, pleg.ContainerStarted)
 
@@ -265,7 +275,7 @@ func TestRealInotifyExhaustion(t *testing.T) {
 		// reported by the fast relist (or by the cgroup source's retry to
 		// watch it, which finds its process gone).
 		c := e.start("p", "c", 0, "sleep 0.3")
-		e.expect(c, []pleg.Source{pleg.SourceRelist, pleg.SourceCgroup}, pleg.ContainerStarted, pleg.ContainerDied)
+		e.expect(c, []pleg.Source{pleg.SourceRelist, pleg.SourceCgroups}, pleg.ContainerStarted, pleg.ContainerDied)
 	}()
 	// Restored: b is watched at the next relist and the source recovers.
 	waitFor(t, "recovery", e.p.EventMode)
@@ -279,5 +289,5 @@ func TestRealInotifyExhaustion(t *testing.T) {
 	if err := syscall.Kill(int(bc.Pid), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	e.expect(b, []pleg.Source{pleg.SourceCgroup}, pleg.ContainerDied)
+	e.expect(b, []pleg.Source{pleg.SourceCgroups}, pleg.ContainerDied)
 }

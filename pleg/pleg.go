@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/nodeagent/nodeagent/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 )
 
@@ -31,7 +33,7 @@ const (
 	// recheckDelay/rechecks: after cgroup.events says "populated 0"
 	// containerd may still report the task as running for a moment, and a
 	// container whose cgroup just appeared is still being started. See
-	// recheckAfter: about 6s in all.
+	// recheckAfter: about 2.3s of waiting in all.
 	recheckDelay = 5 * time.Millisecond
 	rechecks     = 18
 	// maxInspectFailures: a container whose inspection failed this many
@@ -53,10 +55,6 @@ type Options struct {
 	HealthThreshold time.Duration
 	// Sources are the upstream event sources; empty means relist-only.
 	Sources []Source
-	// Namespace and Endpoint locate containerd; see RuntimeOptions. New does
-	// not use them.
-	Namespace string
-	Endpoint  string
 	// InspectTimeout bounds one targeted inspection (default 10s);
 	// RelistTimeout one relist's listing (default 30s).
 	InspectTimeout time.Duration
@@ -78,11 +76,6 @@ type Options struct {
 	Clock      clock.WithTicker
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
-}
-
-// RuntimeOptions returns the runtime settings carried by Options.
-func (o Options) RuntimeOptions() runtime.Options {
-	return runtime.Options{Address: o.Endpoint, Namespace: o.Namespace}
 }
 
 // Validate reports every invalid option.
@@ -152,7 +145,14 @@ type PLEG struct {
 	wake      chan struct{} // 1-buffered: timers must be recomputed
 	relistReq chan struct{} // 1-buffered: relist soon (coalesced)
 
+	// inspections counts the inspection goroutines; Run waits for them.
+	inspections sync.WaitGroup
+
+	// mu guards the fields below. It is never held during I/O (runtime
+	// calls, file reads, inotify, logging): collect under it, act outside.
 	mu                 sync.Mutex
+	logs               []logLine // written by unlock
+	stopped            bool      // Run has ended: no new inspections
 	records            map[string]*record
 	exp                *expectations
 	expDone            chan struct{} // closed and replaced when expectations are met or expire
@@ -181,7 +181,37 @@ type inspection struct {
 	want     runtime.State
 	rechecks int
 	failures int
+	backoff  wait.Backoff  // before retrying a failed inspection
 	wake     chan struct{} // 1-buffered: cut a recheck/backoff wait short
+}
+
+// newInspectBackoff is the wait before retrying a failed inspection: 1s,
+// doubling (capped at 30s, never reached: it is given up after
+// maxInspectFailures), no jitter; it starts over after a success.
+func newInspectBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0, Steps: math.MaxInt32, Cap: 30 * time.Second}
+}
+
+// logLine is a log record queued while p.mu is held.
+type logLine struct {
+	level slog.Level
+	msg   string
+	args  []any
+}
+
+// logLocked queues a log record; unlock writes it.
+func (p *PLEG) logLocked(level slog.Level, msg string, args ...any) {
+	p.logs = append(p.logs, logLine{level, msg, args})
+}
+
+// unlock releases p.mu, then writes the log records queued meanwhile.
+func (p *PLEG) unlock() {
+	logs := p.logs
+	p.logs = nil
+	p.mu.Unlock()
+	for _, l := range logs {
+		p.log.Log(context.Background(), l.level, l.msg, l.args...)
+	}
 }
 
 // New creates a PLEG over rt. Nothing runs until Run.
@@ -234,7 +264,7 @@ func (p *PLEG) Expect(e Expectation) {
 	p.mu.Lock()
 	p.exp.add(e)
 	p.mu.Unlock()
-	p.poke(p.wake)
+	poke(p.wake)
 }
 
 // ExpectWithin is Expect with a deadline ttl from now.
@@ -264,29 +294,41 @@ func (p *PLEG) WaitExpected(ctx context.Context, uid types.UID) error {
 	}
 }
 
-func (p *PLEG) poke(ch chan struct{}) {
+// poke signals a 1-buffered channel without blocking; signals coalesce.
+func poke(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
 	}
 }
 
-// Run starts the event sources and relists until ctx is cancelled.
+// Run starts the event sources and relists until ctx is cancelled. It
+// returns only after every goroutine it started (event sources, targeted
+// inspections) has ended, so the runtime may be closed once it returned.
+// Runtime calls get deadlines derived from ctx.
 func (p *PLEG) Run(ctx context.Context) {
+	var sources sync.WaitGroup
+	defer func() {
+		sources.Wait() // no more signals, hence no new inspections
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
+		p.inspections.Wait()
+	}()
 	for _, s := range p.opts.Sources {
 		switch s {
 		case SourceContainerd:
-			go p.followRuntime(ctx)
-		case SourceCgroup:
-			cg, err := newCgroupWatcher(p.opts.CgroupRoot, p.opts.CgroupParents, p.log, p.cgroupSignal)
+			sources.Go(func() { p.followRuntime(ctx) })
+		case SourceCgroups:
+			cg, err := newCgroupWatcher(p.opts.CgroupRoot, p.opts.CgroupParents, p.log, func(e cgroupEvent) { p.cgroupSignal(ctx, e) })
 			if err != nil {
-				p.setSource(SourceCgroup, false, err)
+				p.setSource(SourceCgroups, false, err)
 				continue
 			}
 			p.mu.Lock()
 			p.cg = cg
 			p.mu.Unlock()
-			go cg.run(ctx)
+			sources.Go(func() { cg.run(ctx) })
 		}
 	}
 	if err := p.Relist(ctx); err != nil {
@@ -358,7 +400,7 @@ func (p *PLEG) tick(ctx context.Context) {
 	deliver, expired := p.exp.expire(now)
 	p.deliverLocked(deliver, expired, nil, now)
 	due := !now.Before(p.lastRelistStart.Add(p.periodLocked()))
-	p.mu.Unlock()
+	p.unlock()
 	if due {
 		if err := p.Relist(ctx); err != nil {
 			p.log.Error("relist failed", "err", err)
@@ -384,7 +426,7 @@ func (p *PLEG) Relist(ctx context.Context) error {
 	cancel()
 
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	p.relistRunningSince = time.Time{}
 	if err != nil {
 		p.m.relistFailures.Inc()
@@ -412,7 +454,7 @@ func (p *PLEG) Relist(ctx context.Context) error {
 	}
 	p.cache.setAll(pods, start)
 	if p.cg != nil {
-		p.cg.retryMissing()
+		p.cg.retryMissing() // no I/O: the watcher's goroutine retries
 	}
 	end := p.clock.Now()
 	p.relistFailingSince = time.Time{}
@@ -465,7 +507,7 @@ func (p *PLEG) applyLocked(c runtime.Container, exists bool, observedAt time.Tim
 		delete(p.records, c.ID)
 	}
 	if p.cg != nil {
-		p.cg.track(c, exists && c.State == runtime.StateRunning)
+		p.cg.track(c, exists && c.State == runtime.StateRunning) // no I/O
 	}
 	// The cache first: whoever learns of an event (or of a met
 	// expectation, WaitExpected) finds it in the cache.
@@ -509,7 +551,7 @@ func (p *PLEG) emitLocked(ev Event, now time.Time) {
 func (p *PLEG) deliverLocked(deliver []Event, expired, met []Expectation, now time.Time) {
 	for _, e := range expired {
 		p.m.expectations.WithLabelValues("expired").Inc()
-		p.log.Info("expected pod lifecycle event did not come in time", "podUID", e.PodUID, "containerID", e.ContainerID, "type", e.Type)
+		p.logLocked(slog.LevelInfo, "expected pod lifecycle event did not come in time", "podUID", e.PodUID, "containerID", e.ContainerID, "type", e.Type)
 	}
 	if len(met) > 0 {
 		p.m.expectations.WithLabelValues("met").Add(float64(len(met)))
@@ -530,47 +572,67 @@ func (p *PLEG) deliverLocked(deliver []Event, expired, met []Expectation, now ti
 	}
 }
 
-// trigger schedules a targeted inspection of one container. At most one
-// inspection per container is in flight; triggers arriving meanwhile are
-// coalesced into one more inspection after it, so per-container ordering
-// holds and duplicates from several sources cost one inspection.
-func (p *PLEG) trigger(id string, src Source, at time.Time, want runtime.State) {
+// trigger schedules a targeted inspection of one container, bounded by ctx.
+// At most one inspection per container is in flight; triggers arriving
+// meanwhile are coalesced into one more inspection after it, so
+// per-container ordering holds and duplicates from several sources cost one
+// inspection.
+func (p *PLEG) trigger(ctx context.Context, id string, src Source, at time.Time, want runtime.State) {
 	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
 	if in := p.inflight[id]; in != nil {
 		in.dirty = true
 		if want != "" {
 			in.want, in.rechecks = want, 0
 		}
 		p.mu.Unlock()
-		p.poke(in.wake)
+		poke(in.wake)
 		return
 	}
-	p.inflight[id] = &inspection{source: src, triggeredAt: at, want: want, wake: make(chan struct{}, 1)}
+	p.inflight[id] = &inspection{source: src, triggeredAt: at, want: want, backoff: newInspectBackoff(), wake: make(chan struct{}, 1)}
+	p.inspections.Add(1)
 	p.mu.Unlock()
-	go p.inspect(id)
+	go func() {
+		defer p.inspections.Done()
+		p.inspect(ctx, id)
+	}()
 }
 
-func (p *PLEG) inspect(id string) {
+// inspect inspects one container until its state is settled, retrying
+// failures with back-off, or until ctx is done.
+func (p *PLEG) inspect(ctx context.Context, id string) {
 	for {
-		p.sem <- struct{}{}
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			p.endInspection(id)
+			return
+		}
 		p.mu.Lock()
 		in := p.inflight[id]
 		in.dirty = false
 		p.mu.Unlock()
 
 		start := p.clock.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), p.opts.InspectTimeout)
-		c, err := p.rt.InspectContainer(ctx, id)
+		ictx, cancel := context.WithTimeout(ctx, p.opts.InspectTimeout)
+		c, err := p.rt.InspectContainer(ictx, id)
 		cancel()
 		<-p.sem
 		p.m.inspectDuration.Observe(p.clock.Since(start).Seconds())
+		if ctx.Err() != nil {
+			p.endInspection(id)
+			return
+		}
 
 		var retryAfter time.Duration
 		p.mu.Lock()
 		switch {
 		case err == nil:
 			p.m.inspections.WithLabelValues("ok").Inc()
-			in.failures = 0
+			in.failures, in.backoff = 0, newInspectBackoff()
 			p.applyLocked(c, true, start, in.source, in.triggeredAt, true)
 			if in.want != "" && c.State != in.want && c.State == previous(in.want) && in.rechecks < rechecks {
 				retryAfter = recheckAfter(in.rechecks)
@@ -580,7 +642,7 @@ func (p *PLEG) inspect(id string) {
 			}
 		case errors.Is(err, runtime.ErrNotFound):
 			p.m.inspections.WithLabelValues("notfound").Inc()
-			in.failures = 0
+			in.failures, in.backoff = 0, newInspectBackoff()
 			if rec := p.records[id]; rec != nil {
 				p.applyLocked(rec.c, false, start, in.source, in.triggeredAt, true)
 			}
@@ -590,32 +652,48 @@ func (p *PLEG) inspect(id string) {
 			p.m.inspections.WithLabelValues("error").Inc()
 			in.failures++
 			if in.failures > maxInspectFailures {
-				p.log.Warn("container inspection keeps failing, leaving it to the next relist", "containerID", id, "err", err)
-				delete(p.inflight, id)
-				p.mu.Unlock()
+				p.logLocked(slog.LevelWarn, "container inspection keeps failing, leaving it to the next relist", "containerID", id, "err", err)
+				p.endInspectionLocked(id)
+				p.unlock()
 				return
 			}
-			retryAfter = min(time.Second<<min(in.failures-1, 5), 30*time.Second)
-			p.log.Warn("container inspection failed", "containerID", id, "err", err, "retryIn", retryAfter)
+			retryAfter = in.backoff.Step()
+			p.logLocked(slog.LevelWarn, "container inspection failed", "containerID", id, "err", err, "retryIn", retryAfter)
 		}
 		if retryAfter > 0 && !in.dirty {
-			p.mu.Unlock()
+			p.unlock()
+			timer := p.clock.NewTimer(retryAfter)
 			select {
-			case <-p.clock.After(retryAfter):
+			case <-timer.C():
 			case <-in.wake: // a new signal: inspect now
+			case <-ctx.Done():
+				timer.Stop()
+				p.endInspection(id)
+				return
 			}
+			timer.Stop()
 			continue
 		}
 		if in.dirty {
-			p.mu.Unlock()
+			p.unlock()
 			continue
 		}
-		delete(p.inflight, id)
-		if len(p.inflight) == 0 {
-			p.cache.notify() // the cache may be live again
-		}
-		p.mu.Unlock()
+		p.endInspectionLocked(id)
+		p.unlock()
 		return
+	}
+}
+
+func (p *PLEG) endInspection(id string) {
+	p.mu.Lock()
+	p.endInspectionLocked(id)
+	p.mu.Unlock()
+}
+
+func (p *PLEG) endInspectionLocked(id string) {
+	delete(p.inflight, id)
+	if len(p.inflight) == 0 {
+		p.cache.notify() // the cache may be live again
 	}
 }
 
@@ -639,15 +717,15 @@ func previous(want runtime.State) runtime.State {
 	return ""
 }
 
-// cgroupSignal is called by the cgroup watcher.
-func (p *PLEG) cgroupSignal(s cgroupEvent) {
+// cgroupSignal is called by the cgroup watcher; ctx is Run's.
+func (p *PLEG) cgroupSignal(ctx context.Context, s cgroupEvent) {
 	switch {
 	case s.overflow:
 		p.requestRelist()
 	case s.failed != nil:
-		p.setSource(SourceCgroup, false, s.failed)
+		p.setSource(SourceCgroups, false, s.failed)
 	case s.recovered:
-		p.setSource(SourceCgroup, true, nil)
+		p.setSource(SourceCgroups, true, nil)
 	default:
 		var want runtime.State
 		switch {
@@ -656,11 +734,11 @@ func (p *PLEG) cgroupSignal(s cgroupEvent) {
 		case s.created:
 			want = runtime.StateRunning
 		}
-		p.trigger(s.containerID, SourceCgroup, p.clock.Now(), want)
+		p.trigger(ctx, s.containerID, SourceCgroups, p.clock.Now(), want)
 	}
 }
 
-func (p *PLEG) requestRelist() { p.poke(p.relistReq) }
+func (p *PLEG) requestRelist() { poke(p.relistReq) }
 
 // followRuntime turns runtime events into targeted inspections.
 func (p *PLEG) followRuntime(ctx context.Context) {
@@ -677,7 +755,7 @@ func (p *PLEG) followRuntime(ctx context.Context) {
 				if ev.Type == runtime.EventTaskExit {
 					want = runtime.StateExited
 				}
-				p.trigger(ev.ContainerID, SourceContainerd, p.clock.Now(), want)
+				p.trigger(ctx, ev.ContainerID, SourceContainerd, p.clock.Now(), want)
 			}
 		}
 	}
@@ -687,7 +765,7 @@ func (p *PLEG) followRuntime(ctx context.Context) {
 // fallback relisting.
 func (p *PLEG) setSource(src Source, ok bool, cause error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.unlock()
 	if p.sourceOK[src] == ok {
 		return
 	}
@@ -706,19 +784,19 @@ func (p *PLEG) setSource(src Source, ok bool, cause error) {
 		p.inFallback = true
 		p.m.fallbacks.WithLabelValues(string(src)).Inc()
 		p.m.fallbackActive.Set(1)
-		p.log.Warn("PLEG event source failed, falling back to relisting", "source", src, "err", cause, "period", p.opts.FallbackRelistPeriod)
+		p.logLocked(slog.LevelWarn, "PLEG event source failed, falling back to relisting", "source", src, "err", cause, "period", p.opts.FallbackRelistPeriod)
 	case fallback:
 		if !ok {
 			p.m.fallbacks.WithLabelValues(string(src)).Inc()
-			p.log.Warn("PLEG event source failed", "source", src, "err", cause)
+			p.logLocked(slog.LevelWarn, "PLEG event source failed", "source", src, "err", cause)
 		}
 	case !fallback && p.inFallback:
 		p.inFallback = false
 		p.m.fallbackActive.Set(0)
-		p.log.Info("PLEG event sources recovered, back to event mode", "source", src, "relistPeriod", p.opts.RelistPeriod)
+		p.logLocked(slog.LevelInfo, "PLEG event sources recovered, back to event mode", "source", src, "relistPeriod", p.opts.RelistPeriod)
 		p.cache.notify()
 	}
-	p.poke(p.wake)
+	poke(p.wake)
 }
 
 // Healthy reports whether the PLEG works: false only when relisting has been

@@ -8,14 +8,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	goruntime "runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nodeagent/nodeagent/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 )
 
 func TestTransition(t *testing.T) {
@@ -92,6 +96,10 @@ func TestRelistEventSequence(t *testing.T) {
 }
 
 func TestRelistDiedCarriesExitCodeAndCache(t *testing.T) {
+	synctest.Test(t, testRelistDiedCarriesExitCodeAndCache)
+}
+
+func testRelistDiedCarriesExitCodeAndCache(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(t0)
 	rt := newFakeRuntime()
@@ -109,20 +117,19 @@ func TestRelistDiedCarriesExitCodeAndCache(t *testing.T) {
 		t.Fatalf("cache %+v %v", s, ok)
 	}
 	// GetNewerThan blocks until a newer relist.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	done := make(chan PodStatus)
+	done := make(chan PodStatus, 1)
 	go func() {
-		s, err := p.Cache().GetNewerThan(ctx, "uid-p", t0)
+		s, err := p.Cache().GetNewerThan(context.Background(), "uid-p", t0)
 		if err != nil {
 			t.Error(err)
 		}
 		done <- s
 	}()
+	synctest.Wait() // GetNewerThan waits, or has returned
 	select {
 	case <-done:
 		t.Fatal("GetNewerThan returned a status that is not newer")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	clk.Step(time.Second)
 	rt.remove("a")
@@ -184,7 +191,9 @@ func TestExpectationsThroughPLEG(t *testing.T) {
 	}
 }
 
-func TestHealthy(t *testing.T) {
+func TestHealthy(t *testing.T) { synctest.Test(t, testHealthy) }
+
+func testHealthy(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(t0)
 	rt := newFakeRuntime()
@@ -228,9 +237,7 @@ func TestHealthy(t *testing.T) {
 	rt.mu.Unlock()
 	done := make(chan struct{})
 	go func() { _ = p.Relist(ctx); close(done) }()
-	for rt.listCount() < 5 {
-		time.Sleep(time.Millisecond)
-	}
+	synctest.Wait() // the relist waits in ListContainers
 	clk.Step(2 * time.Minute)
 	if ok, _ := p.Healthy(); !ok {
 		t.Fatal("unhealthy before the threshold")
@@ -247,45 +254,73 @@ func TestHealthy(t *testing.T) {
 }
 
 func TestHungInspectionDoesNotStallOthers(t *testing.T) {
-	rt := newFakeRuntime()
-	p := newTestPLEG(t, rt, Options{InspectTimeout: time.Hour})
-	ctx := context.Background()
-	rt.set("slow", "p", runtime.StateRunning, 0)
-	rt.set("fast", "q", runtime.StateRunning, 0)
-	if err := p.Relist(ctx); err != nil {
-		t.Fatal(err)
-	}
-	drain(p.Watch())
-	rt.hang["slow"] = true
-	rt.set("slow", "p", runtime.StateExited, 0)
-	rt.set("fast", "q", runtime.StateExited, 0)
-	p.trigger("slow", SourceContainerd, time.Now(), "")
-	p.trigger("slow", SourceCgroup, time.Now(), "") // coalesced, not a second call
-	p.trigger("fast", SourceContainerd, time.Now(), "")
-	select {
-	case ev := <-p.Watch():
-		if ev.ContainerID != "fast" || ev.Type != ContainerDied || ev.Source != SourceContainerd {
-			t.Fatalf("event %+v", ev)
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		p := newTestPLEG(t, rt, Options{InspectTimeout: time.Hour})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		rt.set("slow", "p", runtime.StateRunning, 0)
+		rt.set("fast", "q", runtime.StateRunning, 0)
+		if err := p.Relist(ctx); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the fast container's death was stalled by the hung one")
-	}
-	if ok, err := p.Healthy(); !ok {
-		t.Fatal(err)
-	}
-	inspects := func() int {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return rt.inspects["slow"]
-	}
-	waitFor(t, "slow inspection", func() bool { return inspects() >= 1 })
-	time.Sleep(50 * time.Millisecond)
-	if n := inspects(); n != 1 {
-		t.Fatalf("slow container inspected %d times, want 1 in flight", n)
-	}
+		drain(p.Watch())
+		rt.hang["slow"] = true
+		rt.set("slow", "p", runtime.StateExited, 0)
+		rt.set("fast", "q", runtime.StateExited, 0)
+		p.trigger(ctx, "slow", SourceContainerd, time.Now(), "")
+		p.trigger(ctx, "slow", SourceCgroups, time.Now(), "") // coalesced, not a second call
+		p.trigger(ctx, "fast", SourceContainerd, time.Now(), "")
+		synctest.Wait() // all that can happen without the slow one's answer has happened
+		if got := drain(p.Watch()); !reflect.DeepEqual(got, []string{"ContainerDied/fast"}) {
+			t.Fatalf("events %v, want the fast container's death despite the hung one", got)
+		}
+		if ok, err := p.Healthy(); !ok {
+			t.Fatal(err)
+		}
+		if n := rt.inspectCount("slow"); n != 1 {
+			t.Fatalf("slow container inspected %d times, want 1 in flight", n)
+		}
+	})
 }
 
-func TestFallbackAndRecovery(t *testing.T) {
+// A failing inspection is retried after 1s, 2s, 4s, 8s, 16s and then left to
+// the next relist; a success in between starts the back-off over.
+func TestInspectRetryBackoff(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rt := newFakeRuntime()
+	reg := prometheus.NewRegistry()
+	p := newTestPLEG(t, rt, Options{Clock: clk, Registerer: reg})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt.set("a", "p", runtime.StateRunning, 0)
+	boom := errors.New("containerd: deadline exceeded")
+	inspected := func() int { return rt.inspectCount("a") }
+	inflight := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.inflight["a"] != nil
+	}
+
+	rt.inspectErrs["a"] = []error{boom, boom, boom, boom, boom, boom}
+	p.trigger(ctx, "a", SourceContainerd, clk.Now(), "")
+	s := time.Second
+	backofftest.ExpectDelays(t, clk, inspected, 1*s, 2*s, 4*s, 8*s, 16*s)
+	backofftest.WaitFor(t, func() bool { return !inflight() }, "the inspection to be given up")
+	if n := testutil.ToFloat64(p.m.inspections.WithLabelValues("error")); n != 6 {
+		t.Fatalf("%v failed inspections, want 6", n)
+	}
+
+	// A success (the runtime still says running while the signal said it
+	// exited: recheck in 5ms) resets it.
+	rt.inspectErrs["a"] = []error{boom, nil, boom, boom, boom}
+	p.trigger(ctx, "a", SourceCgroups, clk.Now(), runtime.StateExited)
+	backofftest.ExpectDelays(t, clk, inspected, 1*s, recheckDelay, 1*s, 2*s)
+}
+
+func TestFallbackAndRecovery(t *testing.T) { synctest.Test(t, testFallbackAndRecovery) }
+
+func testFallbackAndRecovery(t *testing.T) {
 	rt := newFakeRuntime()
 	reg := prometheus.NewRegistry()
 	p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour,
@@ -294,60 +329,54 @@ func TestFallbackAndRecovery(t *testing.T) {
 	defer cancel()
 	go p.Run(ctx)
 	rt.events <- runtime.Event{Type: runtime.EventStreamUp}
-	waitFor(t, "initial relists", func() bool { return rt.listCount() >= 2 })
+	synctest.Wait()
+	// Five fallback periods: no relist but the one at start and the one
+	// after the stream came up.
 	time.Sleep(100 * time.Millisecond)
-	if n := rt.listCount(); n > 3 || !p.EventMode() {
+	if n := rt.listCount(); n != 2 || !p.EventMode() {
 		t.Fatalf("event mode: %d relists, eventMode %v", n, p.EventMode())
 	}
 	// A container event triggers an inspection, not a relist.
 	rt.set("a", "p", runtime.StateRunning, 0)
 	rt.events <- runtime.Event{Type: runtime.EventTaskStart, ContainerID: "a"}
-	select {
-	case ev := <-p.Watch():
-		if ev.Type != ContainerStarted || ev.Source != SourceContainerd {
-			t.Fatalf("event %+v", ev)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no event")
+	if ev := <-p.Watch(); ev.Type != ContainerStarted || ev.Source != SourceContainerd {
+		t.Fatalf("event %+v", ev)
+	}
+	if n := rt.listCount(); n != 2 {
+		t.Fatalf("%d relists, want none for the event", n)
 	}
 
 	rt.events <- runtime.Event{Type: runtime.EventStreamDown, Err: errors.New("broken")}
-	waitFor(t, "fallback", func() bool { return !p.EventMode() })
+	synctest.Wait()
+	if p.EventMode() {
+		t.Fatal("still in event mode after the stream broke")
+	}
 	n := rt.listCount()
 	rt.set("a", "p", runtime.StateExited, 0) // no event: only a relist can see it
-	select {
-	case ev := <-p.Watch():
-		if ev.Type != ContainerDied || ev.Source != SourceRelist {
-			t.Fatalf("event %+v", ev)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("fallback relist did not detect the exit")
+	if ev := <-p.Watch(); ev.Type != ContainerDied || ev.Source != SourceRelist {
+		t.Fatalf("event %+v", ev)
 	}
-	waitFor(t, "fast relists", func() bool { return rt.listCount() >= n+3 })
+	time.Sleep(60 * time.Millisecond)
+	synctest.Wait()
+	if m := rt.listCount(); m < n+3 {
+		t.Fatalf("%d relists in 3 fallback periods, want 3", m-n)
+	}
 	if v := testutil.ToFloat64(p.m.fallbackActive); v != 1 {
 		t.Fatalf("fallback_active = %v", v)
 	}
 	rt.events <- runtime.Event{Type: runtime.EventStreamUp}
-	waitFor(t, "recovery", func() bool { return p.EventMode() })
+	synctest.Wait()
+	if !p.EventMode() {
+		t.Fatal("not back in event mode after the stream came up")
+	}
 	if v := testutil.ToFloat64(p.m.fallbacks.WithLabelValues("containerd")); v != 1 {
 		t.Fatalf("fallbacks_total = %v", v)
 	}
-	time.Sleep(50 * time.Millisecond)
+	synctest.Wait()
 	n = rt.listCount()
-	time.Sleep(200 * time.Millisecond)
-	if m := rt.listCount(); m > n+1 {
-		t.Fatalf("still relisting fast after recovery: %d -> %d", n, m)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	time.Sleep(time.Minute)
+	if m := rt.listCount(); m != n {
+		t.Fatalf("still relisting fast after recovery: %d relists in a minute", m-n)
 	}
 }
 
@@ -392,7 +421,7 @@ func TestEventsHandler(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	err := Options{RelistPeriod: -1, Sources: []Source{"bogus", SourceCgroup, SourceCgroup}}.Validate()
+	err := Options{RelistPeriod: -1, Sources: []Source{"bogus", SourceCgroups, SourceCgroups}}.Validate()
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -408,7 +437,9 @@ func TestOptionsValidate(t *testing.T) {
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
-func TestCacheLiveInEventMode(t *testing.T) {
+func TestCacheLiveInEventMode(t *testing.T) { synctest.Test(t, testCacheLiveInEventMode) }
+
+func testCacheLiveInEventMode(t *testing.T) {
 	rt := newFakeRuntime()
 	p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour})
 	rt.set("a", "p", runtime.StateRunning, 0)
@@ -416,7 +447,7 @@ func TestCacheLiveInEventMode(t *testing.T) {
 	defer cancel()
 	go p.Run(ctx)
 	rt.events <- runtime.Event{Type: runtime.EventStreamUp}
-	waitFor(t, "relist", func() bool { return rt.listCount() >= 2 })
+	synctest.Wait()
 	// No relist is due for an hour, yet the status is current: event mode.
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
@@ -429,7 +460,10 @@ func TestCacheLiveInEventMode(t *testing.T) {
 	}
 	// In fallback mode only a relist makes it newer.
 	rt.events <- runtime.Event{Type: runtime.EventStreamDown, Err: errors.New("x")}
-	waitFor(t, "fallback", func() bool { return !p.EventMode() })
+	synctest.Wait()
+	if p.EventMode() {
+		t.Fatal("still in event mode after the stream broke")
+	}
 	n := rt.listCount()
 	if _, err := p.Cache().GetNewerThan(wctx, "uid-p", time.Now()); err != nil {
 		t.Fatal(err)
@@ -441,7 +475,9 @@ func TestCacheLiveInEventMode(t *testing.T) {
 
 // A worker waits for its own actions' expected events; WaitExpected returns
 // once they are met, with the observation already in the cache.
-func TestWaitExpected(t *testing.T) {
+func TestWaitExpected(t *testing.T) { synctest.Test(t, testWaitExpected) }
+
+func testWaitExpected(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(t0)
 	rt := newFakeRuntime()
@@ -453,21 +489,17 @@ func TestWaitExpected(t *testing.T) {
 	p.ExpectWithin("uid-p", "A", ContainerStarted, time.Minute)
 	done := make(chan error, 1)
 	go func() { done <- p.WaitExpected(ctx, "uid-p") }()
+	synctest.Wait()
 	select {
 	case err := <-done:
 		t.Fatalf("returned before the event: %v", err)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	rt.set("A", "p", runtime.StateRunning, 0)
 	clk.Step(time.Second)
 	_ = p.Relist(ctx)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("WaitExpected did not return after the expected event")
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 	if s, ok := p.Cache().Get("uid-p"); !ok || len(s.Containers) != 1 || s.Containers[0].State != runtime.StateRunning {
 		t.Fatalf("cache after WaitExpected: %+v", s)
@@ -480,4 +512,73 @@ func TestWaitExpected(t *testing.T) {
 	if err := p.WaitExpected(cctx, "uid-p"); err == nil {
 		t.Fatal("want ctx error")
 	}
+}
+
+// Run returns only after every goroutine it started has ended: the agent
+// closes the runtime after Run, and a PLEG goroutine still inspecting (or
+// waiting to retry) would use a closed runtime. Runtime calls are bounded by
+// Run's context, not only by their own timeouts.
+func TestRunStopsItsGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		before := plegGoroutines(nil) // other tests' PLEGs still stopping
+		rt := newFakeRuntime()
+		p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, InspectTimeout: time.Hour})
+		ctx, cancel := context.WithCancel(context.Background())
+		runDone := make(chan struct{})
+		go func() { defer close(runDone); p.Run(ctx) }()
+		rt.events <- runtime.Event{Type: runtime.EventStreamUp}
+		// One inspection hangs, one waits to be retried, one is busy for
+		// 10ms whatever its context says.
+		rt.set("hung", "p", runtime.StateRunning, 0)
+		rt.set("failing", "p", runtime.StateRunning, 0)
+		rt.set("busy", "p", runtime.StateRunning, 0)
+		rt.hang["hung"] = true
+		rt.inspectErrs["failing"] = []error{errors.New("boom")}
+		for _, id := range []string{"hung", "failing"} {
+			rt.events <- runtime.Event{Type: runtime.EventTaskExit, ContainerID: id}
+		}
+		synctest.Wait()
+		if rt.inspectCount("hung") != 1 || rt.inspectCount("failing") != 1 {
+			t.Fatalf("inspections: %v", rt.inspects)
+		}
+		rt.busy["busy"] = 10 * time.Millisecond
+		rt.events <- runtime.Event{Type: runtime.EventTaskExit, ContainerID: "busy"}
+		time.Sleep(time.Millisecond) // the inspection is under way
+
+		stopping := time.Now()
+		cancel()
+		<-runDone
+		// It waited for the busy inspection, and for nothing else: the hung
+		// one and the retry wait ended with ctx, not after their timeouts.
+		if d := time.Since(stopping); d != 9*time.Millisecond {
+			t.Errorf("Run took %s to stop, want 9ms (the rest of the busy inspection)", d)
+		}
+		if left := plegGoroutines(before); len(left) > 0 {
+			t.Fatalf("Run returned while %d of its goroutines still run:\n%s", len(left), left)
+		}
+		// Nothing runs on after Run: no inspection starts any more.
+		p.trigger(ctx, "failing", SourceContainerd, time.Now(), "")
+		if left := plegGoroutines(before); len(left) > 0 {
+			t.Fatalf("inspection started after Run returned:\n%s", left)
+		}
+	})
+}
+
+// plegGoroutines returns the stacks of the goroutines running the PLEG's
+// code (not the test's, nor the fake runtime's), by goroutine header,
+// leaving out those in except.
+func plegGoroutines(except map[string]string) map[string]string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:goruntime.Stack(buf, true)]
+	out := map[string]string{}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		id, _, _ := strings.Cut(g, " [") // "goroutine 42"
+		if _, old := except[id]; old || strings.Contains(g, "nodeagent/pleg.Test") {
+			continue
+		}
+		if strings.Contains(g, "nodeagent/pleg.(*PLEG)") || strings.Contains(g, "nodeagent/pleg.(*cgroupWatcher)") {
+			out[id] = g
+		}
+	}
+	return out
 }

@@ -47,21 +47,19 @@ const (
 	SourceRelist Source = "relist"
 	// SourceContainerd: a containerd task or container event.
 	SourceContainerd Source = "containerd"
-	// SourceCgroup: a cgroup directory or cgroup.events change (inotify).
-	SourceCgroup Source = "cgroup"
+	// SourceCgroups: a cgroup directory or cgroup.events change (inotify).
+	// The configuration spells it the same (config.EventSourceCgroups).
+	SourceCgroups Source = "cgroups"
 )
 
-// ParseSource validates a source name from configuration. The
-// configuration spells the cgroup source "cgroups" (config.EventSourceCgroups);
-// "cgroup" is accepted too.
+// ParseSource validates a source name from configuration: "containerd" or
+// "cgroups", as the configuration spells them.
 func ParseSource(s string) (Source, error) {
-	switch s {
-	case string(SourceContainerd), string(SourceCgroup):
+	switch Source(s) {
+	case SourceContainerd, SourceCgroups:
 		return Source(s), nil
-	case "cgroups":
-		return SourceCgroup, nil
 	}
-	return "", fmt.Errorf("pleg: unknown event source %q (want %q or %q)", s, SourceContainerd, SourceCgroup)
+	return "", fmt.Errorf("pleg: unknown event source %q (want %q or %q)", s, SourceContainerd, SourceCgroups)
 }
 
 // Event is a pod lifecycle event.

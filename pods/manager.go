@@ -11,55 +11,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/admission"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/pods/mirror"
+	"github.com/nodeagent/nodeagent/pods/source"
+	"github.com/nodeagent/nodeagent/pods/status"
+	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
-// Runtime is what the pods package needs from the container runtime;
-// *runtime.Runtime implements it.
-type Runtime interface {
-	CreateContainer(ctx context.Context, spec runtime.ContainerSpec) (string, error)
-	StartContainer(ctx context.Context, id string) error
-	StopContainer(ctx context.Context, id string, grace time.Duration) error
-	RemoveContainer(ctx context.Context, id string) error
-	ListPods(ctx context.Context) ([]runtime.Pod, error)
-	GetImage(ctx context.Context, ref string) (runtime.Image, error)
-	PullImage(ctx context.Context, ref string) (runtime.Image, error)
-	// RemovePodCgroup removes the pod's (empty) cgroup.
-	RemovePodCgroup(uid types.UID) error
-}
-
-var _ Runtime = (*runtime.Runtime)(nil)
-
-// PLEG is what the workers need from the PLEG; *pleg.PLEG implements it.
-type PLEG interface {
-	Watch() <-chan pleg.Event
-	ExpectWithin(uid types.UID, containerID string, t pleg.EventType, ttl time.Duration)
-	WaitExpected(ctx context.Context, uid types.UID) error
-	Cache() *pleg.Cache
-}
-
-var _ PLEG = (*pleg.PLEG)(nil)
-
-// NetNS creates and removes pods' network namespaces.
-type NetNS interface {
-	Create(path string) error
-	Remove(path string) error
-}
-
-type hostNetNS struct{}
-
-func (hostNetNS) Create(p string) error { return netns.Create(p) }
-func (hostNetNS) Remove(p string) error { return netns.Remove(p) }
+// nodeAnywayTimeout bounds the admission's wait for the node's info.
+const nodeAnywayTimeout = 10 * time.Second
 
 // Options configure the Manager.
 type Options struct {
@@ -76,16 +49,25 @@ type Options struct {
 	NetNSDir string
 	// MaxPods is the pod capacity (default 110).
 	MaxPods int
-	// Node returns the node as last seen (for allocatable resources, the
-	// node's UID for mirror pods and its InternalIP); nil until registered.
+	// Node returns the node as last seen (the node's UID for mirror pods
+	// and its InternalIP); nil until registered.
 	Node func() *v1.Node
+	// NodeAnyway returns the node for admission (allocatable): the API
+	// server's copy, else one computed from the host, as kubelet's
+	// getNodeAnyWay. Required.
+	NodeAnyway func(context.Context) (*v1.Node, error)
+	// NodeSynced reports whether Node answers from a synced informer; the
+	// API source takes no pod before (default: always true).
+	NodeSynced func() bool
 	// HostIP is the node's IP (status.hostIP); defaults to the Node's
 	// InternalIP.
 	HostIP func() string
 
 	Runtime Runtime
 	PLEG    PLEG
-	NetNS   NetNS // default: internal/netns
+	// PodCache is the PLEG's view of the pods (its Cache()).
+	PodCache PodCache
+	NetNS    NetNS // default: internal/netns
 	// ResyncPeriod is how often a worker syncs without news (default 1m).
 	ResyncPeriod time.Duration
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
@@ -96,22 +78,18 @@ type Options struct {
 	Logger     *slog.Logger
 }
 
-// Manager runs one worker per pod for the pods of its sources.
+// Manager runs one worker per pod for the pods of its sources. It admits
+// new pods (admission), hands PLEG events to their workers, and after every
+// source has listed its pods cleans up what pods no source knows any more
+// left behind.
 type Manager struct {
 	opts   Options
-	rt     Runtime
-	pleg   PLEG
-	netns  NetNS
-	clock  clock.WithTicker
+	deps   *workerDeps
 	log    *slog.Logger
-	status *statusManager
-	met    *metrics
-	api    *apiSource
-	rec    record.EventRecorder
-	// projector writes projected volumes (service account tokens); nil
-	// without an API client.
-	projector *Projector
-	bc        record.EventBroadcaster
+	status *status.Manager
+	api    *source.APISource
+	mirror *mirror.Client
+	bc     record.EventBroadcaster
 
 	mu        sync.Mutex
 	ctx       context.Context
@@ -129,8 +107,11 @@ func New(o Options) (*Manager, error) {
 	if o.RootDir == "" {
 		errs = append(errs, errors.New("RootDir is required"))
 	}
-	if o.Runtime == nil || o.PLEG == nil {
-		errs = append(errs, errors.New("Runtime and PLEG are required"))
+	if o.Runtime == nil || o.PLEG == nil || o.PodCache == nil {
+		errs = append(errs, errors.New("Runtime, PLEG and PodCache are required"))
+	}
+	if o.NodeAnyway == nil {
+		errs = append(errs, errors.New("NodeAnyway is required (admission needs the node's allocatable)"))
 	}
 	if o.Client == nil && o.StaticPodPath == "" {
 		errs = append(errs, errors.New("no pod source: neither an API client nor a staticPodPath"))
@@ -161,77 +142,92 @@ func New(o Options) (*Manager, error) {
 	}
 	m := &Manager{
 		opts:      o,
-		rt:        o.Runtime,
-		pleg:      o.PLEG,
-		netns:     o.NetNS,
-		clock:     o.Clock,
 		log:       o.Logger,
 		workers:   map[types.UID]*worker{},
 		staticSet: map[types.UID]bool{},
-		met:       newMetrics(o.Registerer),
+		status:    status.NewManager(o.Client, o.Logger),
 	}
-	m.status = newStatusManager(o.Client, o.Logger)
+	var projector *volume.Projector
+	var rec Recorder
 	if o.Client != nil {
-		m.api = newAPISource(o.Client, o.NodeName, m)
-		m.projector = NewProjector(o.Client, o.Clock, o.Logger)
+		m.api = source.NewAPISource(o.Client, o.NodeName, m, o.NodeSynced, o.Clock, o.Logger.With("source", "api"))
+		m.status.SetLister(m.api.Lister())
+		m.mirror = mirror.New(o.Client, m.api.Lister(), o.Node, o.Logger)
+		projector = volume.NewProjector(o.Client, o.Clock, o.Logger)
 		m.bc = record.NewBroadcaster()
-		m.rec = m.bc.NewRecorder(eventScheme(), v1.EventSource{Component: "nodeagent", Host: o.NodeName})
+		rec = m.bc.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent", Host: o.NodeName})
+	}
+	m.deps = &workerDeps{
+		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: m.status, rec: rec,
+		volumes: volume.NewManager(projector), netns: o.NetNS, host: m, clock: o.Clock,
+		met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir,
+		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, hostIP: m.hostIP,
+	}
+	if m.mirror != nil {
+		m.deps.mirror = m.mirror
 	}
 	return m, nil
 }
 
-// Run starts the sources and the workers and blocks until ctx is done.
-// Workers stop with it; their pods keep running in the runtime and are
-// adopted by the next Run.
+// Run starts the sources and the workers and blocks until ctx is done and
+// every goroutine it started has ended. Workers stop with it; their pods
+// keep running in the runtime and are adopted by the next Run.
 func (m *Manager) Run(ctx context.Context) error {
-	m.mu.Lock()
-	m.ctx = ctx
-	m.mu.Unlock()
-	var wg sync.WaitGroup
-	if m.bc != nil {
-		startEventSink(m.bc, m.opts.Client)
-		defer m.bc.Shutdown()
-	}
-	synced := make(chan struct{}, 2)
-	sources := 0
-	if m.api != nil {
-		sources++
-		m.status.lister = m.api.lister
-		wg.Add(2)
-		go func() { defer wg.Done(); m.api.run(ctx, synced) }()
-		go func() { defer wg.Done(); m.status.run(ctx) }()
-	}
+	var static *source.StaticSource
 	if m.opts.StaticPodPath != "" {
-		src, err := NewStaticSource(StaticOptions{
-			Dir: m.opts.StaticPodPath, NodeName: m.opts.NodeName, Decode: DecodeManifest,
+		var err error
+		static, err = source.NewStaticSource(source.StaticOptions{
+			Dir: m.opts.StaticPodPath, NodeName: m.opts.NodeName, Decode: source.DecodeManifest,
 			Debounce: m.opts.StaticDebounce, Rescan: m.opts.StaticRescan,
-			Clock: m.clock, Logger: m.log.With("source", "static"),
+			Clock: m.opts.Clock, Logger: m.log.With("source", "static"),
 			OnError: m.manifestError,
 		})
 		if err != nil {
 			return err
 		}
-		sources++
-		wg.Add(2)
-		go func() { defer wg.Done(); src.Run(ctx) }()
-		go func() { defer wg.Done(); m.followStatic(ctx, src.Updates(), synced) }()
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); m.dispatch(ctx) }()
+	m.mu.Lock()
+	m.ctx = ctx
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	goRun := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	if m.bc != nil {
+		m.bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.opts.Client.CoreV1().Events("")})
+		defer m.bc.Shutdown()
+	}
+	var synced []chan struct{}
+	if m.api != nil {
+		ch := make(chan struct{})
+		synced = append(synced, ch)
+		goRun(func() { m.api.Run(ctx, ch) })
+		goRun(func() { m.status.Run(ctx) })
+	}
+	if static != nil {
+		ch := make(chan struct{})
+		synced = append(synced, ch)
+		goRun(func() { static.Run(ctx) })
+		goRun(func() { m.followStatic(ctx, static.Updates(), ch) })
+	}
+	goRun(func() { m.dispatch(ctx) })
 	// Once every source listed its pods, containers of pods no source has
 	// are orphans.
-	go func() {
-		for i := 0; i < sources; i++ {
+	goRun(func() {
+		for _, ch := range synced {
 			select {
-			case <-synced:
+			case <-ch:
 			case <-ctx.Done():
 				return
 			}
 		}
 		m.log.Info("pod sources synced")
 		m.cleanupOrphans(ctx)
-		m.cleanupMirrors(ctx)
-	}()
+		if m.mirror != nil {
+			m.mirror.DeleteOrphans(ctx, m.staticHashes())
+		}
+	})
 	<-ctx.Done()
 	wg.Wait()
 	m.wg.Wait()
@@ -244,7 +240,7 @@ func (m *Manager) dispatch(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case ev := <-m.pleg.Watch():
+		case ev := <-m.opts.PLEG.Watch():
 			m.mu.Lock()
 			w := m.workers[ev.PodUID]
 			m.mu.Unlock()
@@ -255,7 +251,8 @@ func (m *Manager) dispatch(ctx context.Context) {
 	}
 }
 
-// followStatic applies the static source's snapshots.
+// followStatic applies the static source's snapshots; synced is closed
+// after the first.
 func (m *Manager) followStatic(ctx context.Context, updates <-chan []*v1.Pod, synced chan<- struct{}) {
 	first := true
 	for {
@@ -279,22 +276,52 @@ func (m *Manager) followStatic(ctx context.Context, updates <-chan []*v1.Pod, sy
 			// Removals first: an edited manifest's new pod then waits for
 			// the old one to stop (terminatingSibling).
 			for _, uid := range gone {
-				m.forget(uid)
+				m.PodRemove(uid)
 			}
 			for _, p := range pods {
-				m.upsert(SourceFile, p)
+				m.upsert(kubetypes.SourceFile, p)
 			}
 			if first {
 				first = false
-				synced <- struct{}{}
+				close(synced)
 			}
 		}
 	}
 }
 
+// PodUpdate takes an API pod (source.Handler).
+func (m *Manager) PodUpdate(pod *v1.Pod) { m.upsert(kubetypes.SourceAPI, pod) }
+
+// PodRemove tells a pod's worker that its source dropped the pod
+// (source.Handler).
+func (m *Manager) PodRemove(uid types.UID) {
+	m.mu.Lock()
+	w := m.workers[uid]
+	m.mu.Unlock()
+	if w != nil {
+		w.remove()
+	}
+}
+
+// MirrorUpdate requeues the static pod's status; a mirror pod someone
+// deleted is replaced by its static pod's worker, as kubelet does
+// (source.Handler).
+func (m *Manager) MirrorUpdate(mp *v1.Pod) {
+	m.status.MirrorChanged(mp)
+	if mp.DeletionTimestamp != nil {
+		m.pokeByName(kubetypes.FullName(mp))
+	}
+}
+
+// MirrorRemove wakes the static pod's worker to make a new mirror pod
+// (source.Handler).
+func (m *Manager) MirrorRemove(mp *v1.Pod) { m.pokeByName(kubetypes.FullName(mp)) }
+
+var _ source.Handler = (*Manager)(nil)
+
 // upsert adds or updates a pod from a source: a new pod is admitted and
 // gets a worker; a known one gets the new spec.
-func (m *Manager) upsert(source string, pod *v1.Pod) {
+func (m *Manager) upsert(src string, pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx == nil || m.ctx.Err() != nil {
@@ -304,79 +331,52 @@ func (m *Manager) upsert(source string, pod *v1.Pod) {
 		w.update(pod)
 		return
 	}
-	w := m.newWorker(pod, source)
+	w := newWorker(m.deps, pod, src, m.log)
 	if pod.Status.StartTime != nil {
 		w.startTime = pod.Status.StartTime.Time
 	}
-	if pod.DeletionTimestamp == nil && !PodIsTerminal(pod.Status) {
+	if pod.DeletionTimestamp == nil && !status.PodIsTerminal(pod.Status) {
 		if r := m.admitLocked(pod); r != nil {
-			w.rejection = r
-			m.met.rejected.WithLabelValues(r.Reason).Inc()
-			w.log.Warn("pod rejected", "reason", r.Reason, "message", r.Message)
-			m.event(pod, v1.EventTypeWarning, r.Reason, r.Message)
+			w.reject(*r)
 		}
 	}
 	m.startLocked(w)
 }
 
-// newWorker makes a pod's worker (not started).
-func (m *Manager) newWorker(pod *v1.Pod, source string) *worker {
-	now := m.clock.Now()
-	return &worker{
-		m: m, uid: pod.UID, pod: pod, source: source,
-		log:          m.log.With("pod", fullName(pod), "podUID", pod.UID),
-		wake:         make(chan struct{}, 1),
-		backoff:      map[string]crashLoop{},
-		errs:         map[string]Waiting{},
-		imageIDs:     map[string]string{},
-		reaped:       map[string]bool{},
-		backoffEvent: map[string]string{},
-		startTime:    now,
-		seen:         now,
-	}
-}
-
 // startLocked registers and starts a worker; m.mu is held.
 func (m *Manager) startLocked(w *worker) {
 	m.workers[w.uid] = w
-	m.met.workers.Inc()
+	m.deps.met.workers.Inc()
 	m.wg.Add(1)
 	go w.run(m.ctx)
 }
 
 // admitLocked decides whether a new pod may run: its spec must be in the
 // supported subset and fit the node.
-func (m *Manager) admitLocked(pod *v1.Pod) *Waiting {
-	if bad := Unsupported(pod); len(bad) > 0 {
-		return &Waiting{Reason: ReasonUnsupportedPodSpec, Message: UnsupportedMessage(bad)}
+func (m *Manager) admitLocked(pod *v1.Pod) *status.Waiting {
+	if bad := admission.Unsupported(pod); len(bad) > 0 {
+		return &status.Waiting{Reason: admission.ReasonUnsupportedPodSpec, Message: admission.UnsupportedMessage(bad)}
 	}
 	var admitted []*v1.Pod
 	for _, w := range m.workers {
 		p, removed := w.snapshot()
-		if removed || w.rejection != nil || p.DeletionTimestamp != nil || w.terminal.Load() {
+		if removed || w.rejected.Load() || p.DeletionTimestamp != nil || w.terminal.Load() {
 			continue
 		}
 		admitted = append(admitted, p)
 	}
 	sort.Slice(admitted, func(i, j int) bool { return admitted[i].UID < admitted[j].UID })
-	var alloc v1.ResourceList
-	if n := m.opts.Node(); n != nil {
-		alloc = n.Status.Allocatable
+	ctx, cancel := context.WithTimeout(m.ctx, nodeAnywayTimeout)
+	node, err := m.opts.NodeAnyway(ctx)
+	cancel()
+	if err != nil {
+		m.log.Error("cannot get node info to admit a pod", "pod", kubetypes.FullName(pod), "err", err)
+		return &status.Waiting{Reason: admission.ReasonInvalidNodeInfo, Message: "Kubelet cannot get node info."}
 	}
-	if ok, reason, msg := FitsNode(pod, admitted, alloc, m.opts.MaxPods); !ok {
-		return &Waiting{Reason: reason, Message: msg}
+	if ok, reason, msg := admission.FitsNode(pod, admitted, node.Status.Allocatable, m.opts.MaxPods); !ok {
+		return &status.Waiting{Reason: reason, Message: msg}
 	}
 	return nil
-}
-
-// forget tells a pod's worker that its source dropped the pod.
-func (m *Manager) forget(uid types.UID) {
-	m.mu.Lock()
-	w := m.workers[uid]
-	m.mu.Unlock()
-	if w != nil {
-		w.remove()
-	}
 }
 
 // pokeByName wakes the workers of the static pods with this full name.
@@ -384,24 +384,41 @@ func (m *Manager) pokeByName(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, w := range m.workers {
-		if w.source != SourceFile {
+		if w.source != kubetypes.SourceFile {
 			continue
 		}
-		if p, _ := w.snapshot(); fullName(p) == name {
+		if p, _ := w.snapshot(); kubetypes.FullName(p) == name {
 			w.poke()
 		}
 	}
 }
 
+// staticHashes maps the full names of the static pods that run to their
+// config hashes.
+func (m *Manager) staticHashes() map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	static := map[string]string{}
+	for _, w := range m.workers {
+		if w.source == kubetypes.SourceFile {
+			if p, removed := w.snapshot(); !removed {
+				static[kubetypes.FullName(p)] = p.Annotations[kubetypes.AnnotationConfigHash]
+			}
+		}
+	}
+	return static
+}
+
+// workerDone is called by a worker's goroutine as it ends.
 func (m *Manager) workerDone(w *worker) {
 	m.mu.Lock()
 	if m.workers[w.uid] == w {
 		delete(m.workers, w.uid)
-		m.met.workers.Dec()
+		m.deps.met.workers.Dec()
 	}
 	p, _ := w.snapshot()
 	for _, o := range m.workers {
-		if op, _ := o.snapshot(); fullName(op) == fullName(p) {
+		if op, _ := o.snapshot(); kubetypes.FullName(op) == kubetypes.FullName(p) {
 			o.poke() // it may have waited for this one to end
 		}
 	}
@@ -419,7 +436,7 @@ func (m *Manager) terminatingSibling(w *worker, pod *v1.Pod) bool {
 			continue
 		}
 		op, removed := o.snapshot()
-		if fullName(op) == fullName(pod) && (removed || op.DeletionTimestamp != nil) {
+		if kubetypes.FullName(op) == kubetypes.FullName(pod) && (removed || op.DeletionTimestamp != nil) {
 			return true
 		}
 	}
@@ -440,11 +457,12 @@ func (m *Manager) Pods() []types.UID {
 
 // cleanupOrphans stops and removes the containers of pods no source has
 // (a static file deleted or an API pod force-deleted while the agent was
-// down).
+// down), and the directories and network namespaces pods left without
+// containers.
 func (m *Manager) cleanupOrphans(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	pods, err := m.rt.ListPods(lctx)
+	pods, err := m.opts.Runtime.ListPods(lctx)
 	if err != nil {
 		m.log.Warn("cannot list containers to clean up orphans", "err", err)
 		return
@@ -463,42 +481,28 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 			}
 		}
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for uid, ref := range refs {
-		m.mu.Lock()
-		if _, known := m.workers[uid]; !known && m.ctx.Err() == nil {
-			m.log.Info("cleaning up after a pod no source has", "pod", ref.Namespace+"/"+ref.Name, "podUID", uid)
-			orphan := &v1.Pod{}
-			orphan.UID, orphan.Name, orphan.Namespace = uid, ref.Name, ref.Namespace
-			grace := int64(2)
-			orphan.Spec.TerminationGracePeriodSeconds = &grace
-			w := m.newWorker(orphan, "orphan")
-			w.removed = true
-			m.startLocked(w)
+		if _, known := m.workers[uid]; known || m.ctx.Err() != nil {
+			continue
 		}
-		m.mu.Unlock()
+		m.log.Info("cleaning up after a pod no source has", "pod", ref.Namespace+"/"+ref.Name, "podUID", uid)
+		m.startLocked(newOrphanWorker(m.deps, ref, m.log))
 	}
 }
 
 // manifestError reports a static pod file that cannot be used as an Event
 // on the Node (the static source logs it).
-func (m *Manager) manifestError(e ManifestError) {
-	if m.rec == nil {
+func (m *Manager) manifestError(e source.ManifestError) {
+	if m.deps.rec == nil {
 		return
 	}
 	node := &v1.ObjectReference{Kind: "Node", Name: m.opts.NodeName, UID: types.UID(m.opts.NodeName)}
 	if n := m.opts.Node(); n != nil {
 		node.UID = n.UID
 	}
-	m.rec.Eventf(node, v1.EventTypeWarning, "FailedStaticPodManifest", "static pod manifest %s skipped: %v", e.Path, e.Err)
-}
-
-// event records an event on a pod (API pods, and static pods through their
-// mirror pod's name).
-func (m *Manager) event(pod *v1.Pod, typ, reason, msg string) {
-	if m.rec == nil {
-		return
-	}
-	m.rec.Event(pod, typ, reason, msg)
+	m.deps.rec.Eventf(node, v1.EventTypeWarning, "FailedStaticPodManifest", "static pod manifest %s skipped: %v", e.Path, e.Err)
 }
 
 func (m *Manager) hostIP() string {
@@ -514,3 +518,14 @@ func (m *Manager) hostIP() string {
 	}
 	return ""
 }
+
+type hostNetNS struct{}
+
+func (hostNetNS) Create(p string) error { return netns.Create(p) }
+func (hostNetNS) Remove(p string) error { return netns.Remove(p) }
+
+var (
+	_ Runtime  = (*runtime.Runtime)(nil)
+	_ PLEG     = (*pleg.PLEG)(nil)
+	_ PodCache = (*pleg.Cache)(nil)
+)

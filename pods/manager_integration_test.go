@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testimage"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods"
+	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -48,7 +51,7 @@ func TestManagerRunsStaticPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl, err := pleg.New(rt, pleg.Options{
-		Sources:       []pleg.Source{pleg.SourceContainerd, pleg.SourceCgroup},
+		Sources:       []pleg.Source{pleg.SourceContainerd, pleg.SourceCgroups},
 		Logger:        log,
 		Registerer:    prometheus.NewRegistry(),
 		CgroupParents: []string{cd.CgroupParent},
@@ -66,15 +69,22 @@ func TestManagerRunsStaticPods(t *testing.T) {
 		}
 		es, _ = os.ReadDir(filepath.Join(root, "pods"))
 		for _, e := range es {
-			_ = pods.TeardownVolumes(filepath.Join(root, "pods", e.Name()))
+			_ = volume.TeardownVolumes(filepath.Join(root, "pods", e.Name()))
 		}
 	})
 	reg := prometheus.NewRegistry()
 	m, err := pods.New(pods.Options{
 		NodeName: "node-1", StaticPodPath: dir, RootDir: root, NetNSDir: nsDir,
-		Runtime: rt, PLEG: pl, Registerer: reg, Logger: log,
+		Runtime: rt, PLEG: pl, PodCache: pl.Cache(), Registerer: reg, Logger: log,
 		HostIP:         func() string { return "192.0.2.1" },
 		StaticDebounce: 20 * time.Millisecond,
+		// No API server: the node is only known from the host, as after an
+		// agent restart before the Node informer synced.
+		NodeAnyway: func(context.Context) (*v1.Node, error) {
+			n := &v1.Node{}
+			n.Status.Allocatable = v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourcePods: resource.MustParse("110")}
+			return n, nil
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +123,7 @@ spec:
     image: %s
     command: ["sh", "-c", %q]
     volumeMounts: [{name: scratch, mountPath: /scratch}]
+    resources: {requests: {cpu: 100m, memory: 16Mi}}
 `, name, testimage.Ref, script)
 	}
 	write := func(file, content string) {

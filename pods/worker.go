@@ -15,8 +15,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/pods/status"
+	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -32,12 +36,17 @@ const (
 	// mirrorRetry is how soon a static pod's worker tries again to create
 	// its mirror pod after it could not.
 	mirrorRetry = 2 * time.Second
+	// orphanGrace is the grace period of the containers of a pod no source
+	// knows any more.
+	orphanGrace = 2
+	// imageTimeout bounds an image lookup for a status.
+	imageTimeout = 10 * time.Second
 )
 
 // worker owns one pod: it syncs it sequentially, woken by its source, by the
 // PLEG, by its own timers.
 type worker struct {
-	m    *Manager
+	d    *workerDeps
 	uid  types.UID
 	log  *slog.Logger
 	wake chan struct{} // 1-buffered
@@ -48,10 +57,10 @@ type worker struct {
 
 	// Owned by the worker goroutine.
 	source    string
-	rejection *Waiting // admission refused the pod (reason, message)
+	rejection *status.Waiting // admission refused the pod (reason, message)
 	startTime time.Time
 	backoff   map[string]crashLoop
-	errs      map[string]Waiting // per container: why its last start failed
+	errs      map[string]status.Waiting // per container: why its last start failed
 	imageIDs  map[string]string
 	reaped    map[string]bool
 	lastSync  time.Time
@@ -59,6 +68,7 @@ type worker struct {
 	immediate int
 	status    *v1.PodStatus // last computed
 	terminal  atomic.Bool   // the last computed status is terminal (read by admission)
+	rejected  atomic.Bool   // rejection is set (read by admission)
 	refreshAt time.Time     // projected volumes need refreshing then (zero: never)
 	deleted   bool          // the zero-grace API delete was sent
 	// seen is when the agent first saw the pod; reportedRunning says the
@@ -75,6 +85,44 @@ func allRunning(cs []v1.ContainerStatus) bool {
 		}
 	}
 	return len(cs) > 0
+}
+
+// newWorker makes a pod's worker (not started).
+func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker {
+	now := d.clock.Now()
+	return &worker{
+		d: d, uid: pod.UID, pod: pod, source: src,
+		log:          log.With("pod", kubetypes.FullName(pod), "podUID", pod.UID),
+		wake:         make(chan struct{}, 1),
+		backoff:      map[string]crashLoop{},
+		errs:         map[string]status.Waiting{},
+		imageIDs:     map[string]string{},
+		reaped:       map[string]bool{},
+		backoffEvent: map[string]string{},
+		startTime:    now,
+		seen:         now,
+	}
+}
+
+// newOrphanWorker makes the worker that removes what a pod no source knows
+// left on the host (its containers, directory, network namespace, logs).
+func newOrphanWorker(d *workerDeps, ref runtime.PodRef, log *slog.Logger) *worker {
+	orphan := &v1.Pod{}
+	orphan.UID, orphan.Name, orphan.Namespace = ref.UID, ref.Name, ref.Namespace
+	orphan.Spec.TerminationGracePeriodSeconds = utilptr.To[int64](orphanGrace)
+	w := newWorker(d, orphan, "orphan", log)
+	w.removed = true
+	return w
+}
+
+// reject records admission's refusal (before the worker runs): nothing of
+// the pod runs, and its status says why.
+func (w *worker) reject(r status.Waiting) {
+	w.rejection = &r
+	w.rejected.Store(true)
+	w.d.met.rejected.WithLabelValues(r.Reason).Inc()
+	w.log.Warn("pod rejected", "reason", r.Reason, "message", r.Message)
+	w.d.event(w.pod, v1.EventTypeWarning, r.Reason, r.Message)
 }
 
 func (w *worker) poke() {
@@ -105,7 +153,7 @@ func (w *worker) snapshot() (*v1.Pod, bool) {
 }
 
 func (w *worker) run(ctx context.Context) {
-	defer w.m.workerDone(w)
+	defer w.d.host.workerDone(w)
 	for {
 		next, done := w.syncOnce(ctx)
 		if done || ctx.Err() != nil {
@@ -120,7 +168,7 @@ func (w *worker) run(ctx context.Context) {
 		} else {
 			w.immediate = 0
 		}
-		t := w.m.clock.NewTimer(next)
+		t := w.d.clock.NewTimer(next)
 		select {
 		case <-w.wake:
 			w.immediate = 0
@@ -138,19 +186,19 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 	// Wait for the events of the previous sync's actions, then for a
 	// status at least as new as that sync's start.
 	wctx, cancel := context.WithTimeout(ctx, expectTTL+time.Second)
-	_ = w.m.pleg.WaitExpected(wctx, w.uid)
+	_ = w.d.pleg.WaitExpected(wctx, w.uid)
 	cancel()
 	gctx, cancel := context.WithTimeout(ctx, cacheWait)
-	rs, err := w.m.pleg.Cache().GetNewerThan(gctx, w.uid, w.lastSync)
+	rs, err := w.d.cache.GetNewerThan(gctx, w.uid, w.lastSync)
 	cancel()
 	if ctx.Err() != nil {
 		return 0, true
 	}
 	if err != nil {
 		w.log.Warn("pod status from the PLEG is stale; syncing with it", "err", err)
-		rs, _ = w.m.pleg.Cache().Get(w.uid)
+		rs, _ = w.d.cache.Get(w.uid)
 	}
-	now := w.m.clock.Now()
+	now := w.d.clock.Now()
 	w.lastSync = now
 
 	if removed || pod.DeletionTimestamp != nil {
@@ -164,23 +212,23 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 				w.log.Warn("cannot stop a container of a rejected pod", "container", c.Name, "err", err)
 			}
 		}
-		w.setStatus(pod, rs, nil, false, now)
-		return w.m.opts.ResyncPeriod, false
+		w.setStatus(ctx, pod, rs, nil, false, now)
+		return w.d.resync, false
 	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
 	if err != nil {
-		w.m.met.syncs.WithLabelValues("error").Inc()
+		w.d.met.syncs.WithLabelValues("error").Inc()
 		w.failures++
 		d := retryBackoff(w.failures)
 		w.log.Warn("pod sync failed; retrying", "err", err, "retryIn", d)
 		return d, false
 	}
-	w.m.met.syncs.WithLabelValues("ok").Inc()
+	w.d.met.syncs.WithLabelValues("ok").Inc()
 	w.failures = 0
 	if acted {
 		return 0, false
 	}
-	next := w.m.opts.ResyncPeriod
+	next := w.d.resync
 	for _, at := range []time.Time{wakeAt, w.refreshAt} {
 		if !at.IsZero() && at.Sub(now) < next {
 			next = max(at.Sub(now), time.Millisecond)
@@ -193,21 +241,21 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 // it acted (the caller syncs again once the PLEG saw it), when a held-back
 // container may restart, and the first error.
 func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (bool, time.Time, error) {
-	if w.m.terminatingSibling(w, pod) {
+	if w.d.host.terminatingSibling(w, pod) {
 		// Another pod of the same name (the previous version of a static
 		// pod, or a deleted API pod) is still stopping: as kubelet, start
 		// only once it is gone (its end wakes this worker).
-		w.setStatus(pod, rs, nil, false, now)
-		return false, now.Add(w.m.opts.ResyncPeriod), nil
+		w.setStatus(ctx, pod, rs, nil, false, now)
+		return false, now.Add(w.d.resync), nil
 	}
 	var retryAt time.Time
-	if w.source == SourceFile && !w.m.ensureMirror(ctx, pod) {
+	if w.source == kubetypes.SourceFile && !w.d.ensureMirror(ctx, pod) {
 		retryAt = now.Add(mirrorRetry)
 	}
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
 	if sandboxErr != nil {
-		w.m.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", sandboxErr.Error())
-		w.setStatus(pod, rs, nil, false, now)
+		w.d.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", sandboxErr.Error())
+		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
 	}
 	p := computePlan(w.withStatus(pod), rs, w.backoff, now)
@@ -216,13 +264,13 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	}
 	if p.empty() {
 		w.reap(ctx, rs)
-		w.setStatus(pod, rs, p.waiting, true, now)
+		w.setStatus(ctx, pod, rs, p.waiting, true, now)
 		return false, p.wakeAt, nil
 	}
 	if w.status == nil {
 		// A new pod says Pending/ContainerCreating (with its start time)
 		// before the first start, which may pull an image.
-		w.setStatus(pod, rs, p.waiting, true, now)
+		w.setStatus(ctx, pod, rs, p.waiting, true, now)
 	}
 	var errs []error
 	for _, k := range p.kill {
@@ -232,8 +280,8 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		}
 	}
 	for _, c := range p.remove {
-		w.m.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerRemoved, expectTTL)
-		if err := w.m.rt.RemoveContainer(ctx, c.ID); err != nil {
+		w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerRemoved, expectTTL)
+		if err := w.d.rt.RemoveContainer(ctx, c.ID); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -247,7 +295,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		}
 	}
 	if len(errs) > 0 {
-		w.setStatus(pod, rs, p.waiting, true, now)
+		w.setStatus(ctx, pod, rs, p.waiting, true, now)
 		return true, time.Time{}, errors.Join(errs...)
 	}
 	return true, p.wakeAt, nil
@@ -275,10 +323,10 @@ func gracePeriod(pod *v1.Pod) time.Duration {
 }
 
 func (w *worker) podDir() string {
-	return filepath.Join(w.m.opts.RootDir, "pods", string(w.uid))
+	return filepath.Join(w.d.rootDir, "pods", string(w.uid))
 }
 
-func (w *worker) netnsPath() string { return filepath.Join(w.m.opts.NetNSDir, string(w.uid)) }
+func (w *worker) netnsPath() string { return filepath.Join(w.d.netnsDir, string(w.uid)) }
 
 // setupSandbox prepares what every container of the pod shares: the pod
 // directory, volumes and (without hostNetwork) the network namespace.
@@ -286,22 +334,13 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err := os.MkdirAll(w.podDir(), 0o750); err != nil {
 		return nil, fmt.Errorf("pod directory: %w", err)
 	}
-	vols, err := SetupVolumes(w.podDir(), pod)
+	vols, refreshAt, err := w.d.volumes.Setup(ctx, pod, w.podDir())
 	if err != nil {
-		return nil, fmt.Errorf("volumes: %w", err)
+		return nil, err
 	}
-	if w.m.projector != nil && hasProjected(pod) {
-		pv, refreshAt, err := w.m.projector.Setup(ctx, pod, w.podDir())
-		if err != nil {
-			return nil, fmt.Errorf("projected volumes: %w", err)
-		}
-		for k, v := range pv {
-			vols[k] = v
-		}
-		w.refreshAt = refreshAt
-	}
+	w.refreshAt = refreshAt
 	if !pod.Spec.HostNetwork {
-		if err := w.m.netns.Create(w.netnsPath()); err != nil {
+		if err := w.d.netns.Create(w.netnsPath()); err != nil {
 			return nil, fmt.Errorf("network namespace: %w", err)
 		}
 	}
@@ -310,7 +349,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 
 // logDir holds a pod's container logs (kubelet's /var/log/pods layout).
 func (w *worker) logDir(pod *v1.Pod) string {
-	return filepath.Join(w.m.opts.RootDir, "logs", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+	return filepath.Join(w.d.rootDir, "logs", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
 }
 
 func (w *worker) logPath(pod *v1.Pod, name string, attempt uint32) string {
@@ -323,28 +362,28 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	c := s.container
 	img, reason, err := w.ensureImage(ctx, pod, c)
 	if err != nil {
-		w.errs[c.Name] = Waiting{Reason: reason, Message: err.Error()}
+		w.errs[c.Name] = status.Waiting{Reason: reason, Message: err.Error()}
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	spec, err := w.containerSpec(pod, c, s.attempt, vols)
 	if err != nil {
-		w.errs[c.Name] = Waiting{Reason: ReasonCreateContainer, Message: err.Error()}
-		w.m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		w.errs[c.Name] = status.Waiting{Reason: status.ReasonCreateContainer, Message: err.Error()}
+		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	spec.Image = img
-	id, err := w.m.rt.CreateContainer(ctx, spec)
+	id, err := w.d.rt.CreateContainer(ctx, spec)
 	if err != nil {
-		w.errs[c.Name] = Waiting{Reason: ReasonCreateContainer, Message: err.Error()}
-		w.m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		w.errs[c.Name] = status.Waiting{Reason: status.ReasonCreateContainer, Message: err.Error()}
+		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
-	w.m.event(pod, v1.EventTypeNormal, "Created", "Created container "+c.Name)
-	w.m.pleg.ExpectWithin(w.uid, id, pleg.ContainerStarted, expectTTL)
-	if err := w.m.rt.StartContainer(ctx, id); err != nil {
-		w.errs[c.Name] = Waiting{Reason: ReasonRunContainer, Message: err.Error()}
-		w.m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
-		_ = w.m.rt.RemoveContainer(ctx, id)
+	w.d.event(pod, v1.EventTypeNormal, "Created", "Created container "+c.Name)
+	w.d.pleg.ExpectWithin(w.uid, id, pleg.ContainerStarted, expectTTL)
+	if err := w.d.rt.StartContainer(ctx, id); err != nil {
+		w.errs[c.Name] = status.Waiting{Reason: status.ReasonRunContainer, Message: err.Error()}
+		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		_ = w.d.rt.RemoveContainer(ctx, id)
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	delete(w.errs, c.Name)
@@ -352,8 +391,8 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	if s.attempt > 0 {
 		kind = "restart"
 	}
-	w.m.met.starts.WithLabelValues(kind).Inc()
-	w.m.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
+	w.d.met.starts.WithLabelValues(kind).Inc()
+	w.d.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
 	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
 	return nil
 }
@@ -363,32 +402,32 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (string, string, error) {
 	policy := c.ImagePullPolicy
 	if policy != v1.PullAlways {
-		img, err := w.m.rt.GetImage(ctx, c.Image)
+		img, err := w.d.rt.GetImage(ctx, c.Image)
 		if err == nil {
 			w.imageIDs[c.Image] = img.ID
 			return c.Image, "", nil
 		}
 		if !errors.Is(err, runtime.ErrNotFound) {
-			return "", ReasonErrImagePull, err
+			return "", status.ReasonErrImagePull, err
 		}
 		if policy == v1.PullNever {
 			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
-			w.m.event(pod, v1.EventTypeWarning, ReasonErrImageNeverPull, msg)
-			return "", ReasonErrImageNeverPull, errors.New(msg)
+			w.d.event(pod, v1.EventTypeWarning, status.ReasonErrImageNeverPull, msg)
+			return "", status.ReasonErrImageNeverPull, errors.New(msg)
 		}
 	}
-	reason := ReasonErrImagePull
-	if prev, ok := w.errs[c.Name]; ok && (prev.Reason == ReasonErrImagePull || prev.Reason == ReasonImagePullBackOff) {
-		reason = ReasonImagePullBackOff
+	reason := status.ReasonErrImagePull
+	if prev, ok := w.errs[c.Name]; ok && (prev.Reason == status.ReasonErrImagePull || prev.Reason == status.ReasonImagePullBackOff) {
+		reason = status.ReasonImagePullBackOff
 	}
-	w.m.event(pod, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
-	img, err := w.m.rt.PullImage(ctx, c.Image)
+	w.d.event(pod, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	img, err := w.d.rt.PullImage(ctx, c.Image)
 	if err != nil {
-		w.m.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
+		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
 		return "", reason, err
 	}
 	w.imageIDs[c.Image] = img.ID
-	w.m.event(pod, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q", c.Image))
+	w.d.event(pod, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q", c.Image))
 	return c.Image, "", nil
 }
 
@@ -399,7 +438,7 @@ func (w *worker) containerSpec(pod *v1.Pod, c *v1.Container, attempt uint32, vol
 		return runtime.ContainerSpec{}, err
 	}
 	lookup := envLookup(env)
-	mounts, err := ContainerMounts(c, vols)
+	mounts, err := volume.ContainerMounts(c, vols)
 	if err != nil {
 		return runtime.ContainerSpec{}, err
 	}
@@ -475,14 +514,14 @@ func (w *worker) envOf(pod *v1.Pod, c *v1.Container) ([]string, error) {
 }
 
 func (w *worker) fieldValue(pod *v1.Pod, path string) (string, error) {
-	if v, ok := metadataField(pod, path); ok {
+	if v, ok := kubetypes.MetadataField(pod, path); ok {
 		return v, nil
 	}
 	switch path {
 	case "spec.nodeName":
-		return w.m.opts.NodeName, nil
+		return w.d.nodeName, nil
 	case "status.hostIP":
-		return w.m.hostIP(), nil
+		return w.d.hostIP(), nil
 	case "status.podIP":
 		return w.podIP(pod), nil
 	}
@@ -491,7 +530,7 @@ func (w *worker) fieldValue(pod *v1.Pod, path string) (string, error) {
 
 func (w *worker) podIP(pod *v1.Pod) string {
 	if pod.Spec.HostNetwork {
-		return w.m.hostIP()
+		return w.d.hostIP()
 	}
 	return ""
 }
@@ -534,9 +573,9 @@ func milliCPUToShares(milli int64) uint64 {
 
 // stop stops one container with a grace period, expecting its death.
 func (w *worker) stop(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration) error {
-	w.m.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerDied, grace+expectTTL)
-	w.m.event(pod, v1.EventTypeNormal, "Killing", "Stopping container "+c.Name)
-	if err := w.m.rt.StopContainer(ctx, c.ID, grace); err != nil {
+	w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerDied, grace+expectTTL)
+	w.d.event(pod, v1.EventTypeNormal, "Killing", "Stopping container "+c.Name)
+	if err := w.d.rt.StopContainer(ctx, c.ID, grace); err != nil {
 		return fmt.Errorf("stop container %s: %w", c.Name, err)
 	}
 	w.reaped[c.ID] = true
@@ -550,7 +589,7 @@ func (w *worker) reap(ctx context.Context, rs pleg.PodStatus) {
 		if c.State != runtime.StateExited || w.reaped[c.ID] {
 			continue
 		}
-		if err := w.m.rt.StopContainer(ctx, c.ID, 0); err != nil {
+		if err := w.d.rt.StopContainer(ctx, c.ID, 0); err != nil {
 			w.log.Debug("could not release an exited container's task", "containerID", c.ID, "err", err)
 			continue
 		}
@@ -562,7 +601,7 @@ func (w *worker) reap(ctx context.Context, rs pleg.PodStatus) {
 // period, then (API pods) the final status and the zero-grace delete, then,
 // once the source forgot the pod, its containers, volumes and namespace.
 func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pleg.PodStatus) (time.Duration, bool) {
-	now := w.m.clock.Now()
+	now := w.d.clock.Now()
 	running := killPlan(rs)
 	if len(running) > 0 {
 		grace := gracePeriod(pod)
@@ -584,24 +623,24 @@ func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pl
 		}
 		return 0, false
 	}
-	if w.source == SourceAPI && !removed {
+	if w.source == kubetypes.SourceAPI && !removed {
 		if w.deleted {
-			return w.m.opts.ResyncPeriod, false // waiting for the API to drop it
+			return w.d.resync, false // waiting for the API to drop it
 		}
-		st := w.setStatus(pod, rs, nil, true, now)
-		if err := w.m.status.flush(ctx, w.uid); err != nil {
+		st := w.setStatus(ctx, pod, rs, nil, true, now)
+		if err := w.d.status.Flush(ctx, w.uid); err != nil {
 			w.failures++
 			w.log.Warn("final pod status not written; retrying", "err", err, "phase", st.Phase)
 			return retryBackoff(w.failures), false
 		}
-		if err := w.m.deletePod(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+		if err := w.d.status.DeletePod(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
 			w.failures++
 			w.log.Warn("pod not deleted from the API; retrying", "err", err)
 			return retryBackoff(w.failures), false
 		}
 		w.deleted = true
 		w.log.Info("pod stopped and deleted from the API")
-		return w.m.opts.ResyncPeriod, false
+		return w.d.resync, false
 	}
 	if err := w.cleanup(ctx, pod, rs); err != nil {
 		w.failures++
@@ -617,21 +656,19 @@ func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pl
 func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) error {
 	var errs []error
 	for _, c := range rs.Containers {
-		w.m.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerRemoved, expectTTL)
-		if err := w.m.rt.RemoveContainer(ctx, c.ID); err != nil {
+		w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerRemoved, expectTTL)
+		if err := w.d.rt.RemoveContainer(ctx, c.ID); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := TeardownVolumes(w.podDir()); err != nil {
+	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
 		errs = append(errs, err)
-	} else if w.m.projector != nil {
-		w.m.projector.Forget(w.uid)
 	}
-	if err := w.m.netns.Remove(w.netnsPath()); err != nil {
+	if err := w.d.netns.Remove(w.netnsPath()); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		if err := w.m.rt.RemovePodCgroup(w.uid); err != nil {
+		if err := w.d.rt.RemovePodCgroup(w.uid); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -640,32 +677,32 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 			errs = append(errs, err)
 		}
 		// By UID: an orphan found after a restart has no name.
-		logs, _ := filepath.Glob(filepath.Join(w.m.opts.RootDir, "logs", "*_"+string(w.uid)))
+		logs, _ := filepath.Glob(filepath.Join(w.d.rootDir, "logs", "*_"+string(w.uid)))
 		for _, d := range logs {
 			if err := os.RemoveAll(d); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	if w.source == SourceFile {
-		if err := w.m.deleteMirror(ctx, pod); err != nil {
+	if w.source == kubetypes.SourceFile {
+		if err := w.d.deleteMirror(ctx, pod); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) == 0 {
-		w.m.status.forget(w.uid)
+		w.d.status.Forget(w.uid)
 	}
 	return errors.Join(errs...)
 }
 
 // setStatus computes the pod's status and hands it to the status manager.
-func (w *worker) setStatus(pod *v1.Pod, rs pleg.PodStatus, waiting map[string]Waiting, sandboxReady bool, now time.Time) v1.PodStatus {
-	in := StatusInput{
+func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, waiting map[string]status.Waiting, sandboxReady bool, now time.Time) v1.PodStatus {
+	in := status.Input{
 		SandboxReady: sandboxReady,
-		Waiting:      map[string]Waiting{},
+		Waiting:      map[string]status.Waiting{},
 		ImageIDs:     w.imageIDs,
 		Terminating:  pod.DeletionTimestamp != nil,
-		HostIP:       w.m.hostIP(),
+		HostIP:       w.d.hostIP(),
 		PodIP:        w.podIP(pod),
 		StartTime:    w.startTime,
 	}
@@ -680,24 +717,24 @@ func (w *worker) setStatus(pod *v1.Pod, rs pleg.PodStatus, waiting map[string]Wa
 	}
 	for _, c := range rs.Containers {
 		if _, ok := w.imageIDs[c.Image]; !ok && c.Image != "" {
-			if img, err := w.m.rt.GetImage(context.Background(), c.Image); err == nil {
+			if img, err := w.d.rt.GetImage(ctx, c.Image); err == nil {
 				w.imageIDs[c.Image] = img.ID
 			}
 		}
 	}
-	st := ComputeStatus(w.withStatus(pod), rs, in, now)
+	st := status.Compute(w.withStatus(pod), rs, in, now)
 	if !w.reportedRunning && st.Phase == v1.PodRunning && allRunning(st.ContainerStatuses) {
 		w.reportedRunning = true
-		w.m.met.startDuration.Observe(now.Sub(w.seen).Seconds())
+		w.d.met.startDuration.Observe(now.Sub(w.seen).Seconds())
 	}
 	for name, wt := range in.Waiting {
-		if wt.Reason == ReasonCrashLoopBackOff && w.backoffEvent[name] != wt.Message {
+		if wt.Reason == status.ReasonCrashLoopBackOff && w.backoffEvent[name] != wt.Message {
 			w.backoffEvent[name] = wt.Message
-			w.m.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
+			w.d.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
 		}
 	}
 	w.status = &st
-	w.terminal.Store(PodIsTerminal(st))
-	w.m.status.set(pod, st)
+	w.terminal.Store(status.PodIsTerminal(st))
+	w.d.status.Set(pod, st)
 	return st
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/containerd/containerd"
@@ -11,29 +12,27 @@ import (
 	eventsapi "github.com/containerd/containerd/api/services/events/v1"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/typeurl/v2"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrEventsOverflow is the Err of no event, but the reason an EventStreamUp
 // is sent after the consumer fell behind and events were dropped.
 var ErrEventsOverflow = errors.New("runtime: event consumer too slow, events dropped")
 
-const (
-	eventBuffer    = 1024
-	backoffInitial = 100 * time.Millisecond
-	backoffMax     = 5 * time.Second
-)
+const eventBuffer = 1024
 
 // Subscribe follows containerd's task events (start, exit, delete, OOM of a
 // container's init process) and container events (create, delete) of the
 // namespace until ctx is cancelled, then closes the channel.
 //
-// It reconnects with exponential backoff (100ms doubling to 5s) whenever the
-// stream breaks, sending EventStreamDown when it breaks and EventStreamUp
-// when it is (re)established, including the first time. Consumers should
-// relist after every EventStreamUp: events between the last one seen and the
-// new stream are lost. If the consumer does not keep up, task and container
-// events are dropped (the buffer holds 1024) and an EventStreamUp is sent as
-// soon as there is room again; stream events themselves are never dropped.
+// It reconnects with exponential backoff (100ms doubling to 5s, see follow)
+// whenever the stream breaks, sending EventStreamDown when it breaks and
+// EventStreamUp when it is (re)established, including the first time.
+// Consumers should relist after every EventStreamUp: events between the
+// last one seen and the new stream are lost. If the consumer does not keep
+// up, task and container events are dropped (the buffer holds 1024) and an
+// EventStreamUp is sent as soon as there is room again; stream events
+// themselves are never dropped.
 //
 // On a TaskOOM event the container is labelled so that its exit reason
 // becomes OOMKilled; on a TaskExit event its exit status is recorded in its
@@ -47,71 +46,99 @@ func (r *Runtime) Subscribe(ctx context.Context) <-chan Event {
 func (r *Runtime) followEvents(ctx context.Context, out chan<- Event) {
 	defer close(out)
 	ns := r.opts.Namespace
-	filters := []string{
-		fmt.Sprintf(`namespace==%q,topic~="^/tasks/(start|exit|delete|oom)$"`, ns),
-		fmt.Sprintf(`namespace==%q,topic~="^/containers/(create|delete)$"`, ns),
-	}
-	client := eventsapi.NewEventsClient(r.client.Conn())
-	backoff := backoffInitial
 	overflow := false
-	send := func(ev Event) bool { // blocking, for stream events
+	send := func(ev Event) { // blocking, for stream events
 		select {
 		case out <- ev:
-			return true
 		case <-ctx.Done():
-			return false
 		}
 	}
-	for {
-		sctx, cancel := context.WithCancel(namespaces.WithNamespace(ctx, ns))
-		stream, err := client.Subscribe(sctx, &eventsapi.SubscribeRequest{Filters: filters})
-		if err == nil {
-			backoff = backoffInitial
+	r.follow(ctx, eventStream{
+		filters: []string{
+			fmt.Sprintf(`namespace==%q,topic~="^/tasks/(start|exit|delete|oom)$"`, ns),
+			fmt.Sprintf(`namespace==%q,topic~="^/containers/(create|delete)$"`, ns),
+		},
+		up: func() {
 			overflow = false
-			if !send(Event{Type: EventStreamUp, Time: r.opts.Clock.Now()}) {
-				cancel()
+			send(Event{Type: EventStreamUp, Time: r.opts.Clock.Now()})
+		},
+		event: func(ctx context.Context, env *eventsapi.Envelope) {
+			ev, ok := r.decode(ctx, env)
+			if !ok {
 				return
+			}
+			if overflow {
+				select {
+				case out <- Event{Type: EventStreamUp, Time: r.opts.Clock.Now(), Err: ErrEventsOverflow}:
+					overflow = false
+				default:
+					return
+				}
+			}
+			select {
+			case out <- ev:
+			default:
+				overflow = true
+			}
+		},
+		down: func(err error, retryIn time.Duration) {
+			r.opts.Logger.Warn("containerd event stream broken, reconnecting", "err", err, "retryIn", retryIn)
+			send(Event{Type: EventStreamDown, Time: r.opts.Clock.Now(), Err: err})
+		},
+	})
+}
+
+// eventStream is one follower of containerd's event stream: its filters and
+// what it does when the subscription is accepted (up), for each event, and
+// when the subscription failed or broke (down, with the delay before the
+// next attempt). The callbacks run on follow's goroutine.
+type eventStream struct {
+	filters []string
+	up      func()
+	event   func(ctx context.Context, env *eventsapi.Envelope)
+	down    func(err error, retryIn time.Duration)
+}
+
+// follow subscribes to containerd's events until ctx is done, subscribing
+// again whenever the subscription fails or the stream breaks: after 100ms,
+// doubling to 5s, without jitter (the agent is containerd's only such
+// client on the node), and from 100ms again once a subscription is
+// accepted. It waits on the runtime's clock.
+func (r *Runtime) follow(ctx context.Context, s eventStream) {
+	newBackoff := func() wait.Backoff {
+		return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0, Steps: math.MaxInt32, Cap: 5 * time.Second}
+	}
+	client := eventsapi.NewEventsClient(r.client.Conn())
+	backoff := newBackoff()
+	for {
+		sctx, cancel := context.WithCancel(namespaces.WithNamespace(ctx, r.opts.Namespace))
+		stream, err := client.Subscribe(sctx, &eventsapi.SubscribeRequest{Filters: s.filters})
+		if err == nil {
+			backoff = newBackoff()
+			if s.up != nil {
+				s.up()
 			}
 			for {
 				var env *eventsapi.Envelope
-				env, err = stream.Recv()
-				if err != nil {
+				if env, err = stream.Recv(); err != nil {
 					break
 				}
-				ev, ok := r.decode(sctx, env)
-				if !ok {
-					continue
-				}
-				if overflow {
-					select {
-					case out <- Event{Type: EventStreamUp, Time: r.opts.Clock.Now(), Err: ErrEventsOverflow}:
-						overflow = false
-					default:
-						continue
-					}
-				}
-				select {
-				case out <- ev:
-				default:
-					overflow = true
-				}
+				s.event(sctx, env)
 			}
 		}
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		err = convertErr(err)
-		r.opts.Logger.Warn("containerd event stream broken, reconnecting", "err", err, "backoff", backoff)
-		if !send(Event{Type: EventStreamDown, Time: r.opts.Clock.Now(), Err: err}) {
-			return
+		delay := backoff.Step()
+		if s.down != nil {
+			s.down(convertErr(err), delay)
 		}
 		select {
-		case <-r.opts.Clock.After(backoff):
+		case <-r.opts.Clock.After(delay):
 		case <-ctx.Done():
 			return
 		}
-		backoff = min(2*backoff, backoffMax)
 	}
 }
 
@@ -161,39 +188,26 @@ func (r *Runtime) decode(ctx context.Context, env *eventsapi.Envelope) (Event, b
 // (it reaps shims without running processes), after which the labels are
 // the only record of the exit. It runs from New until Close.
 func (r *Runtime) watchTasks(ctx context.Context) {
-	client := eventsapi.NewEventsClient(r.client.Conn())
-	filter := fmt.Sprintf(`namespace==%q,topic~="^/tasks/(exit|oom)$"`, r.opts.Namespace)
-	backoff := backoffInitial
-	for ctx.Err() == nil {
-		stream, err := client.Subscribe(namespaces.WithNamespace(ctx, r.opts.Namespace), &eventsapi.SubscribeRequest{Filters: []string{filter}})
-		if err == nil {
-			backoff = backoffInitial
-			for {
-				env, rerr := stream.Recv()
-				if rerr != nil {
-					break
-				}
-				v, err := typeurl.UnmarshalAny(env.Event)
-				if err != nil {
-					continue
-				}
-				switch e := v.(type) {
-				case *apievents.TaskOOM:
-					r.markOOM(ctx, e.ContainerID)
-				case *apievents.TaskExit:
-					if e.ID == "" || e.ID == e.ContainerID {
-						r.markExit(ctx, e.ContainerID, int32(e.ExitStatus), e.ExitedAt.AsTime())
-					}
+	r.follow(ctx, eventStream{
+		filters: []string{fmt.Sprintf(`namespace==%q,topic~="^/tasks/(exit|oom)$"`, r.opts.Namespace)},
+		event: func(ctx context.Context, env *eventsapi.Envelope) {
+			v, err := typeurl.UnmarshalAny(env.Event)
+			if err != nil {
+				return
+			}
+			switch e := v.(type) {
+			case *apievents.TaskOOM:
+				r.markOOM(ctx, e.ContainerID)
+			case *apievents.TaskExit:
+				if e.ID == "" || e.ID == e.ContainerID {
+					r.markExit(ctx, e.ContainerID, int32(e.ExitStatus), e.ExitedAt.AsTime())
 				}
 			}
-		}
-		select {
-		case <-r.opts.Clock.After(backoff):
-		case <-ctx.Done():
-			return
-		}
-		backoff = min(2*backoff, backoffMax)
-	}
+		},
+		down: func(err error, retryIn time.Duration) {
+			r.opts.Logger.Debug("containerd event stream of the exit recorder broken, reconnecting", "err", err, "retryIn", retryIn)
+		},
+	})
 }
 
 // markExit records the exit status of a container's init process in its

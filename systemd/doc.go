@@ -19,7 +19,8 @@
 //     keep-alives sent before Ready are harmless.
 //   - NewJournalHandler prefixes every log record with its syslog priority
 //     ("<4>" for warnings, ...) so journald stores stderr lines with their
-//     level; use it when StderrIsJournal reports that stderr is the journal.
+//     level; use it when go-systemd's journal.StderrIsJournalStream reports that
+//     stderr is the journal.
 //
 // Not running under systemd is not an error: without NOTIFY_SOCKET every call
 // is a no-op that returns nil, and without WATCHDOG_USEC (or with a

@@ -12,8 +12,9 @@ import (
 // and writes each one to w prefixed with its sd-daemon(3) syslog priority:
 // "<3>" error, "<4>" warning, "<6>" info, "<7>" debug. journald strips the
 // prefix and stores the line with that priority, so `journalctl -u nodeagent
-// -p warning` shows warnings and errors only. Use it when StderrIsJournal
-// reports that stderr goes to the journal; elsewhere the prefixes are noise.
+// -p warning` shows warnings and errors only. Use it when go-systemd's
+// journal.StderrIsJournalStream reports that stderr goes to the journal;
+// elsewhere the prefixes are noise.
 //
 // newHandler is called once; handlers derived with WithAttrs and WithGroup
 // share its writer. The handler is safe for concurrent use.

@@ -5,14 +5,12 @@ package systemd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -245,28 +243,5 @@ func TestRunWatchdogCadence(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("RunWatchdog did not return after the context was cancelled")
-	}
-}
-
-func TestStderrIsJournal(t *testing.T) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(os.Stderr.Fd()), &st); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		desc, env string
-		want      bool
-	}{
-		{"unset", "", false},
-		{"stderr's device and inode", fmt.Sprintf("%d:%d", st.Dev, st.Ino), true},
-		{"another stream", fmt.Sprintf("%d:%d", st.Dev, st.Ino+1), false},
-		{"malformed", "journal", false},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			t.Setenv("JOURNAL_STREAM", tc.env)
-			if got := StderrIsJournal(); got != tc.want {
-				t.Errorf("StderrIsJournal() with JOURNAL_STREAM=%q = %v, want %v", tc.env, got, tc.want)
-			}
-		})
 	}
 }

@@ -9,6 +9,3 @@ func notify(string) (bool, error) { return false, nil }
 
 // watchdogTimeout reports the watchdog as disabled off Linux.
 func watchdogTimeout() (time.Duration, error) { return 0, nil }
-
-// StderrIsJournal is false off Linux: there is no journal.
-func StderrIsJournal() bool { return false }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -95,11 +96,16 @@ func newLogger(w io.Writer, lc config.LoggingConfiguration, level *slog.LevelVar
 		return slog.NewTextHandler(w, hopts)
 	}
 	h := newHandler(w)
-	if systemd.StderrIsJournal() {
+	// A malformed JOURNAL_STREAM means "not the journal"; it is logged below.
+	toJournal, journalErr := journal.StderrIsJournalStream()
+	if toJournal {
 		// journald stores each line with its level (journalctl -p warning).
 		h = systemd.NewJournalHandler(w, newHandler)
 	}
 	log := slog.New(h)
+	if journalErr != nil {
+		log.Warn("cannot tell whether stderr is the journal; logging without priority prefixes", "err", journalErr)
+	}
 	klog.SetSlogLogger(log.With("logger", "client-go"))
 	return log
 }

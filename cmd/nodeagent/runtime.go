@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
@@ -12,41 +16,63 @@ import (
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
-// connectRuntime connects to containerd, retrying with backoff (1s doubling
-// to 30s) and logging why, then starts the PLEG. A missing containerd never
-// stops the agent: the node heartbeats and reports Ready=False naming the
-// cause until containerd is there.
+// connectRuntime connects to containerd, retrying with backoff and logging
+// why, then runs the PLEG and the pod workers until ctx is done. It returns
+// only after they have stopped, so the agent closes the runtime after its
+// last user. A missing containerd never stops the agent: the node
+// heartbeats and reports Ready=False naming the cause until containerd is
+// there.
 func (a *agent) connectRuntime(ctx context.Context) {
 	log := a.log.With("component", "runtime", "endpoint", a.cfg.ContainerRuntimeEndpoint)
-	backoff := time.Second
-	for {
+	rt, ok := a.dialRuntime(ctx, log, func(ctx context.Context) (*runtime.Runtime, runtime.Version, error) {
 		rt, err := runtime.New(runtime.Options{
 			Address:   a.cfg.ContainerRuntimeEndpoint,
 			Namespace: a.cfg.ContainerRuntimeNamespace,
 			Logger:    log,
 		})
-		if err == nil {
-			var v runtime.Version
-			if v, err = rt.Version(ctx); err == nil {
-				a.rt.Store(rt)
-				log.Info("connected to the container runtime", "version", v.RuntimeVersion)
-				a.startPLEG(ctx, rt)
-				return
-			}
+		if err != nil {
+			return nil, runtime.Version{}, err
+		}
+		v, err := rt.Version(ctx)
+		if err != nil {
 			_ = rt.Close()
+			return nil, runtime.Version{}, err
+		}
+		return rt, v, nil
+	})
+	if !ok {
+		return
+	}
+	a.runPLEG(ctx, rt)
+}
+
+// dialRuntime calls dial until it succeeds, waiting between attempts
+// (1s doubling to 30s, no jitter: one agent per node), and stores the
+// runtime or the last error for the health checks. ok is false when ctx
+// ended first.
+func (a *agent) dialRuntime(ctx context.Context, log *slog.Logger, dial func(context.Context) (*runtime.Runtime, runtime.Version, error)) (_ *runtime.Runtime, ok bool) {
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0, Steps: math.MaxInt32, Cap: 30 * time.Second}
+	for {
+		rt, v, err := dial(ctx)
+		if err == nil {
+			a.rt.Store(rt)
+			log.Info("connected to the container runtime", "version", v.RuntimeVersion)
+			return rt, true
 		}
 		a.rtErr.Store(&err)
-		log.Warn("container runtime unreachable; retrying", "err", err, "retryIn", backoff)
+		delay := backoff.Step()
+		log.Warn("container runtime unreachable; retrying", "err", err, "retryIn", delay)
 		select {
 		case <-ctx.Done():
-			return
-		case <-a.clock.After(backoff):
+			return nil, false
+		case <-a.clock.After(delay):
 		}
-		backoff = min(2*backoff, 30*time.Second)
 	}
 }
 
-func (a *agent) startPLEG(ctx context.Context, rt *runtime.Runtime) {
+// runPLEG runs the PLEG and the pod workers over rt until ctx is done and
+// both have stopped.
+func (a *agent) runPLEG(ctx context.Context, rt *runtime.Runtime) {
 	var sources []pleg.Source
 	for _, s := range a.cfg.PLEG.EventSources {
 		src, err := pleg.ParseSource(s)
@@ -61,8 +87,6 @@ func (a *agent) startPLEG(ctx context.Context, rt *runtime.Runtime) {
 		FallbackRelistPeriod: a.cfg.PLEG.FallbackRelistPeriod.Duration,
 		HealthThreshold:      a.cfg.PLEG.HealthThreshold.Duration,
 		Sources:              sources,
-		Namespace:            a.cfg.ContainerRuntimeNamespace,
-		Endpoint:             a.cfg.ContainerRuntimeEndpoint,
 		Logger:               a.base.With("component", "pleg"),
 		Registerer:           a.reg,
 	})
@@ -71,13 +95,15 @@ func (a *agent) startPLEG(ctx context.Context, rt *runtime.Runtime) {
 		return
 	}
 	a.pl.Store(p)
-	go p.Run(ctx)
-	a.startPods(ctx, rt, p)
+	plegDone := make(chan struct{})
+	go func() { defer close(plegDone); p.Run(ctx) }()
+	a.runPods(ctx, rt, p)
+	<-plegDone
 }
 
-// startPods runs the pod workers for static pods and the API server's pods
-// bound to this node.
-func (a *agent) startPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) {
+// runPods runs the pod workers for static pods and the API server's pods
+// bound to this node until ctx is done and every worker has stopped.
+func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) {
 	pm, err := pods.New(pods.Options{
 		NodeName:      a.nodeName,
 		Client:        a.client,
@@ -85,8 +111,11 @@ func (a *agent) startPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG
 		RootDir:       a.cfg.RootDir,
 		MaxPods:       int(a.cfg.MaxPods),
 		Node:          a.ns.Node,
+		NodeAnyway:    a.ns.NodeAnyway,
+		NodeSynced:    a.ns.NodeSynced,
 		Runtime:       rt,
 		PLEG:          p,
+		PodCache:      p.Cache(),
 		Registerer:    a.reg,
 		Logger:        a.base.With("component", "pods"),
 	})
@@ -94,11 +123,9 @@ func (a *agent) startPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG
 		a.log.Error("cannot start the pod workers", "err", err)
 		return
 	}
-	go func() {
-		if err := pm.Run(ctx); err != nil {
-			a.log.Error("pod workers stopped", "err", err)
-		}
-	}()
+	if err := pm.Run(ctx); err != nil {
+		a.log.Error("pod workers stopped", "err", err)
+	}
 }
 
 var errRuntimeNotConnected = errors.New("container runtime not connected")

@@ -1,10 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/config"
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/runtime"
 )
 
 // Every event source the configuration accepts must be one the PLEG knows,
@@ -15,7 +25,43 @@ func TestConfigEventSourcesParse(t *testing.T) {
 			t.Errorf("config event source %q: %v", s, err)
 		}
 	}
-	if src, _ := pleg.ParseSource(config.EventSourceCgroups); src != pleg.SourceCgroup {
-		t.Errorf("%q parses to %q, want %q", config.EventSourceCgroups, src, pleg.SourceCgroup)
+	// One spelling: what the configuration says is what metrics and
+	// /events report as the source.
+	for cfg, src := range map[string]pleg.Source{config.EventSourceCgroups: pleg.SourceCgroups, config.EventSourceContainerd: pleg.SourceContainerd} {
+		if got, _ := pleg.ParseSource(cfg); got != src || string(src) != cfg {
+			t.Errorf("%q parses to %q, want %q spelled the same", cfg, got, src)
+		}
+	}
+}
+
+// The runtime connection is retried 1s doubling to 30s, on the agent's clock.
+func TestDialRuntimeBackoff(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	a := &agent{clock: clk}
+	var attempts atomic.Int32
+	dialErr := errors.New("connection refused")
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		rt *runtime.Runtime
+		ok bool
+	}
+	done := make(chan result, 1)
+	go func() {
+		rt, ok := a.dialRuntime(ctx, slog.New(slog.DiscardHandler), func(context.Context) (*runtime.Runtime, runtime.Version, error) {
+			attempts.Add(1)
+			return nil, runtime.Version{}, dialErr
+		})
+		done <- result{rt, ok}
+	}()
+	s := time.Second
+	backofftest.ExpectDelays(t, clk, func() int { return int(attempts.Load()) },
+		1*s, 2*s, 4*s, 8*s, 16*s, 30*s, 30*s)
+	if _, err := a.runtimeOrErr(); !errors.Is(err, errRuntimeNotConnected) || !strings.Contains(err.Error(), dialErr.Error()) {
+		t.Errorf("health check error %v, want the last dial error", err)
+	}
+	backofftest.WaitWaiting(t, clk)
+	cancel()
+	if r := <-done; r.ok || r.rt != nil {
+		t.Errorf("dialRuntime = %v, %v after ctx was cancelled", r.rt, r.ok)
 	}
 }

@@ -7,6 +7,11 @@
 // backslash) are undone, so a mount point can be passed straight to
 // unmount(2) or compared with a path from filepath.EvalSymlinks. The mount
 // table is a snapshot: mounts may come and go as soon as it is read.
+//
+// Lines of any length up to 1 MiB are read. That is why the agent keeps
+// this parser instead of github.com/moby/sys/mountinfo: the kernel writes a
+// line longer than 64 KiB for a mount on a deep enough path, and moby's
+// parser then fails for the whole table (TestReadLongLine shows it).
 package mountinfo
 
 import (

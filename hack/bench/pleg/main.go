@@ -69,7 +69,7 @@ func agent(args []string) int {
 	}
 	opts := pleg.Options{Logger: log, CgroupParents: []string{*cgroupParent}}
 	if *mode == "event" {
-		opts.Sources = []pleg.Source{pleg.SourceContainerd, pleg.SourceCgroup}
+		opts.Sources = []pleg.Source{pleg.SourceContainerd, pleg.SourceCgroups}
 	}
 	p, err := pleg.New(rt, opts)
 	if err != nil {

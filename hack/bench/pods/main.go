@@ -78,7 +78,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/localcluster"
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testimage"
-	"github.com/nodeagent/nodeagent/pods"
+	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -1018,7 +1018,7 @@ func (b *bench) cleanup() {
 		}
 		es, _ := os.ReadDir(filepath.Join(a.rootDir(), "pods"))
 		for _, e := range es {
-			if err := pods.TeardownVolumes(filepath.Join(a.rootDir(), "pods", e.Name())); err != nil {
+			if err := volume.TeardownVolumes(filepath.Join(a.rootDir(), "pods", e.Name())); err != nil {
 				fmt.Fprintf(os.Stderr, "cleanup %s: %v\n", a.mode, err)
 			}
 			_ = netns.Remove(filepath.Join("/run/nodeagent/netns", e.Name()))

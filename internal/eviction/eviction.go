@@ -1,0 +1,48 @@
+// Package eviction is kubelet's eviction vocabulary, shared by config (which
+// validates and defaults evictionHard) and nodestatus (which turns thresholds
+// into pressure conditions): the signal names and the default hard
+// thresholds.
+//
+// It holds data only and imports nothing of the agent, so that both sides
+// can depend on it without depending on each other. The names and values are
+// kubelet 1.34's (pkg/kubelet/eviction/api and
+// pkg/kubelet/eviction/defaults_linux.go).
+package eviction
+
+// Eviction signals, with kubelet's names.
+const (
+	SignalMemoryAvailable            = "memory.available"
+	SignalAllocatableMemoryAvailable = "allocatableMemory.available"
+	SignalNodeFsAvailable            = "nodefs.available"
+	SignalNodeFsInodesFree           = "nodefs.inodesFree"
+	SignalImageFsAvailable           = "imagefs.available"
+	SignalImageFsInodesFree          = "imagefs.inodesFree"
+	SignalContainerFsAvailable       = "containerfs.available"
+	SignalContainerFsInodesFree      = "containerfs.inodesFree"
+	SignalPIDAvailable               = "pid.available"
+)
+
+// Signals returns every signal evictionHard may name, in a fixed order
+// (memory, nodefs, imagefs, containerfs, pid). The caller may modify it.
+func Signals() []string {
+	return []string{
+		SignalMemoryAvailable, SignalAllocatableMemoryAvailable,
+		SignalNodeFsAvailable, SignalNodeFsInodesFree,
+		SignalImageFsAvailable, SignalImageFsInodesFree,
+		SignalContainerFsAvailable, SignalContainerFsInodesFree,
+		SignalPIDAvailable,
+	}
+}
+
+// DefaultHard returns kubelet's default hard eviction thresholds on Linux,
+// the evictionHard used when the configuration does not set one. The caller
+// may modify the map.
+func DefaultHard() map[string]string {
+	return map[string]string{
+		SignalMemoryAvailable:   "100Mi",
+		SignalNodeFsAvailable:   "10%",
+		SignalNodeFsInodesFree:  "5%",
+		SignalImageFsAvailable:  "15%",
+		SignalImageFsInodesFree: "5%",
+	}
+}

@@ -1,0 +1,526 @@
+package admission
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// Reasons of admission refusals (kubelet's vocabulary).
+const (
+	// Admission refusal of fields outside the supported subset. Resource
+	// refusals are "OutOf" + the resource name (OutOfpods, OutOfcpu), as
+	// kubelet spells them (FitsNode).
+	ReasonUnsupportedPodSpec = "UnsupportedPodSpec"
+	// The node's allocatable could not be read (kubelet's reason).
+	ReasonInvalidNodeInfo = "InvalidNodeInfo"
+)
+
+// FitsNode is kubelet's resource admission: whether pod fits on a node with
+// allocatable resources and room for maxPods pods next to the admitted
+// pods (the pods already admitted and not terminal; the caller filters
+// them; an entry with pod's own UID is ignored). maxPods ≤ 0 means no limit
+// on the number of pods.
+//
+// A pod's requests are its effective requests as the scheduler computes
+// them (component-helpers PodRequests: the sum over app containers, at
+// least the largest init container, plus overhead), where a container with
+// a limit and no request for a resource requests its limit (the API
+// server's defaulting). A resource the pod does not request is not checked.
+//
+// On refusal, reason is kubelet's ("OutOfpods", "OutOfcpu", "OutOfmemory",
+// "OutOfephemeral-storage", "OutOf<resource>" for others) and message is
+// the pod status message, "Pod was rejected: Node didn't have enough
+// resource: <resource>, requested: R, used: U, capacity: C" (cpu in
+// millicores, others in units). The first insufficient resource is
+// reported, in the order pods, cpu, memory, ephemeral-storage, then others
+// by name.
+func FitsNode(pod *v1.Pod, admitted []*v1.Pod, allocatable v1.ResourceList, maxPods int) (ok bool, reason, message string) {
+	others := make([]*v1.Pod, 0, len(admitted))
+	for _, p := range admitted {
+		if p == nil || (pod.UID != "" && p.UID == pod.UID) {
+			continue
+		}
+		others = append(others, p)
+	}
+	reject := func(name v1.ResourceName, requested, used, capacity int64) (bool, string, string) {
+		return false, "OutOf" + string(name), fmt.Sprintf(
+			"Pod was rejected: Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+			name, requested, used, capacity)
+	}
+	if maxPods > 0 && len(others)+1 > maxPods {
+		return reject(v1.ResourcePods, 1, int64(len(others)), int64(maxPods))
+	}
+
+	want := podRequests(pod)
+	used := v1.ResourceList{}
+	for _, p := range others {
+		for name, q := range podRequests(p) {
+			u := used[name]
+			u.Add(q)
+			used[name] = u
+		}
+	}
+	order := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		switch name {
+		case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
+		default:
+			order = append(order, name)
+		}
+	}
+	value := func(name v1.ResourceName, q resource.Quantity) int64 {
+		if name == v1.ResourceCPU {
+			return q.MilliValue()
+		}
+		return q.Value()
+	}
+	for _, name := range order {
+		r, ok := want[name]
+		if !ok || r.Sign() <= 0 {
+			continue
+		}
+		req := value(name, r)
+		u := value(name, used[name])
+		capacity := value(name, allocatable[name])
+		if req > capacity-u {
+			return reject(name, req, u, capacity)
+		}
+	}
+	return true, "", ""
+}
+
+// podRequests is the pod's effective requests; limits count as requests
+// where a container has a limit and no request.
+func podRequests(pod *v1.Pod) v1.ResourceList {
+	if needsRequestDefaults(pod) {
+		pod = pod.DeepCopy()
+		for i := range pod.Spec.InitContainers {
+			defaultRequests(&pod.Spec.InitContainers[i].Resources)
+		}
+		for i := range pod.Spec.Containers {
+			defaultRequests(&pod.Spec.Containers[i].Resources)
+		}
+	}
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+}
+
+func needsRequestDefaults(pod *v1.Pod) bool {
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			for name := range cs[i].Resources.Limits {
+				if _, ok := cs[i].Resources.Requests[name]; !ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func defaultRequests(r *v1.ResourceRequirements) {
+	for name, q := range r.Limits {
+		if _, ok := r.Requests[name]; !ok {
+			if r.Requests == nil {
+				r.Requests = v1.ResourceList{}
+			}
+			r.Requests[name] = q.DeepCopy()
+		}
+	}
+}
+
+// check is one field of a T that nodeagent does not support: field is its
+// JSON name, used reports whether a value uses it.
+type check[T any] struct {
+	field string
+	used  func(*T) bool
+}
+
+// The tables below classify every field of the structures a pod spec is
+// made of: a field is either in the "accepted" list (used as is, or walked
+// further by Unsupported) or in the table of unsupported checks. A test
+// fails when k8s.io/api gains a field that is in neither, so that a new
+// field is refused or accepted on purpose, never by omission.
+
+// podSpecAccepted: PodSpec fields nodeagent runs with or that concern the
+// scheduler or the API server rather than the node. containers,
+// initContainers, volumes, securityContext and os are walked further.
+// enableServiceLinks is accepted although nodeagent injects no service
+// environment variables (true is its default).
+var podSpecAccepted = []string{
+	"volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds",
+	"dnsPolicy", "nodeSelector", "serviceAccountName", "serviceAccount", "automountServiceAccountToken",
+	"nodeName", "hostNetwork", "securityContext", "affinity", "schedulerName", "tolerations",
+	"priorityClassName", "priority", "enableServiceLinks", "preemptionPolicy",
+	"topologySpreadConstraints", "os", "schedulingGates",
+}
+
+var podSpecChecks = []check[v1.PodSpec]{
+	{"ephemeralContainers", func(s *v1.PodSpec) bool { return len(s.EphemeralContainers) > 0 }},
+	{"activeDeadlineSeconds", func(s *v1.PodSpec) bool { return s.ActiveDeadlineSeconds != nil }},
+	{"hostPID", func(s *v1.PodSpec) bool { return s.HostPID }},
+	{"hostIPC", func(s *v1.PodSpec) bool { return s.HostIPC }},
+	{"shareProcessNamespace", func(s *v1.PodSpec) bool { return s.ShareProcessNamespace != nil && *s.ShareProcessNamespace }},
+	{"imagePullSecrets", func(s *v1.PodSpec) bool { return len(s.ImagePullSecrets) > 0 }},
+	{"hostname", func(s *v1.PodSpec) bool { return s.Hostname != "" }},
+	{"subdomain", func(s *v1.PodSpec) bool { return s.Subdomain != "" }},
+	{"hostAliases", func(s *v1.PodSpec) bool { return len(s.HostAliases) > 0 }},
+	{"dnsConfig", func(s *v1.PodSpec) bool { return s.DNSConfig != nil }},
+	{"readinessGates", func(s *v1.PodSpec) bool { return len(s.ReadinessGates) > 0 }},
+	{"runtimeClassName", func(s *v1.PodSpec) bool { return s.RuntimeClassName != nil }},
+	{"overhead", func(s *v1.PodSpec) bool { return len(s.Overhead) > 0 }},
+	{"setHostnameAsFQDN", func(s *v1.PodSpec) bool { return s.SetHostnameAsFQDN != nil && *s.SetHostnameAsFQDN }},
+	// hostUsers: true is what nodeagent does anyway.
+	{"hostUsers", func(s *v1.PodSpec) bool { return s.HostUsers != nil && !*s.HostUsers }},
+	{"resourceClaims", func(s *v1.PodSpec) bool { return len(s.ResourceClaims) > 0 }},
+	{"resources", func(s *v1.PodSpec) bool { return s.Resources != nil }},
+	{"hostnameOverride", func(s *v1.PodSpec) bool { return s.HostnameOverride != nil }},
+}
+
+// podSecurityContextChecks: every field of a pod's securityContext is
+// unsupported; an empty securityContext ({}, the default) is fine.
+var podSecurityContextChecks = []check[v1.PodSecurityContext]{
+	{"seLinuxOptions", func(c *v1.PodSecurityContext) bool { return c.SELinuxOptions != nil }},
+	{"windowsOptions", func(c *v1.PodSecurityContext) bool { return c.WindowsOptions != nil }},
+	{"runAsUser", func(c *v1.PodSecurityContext) bool { return c.RunAsUser != nil }},
+	{"runAsGroup", func(c *v1.PodSecurityContext) bool { return c.RunAsGroup != nil }},
+	{"runAsNonRoot", func(c *v1.PodSecurityContext) bool { return c.RunAsNonRoot != nil }},
+	{"supplementalGroups", func(c *v1.PodSecurityContext) bool { return len(c.SupplementalGroups) > 0 }},
+	{"supplementalGroupsPolicy", func(c *v1.PodSecurityContext) bool { return c.SupplementalGroupsPolicy != nil }},
+	{"fsGroup", func(c *v1.PodSecurityContext) bool { return c.FSGroup != nil }},
+	{"sysctls", func(c *v1.PodSecurityContext) bool { return len(c.Sysctls) > 0 }},
+	{"fsGroupChangePolicy", func(c *v1.PodSecurityContext) bool { return c.FSGroupChangePolicy != nil }},
+	{"seccompProfile", func(c *v1.PodSecurityContext) bool { return c.SeccompProfile != nil }},
+	{"appArmorProfile", func(c *v1.PodSecurityContext) bool { return c.AppArmorProfile != nil }},
+	{"seLinuxChangePolicy", func(c *v1.PodSecurityContext) bool { return c.SELinuxChangePolicy != nil }},
+}
+
+// containerAccepted: Container fields nodeagent runs with; ports, env,
+// resources, volumeMounts and securityContext are walked further.
+var containerAccepted = []string{
+	"name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts",
+	"terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext",
+}
+
+var containerChecks = []check[v1.Container]{
+	{"envFrom", func(c *v1.Container) bool { return len(c.EnvFrom) > 0 }},
+	{"resizePolicy", func(c *v1.Container) bool { return len(c.ResizePolicy) > 0 }},
+	// On an init container this makes a sidecar.
+	{"restartPolicy", func(c *v1.Container) bool { return c.RestartPolicy != nil }},
+	{"restartPolicyRules", func(c *v1.Container) bool { return len(c.RestartPolicyRules) > 0 }},
+	{"volumeDevices", func(c *v1.Container) bool { return len(c.VolumeDevices) > 0 }},
+	{"livenessProbe", func(c *v1.Container) bool { return c.LivenessProbe != nil }},
+	{"readinessProbe", func(c *v1.Container) bool { return c.ReadinessProbe != nil }},
+	{"startupProbe", func(c *v1.Container) bool { return c.StartupProbe != nil }},
+	{"lifecycle", func(c *v1.Container) bool { return c.Lifecycle != nil }},
+	{"stdin", func(c *v1.Container) bool { return c.Stdin }},
+	{"stdinOnce", func(c *v1.Container) bool { return c.StdinOnce }},
+	{"tty", func(c *v1.Container) bool { return c.TTY }},
+}
+
+// securityContextChecks: every field of a container's securityContext is
+// unsupported; an empty one is fine.
+var securityContextChecks = []check[v1.SecurityContext]{
+	{"capabilities", func(c *v1.SecurityContext) bool { return c.Capabilities != nil }},
+	{"privileged", func(c *v1.SecurityContext) bool { return c.Privileged != nil }},
+	{"seLinuxOptions", func(c *v1.SecurityContext) bool { return c.SELinuxOptions != nil }},
+	{"windowsOptions", func(c *v1.SecurityContext) bool { return c.WindowsOptions != nil }},
+	{"runAsUser", func(c *v1.SecurityContext) bool { return c.RunAsUser != nil }},
+	{"runAsGroup", func(c *v1.SecurityContext) bool { return c.RunAsGroup != nil }},
+	{"runAsNonRoot", func(c *v1.SecurityContext) bool { return c.RunAsNonRoot != nil }},
+	{"readOnlyRootFilesystem", func(c *v1.SecurityContext) bool { return c.ReadOnlyRootFilesystem != nil }},
+	{"allowPrivilegeEscalation", func(c *v1.SecurityContext) bool { return c.AllowPrivilegeEscalation != nil }},
+	{"procMount", func(c *v1.SecurityContext) bool { return c.ProcMount != nil }},
+	{"seccompProfile", func(c *v1.SecurityContext) bool { return c.SeccompProfile != nil }},
+	{"appArmorProfile", func(c *v1.SecurityContext) bool { return c.AppArmorProfile != nil }},
+}
+
+// containerPortAccepted: a containerPort is informative. hostPort works
+// only on hostNetwork pods (where it equals containerPort); hostIP never.
+var containerPortAccepted = []string{"name", "containerPort", "protocol", "hostPort"}
+
+var containerPortChecks = []check[v1.ContainerPort]{
+	{"hostIP", func(p *v1.ContainerPort) bool { return p.HostIP != "" }},
+}
+
+// envVarSourceAccepted: fieldRef is accepted for the paths in
+// supportedFieldPaths only.
+var envVarSourceAccepted = []string{"fieldRef"}
+
+var envVarSourceChecks = []check[v1.EnvVarSource]{
+	{"resourceFieldRef", func(s *v1.EnvVarSource) bool { return s.ResourceFieldRef != nil }},
+	{"configMapKeyRef", func(s *v1.EnvVarSource) bool { return s.ConfigMapKeyRef != nil }},
+	{"secretKeyRef", func(s *v1.EnvVarSource) bool { return s.SecretKeyRef != nil }},
+	{"fileKeyRef", func(s *v1.EnvVarSource) bool { return s.FileKeyRef != nil }},
+}
+
+// supportedFieldPaths are the fieldRef paths nodeagent resolves.
+var supportedFieldPaths = sets.New(
+	"metadata.name", "metadata.namespace", "metadata.uid",
+	"spec.nodeName", "status.hostIP", "status.podIP",
+)
+
+var volumeMountAccepted = []string{"name", "readOnly", "mountPath"}
+
+var volumeMountChecks = []check[v1.VolumeMount]{
+	// Disabled is what nodeagent does anyway.
+	{"recursiveReadOnly", func(m *v1.VolumeMount) bool {
+		return m.RecursiveReadOnly != nil && *m.RecursiveReadOnly != v1.RecursiveReadOnlyDisabled
+	}},
+	{"subPath", func(m *v1.VolumeMount) bool { return m.SubPath != "" }},
+	// None (private) is what nodeagent does anyway.
+	{"mountPropagation", func(m *v1.VolumeMount) bool {
+		return m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone
+	}},
+	{"subPathExpr", func(m *v1.VolumeMount) bool { return m.SubPathExpr != "" }},
+}
+
+// resourceRequirementsAccepted: limits and requests are walked for their
+// resource names (see limitResources, requestResources).
+var resourceRequirementsAccepted = []string{"limits", "requests"}
+
+var resourceRequirementsChecks = []check[v1.ResourceRequirements]{
+	{"claims", func(r *v1.ResourceRequirements) bool { return len(r.Claims) > 0 }},
+}
+
+// Resources a container may name. Limits become cgroup limits; an
+// ephemeral-storage request counts for admission, but a limit would need
+// eviction to be enforced.
+var (
+	limitResources   = sets.New(v1.ResourceCPU, v1.ResourceMemory)
+	requestResources = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
+)
+
+// volumeSourceAccepted: the volume types nodeagent mounts; emptyDir and
+// projected are walked further (emptyDir's medium and sizeLimit, projected
+// sources).
+var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected"}
+
+var volumeSourceChecks = []check[v1.VolumeSource]{
+	{"gcePersistentDisk", func(s *v1.VolumeSource) bool { return s.GCEPersistentDisk != nil }},
+	{"awsElasticBlockStore", func(s *v1.VolumeSource) bool { return s.AWSElasticBlockStore != nil }},
+	{"gitRepo", func(s *v1.VolumeSource) bool { return s.GitRepo != nil }},
+	{"secret", func(s *v1.VolumeSource) bool { return s.Secret != nil }},
+	{"nfs", func(s *v1.VolumeSource) bool { return s.NFS != nil }},
+	{"iscsi", func(s *v1.VolumeSource) bool { return s.ISCSI != nil }},
+	{"glusterfs", func(s *v1.VolumeSource) bool { return s.Glusterfs != nil }},
+	{"persistentVolumeClaim", func(s *v1.VolumeSource) bool { return s.PersistentVolumeClaim != nil }},
+	{"rbd", func(s *v1.VolumeSource) bool { return s.RBD != nil }},
+	{"flexVolume", func(s *v1.VolumeSource) bool { return s.FlexVolume != nil }},
+	{"cinder", func(s *v1.VolumeSource) bool { return s.Cinder != nil }},
+	{"cephfs", func(s *v1.VolumeSource) bool { return s.CephFS != nil }},
+	{"flocker", func(s *v1.VolumeSource) bool { return s.Flocker != nil }},
+	{"downwardAPI", func(s *v1.VolumeSource) bool { return s.DownwardAPI != nil }},
+	{"fc", func(s *v1.VolumeSource) bool { return s.FC != nil }},
+	{"azureFile", func(s *v1.VolumeSource) bool { return s.AzureFile != nil }},
+	{"configMap", func(s *v1.VolumeSource) bool { return s.ConfigMap != nil }},
+	{"vsphereVolume", func(s *v1.VolumeSource) bool { return s.VsphereVolume != nil }},
+	{"quobyte", func(s *v1.VolumeSource) bool { return s.Quobyte != nil }},
+	{"azureDisk", func(s *v1.VolumeSource) bool { return s.AzureDisk != nil }},
+	{"photonPersistentDisk", func(s *v1.VolumeSource) bool { return s.PhotonPersistentDisk != nil }},
+	{"portworxVolume", func(s *v1.VolumeSource) bool { return s.PortworxVolume != nil }},
+	{"scaleIO", func(s *v1.VolumeSource) bool { return s.ScaleIO != nil }},
+	{"storageos", func(s *v1.VolumeSource) bool { return s.StorageOS != nil }},
+	{"csi", func(s *v1.VolumeSource) bool { return s.CSI != nil }},
+	{"ephemeral", func(s *v1.VolumeSource) bool { return s.Ephemeral != nil }},
+	{"image", func(s *v1.VolumeSource) bool { return s.Image != nil }},
+}
+
+var emptyDirAccepted = []string{"medium"}
+
+var emptyDirChecks = []check[v1.EmptyDirVolumeSource]{
+	// A Memory emptyDir is a tmpfs of that size; on disk the limit would
+	// need eviction to be enforced.
+	{"sizeLimit", func(e *v1.EmptyDirVolumeSource) bool {
+		return e.SizeLimit != nil && e.Medium != v1.StorageMediumMemory
+	}},
+}
+
+var hostPathAccepted = []string{"path", "type"}
+
+// projectedAccepted: a projected volume's sources are walked further.
+var projectedAccepted = []string{"sources", "defaultMode"}
+
+// volumeProjectionAccepted: the sources of kube-api-access-* volumes.
+// serviceAccountToken and configMap are used as they are; downwardAPI
+// items are walked further.
+var volumeProjectionAccepted = []string{"serviceAccountToken", "configMap", "downwardAPI"}
+
+var volumeProjectionChecks = []check[v1.VolumeProjection]{
+	{"secret", func(s *v1.VolumeProjection) bool { return s.Secret != nil }},
+	{"clusterTrustBundle", func(s *v1.VolumeProjection) bool { return s.ClusterTrustBundle != nil }},
+	{"podCertificate", func(s *v1.VolumeProjection) bool { return s.PodCertificate != nil }},
+}
+
+// downwardAPIFileAccepted: fieldRef is accepted for the paths in
+// downwardAPIFieldPaths only.
+var downwardAPIFileAccepted = []string{"path", "fieldRef", "mode"}
+
+var downwardAPIFileChecks = []check[v1.DownwardAPIVolumeFile]{
+	{"resourceFieldRef", func(f *v1.DownwardAPIVolumeFile) bool { return f.ResourceFieldRef != nil }},
+}
+
+// downwardAPIFieldPaths are the fieldRef paths a projected downwardAPI
+// item may name.
+var downwardAPIFieldPaths = sets.New(
+	"metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations",
+)
+
+// walk adds p.<field> for every check that v uses.
+func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) {
+	if v == nil {
+		return
+	}
+	for _, c := range checks {
+		if c.used(v) {
+			add(p.Child(c.field))
+		}
+	}
+}
+
+// Unsupported returns the field paths of everything pod uses that nodeagent
+// does not support, sorted; nil if it supports the whole pod. pod should be
+// defaulted (source.SetDefaults, or read from the API server).
+//
+// The supported subset (issue 6, "What a pod may use"): containers and
+// init containers with name, image, imagePullPolicy, command, args,
+// workingDir, env (value, or fieldRef to metadata.name, metadata.namespace,
+// metadata.uid, spec.nodeName, status.hostIP or status.podIP),
+// containerPort (informative), resources (limits on cpu and memory,
+// requests on cpu, memory and ephemeral-storage) and volumeMounts (name,
+// mountPath, readOnly); restartPolicy; terminationGracePeriodSeconds;
+// hostNetwork (hostPort only with hostNetwork); volumes emptyDir (medium ""
+// or Memory; sizeLimit only with Memory, as the tmpfs size), hostPath and
+// projected with serviceAccountToken, configMap and downwardAPI sources
+// (fieldRef to metadata.name, metadata.namespace, metadata.uid,
+// metadata.labels or metadata.annotations), which is what the API server's
+// ServiceAccount admission adds to pods (kube-api-access-*); an empty
+// securityContext; os linux. Fields for the scheduler or the API server (nodeSelector,
+// affinity, tolerations, priority, priorityClassName, schedulerName,
+// topologySpreadConstraints, schedulingGates, serviceAccountName,
+// automountServiceAccountToken, ...) are accepted and ignored.
+//
+// Everything else is unsupported: probes, lifecycle hooks, envFrom and
+// valueFrom other than the fieldRefs above, security context fields,
+// ephemeral containers, sidecars (init containers with restartPolicy),
+// subPath and mount propagation, hostPID/hostIPC, dnsConfig, hostAliases,
+// runtimeClassName, pod-level resources, every other volume type, and the
+// projected sources secret, clusterTrustBundle and podCertificate (named
+// as spec.volumes[N].projected.sources[M].secret, ...).
+func Unsupported(pod *v1.Pod) []string {
+	seen := sets.New[string]()
+	add := func(p *field.Path) { seen.Insert(p.String()) }
+	spec := field.NewPath("spec")
+	s := &pod.Spec
+	walk(s, podSpecChecks, spec, add)
+	walk(s.SecurityContext, podSecurityContextChecks, spec.Child("securityContext"), add)
+	if s.OS != nil && s.OS.Name != v1.Linux {
+		add(spec.Child("os"))
+	}
+	for i := range s.InitContainers {
+		unsupportedContainer(&s.InitContainers[i], spec.Child("initContainers").Index(i), s.HostNetwork, add)
+	}
+	for i := range s.Containers {
+		unsupportedContainer(&s.Containers[i], spec.Child("containers").Index(i), s.HostNetwork, add)
+	}
+	for i := range s.Volumes {
+		vp := spec.Child("volumes").Index(i)
+		vs := &s.Volumes[i].VolumeSource
+		walk(vs, volumeSourceChecks, vp, add)
+		if ed := vs.EmptyDir; ed != nil {
+			walk(ed, emptyDirChecks, vp.Child("emptyDir"), add)
+			if ed.Medium != v1.StorageMediumDefault && ed.Medium != v1.StorageMediumMemory {
+				add(vp.Child("emptyDir", "medium"))
+			}
+		}
+		if pv := vs.Projected; pv != nil {
+			unsupportedProjected(pv, vp.Child("projected"), add)
+		}
+	}
+	if seen.Len() == 0 {
+		return nil
+	}
+	return sets.List(seen)
+}
+
+func unsupportedProjected(pv *v1.ProjectedVolumeSource, p *field.Path, add func(*field.Path)) {
+	for i := range pv.Sources {
+		sp := p.Child("sources").Index(i)
+		s := &pv.Sources[i]
+		walk(s, volumeProjectionChecks, sp, add)
+		if d := s.DownwardAPI; d != nil {
+			for j := range d.Items {
+				ip := sp.Child("downwardAPI", "items").Index(j)
+				walk(&d.Items[j], downwardAPIFileChecks, ip, add)
+				if fr := d.Items[j].FieldRef; fr != nil && (!downwardAPIFieldPaths.Has(fr.FieldPath) ||
+					(fr.APIVersion != "" && fr.APIVersion != "v1")) {
+					add(ip.Child("fieldRef"))
+				}
+			}
+		}
+	}
+}
+
+func unsupportedContainer(c *v1.Container, p *field.Path, hostNetwork bool, add func(*field.Path)) {
+	walk(c, containerChecks, p, add)
+	walk(c.SecurityContext, securityContextChecks, p.Child("securityContext"), add)
+	for i := range c.Ports {
+		pp := p.Child("ports").Index(i)
+		walk(&c.Ports[i], containerPortChecks, pp, add)
+		if c.Ports[i].HostPort != 0 && !hostNetwork {
+			add(pp.Child("hostPort"))
+		}
+	}
+	for i := range c.Env {
+		vf := c.Env[i].ValueFrom
+		if vf == nil {
+			continue
+		}
+		vp := p.Child("env").Index(i).Child("valueFrom")
+		walk(vf, envVarSourceChecks, vp, add)
+		if vf.FieldRef != nil && (!supportedFieldPaths.Has(vf.FieldRef.FieldPath) ||
+			(vf.FieldRef.APIVersion != "" && vf.FieldRef.APIVersion != "v1")) {
+			add(vp.Child("fieldRef"))
+		}
+	}
+	for i := range c.VolumeMounts {
+		walk(&c.VolumeMounts[i], volumeMountChecks, p.Child("volumeMounts").Index(i), add)
+	}
+	rp := p.Child("resources")
+	walk(&c.Resources, resourceRequirementsChecks, rp, add)
+	for name := range c.Resources.Limits {
+		if !limitResources.Has(name) {
+			add(rp.Child("limits").Key(string(name)))
+		}
+	}
+	for name := range c.Resources.Requests {
+		if !requestResources.Has(name) {
+			add(rp.Child("requests").Key(string(name)))
+		}
+	}
+}
+
+// maxListed is how many fields UnsupportedMessage names.
+const maxListed = 10
+
+// UnsupportedMessage is the pod status message for a pod refused for the
+// fields in paths (from Unsupported): "Pod was rejected: nodeagent does not
+// support: a, b, c", naming at most 10 fields and then "and N more".
+func UnsupportedMessage(paths []string) string {
+	listed := paths
+	if len(paths) > maxListed {
+		listed = paths[:maxListed]
+	}
+	msg := "Pod was rejected: nodeagent does not support: " + strings.Join(listed, ", ")
+	if n := len(paths) - len(listed); n > 0 {
+		msg += fmt.Sprintf(", and %d more", n)
+	}
+	return msg
+}

@@ -1,0 +1,137 @@
+package pods
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// The interfaces below are everything a worker calls. The Manager fills
+// them with the real runtime, PLEG, status manager, mirror client, volume
+// manager and event recorder; the worker's unit tests with fakes.
+
+// Runtime is what the workers need from the container runtime;
+// *runtime.Runtime implements it.
+type Runtime interface {
+	CreateContainer(ctx context.Context, spec runtime.ContainerSpec) (string, error)
+	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	RemoveContainer(ctx context.Context, id string) error
+	ListPods(ctx context.Context) ([]runtime.Pod, error)
+	GetImage(ctx context.Context, ref string) (runtime.Image, error)
+	PullImage(ctx context.Context, ref string) (runtime.Image, error)
+	// RemovePodCgroup removes the pod's (empty) cgroup.
+	RemovePodCgroup(uid types.UID) error
+}
+
+// PLEG is the event stream and the expectations of the PLEG; *pleg.PLEG
+// implements it.
+type PLEG interface {
+	Watch() <-chan pleg.Event
+	ExpectWithin(uid types.UID, containerID string, t pleg.EventType, ttl time.Duration)
+	WaitExpected(ctx context.Context, uid types.UID) error
+}
+
+// PodCache is the PLEG's view of each pod's containers; *pleg.Cache
+// implements it. The PLEG updates it before it emits an event.
+type PodCache interface {
+	Get(uid types.UID) (pleg.PodStatus, bool)
+	// GetNewerThan waits until the pod's status is at least as new as t.
+	GetNewerThan(ctx context.Context, uid types.UID, t time.Time) (pleg.PodStatus, error)
+}
+
+// StatusSink receives computed pod statuses and writes them to the API
+// server; *status.Manager implements it.
+type StatusSink interface {
+	Set(pod *v1.Pod, st v1.PodStatus)
+	// Flush writes the pod's status now and says whether it was written.
+	Flush(ctx context.Context, uid types.UID) error
+	Forget(uid types.UID)
+	// DeletePod removes a stopped API pod (zero grace, its UID only).
+	DeletePod(ctx context.Context, pod *v1.Pod) error
+}
+
+// MirrorClient keeps static pods' mirror pods; *mirror.Client implements
+// it.
+type MirrorClient interface {
+	// Ensure reports false when the mirror pod could not be made yet.
+	Ensure(ctx context.Context, pod *v1.Pod) bool
+	Delete(ctx context.Context, pod *v1.Pod) error
+}
+
+// Volumes sets up and tears down a pod's volumes; *volume.Manager
+// implements it.
+type Volumes interface {
+	// Setup returns each volume's host path by name and when projected
+	// volumes need refreshing (zero: never).
+	Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[string]string, time.Time, error)
+	Teardown(uid types.UID, podDir string) error
+}
+
+// NetNS creates and removes pods' network namespaces.
+type NetNS interface {
+	Create(path string) error
+	Remove(path string) error
+}
+
+// Recorder records Events (record.EventRecorder's part the agent uses).
+type Recorder interface {
+	Event(object k8sruntime.Object, eventtype, reason, message string)
+	Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// workerHost is what a worker asks of the manager that runs it.
+type workerHost interface {
+	// terminatingSibling reports whether another pod with w's full name
+	// is still stopping (a static pod's previous version, a deleted pod).
+	terminatingSibling(w *worker, pod *v1.Pod) bool
+	// workerDone is called once as the worker's goroutine ends.
+	workerDone(w *worker)
+}
+
+// workerDeps are a worker's collaborators and settings, shared by all
+// workers of a Manager and read-only.
+type workerDeps struct {
+	rt      Runtime
+	cache   PodCache
+	pleg    PLEG
+	status  StatusSink
+	mirror  MirrorClient // nil: no API server
+	rec     Recorder     // nil: no API server
+	volumes Volumes
+	netns   NetNS
+	host    workerHost
+	clock   clock.WithTicker
+	met     *metrics
+
+	nodeName string
+	rootDir  string
+	netnsDir string
+	resync   time.Duration // sync this often without news
+	hostIP   func() string
+}
+
+func (d *workerDeps) event(pod *v1.Pod, typ, reason, msg string) {
+	if d.rec != nil {
+		d.rec.Event(pod, typ, reason, msg)
+	}
+}
+
+// ensureMirror reports false when the mirror pod could not be made yet.
+func (d *workerDeps) ensureMirror(ctx context.Context, pod *v1.Pod) bool {
+	return d.mirror == nil || d.mirror.Ensure(ctx, pod)
+}
+
+func (d *workerDeps) deleteMirror(ctx context.Context, pod *v1.Pod) error {
+	if d.mirror == nil {
+		return nil
+	}
+	return d.mirror.Delete(ctx, pod)
+}

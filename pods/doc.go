@@ -1,0 +1,28 @@
+// Package pods runs the node's pods: one worker goroutine per pod, as
+// kubelet's pod workers.
+//
+// The Manager takes desired pods from its sources (package source: the
+// static manifest directory and the API server's pods bound to this node),
+// admits each new pod once (package admission: the supported subset of the
+// pod spec, and whether it fits the node's allocatable), and gives it a
+// worker. A worker owns its pod: it syncs it sequentially, woken by its
+// source, by PLEG events for the pod, or by its own timers (crash-loop
+// back-off, retries, resync). Before each sync it waits until the PLEG has
+// seen the events its previous actions caused and reads a pod status from
+// the PLEG's cache at least as new as its last sync; it then computes a
+// plan as a pure function of (spec, runtime state, back-off, now) and acts
+// on it through the runtime. Statuses go to the status manager (package
+// status), which writes them to the API server on change; a static pod's
+// status goes to its mirror pod (package mirror). Volumes are set up and
+// torn down by package volume.
+//
+// A worker depends only on the narrow interfaces of deps.go (Runtime,
+// PLEG, PodCache, StatusSink, MirrorClient, Volumes, NetNS, Recorder), so
+// its lifecycle is unit-tested with fakes and a fake clock.
+//
+// Run returns once every goroutine it started has ended; pods keep running
+// in the runtime and the next Run adopts running containers whose spec
+// hash matches (no restart after an agent restart or upgrade). Once every
+// source has listed its pods, containers, directories and network
+// namespaces of pods no source knows are cleaned up.
+package pods

@@ -1,0 +1,59 @@
+// Package kubetypes holds the vocabulary the pod packages share with kubelet
+// (its pkg/kubelet/types): the annotations kubelet puts on the pods it takes
+// from sources, the source names, and the pod's full name, the key that ties
+// a static pod to its mirror pod. It has no behaviour and imports nothing of
+// ours.
+package kubetypes
+
+import (
+	v1 "k8s.io/api/core/v1"
+)
+
+// Annotations kubelet puts on pods it takes from sources; nodeagent uses the
+// same keys so that tools that know kubelet's conventions read them.
+const (
+	// AnnotationConfigSource is the source a pod came from: SourceFile or
+	// SourceAPI.
+	AnnotationConfigSource = "kubernetes.io/config.source"
+	// AnnotationConfigHash is a hash of a static pod's manifest (its UID).
+	AnnotationConfigHash = "kubernetes.io/config.hash"
+	// AnnotationConfigMirror marks a mirror pod; its value is the static
+	// pod's config hash.
+	AnnotationConfigMirror = "kubernetes.io/config.mirror"
+)
+
+// Pod sources.
+const (
+	SourceFile = "file"
+	SourceAPI  = "api"
+)
+
+// FullName is namespace/name, the key kubelet uses for a pod across its
+// sources (a static pod and its mirror pod share it).
+func FullName(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// IsMirrorPod reports whether p is a mirror pod (the API's reflection of a
+// static pod).
+func IsMirrorPod(p *v1.Pod) bool {
+	_, ok := p.Annotations[AnnotationConfigMirror]
+	return ok
+}
+
+// IsStaticPod reports whether p came from the static pod directory.
+func IsStaticPod(p *v1.Pod) bool {
+	return p.Annotations[AnnotationConfigSource] == SourceFile
+}
+
+// MetadataField is the value of a fieldRef to the pod's identity
+// (metadata.name, metadata.namespace, metadata.uid); false for other paths.
+func MetadataField(pod *v1.Pod, path string) (string, bool) {
+	switch path {
+	case "metadata.name":
+		return pod.Name, true
+	case "metadata.namespace":
+		return pod.Namespace, true
+	case "metadata.uid":
+		return string(pod.UID), true
+	}
+	return "", false
+}

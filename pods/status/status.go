@@ -1,0 +1,692 @@
+package status
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// Reasons and messages of pod conditions and synthesised container states
+// (kubelet's vocabulary).
+const (
+	// ReasonContainersNotInitialized: Initialized is False because some init
+	// containers have not succeeded.
+	ReasonContainersNotInitialized = "ContainersNotInitialized"
+	// ReasonContainersNotReady: ContainersReady and Ready are False because
+	// some app containers are not ready.
+	ReasonContainersNotReady = "ContainersNotReady"
+	// ReasonPodCompleted: the pod succeeded (ContainersReady, Ready,
+	// Initialized).
+	ReasonPodCompleted = "PodCompleted"
+	// ReasonPodFailed: the pod failed (ContainersReady, Ready).
+	ReasonPodFailed = "PodFailed"
+	// ReasonContainerStatusUnknown: a container that ran is gone from the
+	// runtime, or never reported an end state before its pod terminated.
+	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
+
+	// rejectedMessagePrefix is how kubelet prefixes an admission
+	// rejection's message.
+	rejectedMessagePrefix = "Pod was rejected: "
+	// exitCodeUnknown is the exit code kubelet reports for containers whose
+	// end it could not observe (128 + SIGKILL).
+	exitCodeUnknown = 137
+)
+
+// containerIDPrefix is the scheme of containerStatuses[].containerID.
+const containerIDPrefix = "containerd://"
+
+// conditionsOwned are the pod conditions Compute sets; the others in
+// pod.Status (set by the scheduler, a controller, a readiness gate owner)
+// are kept as they are.
+var conditionsOwned = []v1.PodConditionType{
+	v1.PodReadyToStartContainers,
+	v1.PodInitialized,
+	v1.PodReady,
+	v1.ContainersReady,
+	v1.PodScheduled,
+}
+
+// Compute returns the status of pod as kubelet would report it, from
+// the runtime's containers of the pod (rs: every attempt of every
+// container, running or exited) and what the pod's worker knows beyond the
+// runtime (in). It is a pure function of its arguments: now is only used as
+// the lastTransitionTime of conditions that changed and as the startTime of
+// a pod that has none.
+//
+// pod.Status is the last status known in the API (for a static pod, its
+// mirror pod's status, or empty). Compute uses it as kubelet does:
+// conditions keep their lastTransitionTime while their status is unchanged,
+// startTime and qosClass never change once set, a terminal phase is never
+// left, the pod's reason and message are kept while the phase is unchanged,
+// conditions it does not own are kept, and a container the runtime no
+// longer has keeps its terminated state.
+//
+// The result is normalised as the API stores it: container statuses in
+// spec order, every time truncated to whole seconds, so that computing the
+// status again from the same inputs gives an equal value (see Equal).
+//
+// Semantics, all mirroring kubelet 1.34 (pkg/kubelet/kubelet_pods.go
+// generateAPIPodStatus, getPhase, convertToAPIContainerStatuses;
+// pkg/kubelet/status):
+//
+//   - A rejected pod (in.Rejected) is Failed with in.RejectReason and the
+//     message "Pod was rejected: " + in.RejectMessage; it has no container
+//     statuses, no IPs and no condition of ours (kubelet's rejectPod).
+//   - For each spec container the runtime container with the highest
+//     Attempt is the current one (restartCount = its Attempt); the next
+//     one, if exited, is lastState.terminated.
+//   - A container that is waiting to be (re)started shows the worker's
+//     reason from in.Waiting (CrashLoopBackOff, ErrImagePull, ...), the
+//     exited attempt moving to lastState; without one it is
+//     ContainerCreating, or PodInitializing for app containers while the
+//     init containers have not all succeeded. A container that will not be
+//     restarted (restart policy, an init container that succeeded, a
+//     terminating pod) stays terminated.
+//   - App containers are ready when running (no probes in the supported
+//     subset); init containers when they exited 0. started is true exactly
+//     when running.
+//   - While in.Terminating, once nothing runs any more the pod is
+//     terminal: Succeeded if every app container exited 0, Failed
+//     otherwise; containers that never reported an end are terminated with
+//     ContainerStatusUnknown and exit code 137. Static pods (config source
+//     "file") keep the restart-policy phase there, as in kubelet
+//     (kubernetes#116484).
+//
+// Restartable ("sidecar") init containers are outside the supported subset
+// and are treated as regular init containers.
+func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStatus {
+	old := &pod.Status
+	var s v1.PodStatus
+	s.QOSClass = old.QOSClass
+	if s.QOSClass == "" {
+		s.QOSClass = PodQOSClass(pod)
+	}
+	s.StartTime = startTime(old, in, now)
+	// Conditions that are not ours are kept, first and in their order.
+	for _, c := range old.Conditions {
+		if !slices.Contains(conditionsOwned, c.Type) {
+			s.Conditions = append(s.Conditions, *c.DeepCopy())
+		}
+	}
+
+	if in.Rejected {
+		s.Phase = v1.PodFailed
+		s.Reason = in.RejectReason
+		s.Message = in.RejectMessage
+		if !strings.HasPrefix(s.Message, rejectedMessagePrefix) {
+			s.Message = rejectedMessagePrefix + s.Message
+		}
+		return s
+	}
+
+	s.HostIP = in.HostIP
+	if in.HostIP != "" {
+		s.HostIPs = []v1.HostIP{{IP: in.HostIP}}
+	}
+	s.PodIP = in.PodIP
+	if in.PodIP != "" {
+		s.PodIPs = []v1.PodIP{{IP: in.PodIP}}
+	}
+
+	byName := runtimeContainersByName(rs.Containers)
+	b := statusBuilder{pod: pod, in: in, byName: byName}
+	s.InitContainerStatuses = b.containerStatuses(pod.Spec.InitContainers, old.InitContainerStatuses, true, false)
+	initDone := allInitContainersSucceeded(pod.Spec.InitContainers, s.InitContainerStatuses)
+	s.ContainerStatuses = b.containerStatuses(pod.Spec.Containers, old.ContainerStatuses, false, initDone)
+
+	podIsTerminal := in.Terminating && !anyRunning(rs.Containers)
+	if podIsTerminal {
+		markUnfinishedTerminated(pod, &s)
+	}
+	s.Phase = podPhase(pod, s.InitContainerStatuses, s.ContainerStatuses, podIsTerminal && !kubetypes.IsStaticPod(pod))
+	if podIsTerminal && !kubetypes.IsStaticPod(pod) && !PodIsTerminal(s) {
+		// kubelet's TerminatePod: a pod whose containers all stopped
+		// is terminal, whatever its containers say.
+		s.Phase = v1.PodFailed
+	}
+	// A terminal phase is never left (kubelet refuses the transition).
+	if PodIsTerminal(*old) {
+		s.Phase = old.Phase
+	}
+	if s.Phase == old.Phase {
+		s.Reason, s.Message = old.Reason, old.Message
+	}
+
+	s.Conditions = append(s.Conditions, ownConditions(pod, &s, in)...)
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		if !slices.Contains(conditionsOwned, c.Type) {
+			continue
+		}
+		c.LastTransitionTime = apiTime(now)
+		if oc := findCondition(old.Conditions, c.Type); oc != nil && oc.Status == c.Status {
+			c.LastTransitionTime = apiTime(oc.LastTransitionTime.Time)
+		}
+	}
+	return s
+}
+
+// PodIsTerminal reports whether st is a terminal phase (Succeeded or
+// Failed): the pod's containers will not run again.
+func PodIsTerminal(st v1.PodStatus) bool {
+	return st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
+}
+
+// Equal reports whether a and b are the same status for the API, so
+// that no patch is needed to turn one into the other. Times are compared
+// at the API's precision (whole seconds), conditions by type and container
+// statuses by name whatever their order, and nil and empty lists are
+// equal.
+func Equal(a, b v1.PodStatus) bool {
+	return equality.Semantic.DeepEqual(normalizeStatus(a), normalizeStatus(b))
+}
+
+// PodQOSClass is the pod's QoS class as the API defines it, from the cpu
+// and memory requests and limits of its containers and init containers:
+// BestEffort when none is set, Guaranteed when every container has cpu and
+// memory limits and the pod's requests equal its limits, Burstable
+// otherwise. A request that is not set counts as equal to its limit, as
+// API defaulting makes it.
+func PodQOSClass(pod *v1.Pod) v1.PodQOSClass {
+	requests := v1.ResourceList{}
+	limits := v1.ResourceList{}
+	guaranteed := true
+	add := func(l v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
+		sum := l[name]
+		sum.Add(q)
+		l[name] = sum
+	}
+	all := append(slices.Clip(pod.Spec.InitContainers), pod.Spec.Containers...)
+	for _, c := range all {
+		limited := 0
+		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			lim, hasLim := c.Resources.Limits[name]
+			hasLim = hasLim && lim.Sign() > 0
+			req, hasReq := c.Resources.Requests[name]
+			hasReq = hasReq && req.Sign() > 0
+			if !hasReq && hasLim {
+				req, hasReq = lim, true
+			}
+			if hasReq {
+				add(requests, name, req)
+			}
+			if hasLim {
+				add(limits, name, lim)
+				limited++
+			}
+		}
+		if limited < 2 {
+			guaranteed = false
+		}
+	}
+	switch {
+	case len(requests) == 0 && len(limits) == 0:
+		return v1.PodQOSBestEffort
+	case !guaranteed || len(requests) != len(limits):
+		return v1.PodQOSBurstable
+	}
+	for name, req := range requests {
+		if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
+			return v1.PodQOSBurstable
+		}
+	}
+	return v1.PodQOSGuaranteed
+}
+
+// statusBuilder converts the runtime's containers of one pod into API
+// container statuses.
+type statusBuilder struct {
+	pod    *v1.Pod
+	in     Input
+	byName map[string][]runtime.Container // newest attempt first
+}
+
+// containerStatuses returns the statuses of specs, in spec order. old are
+// the statuses in the API; initDone says whether the init containers have
+// all succeeded (it only matters for app containers).
+func (b statusBuilder) containerStatuses(specs []v1.Container, old []v1.ContainerStatus, isInit, initDone bool) []v1.ContainerStatus {
+	if len(specs) == 0 {
+		return nil
+	}
+	out := make([]v1.ContainerStatus, 0, len(specs))
+	for i := range specs {
+		out = append(out, b.containerStatus(&specs[i], findContainerStatus(old, specs[i].Name), isInit, initDone))
+	}
+	return out
+}
+
+func (b statusBuilder) containerStatus(spec *v1.Container, old *v1.ContainerStatus, isInit, initDone bool) v1.ContainerStatus {
+	attempts := b.byName[spec.Name]
+	var st v1.ContainerStatus
+	if len(attempts) == 0 {
+		st = b.absentStatus(spec, old, isInit, initDone)
+	} else {
+		cur := attempts[0]
+		st = v1.ContainerStatus{
+			Name:         spec.Name,
+			Image:        spec.Image,
+			ImageID:      b.in.ImageIDs[cur.Image],
+			ContainerID:  containerIDPrefix + cur.ID,
+			RestartCount: int32(cur.Attempt),
+			State:        runtimeState(cur, old),
+		}
+		if len(attempts) > 1 && attempts[1].State == runtime.StateExited {
+			st.LastTerminationState = runtimeState(attempts[1], nil)
+		}
+		if w, ok := b.in.Waiting[spec.Name]; ok && b.willRestart(cur, isInit) {
+			if st.State.Terminated != nil {
+				st.LastTerminationState = st.State
+			}
+			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}}
+		} else if st.State.Waiting != nil && st.State.Waiting.Reason == "" && cur.State == runtime.StateCreated {
+			st.State.Waiting.Reason = ReasonContainerCreating
+		}
+	}
+	running := st.State.Running != nil
+	st.Started = &running
+	if isInit {
+		st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
+	} else {
+		st.Ready = running
+	}
+	return st
+}
+
+// absentStatus is the status of a container the runtime has no container
+// for: never created yet, or removed.
+func (b statusBuilder) absentStatus(spec *v1.Container, old *v1.ContainerStatus, isInit, initDone bool) v1.ContainerStatus {
+	reason := ReasonContainerCreating
+	if !isInit && !initDone {
+		reason = ReasonPodInitializing
+	}
+	st := v1.ContainerStatus{
+		Name:  spec.Name,
+		Image: spec.Image,
+		State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reason}},
+	}
+	switch {
+	case old == nil:
+	case old.State.Terminated != nil:
+		// Removed after it ended (garbage collection): it stays as it
+		// was last reported.
+		st = *normalizeContainerStatus(*old)
+	case old.State.Running != nil:
+		// It ran and is gone without an end state.
+		st.RestartCount = old.RestartCount
+		st.LastTerminationState = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+			ExitCode: exitCodeUnknown,
+			Reason:   ReasonContainerStatusUnknown,
+			Message:  "The container could not be located when the pod was deleted.  The container used to be Running",
+		}}
+		if !b.in.Terminating {
+			st.RestartCount++
+		}
+	default:
+		st.RestartCount = old.RestartCount
+		st.LastTerminationState = *normalizeContainerState(*old.LastTerminationState.DeepCopy())
+	}
+	if w, ok := b.in.Waiting[spec.Name]; ok && !b.in.Terminating {
+		if st.State.Terminated != nil {
+			st.LastTerminationState = st.State
+		}
+		st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}}
+	}
+	return st
+}
+
+// willRestart reports whether the worker will start another attempt of a
+// container whose current attempt is cur, so that a waiting reason of the
+// worker applies to it (kubelet's ShouldContainerBeRestarted).
+func (b statusBuilder) willRestart(cur runtime.Container, isInit bool) bool {
+	if b.in.Terminating {
+		return false
+	}
+	switch cur.State {
+	case runtime.StateRunning:
+		return false
+	case runtime.StateExited:
+		if isInit && cur.ExitCode == 0 {
+			return false
+		}
+		switch b.pod.Spec.RestartPolicy {
+		case v1.RestartPolicyNever:
+			return false
+		case v1.RestartPolicyOnFailure:
+			return cur.ExitCode != 0
+		}
+	}
+	return true
+}
+
+// runtimeState is the API state of one runtime container. A container in
+// an unknown state that was last reported running is reported terminated
+// with an unknown end, as kubelet does, so that it does not look like it
+// never ran.
+func runtimeState(c runtime.Container, old *v1.ContainerStatus) v1.ContainerState {
+	switch c.State {
+	case runtime.StateRunning:
+		return v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: apiTime(c.StartedAt)}}
+	case runtime.StateExited:
+		reason := c.Reason
+		if reason == "" {
+			reason = runtime.ReasonCompleted
+			if c.ExitCode != 0 {
+				reason = runtime.ReasonError
+			}
+		}
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+			ExitCode:    c.ExitCode,
+			Reason:      reason,
+			StartedAt:   apiTime(c.StartedAt),
+			FinishedAt:  apiTime(c.FinishedAt),
+			ContainerID: containerIDPrefix + c.ID,
+		}}
+	case runtime.StateUnknown:
+		if old != nil && old.State.Running != nil && old.ContainerID == containerIDPrefix+c.ID {
+			return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+				ExitCode: exitCodeUnknown,
+				Reason:   ReasonContainerStatusUnknown,
+				Message:  "The container could not be located when the pod was terminated",
+			}}
+		}
+	}
+	return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}
+}
+
+// markUnfinishedTerminated reports the containers of a terminated pod that
+// have no end state as terminated with an unknown end (kubelet's
+// TerminatePod): app containers once the pod has initialized, and init
+// containers up to the last one that showed any sign of a start.
+func markUnfinishedTerminated(pod *v1.Pod, s *v1.PodStatus) {
+	unknown := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		ExitCode: exitCodeUnknown,
+		Reason:   ReasonContainerStatusUnknown,
+		Message:  "The container could not be located when the pod was terminated",
+	}}
+	initialized := len(pod.Spec.InitContainers) == 0
+	for _, cs := range s.ContainerStatuses {
+		if cs.LastTerminationState.Terminated != nil || cs.State.Waiting == nil {
+			initialized = true
+		}
+	}
+	if initialized {
+		for i := range s.ContainerStatuses {
+			if s.ContainerStatuses[i].State.Terminated == nil {
+				s.ContainerStatuses[i].State = *unknown.DeepCopy()
+			}
+		}
+	}
+	last := 0 // always at least the first init container
+	for i, cs := range s.InitContainerStatuses {
+		if cs.State.Waiting == nil || cs.LastTerminationState.Terminated != nil {
+			last = i
+		}
+	}
+	for i := range s.InitContainerStatuses {
+		if i <= last && s.InitContainerStatuses[i].State.Terminated == nil {
+			s.InitContainerStatuses[i].State = *unknown.DeepCopy()
+		}
+	}
+}
+
+// podPhase is kubelet's getPhase for regular init containers and app
+// containers. terminal: the pod's containers will not be restarted whatever
+// the restart policy (the pod is being stopped and nothing runs).
+func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, terminal bool) v1.PodPhase {
+	pendingInit, failedInit := 0, 0
+	for _, spec := range pod.Spec.InitContainers {
+		cs := findContainerStatus(initStatuses, spec.Name)
+		switch {
+		case cs == nil, cs.State.Running != nil:
+			pendingInit++
+		case cs.State.Terminated != nil:
+			if cs.State.Terminated.ExitCode != 0 {
+				failedInit++
+			}
+		case cs.LastTerminationState.Terminated != nil:
+			if cs.LastTerminationState.Terminated.ExitCode != 0 {
+				failedInit++
+			}
+		default:
+			pendingInit++
+		}
+	}
+	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
+	for _, spec := range pod.Spec.Containers {
+		cs := findContainerStatus(statuses, spec.Name)
+		switch {
+		case cs == nil:
+			unknown++
+		case cs.State.Running != nil:
+			running++
+		case cs.State.Terminated != nil:
+			stopped++
+			if cs.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
+			stopped++
+		case cs.State.Waiting != nil:
+			waiting++
+		default:
+			unknown++
+		}
+	}
+
+	if failedInit > 0 && pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+		return v1.PodFailed
+	}
+	switch {
+	case pendingInit > 0, waiting > 0:
+		return v1.PodPending
+	case running > 0 && unknown == 0:
+		return v1.PodRunning
+	case running == 0 && stopped > 0 && unknown == 0:
+		if terminal {
+			if stopped == succeeded {
+				return v1.PodSucceeded
+			}
+			return v1.PodFailed
+		}
+		switch {
+		case pod.Spec.RestartPolicy == v1.RestartPolicyAlways:
+			return v1.PodRunning // restarting
+		case stopped == succeeded:
+			return v1.PodSucceeded
+		case pod.Spec.RestartPolicy == v1.RestartPolicyNever:
+			return v1.PodFailed
+		default:
+			return v1.PodRunning // OnFailure, restarting the failed ones
+		}
+	default:
+		return v1.PodPending
+	}
+}
+
+// ownConditions are the conditions Compute owns, without
+// lastTransitionTime, for a pod whose phase and container statuses are in s.
+func ownConditions(pod *v1.Pod, s *v1.PodStatus, in Input) []v1.PodCondition {
+	sandbox := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse}
+	if in.SandboxReady {
+		sandbox.Status = v1.ConditionTrue
+	}
+
+	initialized := v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue}
+	var incomplete []string
+	for _, cs := range s.InitContainerStatuses {
+		if !cs.Ready {
+			incomplete = append(incomplete, cs.Name)
+		}
+	}
+	switch {
+	case s.Phase == v1.PodSucceeded:
+		initialized.Reason = ReasonPodCompleted
+	case anyStarted(s.ContainerStatuses):
+		// An app container ran, so the pod initialized once, even if
+		// its init containers' statuses are gone.
+	case len(incomplete) > 0:
+		initialized.Status = v1.ConditionFalse
+		initialized.Reason = ReasonContainersNotInitialized
+		initialized.Message = fmt.Sprintf("containers with incomplete status: %s", incomplete)
+	}
+
+	ready := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue}
+	var unready []string
+	for _, cs := range s.ContainerStatuses {
+		if !cs.Ready {
+			unready = append(unready, cs.Name)
+		}
+	}
+	switch {
+	case s.Phase == v1.PodSucceeded:
+		ready.Status, ready.Reason = v1.ConditionFalse, ReasonPodCompleted
+	case s.Phase == v1.PodFailed:
+		ready.Status, ready.Reason = v1.ConditionFalse, ReasonPodFailed
+	case len(unready) > 0:
+		ready.Status = v1.ConditionFalse
+		ready.Reason = ReasonContainersNotReady
+		ready.Message = fmt.Sprintf("containers with unready status: %s", unready)
+	}
+	podReady := ready
+	podReady.Type = v1.PodReady
+
+	scheduled := v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue}
+	return []v1.PodCondition{sandbox, initialized, podReady, ready, scheduled}
+}
+
+// runtimeContainersByName groups containers by name, newest attempt first
+// (the highest Attempt; the latest created among equal attempts).
+func runtimeContainersByName(cs []runtime.Container) map[string][]runtime.Container {
+	m := make(map[string][]runtime.Container, len(cs))
+	for _, c := range cs {
+		m[c.Name] = append(m[c.Name], c)
+	}
+	for _, list := range m {
+		slices.SortStableFunc(list, func(a, b runtime.Container) int {
+			if c := cmp.Compare(b.Attempt, a.Attempt); c != 0 {
+				return c
+			}
+			return b.CreatedAt.Compare(a.CreatedAt)
+		})
+	}
+	return m
+}
+
+func anyRunning(cs []runtime.Container) bool {
+	return slices.ContainsFunc(cs, func(c runtime.Container) bool {
+		return c.State == runtime.StateRunning || c.State == runtime.StateUnknown
+	})
+}
+
+func anyStarted(statuses []v1.ContainerStatus) bool {
+	return slices.ContainsFunc(statuses, func(cs v1.ContainerStatus) bool {
+		return cs.State.Running != nil || cs.State.Terminated != nil
+	})
+}
+
+func allInitContainersSucceeded(specs []v1.Container, statuses []v1.ContainerStatus) bool {
+	for _, spec := range specs {
+		cs := findContainerStatus(statuses, spec.Name)
+		if cs == nil || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// startTime never changes once in the API; before, it is when the worker
+// admitted the pod, or now if the worker did not say.
+func startTime(old *v1.PodStatus, in Input, now time.Time) *metav1.Time {
+	t := now
+	switch {
+	case old.StartTime != nil && !old.StartTime.IsZero():
+		t = old.StartTime.Time
+	case !in.StartTime.IsZero():
+		t = in.StartTime
+	}
+	at := apiTime(t)
+	return &at
+}
+
+func findContainerStatus(list []v1.ContainerStatus, name string) *v1.ContainerStatus {
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+func findCondition(list []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {
+	for i := range list {
+		if list[i].Type == t {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// apiTime is t at the API's precision (whole seconds); the zero time stays
+// zero.
+func apiTime(t time.Time) metav1.Time {
+	if t.IsZero() {
+		return metav1.Time{}
+	}
+	return metav1.NewTime(time.Unix(t.Unix(), 0))
+}
+
+// normalizeStatus returns a copy of s with times at the API's precision and
+// conditions and container statuses sorted by type and name.
+func normalizeStatus(s v1.PodStatus) v1.PodStatus {
+	s = *s.DeepCopy()
+	if s.StartTime != nil {
+		t := apiTime(s.StartTime.Time)
+		s.StartTime = &t
+	}
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		c.LastProbeTime = apiTime(c.LastProbeTime.Time)
+		c.LastTransitionTime = apiTime(c.LastTransitionTime.Time)
+	}
+	slices.SortStableFunc(s.Conditions, func(a, b v1.PodCondition) int { return cmp.Compare(a.Type, b.Type) })
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
+		for i := range list {
+			list[i] = *normalizeContainerStatus(list[i])
+		}
+		slices.SortStableFunc(list, func(a, b v1.ContainerStatus) int { return cmp.Compare(a.Name, b.Name) })
+	}
+	return s
+}
+
+// normalizeContainerStatus returns a copy of cs with times at the API's
+// precision.
+func normalizeContainerStatus(cs v1.ContainerStatus) *v1.ContainerStatus {
+	out := cs.DeepCopy()
+	out.State = *normalizeContainerState(out.State)
+	out.LastTerminationState = *normalizeContainerState(out.LastTerminationState)
+	return out
+}
+
+// normalizeContainerState sets the times of st to the API's precision and
+// returns it. st's pointers are the caller's: pass a copy.
+func normalizeContainerState(st v1.ContainerState) *v1.ContainerState {
+	if st.Running != nil {
+		st.Running.StartedAt = apiTime(st.Running.StartedAt.Time)
+	}
+	if st.Terminated != nil {
+		st.Terminated.StartedAt = apiTime(st.Terminated.StartedAt.Time)
+		st.Terminated.FinishedAt = apiTime(st.Terminated.FinishedAt.Time)
+	}
+	return &st
+}

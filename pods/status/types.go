@@ -1,0 +1,59 @@
+package status
+
+import (
+	"time"
+)
+
+// Reasons of pod and container statuses (kubelet's vocabulary).
+const (
+	ReasonContainerCreating = "ContainerCreating"
+	ReasonPodInitializing   = "PodInitializing"
+	ReasonCrashLoopBackOff  = "CrashLoopBackOff"
+	ReasonCompleted         = "Completed"
+	ReasonError             = "Error"
+	ReasonErrImagePull      = "ErrImagePull"
+	ReasonImagePullBackOff  = "ImagePullBackOff"
+	ReasonErrImageNeverPull = "ErrImageNeverPull"
+	ReasonCreateContainer   = "CreateContainerError"
+	ReasonRunContainer      = "RunContainerError"
+)
+
+// Waiting is why a container is not running now, as the worker knows it
+// (the runtime does not: it only knows containers that exist).
+type Waiting struct {
+	Reason  string
+	Message string
+}
+
+// Input is what the worker knows about a pod beyond the runtime's
+// containers; Compute combines both.
+type Input struct {
+	// Rejected: admission refused the pod; Reason and Message say why. The
+	// pod's phase is Failed and nothing runs.
+	Rejected      bool
+	RejectReason  string
+	RejectMessage string
+
+	// SandboxReady: the pod's network namespace and volumes are set up
+	// (condition PodReadyToStartContainers).
+	SandboxReady bool
+	// Waiting holds the worker's reason for every container (init or app,
+	// by name) that is not running and whose runtime state does not say
+	// why: waiting for a restart back-off, an image pull error, a create
+	// error. Containers absent here and absent in the runtime are
+	// ContainerCreating (app containers wait with PodInitializing while
+	// init containers run).
+	Waiting map[string]Waiting
+	// ImageIDs maps image references to their IDs ("sha256:...") for
+	// containerStatuses[].imageID.
+	ImageIDs map[string]string
+	// Terminating: the pod is being stopped (deleted, or its source dropped
+	// it); containers that are stopped stay terminated.
+	Terminating bool
+
+	HostIP string
+	// PodIP is the host IP for hostNetwork pods, "" otherwise (no CNI yet).
+	PodIP string
+	// StartTime is when the agent admitted the pod (status.startTime).
+	StartTime time.Time
+}

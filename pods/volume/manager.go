@@ -1,0 +1,51 @@
+package volume
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Manager sets up and tears down all of a pod's volumes.
+type Manager struct {
+	projector *Projector // nil: no API server, no projected volumes
+}
+
+// NewManager returns a Manager; p writes projected volumes (nil without an
+// API client).
+func NewManager(p *Projector) *Manager { return &Manager{projector: p} }
+
+// Setup makes the pod's volumes under podDir (idempotent) and returns each
+// volume's host path by name, and when projected volumes need refreshing
+// (zero: never).
+func (m *Manager) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[string]string, time.Time, error) {
+	vols, err := SetupVolumes(podDir, pod)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("volumes: %w", err)
+	}
+	var refreshAt time.Time
+	if m.projector != nil && hasProjected(pod) {
+		pv, at, err := m.projector.Setup(ctx, pod, podDir)
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("projected volumes: %w", err)
+		}
+		maps.Copy(vols, pv)
+		refreshAt = at
+	}
+	return vols, refreshAt, nil
+}
+
+// Teardown unmounts and removes the pod's volumes and forgets its tokens.
+func (m *Manager) Teardown(uid types.UID, podDir string) error {
+	if err := TeardownVolumes(podDir); err != nil {
+		return err
+	}
+	if m.projector != nil {
+		m.projector.Forget(uid)
+	}
+	return nil
+}

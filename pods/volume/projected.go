@@ -1,0 +1,780 @@
+package volume
+
+// Projected volumes, as kubelet writes them: the kube-api-access-* volume
+// the API server's ServiceAccount admission adds to every pod (a bound
+// service account token, the cluster's CA bundle from the ConfigMap
+// kube-root-ca.crt and the pod's namespace), and any projected volume made
+// of the same kinds of sources.
+//
+// Layout: <podDir>/volumes/projected/<volume name> is a tmpfs (nosuid,
+// nodev, mode 0755) that holds the files as kubelet's AtomicWriter does:
+//
+//	..2026_11_22_10_30_00.123456/<files>   a timestamped data directory
+//	..data -> ..2026_11_22_10_30_00.123456 swapped with one rename
+//	<top-level name> -> ..data/<top-level name>
+//
+// so that a container reading through the user-visible names sees either
+// the old or the new set of files, never a mix or a half-written file.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	utilptr "k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
+)
+
+const (
+	// projectedPlugin is the directory of projected volumes under
+	// <podDir>/volumes.
+	projectedPlugin = "projected"
+
+	// projectedMinSize is the smallest tmpfs of a projected volume. A
+	// volume whose payload needs more (it must fit twice, old and new,
+	// during a swap) gets a larger one.
+	projectedMinSize = 16 << 20
+
+	// defaultProjectedMode is the API's default defaultMode.
+	defaultProjectedMode int32 = 0o644
+
+	// defaultTokenExpirationSeconds is the API's default expirationSeconds
+	// of a serviceAccountToken projection.
+	defaultTokenExpirationSeconds int64 = 3600
+
+	// tokenMaxAge: a token older than this is refreshed whatever its
+	// lifetime (kubelet's maxTTL).
+	tokenMaxAge = 24 * time.Hour
+
+	// tokenRetry is when a failed refresh is tried again while the cached
+	// token is still valid.
+	tokenRetry = 10 * time.Second
+
+	// configMapTTL is how long a ConfigMap read is reused (kubelet's TTL
+	// cache default), so that pods sharing kube-root-ca.crt cost one GET
+	// per namespace per TTL, and an update reaches pods within it plus the
+	// workers' resync period.
+	configMapTTL = time.Minute
+
+	// dataDirName is the symlink to the current data directory.
+	dataDirName = "..data"
+)
+
+// Projector writes the projected volumes of pods: serviceAccountToken
+// sources through the TokenRequest API, configMap sources read from the
+// API server, and downwardAPI sources with the fieldRefs metadata.name,
+// metadata.namespace, metadata.uid, metadata.labels and
+// metadata.annotations (admission refuses the other sources and fields; see
+// admission.Unsupported).
+//
+// It reads with the node's credentials: under the Node authorizer these may
+// request tokens for, and read the ConfigMaps referenced by, pods bound to
+// the node, and nothing else; so pods without a node binding (static pods)
+// cannot use serviceAccountToken or configMap sources.
+//
+// Tokens are cached per pod UID, volume and source, and ConfigMaps per
+// namespace and name for configMapTTL. Setup may be called concurrently
+// for different pods; calls for one pod must not overlap (one worker per
+// pod).
+type Projector struct {
+	client kubernetes.Interface
+	clock  clock.Clock
+	log    *slog.Logger
+
+	mu         sync.Mutex
+	tokens     map[tokenKey]cachedToken
+	configMaps map[types.NamespacedName]cachedConfigMap
+}
+
+type tokenKey struct {
+	uid    types.UID
+	volume string
+	source int
+}
+
+type cachedToken struct {
+	spec      authenticationv1.TokenRequestSpec // what was requested
+	saName    string
+	token     string
+	expiresAt time.Time
+	refreshAt time.Time // request a new token from then on
+}
+
+type cachedConfigMap struct {
+	cm      *v1.ConfigMap
+	fetched time.Time
+}
+
+// NewProjector returns a Projector that reads through client.
+func NewProjector(client kubernetes.Interface, clk clock.Clock, log *slog.Logger) *Projector {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Projector{
+		client:     client,
+		clock:      clk,
+		log:        log,
+		tokens:     map[tokenKey]cachedToken{},
+		configMaps: map[types.NamespacedName]cachedConfigMap{},
+	}
+}
+
+// fileProjection is one file of a volume's payload.
+type fileProjection struct {
+	data []byte
+	mode fs.FileMode
+}
+
+// Setup writes every projected volume of pod under podDir and returns
+// volume name → host directory, and when Setup must run again to refresh
+// them (zero: never; the earliest refresh time of the pod's tokens).
+//
+// Setup is idempotent and cheap when nothing changed: a volume's files are
+// rewritten (atomically) only when their content or mode changed, and a
+// token is requested only when it has none cached or the cached one is due
+// for refresh: once 80% of its lifetime has passed or it is 24 hours old,
+// whichever comes first (kubelet's rule, without its jitter). When a
+// refresh fails, the cached token is kept while it has not expired and the
+// refresh is retried after tokenRetry.
+//
+// An error names the volume and the source (spec.volumes[N].projected.
+// sources[M].<kind>) and leaves the volumes' previous contents in place;
+// TeardownVolumes removes them with the pod.
+func (p *Projector) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[string]string, time.Time, error) {
+	if !filepath.IsAbs(podDir) {
+		return nil, time.Time{}, fmt.Errorf("projected volumes: pod directory %q must be absolute", podDir)
+	}
+	p.gcTokens(p.clock.Now())
+	out := map[string]string{}
+	var next time.Time
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.Projected == nil {
+			continue
+		}
+		payload, refreshAt, err := p.collect(ctx, pod, i)
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("projected volume %q: %w", v.Name, err)
+		}
+		dir := filepath.Join(volumesDir(podDir), projectedPlugin, v.Name)
+		if err := mountProjected(dir, payloadSize(payload)); err != nil {
+			return nil, time.Time{}, fmt.Errorf("projected volume %q: %w", v.Name, err)
+		}
+		changed, err := writeAtomic(dir, payload, p.clock.Now())
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("projected volume %q: %w", v.Name, err)
+		}
+		if changed {
+			p.log.Debug("projected volume written", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "volume", v.Name, "files", len(payload))
+		}
+		out[v.Name] = dir
+		if !refreshAt.IsZero() && (next.IsZero() || refreshAt.Before(next)) {
+			next = refreshAt
+		}
+	}
+	return out, next, nil
+}
+
+// Forget drops the cached tokens of the pod with uid; call it when the pod
+// is gone. (Tokens of forgotten pods are also dropped once they expire.)
+func (p *Projector) Forget(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.tokens {
+		if k.uid == uid {
+			delete(p.tokens, k)
+		}
+	}
+}
+
+// collect computes the payload of the projected volume pod.Spec.Volumes[vi]
+// and the time its token(s) need refreshing (zero if it has none). Errors
+// of every source are returned together.
+func (p *Projector) collect(ctx context.Context, pod *v1.Pod, vi int) (map[string]fileProjection, time.Time, error) {
+	v := &pod.Spec.Volumes[vi]
+	src := v.Projected
+	defaultMode := defaultProjectedMode
+	if src.DefaultMode != nil {
+		defaultMode = *src.DefaultMode
+	}
+	payload := map[string]fileProjection{}
+	var (
+		errs []error
+		next time.Time
+	)
+	add := func(where, path string, data []byte, mode int32) {
+		if _, dup := payload[path]; dup {
+			errs = append(errs, fmt.Errorf("%s: path %q: used by an earlier source of the volume", where, path))
+			return
+		}
+		payload[path] = fileProjection{data: data, mode: fs.FileMode(mode)}
+	}
+	for si := range src.Sources {
+		s := &src.Sources[si]
+		where := fmt.Sprintf("spec.volumes[%d].projected.sources[%d]", vi, si)
+		switch {
+		case s.ServiceAccountToken != nil:
+			where += ".serviceAccountToken"
+			tok, refreshAt, err := p.token(ctx, pod, tokenKey{uid: pod.UID, volume: v.Name, source: si}, s.ServiceAccountToken)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+				continue
+			}
+			if next.IsZero() || refreshAt.Before(next) {
+				next = refreshAt
+			}
+			add(where, s.ServiceAccountToken.Path, []byte(tok), defaultMode)
+		case s.ConfigMap != nil:
+			where += fmt.Sprintf(".configMap %q", s.ConfigMap.Name)
+			files, err := p.configMapFiles(ctx, pod.Namespace, s.ConfigMap, defaultMode)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+				continue
+			}
+			for _, f := range files {
+				add(where, f.path, f.data, f.mode)
+			}
+		case s.DownwardAPI != nil:
+			where += ".downwardAPI"
+			for ii, item := range s.DownwardAPI.Items {
+				data, err := downwardAPIValue(pod, item)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s.items[%d]: %w", where, ii, err))
+					continue
+				}
+				mode := defaultMode
+				if item.Mode != nil {
+					mode = *item.Mode
+				}
+				add(where, item.Path, []byte(data), mode)
+			}
+		default:
+			errs = append(errs, fmt.Errorf("%s: unsupported source (only serviceAccountToken, configMap and downwardAPI are supported)", where))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, time.Time{}, errors.Join(errs...)
+	}
+	return payload, next, nil
+}
+
+// token returns the token of one serviceAccountToken source, from the
+// cache or the TokenRequest API, and when to refresh it.
+func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v1.ServiceAccountTokenProjection) (string, time.Time, error) {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		return "", time.Time{}, errors.New("the pod has no serviceAccountName")
+	}
+	spec := authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: utilptr.To(defaultTokenExpirationSeconds),
+		BoundObjectRef: &authenticationv1.BoundObjectReference{
+			APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+		},
+	}
+	if src.ExpirationSeconds != nil {
+		spec.ExpirationSeconds = utilptr.To(*src.ExpirationSeconds)
+	}
+	if src.Audience != "" {
+		spec.Audiences = []string{src.Audience}
+	}
+
+	now := p.clock.Now()
+	p.mu.Lock()
+	cached, ok := p.tokens[key]
+	p.mu.Unlock()
+	if ok && (cached.saName != sa || !sameTokenSpec(cached.spec, spec)) {
+		ok = false
+	}
+	if ok && now.Before(cached.refreshAt) {
+		return cached.token, cached.refreshAt, nil
+	}
+
+	tr, err := p.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+	if err == nil {
+		err = checkTokenResponse(tr)
+	}
+	if err != nil {
+		err = fmt.Errorf("request a token for service account %s/%s: %w", pod.Namespace, sa, err)
+		if !ok || !now.Before(cached.expiresAt) {
+			return "", time.Time{}, err
+		}
+		retry := now.Add(tokenRetry)
+		if retry.After(cached.expiresAt) {
+			retry = cached.expiresAt
+		}
+		p.log.Warn("token refresh failed; keeping the current token", "pod", kubetypes.FullName(pod), "podUID", pod.UID,
+			"volume", key.volume, "expires", cached.expiresAt, "err", err)
+		cached.refreshAt = retry
+		p.mu.Lock()
+		p.tokens[key] = cached
+		p.mu.Unlock()
+		return cached.token, retry, nil
+	}
+	lifetime := time.Duration(*spec.ExpirationSeconds) * time.Second
+	if tr.Spec.ExpirationSeconds != nil {
+		// The server may shorten it (--service-account-max-token-expiration).
+		lifetime = time.Duration(*tr.Spec.ExpirationSeconds) * time.Second
+	}
+	exp := tr.Status.ExpirationTimestamp.Time
+	refreshAt := tokenRefreshAt(exp, lifetime)
+	if !refreshAt.After(now) {
+		refreshAt = now.Add(tokenRetry)
+	}
+	p.mu.Lock()
+	p.tokens[key] = cachedToken{spec: spec, saName: sa, token: tr.Status.Token, expiresAt: exp, refreshAt: refreshAt}
+	p.mu.Unlock()
+	p.log.Debug("service account token requested", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "volume", key.volume,
+		"serviceAccount", sa, "expires", exp, "refreshAt", refreshAt)
+	return tr.Status.Token, refreshAt, nil
+}
+
+func checkTokenResponse(tr *authenticationv1.TokenRequest) error {
+	switch {
+	case tr == nil || tr.Status.Token == "":
+		return errors.New("the API server returned no token")
+	case tr.Status.ExpirationTimestamp.IsZero():
+		return errors.New("the API server returned a token without expiration time")
+	}
+	return nil
+}
+
+func sameTokenSpec(a, b authenticationv1.TokenRequestSpec) bool {
+	return strings.Join(a.Audiences, "\x00") == strings.Join(b.Audiences, "\x00") &&
+		*a.ExpirationSeconds == *b.ExpirationSeconds &&
+		*a.BoundObjectRef == *b.BoundObjectRef
+}
+
+// tokenRefreshAt is when a token that expires at exp after a lifetime of
+// lifetime must be refreshed: when 80% of its lifetime has passed or when
+// it is tokenMaxAge old, whichever is first (kubelet's rule).
+func tokenRefreshAt(exp time.Time, lifetime time.Duration) time.Time {
+	issued := exp.Add(-lifetime)
+	at := exp.Add(-lifetime / 5)
+	if old := issued.Add(tokenMaxAge); old.Before(at) {
+		at = old
+	}
+	return at
+}
+
+// gcTokens drops the cached tokens that have expired (those of pods gone
+// without Forget).
+func (p *Projector) gcTokens(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, t := range p.tokens {
+		if !now.Before(t.expiresAt) {
+			delete(p.tokens, k)
+		}
+	}
+}
+
+type projectedFile struct {
+	path string
+	data []byte
+	mode int32
+}
+
+// configMapFiles returns the files of a configMap source: every key of
+// data and binaryData, or the items' keys at their paths. A missing
+// ConfigMap or key is an error unless the source is optional.
+func (p *Projector) configMapFiles(ctx context.Context, namespace string, src *v1.ConfigMapProjection, defaultMode int32) ([]projectedFile, error) {
+	optional := src.Optional != nil && *src.Optional
+	if src.Name == "" {
+		return nil, errors.New("no ConfigMap name")
+	}
+	cm, err := p.configMap(ctx, namespace, src.Name)
+	switch {
+	case apierrors.IsNotFound(err) && optional:
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get ConfigMap %s/%s: %w", namespace, src.Name, err)
+	}
+	if len(src.Items) == 0 {
+		var files []projectedFile
+		for k, v := range cm.Data {
+			files = append(files, projectedFile{path: k, data: []byte(v), mode: defaultMode})
+		}
+		for k, v := range cm.BinaryData {
+			files = append(files, projectedFile{path: k, data: v, mode: defaultMode})
+		}
+		sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+		return files, nil
+	}
+	var files []projectedFile
+	for _, item := range src.Items {
+		var data []byte
+		if v, ok := cm.Data[item.Key]; ok {
+			data = []byte(v)
+		} else if v, ok := cm.BinaryData[item.Key]; ok {
+			data = v
+		} else if optional {
+			continue
+		} else {
+			return nil, fmt.Errorf("ConfigMap %s/%s has no key %q", namespace, src.Name, item.Key)
+		}
+		mode := defaultMode
+		if item.Mode != nil {
+			mode = *item.Mode
+		}
+		files = append(files, projectedFile{path: item.Path, data: data, mode: mode})
+	}
+	return files, nil
+}
+
+// configMap reads a ConfigMap, reusing a read younger than configMapTTL.
+// Not-found is not cached, so that a ConfigMap created late is seen on the
+// next try.
+func (p *Projector) configMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	now := p.clock.Now()
+	p.mu.Lock()
+	c, ok := p.configMaps[key]
+	p.mu.Unlock()
+	if ok && now.Sub(c.fetched) < configMapTTL {
+		return c.cm, nil
+	}
+	cm, err := p.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Drop stale entries while here, so the cache holds only what pods use.
+	for k, c := range p.configMaps {
+		if now.Sub(c.fetched) >= configMapTTL {
+			delete(p.configMaps, k)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.configMaps[key] = cachedConfigMap{cm: cm, fetched: now}
+	return cm, nil
+}
+
+// downwardAPIValue is the content of a downwardAPI item: the supported
+// fieldRefs only (labels and annotations as sorted key="quoted value"
+// lines, as kubelet writes them).
+func downwardAPIValue(pod *v1.Pod, item v1.DownwardAPIVolumeFile) (string, error) {
+	if item.ResourceFieldRef != nil {
+		return "", errors.New("resourceFieldRef is not supported")
+	}
+	if item.FieldRef == nil {
+		return "", errors.New("no fieldRef")
+	}
+	if v := item.FieldRef.APIVersion; v != "" && v != "v1" {
+		return "", fmt.Errorf("fieldRef: unsupported apiVersion %q", v)
+	}
+	switch fp := item.FieldRef.FieldPath; fp {
+	case "metadata.labels":
+		return formatMap(pod.Labels), nil
+	case "metadata.annotations":
+		return formatMap(pod.Annotations), nil
+	default:
+		if v, ok := kubetypes.MetadataField(pod, fp); ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("fieldRef: unsupported fieldPath %q", fp)
+	}
+}
+
+// formatMap writes m as sorted key="value" lines (Go-quoted values), with
+// no trailing newline.
+func formatMap(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(m[k]))
+	}
+	return b.String()
+}
+
+func payloadSize(payload map[string]fileProjection) int64 {
+	var n int64
+	for _, f := range payload {
+		n += int64(len(f.data))
+	}
+	return n
+}
+
+// tmpfsSize is the size of the tmpfs for a payload of n bytes: room for
+// two copies (old and new during a swap) and metadata.
+func tmpfsSize(n int64) int64 {
+	return max(projectedMinSize, 2*n+1<<20)
+}
+
+// mountProjected makes dir a tmpfs (nosuid, nodev, mode 0755) big enough
+// for a payload of n bytes; an existing mount is kept, and grown when too
+// small.
+func mountProjected(dir string, n int64) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	mounted, err := isMountPoint(dir)
+	if err != nil {
+		return err
+	}
+	want := tmpfsSize(n)
+	if mounted {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			return fmt.Errorf("statfs %s: %w", dir, err)
+		}
+		if int64(st.Blocks)*st.Bsize >= want {
+			return nil
+		}
+		opts := "size=" + strconv.FormatInt(want, 10)
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("grow tmpfs on %s (%s): %w", dir, opts, err)
+		}
+		return nil
+	}
+	opts := "mode=0755,size=" + strconv.FormatInt(want, 10)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount tmpfs (%s) on %s: %w", opts, dir, err)
+	}
+	return nil
+}
+
+// ValidatePayloadPath checks that a payload path is relative, clean, not
+// reserved (a first component starting with "..") and within the limits
+// of file names.
+func ValidatePayloadPath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty path")
+	case filepath.IsAbs(p):
+		return errors.New("must be relative")
+	case strings.HasPrefix(p, ".."):
+		return errors.New("must not start with '..'")
+	case len(p) > 4096:
+		return errors.New("longer than 4096 characters")
+	}
+	for _, c := range strings.Split(p, "/") {
+		switch {
+		case c == "..":
+			return errors.New("must not contain '..'")
+		case c == "" || c == ".":
+			return errors.New("must be a clean path")
+		case len(c) > 255:
+			return errors.New("a file name is longer than 255 characters")
+		}
+	}
+	return nil
+}
+
+// writeAtomic makes dir hold exactly payload, the way kubelet's
+// AtomicWriter does (see the top of this file), and reports whether it
+// wrote anything: nothing is written when the current data directory
+// already holds payload with the same modes. now names the new data
+// directory.
+func writeAtomic(dir string, payload map[string]fileProjection, now time.Time) (bool, error) {
+	for p, f := range payload {
+		if err := ValidatePayloadPath(p); err != nil {
+			return false, fmt.Errorf("path %q: %w", p, err)
+		}
+		if f.mode&^fs.ModePerm != 0 {
+			return false, fmt.Errorf("path %q: mode %#o is not within 0 and 0777", p, f.mode)
+		}
+	}
+	dataLink := filepath.Join(dir, dataDirName)
+	oldTS, err := os.Readlink(dataLink)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		oldTS = ""
+	case err != nil:
+		return false, err
+	}
+	if oldTS != "" {
+		same, err := dirHolds(filepath.Join(dir, oldTS), payload)
+		if err != nil {
+			return false, err
+		}
+		if same {
+			// Repair missing user-visible links (a crash between the
+			// swap and their creation).
+			return false, linkVisible(dir, payload)
+		}
+	}
+
+	tsDir, err := os.MkdirTemp(dir, now.UTC().Format("..2006_01_02_15_04_05."))
+	if err != nil {
+		return false, err
+	}
+	if err := writeFiles(tsDir, payload); err != nil {
+		_ = os.RemoveAll(tsDir)
+		return false, err
+	}
+	tmpLink := filepath.Join(dir, "..data_tmp")
+	_ = os.Remove(tmpLink)
+	if err := os.Symlink(filepath.Base(tsDir), tmpLink); err != nil {
+		_ = os.RemoveAll(tsDir)
+		return false, err
+	}
+	if err := os.Rename(tmpLink, dataLink); err != nil {
+		_ = os.Remove(tmpLink)
+		_ = os.RemoveAll(tsDir)
+		return false, fmt.Errorf("swap %s: %w", dataLink, err)
+	}
+	if err := linkVisible(dir, payload); err != nil {
+		return true, err
+	}
+	// Remove what is no longer in the payload, then the old data (and any
+	// data directory left by an interrupted write).
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return true, err
+	}
+	visible := topLevel(payload)
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case name == dataDirName || name == filepath.Base(tsDir):
+		case strings.HasPrefix(name, ".."):
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				return true, err
+			}
+		case !visible[name]:
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return true, err
+			}
+		}
+	}
+	return true, nil
+}
+
+// topLevel is the set of first path components of payload.
+func topLevel(payload map[string]fileProjection) map[string]bool {
+	out := map[string]bool{}
+	for p := range payload {
+		first, _, _ := strings.Cut(p, "/")
+		out[first] = true
+	}
+	return out
+}
+
+// linkVisible creates <dir>/<x> -> ..data/<x> for each top-level name x
+// of payload that is missing.
+func linkVisible(dir string, payload map[string]fileProjection) error {
+	for name := range topLevel(payload) {
+		link := filepath.Join(dir, name)
+		target := filepath.Join(dataDirName, name)
+		cur, err := os.Readlink(link)
+		if err == nil && cur == target {
+			continue
+		}
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			// Something else is in the way.
+			if err := os.RemoveAll(link); err != nil {
+				return err
+			}
+		}
+		if err := os.Symlink(target, link); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFiles(dir string, payload map[string]fileProjection) error {
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	for p, f := range payload {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, f.data, f.mode); err != nil {
+			return err
+		}
+		// WriteFile's mode is filtered by the umask.
+		if err := os.Chmod(full, f.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dirHolds reports whether dir holds exactly the regular files of payload
+// with their content and mode.
+func dirHolds(dir string, payload map[string]fileProjection) (bool, error) {
+	seen := 0
+	same := true
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		f, ok := payload[rel]
+		if !ok || !d.Type().IsRegular() {
+			same = false
+			return filepath.SkipAll
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.Mode().Perm() != f.mode {
+			same = false
+			return filepath.SkipAll
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(data, f.data) {
+			same = false
+			return filepath.SkipAll
+		}
+		seen++
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return same && seen == len(payload), nil
+}
+
+func hasProjected(pod *v1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected != nil {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,307 @@
+package volume
+
+// Volumes of the supported subset (see the package documentation): emptyDir
+// on disk or in memory (tmpfs) and hostPath with kubelet's type checks;
+// projected volumes are written by the Projector (projected.go).
+//
+// Layout: an emptyDir volume lives at <podDir>/volumes/empty-dir/<name>, a
+// projected volume at <podDir>/volumes/projected/<name>; a hostPath volume
+// is the host path itself. Containers get every volume as a
+// bind mount (ContainerMounts).
+//
+// Assumption: the agent shares its mount namespace with containerd (no
+// private /tmp or mount namespace in the unit), so that the tmpfs mounts it
+// makes are what runc bind-mounts into containers.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nodeagent/nodeagent/internal/mountinfo"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// emptyDirPlugin is the directory of emptyDir volumes under
+// <podDir>/volumes.
+const emptyDirPlugin = "empty-dir"
+
+func volumesDir(podDir string) string { return filepath.Join(podDir, "volumes") }
+
+// SetupVolumes makes the pod's volumes ready and returns, for each volume
+// name, the host path to bind-mount into containers:
+//   - emptyDir with medium "": a directory <podDir>/volumes/empty-dir/<name>
+//     with mode 0777 (sizeLimit is not enforced on disk);
+//   - emptyDir with medium Memory: a tmpfs mounted there (mode 0777,
+//     nosuid, nodev), of size sizeLimit when it is set and positive, else
+//     tmpfs's default (half of RAM); it counts against the memory of the
+//     host, not of the pod's cgroup limits;
+//   - hostPath: the path, after the checks of its type (DirectoryOrCreate
+//     creates a directory 0755, FileOrCreate an empty file 0644 and its
+//     parent 0755; Directory, File, Socket, CharDevice and BlockDevice must
+//     exist with that type; "" checks nothing).
+//
+// Projected volumes are skipped: the Projector sets them up (at
+// <podDir>/volumes/projected/<name>) and the caller merges its map.
+//
+// podDir must be absolute. SetupVolumes is idempotent: a second call (after
+// an agent restart, say) reuses the directories and mounts that exist and
+// re-mounts a tmpfs that is missing. An error names the volume; volumes set
+// up before it stay (TeardownVolumes removes them).
+func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
+	if !filepath.IsAbs(podDir) {
+		return nil, fmt.Errorf("volumes: pod directory %q must be absolute", podDir)
+	}
+	paths := make(map[string]string, len(pod.Spec.Volumes))
+	seen := make(map[string]bool, len(pod.Spec.Volumes))
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if errs := validation.IsDNS1123Label(v.Name); len(errs) > 0 {
+			return nil, fmt.Errorf("volume %q: invalid name: %s", v.Name, strings.Join(errs, "; "))
+		}
+		if seen[v.Name] {
+			return nil, fmt.Errorf("volume %q: duplicate name", v.Name)
+		}
+		seen[v.Name] = true
+		if v.Projected != nil {
+			// Written by the Projector, which needs the API server.
+			continue
+		}
+		var (
+			p   string
+			err error
+		)
+		switch {
+		case v.EmptyDir != nil && v.HostPath != nil:
+			err = errors.New("more than one volume source")
+		case v.EmptyDir != nil:
+			p, err = setupEmptyDir(filepath.Join(volumesDir(podDir), emptyDirPlugin, v.Name), v.EmptyDir)
+		case v.HostPath != nil:
+			p, err = setupHostPath(v.HostPath)
+		default:
+			err = errors.New("unsupported volume source (only emptyDir, hostPath and projected are supported)")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+		}
+		paths[v.Name] = p
+	}
+	return paths, nil
+}
+
+func setupEmptyDir(dir string, ed *v1.EmptyDirVolumeSource) (string, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("emptyDir: %w", err)
+	}
+	switch ed.Medium {
+	case v1.StorageMediumDefault:
+	case v1.StorageMediumMemory:
+		mounted, err := isMountPoint(dir)
+		if err != nil {
+			return "", fmt.Errorf("emptyDir: %w", err)
+		}
+		if !mounted {
+			opts := "mode=0777"
+			if ed.SizeLimit != nil && ed.SizeLimit.Sign() > 0 {
+				opts += ",size=" + strconv.FormatInt(ed.SizeLimit.Value(), 10)
+			}
+			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+				return "", fmt.Errorf("emptyDir: mount tmpfs (%s) on %s: %w", opts, dir, err)
+			}
+		}
+	default:
+		return "", fmt.Errorf("emptyDir: unsupported medium %q (only \"\" and %q are supported)", ed.Medium, v1.StorageMediumMemory)
+	}
+	// MkdirAll's mode is filtered by the umask; every user of the pod may
+	// write an emptyDir.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return "", fmt.Errorf("emptyDir: %w", err)
+	}
+	return dir, nil
+}
+
+func setupHostPath(hp *v1.HostPathVolumeSource) (string, error) {
+	p := hp.Path
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("hostPath: path %q must be absolute", p)
+	}
+	p = filepath.Clean(p)
+	typ := v1.HostPathUnset
+	if hp.Type != nil {
+		typ = *hp.Type
+	}
+	// The file types each check accepts.
+	want := map[v1.HostPathType]fs.FileMode{
+		v1.HostPathDirectory:         fs.ModeDir,
+		v1.HostPathSocket:            fs.ModeSocket,
+		v1.HostPathCharDev:           fs.ModeDevice | fs.ModeCharDevice,
+		v1.HostPathBlockDev:          fs.ModeDevice,
+		v1.HostPathFile:              0, // regular
+		v1.HostPathFileOrCreate:      0,
+		v1.HostPathDirectoryOrCreate: fs.ModeDir,
+	}
+	names := map[v1.HostPathType]string{
+		v1.HostPathDirectory: "a directory", v1.HostPathDirectoryOrCreate: "a directory",
+		v1.HostPathFile: "a regular file", v1.HostPathFileOrCreate: "a regular file",
+		v1.HostPathSocket: "a socket", v1.HostPathCharDev: "a character device", v1.HostPathBlockDev: "a block device",
+	}
+	switch typ {
+	case v1.HostPathUnset:
+		return p, nil
+	case v1.HostPathDirectoryOrCreate:
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return "", fmt.Errorf("hostPath %s (type %s): %w", p, typ, err)
+		}
+	case v1.HostPathFileOrCreate:
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", fmt.Errorf("hostPath %s (type %s): %w", p, typ, err)
+		}
+		// O_EXCL: never open (and so never block on) an existing FIFO or
+		// device; an existing path is checked below.
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		switch {
+		case err == nil:
+			f.Close()
+		case !errors.Is(err, fs.ErrExist):
+			return "", fmt.Errorf("hostPath %s (type %s): %w", p, typ, err)
+		}
+	case v1.HostPathDirectory, v1.HostPathFile, v1.HostPathSocket, v1.HostPathCharDev, v1.HostPathBlockDev:
+	default:
+		return "", fmt.Errorf("hostPath %s: unknown type %q", p, typ)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("hostPath %s (type %s): %w", p, typ, err)
+	}
+	if got := fi.Mode().Type(); got != want[typ] {
+		return "", fmt.Errorf("hostPath %s (type %s): is not %s (mode %s)", p, typ, names[typ], fi.Mode())
+	}
+	return p, nil
+}
+
+// TeardownVolumes unmounts every mount under <podDir>/volumes (the tmpfs of
+// Memory emptyDirs and of projected volumes) and removes that directory with the emptyDirs' data.
+// hostPath volumes are not touched. It refuses to remove anything while a
+// mount remains under the directory. A missing directory is not an error.
+func TeardownVolumes(podDir string) error {
+	if !filepath.IsAbs(podDir) {
+		return fmt.Errorf("volumes: pod directory %q must be absolute", podDir)
+	}
+	dir := volumesDir(podDir)
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	// mountinfo shows resolved paths.
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
+	for attempt := 0; ; attempt++ {
+		mps, err := mountsUnder(resolved)
+		if err != nil {
+			return fmt.Errorf("volumes: %w", err)
+		}
+		if len(mps) == 0 {
+			break
+		}
+		if attempt == 8 {
+			return fmt.Errorf("volumes: %s still has mounts after unmounting: %s", dir, strings.Join(mps, ", "))
+		}
+		// Deepest first.
+		sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
+		for _, mp := range mps {
+			if err := unix.Unmount(mp, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("volumes: unmount %s: %w", mp, err)
+			}
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
+	return nil
+}
+
+// ContainerMounts turns a container's volumeMounts into the runtime's bind
+// mounts, with the host paths SetupVolumes returned (vols). readOnly is
+// honoured. A mount of an unknown volume, a relative or duplicate mountPath,
+// or a feature outside the supported subset (subPath, subPathExpr,
+// mountPropagation other than None, recursiveReadOnly other than Disabled)
+// is an error naming the container and the mount.
+func ContainerMounts(c *v1.Container, vols map[string]string) ([]runtime.Mount, error) {
+	out := make([]runtime.Mount, 0, len(c.VolumeMounts))
+	seen := make(map[string]bool, len(c.VolumeMounts))
+	for _, m := range c.VolumeMounts {
+		fail := func(format string, args ...any) error {
+			return fmt.Errorf("container %q: volumeMount %q at %q: %s", c.Name, m.Name, m.MountPath, fmt.Sprintf(format, args...))
+		}
+		host, ok := vols[m.Name]
+		switch {
+		case !ok:
+			return nil, fail("no volume named %q", m.Name)
+		case !path.IsAbs(m.MountPath):
+			return nil, fail("mountPath must be absolute")
+		case seen[path.Clean(m.MountPath)]:
+			return nil, fail("duplicate mountPath")
+		case m.SubPath != "" || m.SubPathExpr != "":
+			return nil, fail("subPath and subPathExpr are not supported")
+		case m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone:
+			return nil, fail("mountPropagation %s is not supported", *m.MountPropagation)
+		case m.RecursiveReadOnly != nil && *m.RecursiveReadOnly != v1.RecursiveReadOnlyDisabled:
+			return nil, fail("recursiveReadOnly %s is not supported", *m.RecursiveReadOnly)
+		}
+		seen[path.Clean(m.MountPath)] = true
+		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: m.ReadOnly})
+	}
+	return out, nil
+}
+
+// isMountPoint reports whether dir is a mount point.
+func isMountPoint(dir string) (bool, error) {
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false, err
+	}
+	mps, err := readMountPoints()
+	if err != nil {
+		return false, err
+	}
+	for _, mp := range mps {
+		if mp == resolved {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// mountsUnder lists the mount points strictly below dir.
+func mountsUnder(dir string) ([]string, error) {
+	ms, err := mountinfo.Read()
+	if err != nil {
+		return nil, err
+	}
+	return mountinfo.MountPointsUnder(ms, dir), nil
+}
+
+// readMountPoints returns the mount points of the agent's mount namespace,
+// unescaped.
+func readMountPoints() ([]string, error) {
+	ms, err := mountinfo.Read()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.MountPoint
+	}
+	return out, nil
+}
