@@ -8,8 +8,8 @@ import (
 
 // TestDependencies keeps the package's contract: it is the only package of
 // the module that imports the CNI library, and it depends on no other
-// nodeagent package (but internal/netns), on containerd or on
-// k8s.io/kubernetes.
+// nodeagent package (but internal/netns and internal/dirwatch), on
+// containerd or on k8s.io/kubernetes.
 func TestDependencies(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -23,7 +23,7 @@ func TestDependencies(t *testing.T) {
 		switch {
 		case strings.HasPrefix(dep, "github.com/containerd/"),
 			strings.HasPrefix(dep, "k8s.io/kubernetes/"),
-			strings.HasPrefix(dep, "github.com/nodeagent/nodeagent/") && dep != "github.com/nodeagent/nodeagent/network" && dep != "github.com/nodeagent/nodeagent/internal/netns":
+			strings.HasPrefix(dep, "github.com/nodeagent/nodeagent/") && dep != "github.com/nodeagent/nodeagent/network" && dep != "github.com/nodeagent/nodeagent/internal/netns" && dep != "github.com/nodeagent/nodeagent/internal/dirwatch":
 			t.Errorf("forbidden dependency %s", dep)
 		}
 	}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,10 +18,13 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	cnitypes "github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/internal/dirwatch"
 	"github.com/nodeagent/nodeagent/internal/netns"
 )
 
@@ -210,49 +215,41 @@ func (n *Network) Reload(ctx context.Context) error {
 }
 
 // Run loads the configuration and reloads it whenever the configuration
-// directory changes, until ctx is done. While nothing is usable, or the
-// directory cannot be watched, it also rescans every ResyncPeriod.
+// directory changes (internal/dirwatch: debounced, the directory may be
+// missing, removed and made again), until ctx is done. While nothing is
+// usable it also rescans every ResyncPeriod: plugins copied after their
+// configuration change nothing in the directory.
 func (n *Network) Run(ctx context.Context) {
-	changed := make(chan struct{}, 1) // coalesces: one pending reload is enough
-	notify := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
+	dw, err := dirwatch.New(dirwatch.Options{
+		Dirs: func() []string { return []string{n.cfg.ConfDir} },
+		Relevant: func(ev fsnotify.Event) bool {
+			return slices.Contains(confExtensions, filepath.Ext(ev.Name))
+		},
+		Debounce: watchDebounce,
+		Retry:    watchRetry,
+		Clock:    n.clock,
+		Logger:   n.log,
+	})
+	if err != nil { // only for invalid options
+		n.log.Error("cannot watch the CNI configuration directory", "err", err)
+		return
 	}
-	// watch (re)starts the directory watch; nil channel = not watching.
-	var watchDone <-chan struct{}
-	warned := false
-	watch := func() {
-		if err := os.MkdirAll(n.cfg.ConfDir, 0o755); err != nil && !warned {
-			n.log.Warn("cannot create the CNI configuration directory", "confDir", n.cfg.ConfDir, "err", err)
-		}
-		done, err := watchDir(ctx, n.cfg.ConfDir, notify)
-		if err != nil {
-			if !warned {
-				n.log.Warn("cannot watch the CNI configuration directory; rescanning periodically", "confDir", n.cfg.ConfDir, "period", n.cfg.ResyncPeriod, "err", err)
-			}
-			warned = true
-			return
-		}
-		warned = false
-		watchDone = done
-	}
-	watch()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); dw.Run(ctx) }()
+	defer func() { cancel(); <-done }()
 	_ = n.Reload(ctx)
 	for {
 		var timer clock.Timer
 		var tick <-chan time.Time
-		if watchDone == nil || n.Status() != nil {
+		if n.Status() != nil {
 			timer = n.clock.NewTimer(n.cfg.ResyncPeriod)
 			tick = timer.C()
 		}
 		select {
 		case <-ctx.Done():
-		case <-changed:
+		case <-dw.C():
 		case <-tick:
-		case <-watchDone:
-			watchDone = nil // the directory went away
 		}
 		if timer != nil {
 			timer.Stop()
@@ -260,12 +257,16 @@ func (n *Network) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if watchDone == nil {
-			watch()
-		}
 		_ = n.Reload(ctx)
 	}
 }
+
+// Watching the configuration directory: a write and the rename into place
+// come as one reload; a directory that cannot be watched is retried after
+// 1s, doubling up to 30s (no jitter: one local process).
+const watchDebounce = 100 * time.Millisecond
+
+var watchRetry = wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}
 
 // lockPod serialises the calls for one pod.
 func (n *Network) lockPod(uid types.UID) func() {
