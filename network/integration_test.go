@@ -524,6 +524,9 @@ func TestTearDownAfterRestart(t *testing.T) {
 	veths := hostVeths(t)
 
 	n2 := f.network()
+	if got, err := n2.Attached(); err != nil || len(got) != 1 || got[0] != pod.UID {
+		t.Fatalf("Attached after a restart = %v, %v; want [%s]", got, err, pod.UID)
+	}
 	again, err := n2.SetUp(ctx, pod, path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -553,6 +556,9 @@ func TestTearDownAfterRestart(t *testing.T) {
 	}
 	if err := n3.TearDown(ctx, pod, path); err != nil {
 		t.Fatalf("second TearDown: %v", err)
+	}
+	if got, err := n3.Attached(); err != nil || len(got) != 0 {
+		t.Fatalf("Attached after TearDown = %v, %v", got, err)
 	}
 }
 
@@ -1061,6 +1067,9 @@ esac
 	_ = cmd.Wait()
 	if s := snapshot(t, f); len(s.reserved) != 1 {
 		t.Fatalf("reservations after the kill: %v (child output:\n%s)", s.reserved, out.String())
+	}
+	if got, err := f.network().Attached(); err != nil || len(got) != 1 || got[0] != pod.UID {
+		t.Fatalf("Attached after the kill = %v, %v; want the killed pod", got, err)
 	}
 	if len(hostVeths(t)) == 0 {
 		t.Fatal("no veth after the kill: the plugins before the last did not run")

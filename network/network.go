@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -482,6 +483,35 @@ func delNetNS(recorded, given string) string {
 		}
 	}
 	return ""
+}
+
+// Attached returns the UIDs of the pods with a recorded attachment (or an
+// interrupted one): those TearDown still has work for. An agent that
+// restarts tears down the ones it no longer runs.
+func (n *Network) Attached() ([]types.UID, error) {
+	atts, err := n.cni.GetCachedAttachments("")
+	if err != nil {
+		return nil, fmt.Errorf("network: reading the CNI cache: %w", err)
+	}
+	seen := map[types.UID]bool{}
+	for _, a := range atts {
+		seen[types.UID(a.ContainerID)] = true
+	}
+	es, err := os.ReadDir(filepath.Join(n.cfg.CacheDir, "pending"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("network: reading interrupted attachments: %w", err)
+	}
+	for _, e := range es {
+		if uid, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			seen[types.UID(uid)] = true
+		}
+	}
+	out := make([]types.UID, 0, len(seen))
+	for uid := range seen {
+		out = append(out, uid)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Check runs CHECK for an attached pod.
