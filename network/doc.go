@@ -34,6 +34,10 @@
 // attached and TearDown returns nil. Records are removed only after DEL
 // succeeded, so a failed TearDown can be retried.
 //
+// Attached lists the pods TearDown still has work for (recorded or
+// interrupted attachments), so that an agent restarted after losing track
+// of a pod can tear it down by UID alone.
+//
 // Check runs the plugins' CHECK for an attached pod; ErrCheckNotSupported
 // when the network's cniVersion predates CHECK.
 //
