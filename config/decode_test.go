@@ -286,6 +286,9 @@ func TestKubeletConfiguration(t *testing.T) {
 	want.NodeLeaseDurationSeconds = 60
 	want.RegisterWithTaints = cfg.RegisterWithTaints
 	want.StaticPodPath = "/etc/kubernetes/manifests"
+	want.ClusterDNS = []string{"10.96.0.10"}
+	want.ClusterDomain = "cluster.local"
+	want.ResolvConf = "/run/systemd/resolve/resolv.conf"
 	if d := Diff(want, cfg); len(d) > 0 {
 		t.Errorf("fields differ from expected: %v\ngot %+v", d, cfg)
 	}
@@ -301,12 +304,12 @@ func TestKubeletConfiguration(t *testing.T) {
 	if len(unsupported) != 1 {
 		t.Fatalf("want one warning about unsupported fields, got %q", warnings)
 	}
-	wantList := "testdata/kubelet-config.yaml: authentication, authorization, cgroupDriver, clusterDNS, clusterDomain, cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, imageMaximumGCAge, imageMinimumGCAge, logging.flushFrequency, logging.options, memorySwap, resolvConf, rotateCertificates, runtimeRequestTimeout, shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
+	wantList := "testdata/kubelet-config.yaml: authentication, authorization, cgroupDriver, cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, imageMaximumGCAge, imageMinimumGCAge, logging.flushFrequency, logging.options, memorySwap, rotateCertificates, runtimeRequestTimeout, shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
 	if !strings.Contains(unsupported[0], wantList) {
 		t.Errorf("warning %q\ndoes not list %q", unsupported[0], wantList)
 	}
 	// Supported fields are not listed as unsupported.
-	for _, f := range []string{"maxPods", "staticPodPath", "nodeLeaseDurationSeconds", "logging.verbosity"} {
+	for _, f := range []string{"maxPods", "staticPodPath", "nodeLeaseDurationSeconds", "logging.verbosity", "clusterDNS", "clusterDomain", "resolvConf"} {
 		if strings.Contains(strings.SplitN(unsupported[0], " (nodeagent uses only", 2)[0], " "+f+",") {
 			t.Errorf("supported field %s listed as unsupported: %q", f, unsupported[0])
 		}

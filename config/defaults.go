@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,6 +28,11 @@ const (
 	DefaultPLEGRelistPeriod                 = 5 * time.Minute
 	DefaultPLEGFallbackRelistPeriod         = time.Second
 	DefaultPLEGHealthThreshold              = 3 * time.Minute
+	DefaultResolvConf                       = "/etc/resolv.conf"
+	DefaultCNIConfDir                       = "/etc/cni/net.d"
+	// DefaultCNIBinDir: the upstream location, then Debian's
+	// containernetworking-plugins.
+	DefaultCNIBinDir = "/opt/cni/bin,/usr/lib/cni"
 
 	// DefaultConfigPath and DefaultStaticPodPath are what the packages
 	// install; they are not defaults of the fields (staticPodPath defaults
@@ -65,6 +71,11 @@ func Default() *NodeAgentConfiguration {
 		HostnameOverride:                 "",
 		Kubeconfig:                       DefaultKubeconfig,
 		RootDir:                          DefaultRootDir,
+		ClusterDNS:                       []string{},
+		ClusterDomain:                    "",
+		ResolvConf:                       DefaultResolvConf,
+		CNIConfDir:                       DefaultCNIConfDir,
+		CNIBinDir:                        DefaultCNIBinDir,
 		Logging: LoggingConfiguration{
 			Format:    DefaultLoggingFormat,
 			Verbosity: 0,
@@ -76,6 +87,17 @@ func Default() *NodeAgentConfiguration {
 			EventSources:         []string{EventSourceCgroups, EventSourceContainerd},
 		},
 	}
+}
+
+// CNIBinDirs splits CNIBinDir into its directories.
+func (c *NodeAgentConfiguration) CNIBinDirs() []string {
+	var out []string
+	for _, d := range strings.Split(c.CNIBinDir, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // RenewInterval is how often the Lease is renewed: a quarter of its
@@ -94,6 +116,9 @@ func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
 	out.KubeReserved = copyMap(c.KubeReserved)
 	out.EvictionHard = copyMap(c.EvictionHard)
 	out.NodeLabels = copyMap(c.NodeLabels)
+	if c.ClusterDNS != nil {
+		out.ClusterDNS = append([]string{}, c.ClusterDNS...)
+	}
 	if c.RegisterWithTaints != nil {
 		out.RegisterWithTaints = make([]v1.Taint, len(c.RegisterWithTaints))
 		for i := range c.RegisterWithTaints {

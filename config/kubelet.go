@@ -26,6 +26,9 @@ var kubeletSupported = map[string]bool{
 	"healthzPort":                      true,
 	"registerWithTaints":               true,
 	"providerID":                       true,
+	"clusterDNS":                       true,
+	"clusterDomain":                    true,
+	"resolvConf":                       true,
 }
 
 // kubeletLoggingSupported are the fields of KubeletConfiguration.logging

@@ -262,7 +262,7 @@ func unsupportedWarning(docs []*document) string {
 // pathFields are the fields holding file system paths. In a file, a
 // relative path is relative to the file's directory (as kubelet resolves
 // paths in its configuration file).
-var pathFields = []string{"staticPodPath", "kubeconfig", "rootDir"}
+var pathFields = []string{"staticPodPath", "kubeconfig", "rootDir", "resolvConf", "cniConfDir"}
 
 func resolvePaths(obj map[string]any, dir string) {
 	for _, k := range pathFields {

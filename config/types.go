@@ -92,6 +92,24 @@ type NodeAgentConfiguration struct {
 	// RootDir is the agent's state directory (nodeagent).
 	RootDir string `json:"rootDir"`
 
+	// ClusterDNS are the cluster DNS server addresses pods with the
+	// ClusterFirst DNS policy use.
+	ClusterDNS []string `json:"clusterDNS"`
+	// ClusterDomain is the cluster's DNS domain; pods get
+	// <namespace>.svc.<domain>, svc.<domain> and <domain> as search
+	// domains. "" means none.
+	ClusterDomain string `json:"clusterDomain"`
+	// ResolvConf is the host resolver file the pods' resolv.conf is based
+	// on; "" means none (pods with the Default policy resolve through the
+	// node).
+	ResolvConf string `json:"resolvConf"`
+	// CNIConfDir holds the CNI network configurations (nodeagent; kubelet
+	// had --cni-conf-dir); "" disables pod networking.
+	CNIConfDir string `json:"cniConfDir"`
+	// CNIBinDir is a comma-separated list of directories searched for CNI
+	// plugins (nodeagent; kubelet had --cni-bin-dir).
+	CNIBinDir string `json:"cniBinDir"`
+
 	// Logging configures the agent's logs, like kubelet's logging section.
 	Logging LoggingConfiguration `json:"logging"`
 	// PLEG tunes the pod lifecycle event generator (nodeagent).

@@ -133,6 +133,33 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	errs = append(errs, absPathRequired(c.Kubeconfig, field.NewPath("kubeconfig"))...)
 	errs = append(errs, absPathRequired(c.RootDir, field.NewPath("rootDir"))...)
 
+	// Pod networking and DNS.
+	for i, s := range c.ClusterDNS {
+		if net.ParseIP(s) == nil {
+			errs = append(errs, field.Invalid(field.NewPath("clusterDNS").Index(i), s, "must be an IP address"))
+		}
+	}
+	if d := c.ClusterDomain; d != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(strings.TrimSuffix(d, ".")) {
+			errs = append(errs, field.Invalid(field.NewPath("clusterDomain"), d, msg))
+		}
+	}
+	if c.ResolvConf != "" && !filepath.IsAbs(c.ResolvConf) {
+		errs = append(errs, field.Invalid(field.NewPath("resolvConf"), c.ResolvConf, "must be an absolute path or empty (no host resolver file)"))
+	}
+	if c.CNIConfDir != "" && !filepath.IsAbs(c.CNIConfDir) {
+		errs = append(errs, field.Invalid(field.NewPath("cniConfDir"), c.CNIConfDir, "must be an absolute path or empty (pod networking disabled)"))
+	}
+	if bins := c.CNIBinDirs(); c.CNIConfDir != "" && len(bins) == 0 {
+		errs = append(errs, field.Required(field.NewPath("cniBinDir"), "a comma-separated list of directories holding CNI plugins, such as "+DefaultCNIBinDir))
+	} else {
+		for _, d := range bins {
+			if !filepath.IsAbs(d) {
+				errs = append(errs, field.Invalid(field.NewPath("cniBinDir"), c.CNIBinDir, fmt.Sprintf("%q must be an absolute path", d)))
+			}
+		}
+	}
+
 	// Logging.
 	if p := field.NewPath("logging", "format"); c.Logging.Format != "text" && c.Logging.Format != "json" {
 		errs = append(errs, field.NotSupported(p, c.Logging.Format, []string{"text", "json"}))

@@ -42,6 +42,34 @@ func TestValidate(t *testing.T) {
 	}{
 		{desc: "defaults", mutate: func(c *NodeAgentConfiguration) {}},
 		{
+			desc: "pod networking and DNS",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.ClusterDNS = []string{"10.96.0.10", "dns.local"}
+				c.ClusterDomain = "Cluster_Local"
+				c.ResolvConf = "resolv.conf"
+				c.CNIConfDir = "net.d"
+				c.CNIBinDir = "/opt/cni/bin,bin"
+			},
+			want: []string{
+				`clusterDNS[1]: Invalid value: "dns.local": must be an IP address`,
+				`clusterDomain: Invalid value: "Cluster_Local": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
+				`resolvConf: Invalid value: "resolv.conf": must be an absolute path or empty (no host resolver file)`,
+				`cniConfDir: Invalid value: "net.d": must be an absolute path or empty (pod networking disabled)`,
+				`cniBinDir: Invalid value: "/opt/cni/bin,bin": "bin" must be an absolute path`,
+			},
+		},
+		{
+			desc: "empty networking fields are valid choices",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.ClusterDomain, c.ResolvConf, c.CNIConfDir, c.CNIBinDir = "cluster.local.", "", "", ""
+			},
+		},
+		{
+			desc:   "cniBinDir required with a cniConfDir",
+			mutate: func(c *NodeAgentConfiguration) { c.CNIBinDir = " , " },
+			want:   []string{`cniBinDir: Required value: a comma-separated list of directories holding CNI plugins, such as /opt/cni/bin,/usr/lib/cni`},
+		},
+		{
 			desc:   "negative lease duration",
 			mutate: func(c *NodeAgentConfiguration) { c.NodeLeaseDurationSeconds = -1 },
 			want:   []string{"nodeLeaseDurationSeconds: Invalid value: -1: must be greater than 0"},

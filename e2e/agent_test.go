@@ -96,6 +96,11 @@ func newAgent(t *testing.T, env *testenv.Env, o agentOpts) *agent {
 	} else {
 		cfg += fmt.Sprintf("containerRuntimeEndpoint: unix://%s\n", filepath.Join(a.dir, "no-containerd.sock"))
 	}
+	if !strings.Contains(o.config, "cniConfDir:") {
+		// No pod networking (and no network readiness) unless the test
+		// configures a CNI network, e.g. with testenv.WriteCNIConfig.
+		cfg += "cniConfDir: \"\"\n"
+	}
 	cfg += o.config
 	a.configPath = filepath.Join(a.dir, "config.yaml")
 	a.configDir = filepath.Join(a.dir, "config.d")

@@ -18,6 +18,8 @@ declare -A need=(
   [systemd-nspawn]=systemd-container
   [rpm]=rpm
   [gcc]=gcc # go test -race needs cgo
+  [iptables-save]=iptables # portmap's hostPort rules; the network tests compare iptables-save
+  [ip]=iproute2            # the network tests remove their bridges
 )
 missing=()
 for cmd in "${!need[@]}"; do
@@ -25,6 +27,10 @@ for cmd in "${!need[@]}"; do
 done
 # busybox-static specifically (a dynamic busybox cannot run inside an empty image).
 dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
+# The reference CNI plugins (bridge, host-local, portmap, loopback,
+# bandwidth) in /usr/lib/cni, for the network tests and the local cluster's
+# pod network.
+dpkg -s containernetworking-plugins >/dev/null 2>&1 || missing+=(containernetworking-plugins)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)

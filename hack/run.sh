@@ -48,6 +48,7 @@ cleanup() {
   echo "run: stopping the local cluster" >&2
   _output/bin/localcluster down
   cleanup_pods
+  ip link del nabr-run 2>/dev/null
   exit 0
 }
 trap cleanup EXIT INT TERM
@@ -63,6 +64,7 @@ kind: NodeAgentConfiguration
 containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS
 rootDir: $agentroot
 staticPodPath: $manifests
+cniConfDir: $dir/agent/net.d
 CFG
 
 # The test image, in the namespace the agent uses (its default,
@@ -99,6 +101,30 @@ run: agent config:      $dir/agent/config.yaml   logs of the control plane: $dir
 run: static pods:       $manifests/ (hello.yaml)   image $image in containerd namespace ${ns:-k8s.io}
 run: starting nodeagent as node "$node" (Ctrl-C stops everything)
 MSG
+
+# The pod network, as a CNI DaemonSet would install it: once the controller
+# manager gave the node its pod CIDR, a bridge + host-local + portmap
+# network over it (Debian's plugins in /usr/lib/cni). Until then the node
+# is NotReady with kubelet's NetworkPluginNotReady message (docs/networking.md).
+rm -rf "$dir/agent/net.d"
+(
+  cidr=
+  for _ in $(seq 120); do
+    cidr=$(_output/bin/kubectl get node "$node" -o jsonpath='{.spec.podCIDR}' 2>/dev/null) && [ -n "$cidr" ] && break
+    sleep 1
+  done
+  [ -n "$cidr" ] || { echo "run: the node got no pod CIDR; no pod network" >&2; exit 0; }
+  mkdir -p "$dir/agent/net.d"
+  cat > "$dir/agent/net.d/10-bridge.tmp" <<NET
+{"cniVersion": "1.0.0", "name": "nodeagent-run", "plugins": [
+  {"type": "bridge", "bridge": "nabr-run", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$cidr"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}, "snat": true}
+]}
+NET
+  mv "$dir/agent/net.d/10-bridge.tmp" "$dir/agent/net.d/10-bridge.conflist"
+  echo "run: pod network $cidr installed in $dir/agent/net.d" >&2
+) &
 
 # Show the node, its Lease and the pods once Ready, in the background.
 (

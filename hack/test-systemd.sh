@@ -300,6 +300,10 @@ expect_eq "start without kubeconfig: ActiveState" "$(prop ActiveState)" inactive
 step "configure and start"
 c mkdir -p /etc/nodeagent
 c install -m 0600 /dev/stdin /etc/nodeagent/kubeconfig <"$NODE_KUBECONFIG"
+# No CNI network in the container: pod networking off, so that Ready does
+# not wait for one (the default cniConfDir makes the node NotReady until a
+# CNI configuration is installed, as kubelet).
+printf 'cniConfDir: ""\n' | c tee -a /etc/nodeagent/config.yaml >/dev/null
 c sed -i "s|^NODEAGENT_EXTRA_ARGS=.*|NODEAGENT_EXTRA_ARGS=\"--hostname-override=$NODE\"|" /etc/default/nodeagent
 # A short watchdog so the SIGSTOP check below takes seconds, not minutes.
 c mkdir -p /etc/systemd/system/nodeagent.service.d

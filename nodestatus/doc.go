@@ -29,6 +29,9 @@
 //     call of each kind is in flight, and the last good answer is used until it
 //     is older than RuntimeGracePeriod. A failed status write changes nothing
 //     in the computed status; the next period simply tries again.
+//   - NetworkReady (the CNI network's readiness, an in-memory answer) is
+//     reported without a grace period: with no usable network configuration
+//     Ready is False with kubelet's NetworkPluginNotReady message.
 //
 // # What it assumes
 //

@@ -114,6 +114,11 @@ func (m *Manager) gather(now time.Time) {
 			in.readyErrs = append(in.readyErrs, fmt.Errorf("PLEG is not healthy: %w", err))
 		}
 	}
+	if f := m.cfg.NetworkReady; f != nil {
+		if err := f(); err != nil {
+			in.readyErrs = append(in.readyErrs, err)
+		}
+	}
 	if m.images != nil {
 		in.images, in.imagesOK, in.imagesErr = m.images.get(now, grace)
 		if in.imagesErr == nil && in.imagesOK {

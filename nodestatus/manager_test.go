@@ -545,6 +545,44 @@ func TestReadyFalseWhenRuntimeNeverAnswered(t *testing.T) {
 	}
 }
 
+func TestReadyFollowsNetwork(t *testing.T) {
+	const notReady = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
+	var netErr atomic.Pointer[error]
+	e := newTestEnv(t, func(o *Options) {
+		o.NetworkReady = func() error {
+			if p := netErr.Load(); p != nil {
+				return *p
+			}
+			return nil
+		}
+	})
+	err := errors.New(notReady)
+	netErr.Store(&err)
+	if _, err := e.m.Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := condition(e.node(), v1.NodeReady)
+	if c.Status != v1.ConditionFalse || c.Reason != "KubeletNotReady" || c.Message != notReady {
+		t.Fatalf("Ready without a network: %+v", c)
+	}
+	// Restored: Ready at the next computation, no grace period involved.
+	netErr.Store(nil)
+	e.clock.Step(10 * time.Second)
+	e.sync()
+	if c := condition(e.node(), v1.NodeReady); c.Status != v1.ConditionTrue {
+		t.Fatalf("Ready after the network came up: %+v", c)
+	}
+	// Lost again: NotReady at once, after the runtime's causes.
+	netErr.Store(&err)
+	e.versionErr = errors.New("connection refused")
+	e.clock.Step(time.Hour)
+	e.sync()
+	c = condition(e.node(), v1.NodeReady)
+	if c.Status != v1.ConditionFalse || !strings.HasSuffix(c.Message, ", "+notReady+"]") {
+		t.Fatalf("Ready with runtime and network down: %+v", c)
+	}
+}
+
 func TestNoRuntimeConfigured(t *testing.T) {
 	e := newTestEnv(t, func(o *Options) {
 		o.RuntimeVersion, o.ListImages, o.RuntimeHealthy, o.PLEGHealthy = nil, nil, nil, nil

@@ -92,6 +92,13 @@ type Options struct {
 	// RuntimeHealthy and PLEGHealthy return nil while healthy; nil funcs are not wired.
 	// The error text goes into the Ready condition's message.
 	RuntimeHealthy, PLEGHealthy func() error
+	// NetworkReady returns nil while the pod network is ready (a CNI
+	// configuration is usable); nil = not wired (no pod networking). It
+	// must not block. Its error text is the whole cause, as kubelet words
+	// it ("container runtime network not ready: NetworkReady=false
+	// reason:NetworkPluginNotReady message:..."), and is reported at once,
+	// without the runtime grace period.
+	NetworkReady func() error
 
 	// RuntimeCallTimeout bounds every call above. Default 5s.
 	RuntimeCallTimeout time.Duration

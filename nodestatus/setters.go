@@ -212,7 +212,7 @@ var RequiredCapacity = []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.R
 // causes as message. It must run after Capacity.
 func ReadyCondition(
 	now func() time.Time, // the Manager's clock
-	errs func() []error, // runtime, PLEG (already debounced by the Manager)
+	errs func() []error, // runtime, PLEG (already debounced by the Manager), network
 ) Setter {
 	return func(ctx context.Context, node *v1.Node) error {
 		all := errs()

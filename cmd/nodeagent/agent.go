@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/heartbeat"
+	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -125,6 +127,9 @@ type agent struct {
 	client kubernetes.Interface
 	hb     *heartbeat.Controller
 	ns     *nodestatus.Manager
+	// net is the CNI runtime; nil when cniConfDir is "" (pod networking
+	// disabled).
+	net *network.Network
 
 	rt         atomic.Pointer[runtime.Runtime]
 	rtErr      atomic.Pointer[error]
@@ -194,6 +199,20 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		AgentVersion:                     version,
 		PLEGHealthy:                      a.plegHealthy,
 	}
+	if cfg.CNIConfDir != "" {
+		a.net, err = network.New(network.Config{
+			ConfDir:    cfg.CNIConfDir,
+			BinDirs:    cfg.CNIBinDirs(),
+			CacheDir:   filepath.Join(cfg.RootDir, "cni"),
+			Logger:     base.With("component", "network", "node", nodeName),
+			PodCIDRs:   a.podCIDRs,
+			Registerer: reg,
+		})
+		if err != nil {
+			return nil, err
+		}
+		nsOpts.NetworkReady = a.net.Status
+	}
 	if cfg.ContainerRuntimeEndpoint != "" {
 		nsOpts.RuntimeVersion = a.runtimeVersion
 		nsOpts.ListImages = a.listImages
@@ -206,6 +225,15 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	return a, nil
+}
+
+// podCIDRs are the node's spec.podCIDRs as last seen (for CNI plugins with
+// the ipRanges capability).
+func (a *agent) podCIDRs() []string {
+	if n := a.ns.Node(); n != nil {
+		return n.Spec.PodCIDRs
+	}
+	return nil
 }
 
 // nodeNameFor is the override or the hostname, lowercased, as kubelet.
@@ -273,6 +301,9 @@ func (a *agent) run(ctx context.Context) error {
 		systemd.RunWatchdog(ctx, a.log.With("component", "watchdog"), a.clock, a.live)
 	})
 	goLoop(a.watchConfig)
+	if a.net != nil {
+		goLoop(a.net.Run)
+	}
 
 	<-ctx.Done()
 	a.log.Info("shutting down")

@@ -65,6 +65,10 @@ type State struct {
 
 const stateFile = "state.json"
 
+// ClusterCIDR is the pod network the controller manager allocates node pod
+// CIDRs (/24s) from.
+const ClusterCIDR = "10.244.0.0/16"
+
 // Component names, in start order.
 var components = []string{"etcd", "containerd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
@@ -259,6 +263,10 @@ func start(ctx context.Context, o Options) (*State, error) {
 		// The upstream defaults, spelled out because the tests depend on them.
 		"--node-monitor-grace-period=40s", "--node-monitor-period=5s",
 		"--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-route",
+		// Node pod CIDRs (spec.podCIDR) for the tests' CNI networks: a
+		// private /16 nothing else on the test hosts uses (the network
+		// package's own tests take /24s of 10.245.0.0/16).
+		"--allocate-node-cidrs=true", "--cluster-cidr="+ClusterCIDR, "--node-cidr-mask-size=24",
 	); err != nil {
 		return s, err
 	}
