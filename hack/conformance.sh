@@ -89,6 +89,8 @@ kind: NodeAgentConfiguration
 containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS
 rootDir: $work/root
 healthzPort: 0
+# No CNI network here: pod networking off, so Ready does not wait for one.
+cniConfDir: ""
 EOF
 nodekc=$("$lc" node-kubeconfig "$node" --dir "$NODEAGENT_CLUSTER_DIR")
 log "starting nodeagent as node $node (log: $work/agent.log)"

@@ -19,6 +19,7 @@ trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; _output/bin/kubectl delete n
   echo "kind: NodeAgentConfiguration"
   echo "rootDir: $work/root"
   echo "healthzPort: 0"
+  echo "cniConfDir: \"\"" # no pod network: Ready does not wait for one
   if [ "$mode" = full ]; then echo "containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS"; else echo "containerRuntimeEndpoint: unix://$work/absent.sock"; fi
 } > "$work/config.yaml"
 _output/bin/nodeagent --config "$work/config.yaml" --kubeconfig "$kc" --hostname-override "$node" 2>"$work/log" &
