@@ -214,7 +214,9 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		for _, c := range killPlan(rs) {
 			if err := w.stop(ctx, pod, c, gracePeriod(pod)); err != nil {
 				w.log.Warn("cannot stop a container of a rejected pod", "container", c.Name, "err", err)
+				continue
 			}
+			w.reaped[c.ID] = true
 		}
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return w.d.resync, false
@@ -280,7 +282,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		w.log.Info("stopping container", "container", k.c.Name, "containerID", k.c.ID, "reason", k.reason)
 		if err := w.stop(ctx, pod, k.c, gracePeriod(pod)); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		w.reaped[k.c.ID] = true
 	}
 	for _, c := range p.remove {
 		w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerRemoved, expectTTL)
@@ -574,14 +578,15 @@ func milliCPUToShares(milli int64) uint64 {
 	return uint64(s)
 }
 
-// stop stops one container with a grace period, expecting its death.
+// stop stops one container with a grace period, expecting its death. It
+// may run concurrently for one pod's containers, so it touches no worker
+// state: the caller marks the container reaped.
 func (w *worker) stop(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration) error {
 	w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerDied, grace+expectTTL)
 	w.d.event(pod, v1.EventTypeNormal, "Killing", "Stopping container "+c.Name)
 	if err := w.d.rt.StopContainer(ctx, c.ID, grace); err != nil {
 		return fmt.Errorf("stop container %s: %w", c.Name, err)
 	}
-	w.reaped[c.ID] = true
 	return nil
 }
 
@@ -619,6 +624,11 @@ func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pl
 			}()
 		}
 		wg.Wait()
+		for i, c := range running {
+			if errs[i] == nil {
+				w.reaped[c.ID] = true
+			}
+		}
 		if err := errors.Join(errs...); err != nil {
 			w.log.Warn("stopping pod failed; retrying", "err", err)
 			return w.retry.Step(), false
