@@ -9,22 +9,29 @@ import (
 
 // Default values; the kubelet's where the field has the same meaning.
 const (
-	DefaultNodeLeaseDurationSeconds         = 40
-	DefaultNodeStatusUpdateFrequency        = 10 * time.Second
-	DefaultNodeStatusReportFrequency        = 5 * time.Minute
-	DefaultNodeStatusMaxImages              = 50
-	DefaultContainerRuntimeEndpoint         = "unix:///run/containerd/containerd.sock"
-	DefaultContainerRuntimeNamespace        = "k8s.io"
-	DefaultMaxPods                          = 110
-	DefaultEvictionPressureTransitionPeriod = 5 * time.Minute
-	DefaultHealthzBindAddress               = "127.0.0.1"
-	DefaultHealthzPort                      = 10266
-	DefaultKubeconfig                       = "/etc/nodeagent/kubeconfig"
-	DefaultRootDir                          = "/var/lib/nodeagent"
-	DefaultLoggingFormat                    = "text"
-	DefaultPLEGRelistPeriod                 = 5 * time.Minute
-	DefaultPLEGFallbackRelistPeriod         = time.Second
-	DefaultPLEGHealthThreshold              = 3 * time.Minute
+	DefaultNodeLeaseDurationSeconds          = 40
+	DefaultNodeStatusUpdateFrequency         = 10 * time.Second
+	DefaultNodeStatusReportFrequency         = 5 * time.Minute
+	DefaultNodeStatusMaxImages               = 50
+	DefaultContainerRuntimeEndpoint          = "unix:///run/containerd/containerd.sock"
+	DefaultContainerRuntimeNamespace         = "k8s.io"
+	DefaultMaxPods                           = 110
+	DefaultEvictionPressureTransitionPeriod  = 5 * time.Minute
+	DefaultHealthzBindAddress                = "127.0.0.1"
+	DefaultHealthzPort                       = 10266
+	DefaultKubeconfig                        = "/etc/nodeagent/kubeconfig"
+	DefaultAddress                           = "0.0.0.0"
+	DefaultPort                              = 10250
+	DefaultAuthenticationWebhookCacheTTL     = 2 * time.Minute
+	DefaultAuthorizationCacheAuthorizedTTL   = 5 * time.Minute
+	DefaultAuthorizationCacheUnauthorizedTTL = 30 * time.Second
+	DefaultContainerLogMaxSize               = "10Mi"
+	DefaultContainerLogMaxFiles              = 5
+	DefaultRootDir                           = "/var/lib/nodeagent"
+	DefaultLoggingFormat                     = "text"
+	DefaultPLEGRelistPeriod                  = 5 * time.Minute
+	DefaultPLEGFallbackRelistPeriod          = time.Second
+	DefaultPLEGHealthThreshold               = 3 * time.Minute
 
 	// DefaultConfigPath and DefaultStaticPodPath are what the packages
 	// install; they are not defaults of the fields (staticPodPath defaults
@@ -67,13 +74,27 @@ func Default() *NodeAgentConfiguration {
 		EvictionPressureTransitionPeriod: metav1.Duration{Duration: DefaultEvictionPressureTransitionPeriod},
 		HealthzBindAddress:               DefaultHealthzBindAddress,
 		HealthzPort:                      DefaultHealthzPort,
-		NodeLabels:                       map[string]string{},
-		RegisterWithTaints:               []v1.Taint{},
-		ProviderID:                       "",
-		NodeIP:                           "",
-		HostnameOverride:                 "",
-		Kubeconfig:                       DefaultKubeconfig,
-		RootDir:                          DefaultRootDir,
+		Address:                          DefaultAddress,
+		Port:                             DefaultPort,
+		Authentication: NodeAPIAuthentication{
+			Webhook: NodeAPIWebhookAuthentication{Enabled: true, CacheTTL: metav1.Duration{Duration: DefaultAuthenticationWebhookCacheTTL}},
+		},
+		Authorization: NodeAPIAuthorization{
+			Mode: AuthorizationModeWebhook,
+			Webhook: NodeAPIWebhookAuthorization{
+				CacheAuthorizedTTL:   metav1.Duration{Duration: DefaultAuthorizationCacheAuthorizedTTL},
+				CacheUnauthorizedTTL: metav1.Duration{Duration: DefaultAuthorizationCacheUnauthorizedTTL},
+			},
+		},
+		ContainerLogMaxSize:  DefaultContainerLogMaxSize,
+		ContainerLogMaxFiles: DefaultContainerLogMaxFiles,
+		NodeLabels:           map[string]string{},
+		RegisterWithTaints:   []v1.Taint{},
+		ProviderID:           "",
+		NodeIP:               "",
+		HostnameOverride:     "",
+		Kubeconfig:           DefaultKubeconfig,
+		RootDir:              DefaultRootDir,
 		Logging: LoggingConfiguration{
 			Format:    DefaultLoggingFormat,
 			Verbosity: 0,
