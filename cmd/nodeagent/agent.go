@@ -125,6 +125,9 @@ type agent struct {
 	pl         atomic.Pointer[pleg.PLEG]
 	registered atomic.Bool
 	started    time.Time
+	// containerLogger is the agent's own executable, which the shim runs
+	// as each container's log writer.
+	containerLogger string
 }
 
 func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
@@ -155,6 +158,9 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	a := &agent{
 		cfg: cfg, loadOpts: loadOpts, log: log, level: level, clock: clock.RealClock{},
 		base: base, nodeName: nodeName, reg: reg, client: client, started: time.Now(),
+	}
+	if a.containerLogger, err = os.Executable(); err != nil {
+		return nil, fmt.Errorf("container log writer: the agent's own executable: %w", err)
 	}
 	a.hb, err = heartbeat.New(heartbeat.Options{
 		NodeName:          nodeName,

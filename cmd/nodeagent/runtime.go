@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods"
@@ -24,6 +25,11 @@ func (a *agent) connectRuntime(ctx context.Context) {
 			Address:   a.cfg.ContainerRuntimeEndpoint,
 			Namespace: a.cfg.ContainerRuntimeNamespace,
 			Logger:    log,
+			// The agent's own binary writes each container's log (CRI
+			// format, rotation), started by the shim so that it
+			// outlives the agent.
+			ContainerLogger: a.containerLogger,
+			LogRotation:     crilog.Rotation{MaxSize: a.cfg.ContainerLogMaxBytes(), MaxFiles: int(a.cfg.ContainerLogMaxFiles)},
 		})
 		if err == nil {
 			var v runtime.Version

@@ -1,0 +1,158 @@
+package crilog
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// writeLog writes n numbered lines through a Writer that rotates every few
+// lines; the fake clock stamps line i at base+(i+1)ms.
+func writeLog(t *testing.T, n int, rot Rotation) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "0.log")
+	w, err := OpenWriter(p, rot, fakeNow(), func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in strings.Builder
+	for i := range n {
+		fmt.Fprintf(&in, "l%02d\n", i)
+	}
+	if err := w.Copy(strings.NewReader(in.String()), Stdout); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	return p
+}
+
+func lines(from, to int) string {
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, "l%02d\n", i)
+	}
+	return b.String()
+}
+
+func TestReadLogs(t *testing.T) {
+	// 40-byte records, 5 per file, 10 files: everything is kept.
+	p := writeLog(t, 50, Rotation{MaxSize: 200, MaxFiles: 20})
+	if r, _ := RotatedFiles(p); len(r) != 9 {
+		t.Fatalf("rotated %q", r)
+	}
+	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		opts ReadOptions
+		want string
+	}{
+		{"all", ReadOptions{TailLines: -1}, lines(0, 50)},
+		{"tail within the live file", ReadOptions{TailLines: 3}, lines(47, 50)},
+		{"tail across files", ReadOptions{TailLines: 12}, lines(38, 50)},
+		{"tail more than there is", ReadOptions{TailLines: 500}, lines(0, 50)},
+		{"tail 0", ReadOptions{TailLines: 0}, ""},
+		{"since", ReadOptions{TailLines: -1, Since: base.Add(41 * time.Millisecond)}, lines(40, 50)},
+		{"since and tail", ReadOptions{TailLines: 5, Since: base.Add(48 * time.Millisecond)}, lines(47, 50)},
+		{"limit bytes", ReadOptions{TailLines: -1, LimitBytes: 10}, "l00\nl01\nl0"},
+		{"timestamps", ReadOptions{TailLines: 1, Timestamps: true}, "2026-11-22T10:00:00.05Z l49\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := ReadLogs(context.Background(), p, tc.opts, &buf, nil); err != nil {
+				t.Fatal(err)
+			}
+			if buf.String() != tc.want {
+				t.Fatalf("got %q, want %q", buf.String(), tc.want)
+			}
+		})
+	}
+	if err := ReadLogs(context.Background(), filepath.Join(t.TempDir(), "none.log"), ReadOptions{TailLines: -1}, &bytes.Buffer{}, nil); !os.IsNotExist(err) && !strings.Contains(fmt.Sprint(err), "no such file") {
+		t.Fatalf("missing log: %v", err)
+	}
+}
+
+func TestReadPartialLines(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "0.log")
+	long := strings.Repeat("y", MaxLineSize+5)
+	w, _ := OpenWriter(p, Rotation{}, fakeNow(), nil)
+	_ = w.Copy(strings.NewReader(long+"\nshort\n"), Stdout)
+	w.Close()
+	var buf bytes.Buffer
+	if err := ReadLogs(context.Background(), p, ReadOptions{TailLines: -1}, &buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != long+"\nshort\n" {
+		t.Fatalf("partial lines not joined: %d bytes", buf.Len())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a poller.
+type syncBuffer struct {
+	mu  chan struct{}
+	buf bytes.Buffer
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{mu: make(chan struct{}, 1)} }
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.Write(p)
+}
+func (b *syncBuffer) String() string {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.String()
+}
+
+// A follow sees lines as they are written, across rotations, and ends once
+// the container no longer runs.
+func TestFollow(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "0.log")
+	w, err := OpenWriter(p, Rotation{MaxSize: 300, MaxFiles: 3}, nil, func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Copy(strings.NewReader("before\n"), Stdout)
+	var run atomic.Bool
+	run.Store(true)
+	out := newSyncBuffer()
+	done := make(chan error, 1)
+	go func() {
+		done <- ReadLogs(context.Background(), p, ReadOptions{Follow: true, TailLines: -1}, out, run.Load)
+	}()
+	want := "before\n"
+	for i := range 30 {
+		line := fmt.Sprintf("follow %02d", i)
+		start := time.Now()
+		_ = w.Copy(strings.NewReader(line+"\n"), Stdout)
+		want += line + "\n"
+		for !strings.HasSuffix(out.String(), line+"\n") {
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("line %d not followed; have %q", i, out.String())
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	w.Close()
+	if r, _ := RotatedFiles(p); len(r) != 2 {
+		t.Fatalf("no rotation happened: %q", r)
+	}
+	run.Store(false)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * followIdle):
+		t.Fatal("follow did not end after the container stopped")
+	}
+	if out.String() != want {
+		t.Fatalf("followed %q, want %q", out.String(), want)
+	}
+}
