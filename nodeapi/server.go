@@ -164,14 +164,30 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 // Run listens and serves until ctx ends. ready, when not nil, receives the
 // listener's address once it listens.
 func (s *Server) Run(ctx context.Context, ready func(net.Addr)) error {
-	addr := net.JoinHostPort(s.opts.Address, strconv.Itoa(s.opts.Port))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := s.Listen()
 	if err != nil {
-		return fmt.Errorf("nodeapi: listen %s: %w", addr, err)
+		return err
 	}
 	if ready != nil {
 		ready(ln.Addr())
 	}
+	return s.Serve(ctx, ln)
+}
+
+// Listen opens the server's address (so that a port in use fails the
+// agent's start, as kubelet's does).
+func (s *Server) Listen() (net.Listener, error) {
+	addr := net.JoinHostPort(s.opts.Address, strconv.Itoa(s.opts.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("nodeapi: listen %s: %w (set port to a free port, or 0 to disable the node API)", addr, err)
+	}
+	return ln, nil
+}
+
+// Serve serves HTTPS on ln until ctx ends; open requests (log follows) are
+// cut then.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		TLSConfig:         s.tls,

@@ -128,6 +128,8 @@ type agent struct {
 	// containerLogger is the agent's own executable, which the shim runs
 	// as each container's log writer.
 	containerLogger string
+	// apiPods is the node API's view of the pods (see nodeapi.go).
+	apiPods apiPods
 }
 
 func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
@@ -159,6 +161,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		cfg: cfg, loadOpts: loadOpts, log: log, level: level, clock: clock.RealClock{},
 		base: base, nodeName: nodeName, reg: reg, client: client, started: time.Now(),
 	}
+	a.apiPods.a = a
 	if a.containerLogger, err = os.Executable(); err != nil {
 		return nil, fmt.Errorf("container log writer: the agent's own executable: %w", err)
 	}
@@ -192,6 +195,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		Taints:                           cfg.RegisterWithTaints,
 		ProviderID:                       cfg.ProviderID,
 		AgentVersion:                     version,
+		KubeletPort:                      cfg.Port,
 		PLEGHealthy:                      a.plegHealthy,
 	}
 	if cfg.ContainerRuntimeEndpoint != "" {
@@ -247,6 +251,13 @@ func (a *agent) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	api, apiListener, err := a.newNodeAPI()
+	if err != nil {
+		if srv != nil {
+			_ = srv.Close()
+		}
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	goLoop := func(f func(context.Context)) {
@@ -273,6 +284,13 @@ func (a *agent) run(ctx context.Context) error {
 		systemd.RunWatchdog(ctx, a.log.With("component", "watchdog"), a.clock, a.live)
 	})
 	goLoop(a.watchConfig)
+	if api != nil {
+		goLoop(func(ctx context.Context) {
+			if err := api.Serve(ctx, apiListener); err != nil {
+				a.log.Error("node API stopped", "err", err)
+			}
+		})
+	}
 
 	<-ctx.Done()
 	a.log.Info("shutting down")

@@ -100,6 +100,7 @@ func (a *agent) startPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG
 		a.log.Error("cannot start the pod workers", "err", err)
 		return
 	}
+	a.apiPods.use(pm)
 	go func() {
 		if err := pm.Run(ctx); err != nil {
 			a.log.Error("pod workers stopped", "err", err)
