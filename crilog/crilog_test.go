@@ -291,3 +291,54 @@ func TestParseLoggerArgs(t *testing.T) {
 		t.Fatal("a value is not the marker")
 	}
 }
+
+// straddler yields 9-byte lines in chunks that always end mid-line, so the
+// bufio buffer is never empty after a line, then blocks until released.
+type straddler struct {
+	left    int
+	first   bool
+	release chan struct{}
+}
+
+func (s *straddler) Read(p []byte) (int, error) {
+	if s.left <= 0 {
+		<-s.release
+		return 0, io.EOF
+	}
+	chunk := "xxxx\nyyyy"[:]
+	if !s.first {
+		s.first = true
+		chunk = "yyyy"
+	}
+	n := copy(p, chunk)
+	s.left -= n
+	return n, nil
+}
+
+// A stream that never pauses is still written as it comes, not kept in
+// memory until it pauses.
+func TestCopyWritesUnpausedStream(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "0.log")
+	w, err := OpenWriter(p, Rotation{}, fakeNow(), func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &straddler{left: 1 << 20, release: make(chan struct{})}
+	done := make(chan error)
+	go func() { done <- w.Copy(s, Stdout) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := os.Stat(p)
+		if st != nil && st.Size() > 1<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d bytes written while the stream flows", st.Size())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(s.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -27,6 +27,9 @@ const (
 	TagPartial = "P"
 )
 
+// batchSize bounds the records gathered before one write.
+const batchSize = 64 << 10
+
 // rotatedTimeFormat is kubelet's suffix of a rotated log file.
 const rotatedTimeFormat = "20060102-150405"
 
@@ -133,8 +136,9 @@ func (w *Writer) Copy(r io.Reader, stream string) error {
 			batch.add(w.now(), stream, TagFull, line)
 		}
 		// Write once what one read brought in: fewer syscalls under a
-		// flood, and no record waits for more input.
-		if br.Buffered() == 0 || err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+		// flood, and no record waits for more input; a stream that never
+		// pauses is written every batchSize bytes.
+		if br.Buffered() == 0 || len(batch.buf) >= batchSize || err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			w.write(&batch)
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
