@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -156,3 +157,57 @@ func TestFollow(t *testing.T) {
 		t.Fatalf("followed %q, want %q", out.String(), want)
 	}
 }
+
+// How long a line takes from the container's pipe to a follower's output:
+// the logger's write plus the follower's fsnotify wake-up and read. It logs
+// the percentiles (docs/benchmarks.md) and fails only when p99 exceeds 1s.
+func TestFollowLatency(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "0.log")
+	w, err := OpenWriter(p, Rotation{MaxSize: 64 << 10, MaxFiles: 3}, nil, func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = w.Copy(pr, Stdout) }()
+	defer pw.Close()
+	seen := make(chan time.Time, 1)
+	out := writerFunc(func(b []byte) (int, error) {
+		if bytes.Contains(b, []byte("mark")) {
+			seen <- time.Now()
+		}
+		return len(b), nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = ReadLogs(ctx, p, ReadOptions{Follow: true, TailLines: 0}, out, func() bool { return true })
+	}()
+	time.Sleep(50 * time.Millisecond)
+	const n = 300
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		start := time.Now()
+		fmt.Fprintf(pw, "mark %d %s\n", i, strings.Repeat("x", 200))
+		select {
+		case at := <-seen:
+			lat = append(lat, at.Sub(start))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("line %d not followed", i)
+		}
+		time.Sleep(time.Duration(i%7) * time.Millisecond)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p50, p99 := lat[n/2], lat[n*99/100]
+	t.Logf("follow latency over %d lines (with rotations): p50 %s, p99 %s, max %s", n, p50, p99, lat[n-1])
+	if p99 > time.Second {
+		t.Fatalf("p99 %s", p99)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
