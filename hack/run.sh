@@ -63,6 +63,11 @@ kind: NodeAgentConfiguration
 containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS
 rootDir: $agentroot
 staticPodPath: $manifests
+# kubectl logs: the API server's kubelet client certificate is signed by the
+# cluster's CA.
+authentication:
+  x509:
+    clientCAFile: $NODEAGENT_CLUSTER_DIR/pki/ca.crt
 CFG
 
 # The test image, in the namespace the agent uses (its default,

@@ -1,0 +1,307 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pki"
+	"github.com/nodeagent/nodeagent/internal/testenv"
+	"github.com/nodeagent/nodeagent/internal/testimage"
+)
+
+// kubectlOut runs kubectl as cluster admin and returns its output and error.
+func kubectlOut(t *testing.T, env *testenv.Env, args ...string) (string, error) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "_output", "bin", "kubectl"), append([]string{"--kubeconfig", env.AdminKubeconfig}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	return out.String(), err
+}
+
+// waitKubeletPort waits until the Node advertises the agent's node API.
+func (a *agent) waitKubeletPort(ctx context.Context) {
+	a.t.Helper()
+	a.waitNode(ctx, 30*time.Second, "daemonEndpoints.kubeletEndpoint.Port", func(n *corev1.Node) bool {
+		return int(n.Status.DaemonEndpoints.KubeletEndpoint.Port) == a.apiPort
+	})
+}
+
+var timestamped = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z `)
+
+// kubectl logs with its options, through the real API server, for a
+// running container and a crashing, restarted one.
+func TestKubectlLogs(t *testing.T) {
+	t.Parallel()
+	// The API server reaches the node API at the Node's InternalIP: this
+	// host's own address (--kubelet-preferred-address-types), so the
+	// connection stays on the machine.
+	a, _ := readyPodAgent(t, "")
+	ctx := context.Background()
+	a.waitKubeletPort(ctx)
+	name := a.node + "-logs"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  volumes:
+  - name: data
+    emptyDir: {}
+  containers:
+  - name: talk
+    image: %[1]s
+    command: ["sh", "-c", "echo one; echo two >&2; echo three; i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done"]
+  - name: crash
+    image: %[1]s
+    volumeMounts: [{name: data, mountPath: /data}]
+    command: ["sh", "-c", "n=$(cat /data/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /data/n; echo attempt $n; exit 3"]
+`, testimage.Ref)), "apply", "-f", "-")
+	p := a.waitPod(ctx, name, 60*time.Second, "talk running and crash restarted twice", func(p *corev1.Pod) bool {
+		ok := 0
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == "talk" && cs.State.Running != nil || cs.Name == "crash" && cs.RestartCount >= 2 {
+				ok++
+			}
+		}
+		return ok == 2
+	})
+	logs := func(args ...string) string {
+		t.Helper()
+		out, err := kubectlOut(t, a.env, append([]string{"logs", name}, args...)...)
+		if err != nil {
+			t.Fatalf("kubectl logs %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	// -c, both streams.
+	all := logs("-c", "talk")
+	for _, want := range []string{"one\n", "two\n", "three\n", "tick 0\n"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("kubectl logs -c talk lacks %q:\n%s", want, all)
+		}
+	}
+	// --tail.
+	if out := logs("-c", "talk", "--tail=1"); !regexp.MustCompile(`^tick \d+\n$`).MatchString(out) {
+		t.Errorf("--tail=1: %q", out)
+	}
+	// --timestamps.
+	for _, l := range strings.Split(strings.TrimSuffix(logs("-c", "talk", "--tail=3", "--timestamps"), "\n"), "\n") {
+		if !timestamped.MatchString(l) {
+			t.Errorf("--timestamps line %q", l)
+		}
+	}
+	// --limit-bytes.
+	if out := logs("-c", "talk", "--limit-bytes=6"); len(out) != 6 {
+		t.Errorf("--limit-bytes=6: %q", out)
+	}
+	// --since: the first lines are older than a second by now.
+	time.Sleep(1500 * time.Millisecond)
+	if out := logs("-c", "talk", "--since=1s"); strings.Contains(out, "one\n") || !strings.Contains(out, "tick ") {
+		t.Errorf("--since=1s: %q", out)
+	}
+	if out := logs("-c", "talk", "--since=1h"); !strings.Contains(out, "one\n") {
+		t.Errorf("--since=1h: %q", out)
+	}
+	// A crashed, restarted container: its latest attempt, and with
+	// --previous the one before (retried if it restarts in between).
+	attemptRE := regexp.MustCompile(`^attempt (\d+)\n$`)
+	num := func(out string) int {
+		m := attemptRE.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("crash log %q", out)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	for try := 0; ; try++ {
+		cur := num(logs("-c", "crash"))
+		prev := num(logs("-c", "crash", "--previous"))
+		if again := num(logs("-c", "crash")); again != cur && try < 5 {
+			continue
+		}
+		if prev != cur-1 {
+			t.Errorf("--previous shows attempt %d, current %d", prev, cur)
+		}
+		break
+	}
+	if out, err := kubectlOut(t, a.env, "logs", name, "-c", "talk", "--previous"); err == nil || !strings.Contains(out, `previous terminated container "talk" in pod "`+name+`" not found`) {
+		t.Errorf("--previous of a never restarted container: %v %q", err, out)
+	}
+
+	// -f streams new lines as they are written.
+	root, _ := testenv.RepoRoot()
+	fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(fctx, filepath.Join(root, "_output", "bin", "kubectl"), "--kubeconfig", a.env.AdminKubeconfig, "logs", "-f", name, "-c", "talk", "--tail=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(out)
+	var ticks []int
+	for len(ticks) < 5 && sc.Scan() {
+		var n int
+		if _, err := fmt.Sscanf(sc.Text(), "tick %d", &n); err != nil {
+			t.Fatalf("followed %q", sc.Text())
+		}
+		ticks = append(ticks, n)
+	}
+	if len(ticks) < 5 {
+		t.Fatalf("kubectl logs -f gave %v (%v)", ticks, sc.Err())
+	}
+	for i := 1; i < len(ticks); i++ {
+		if ticks[i] != ticks[i-1]+1 {
+			t.Errorf("followed ticks %v: not consecutive", ticks)
+		}
+	}
+	_ = p
+}
+
+// nodeClient is an HTTPS client for the agent's node API that trusts its
+// self-signed certificate and presents cert (if any).
+func (a *agent) nodeClient(t *testing.T, cert *tls.Certificate) *http.Client {
+	t.Helper()
+	pem, err := os.ReadFile(filepath.Join(a.rootDir(), "pki", "kubelet.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	cfg := &tls.Config{RootCAs: roots, ServerName: a.node}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+func (a *agent) nodeGet(t *testing.T, c *http.Client, path, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d%s", a.apiPort, path), nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The node API authenticates (client certificates of the cluster CA, bearer
+// tokens by TokenReview) and authorizes (SubjectAccessReview on
+// nodes/proxy) every request, as kubelet.
+func TestNodeAPIAuthentication(t *testing.T) {
+	t.Parallel()
+	env := testenv.Cluster(t)
+	ctx := context.Background()
+	// No containerd: the node API does not need it (the node stays
+	// NotReady, which does not matter here).
+	a := newAgent(t, env, agentOpts{noRuntime: true})
+	a.start()
+	a.waitKubeletPort(ctx)
+
+	ca, err := pki.LoadCA(env.CACert, filepath.Join(env.Dir, "pki", "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFor := func(user string) *tls.Certificate {
+		certPEM, keyPEM, err := ca.Issue(user, []string{"e2e-users"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+	// RBAC: nodes/proxy for one user and one service account.
+	allowedUser, deniedUser := a.node+"-proxy", a.node+"-nobody"
+	ns := "default"
+	allowedSA, deniedSA := a.node+"-proxy", a.node+"-nobody"
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: a.node + "-nodes-proxy"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get", "create"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: a.node + "-nodes-proxy"},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{
+			{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: allowedUser},
+			{Kind: "ServiceAccount", Namespace: ns, Name: allowedSA},
+		}}
+	if _, err := env.Admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = env.Admin.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+	token := func(sa string) string {
+		if _, err := env.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Admin.CoreV1().ServiceAccounts(ns).Delete(context.Background(), sa, metav1.DeleteOptions{}) })
+		tr, err := env.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	goodTok, noRightsTok := token(allowedSA), token(deniedSA)
+
+	logsPath := "/containerLogs/default/no-such-pod/c"
+	for _, tc := range []struct {
+		name  string
+		cert  *tls.Certificate
+		token string
+		path  string
+		code  int
+		body  string
+	}{
+		{"no credentials", nil, "", logsPath, 401, "Unauthorized"},
+		{"invalid token", nil, "not-a-token", logsPath, 401, "Unauthorized"},
+		{"certificate without nodes/proxy", certFor(deniedUser), "", logsPath, 403, "Forbidden (user=" + deniedUser + ", verb=get, resource=nodes, subresource(s)=[proxy])"},
+		{"token without nodes/proxy", nil, noRightsTok, logsPath, 403, "Forbidden (user=system:serviceaccount:default:" + deniedSA},
+		// Authorized: the handler answers (the pod does not exist).
+		{"certificate with nodes/proxy", certFor(allowedUser), "", logsPath, 404, `pod "no-such-pod" does not exist`},
+		{"token with nodes/proxy", nil, goodTok, logsPath, 404, `pod "no-such-pod" does not exist`},
+		{"healthz with nodes/proxy", nil, goodTok, "/healthz", 200, "ok"},
+		{"pods with nodes/proxy", certFor(allowedUser), "", "/pods", 200, `"kind":"PodList"`},
+		{"healthz without rights", certFor(deniedUser), "", "/healthz", 403, "subresource(s)=[healthz proxy]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := a.nodeGet(t, a.nodeClient(t, tc.cert), tc.path, tc.token)
+			if code != tc.code || !strings.Contains(body, tc.body) {
+				t.Fatalf("%d %q, want %d %q", code, body, tc.code, tc.body)
+			}
+		})
+	}
+}
