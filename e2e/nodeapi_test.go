@@ -268,7 +268,9 @@ func TestNodeAPIAuthentication(t *testing.T) {
 		if _, err := env.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = env.Admin.CoreV1().ServiceAccounts(ns).Delete(context.Background(), sa, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = env.Admin.CoreV1().ServiceAccounts(ns).Delete(context.Background(), sa, metav1.DeleteOptions{})
+		})
 		tr, err := env.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -303,5 +305,51 @@ func TestNodeAPIAuthentication(t *testing.T) {
 				t.Fatalf("%d %q, want %d %q", code, body, tc.code, tc.body)
 			}
 		})
+	}
+}
+
+// kubectl exec through the real API server: output of both streams, the
+// exit code, stdin to its end.
+func TestKubectlExec(t *testing.T) {
+	t.Parallel()
+	a, _ := readyPodAgent(t, "")
+	ctx := context.Background()
+	a.waitKubeletPort(ctx)
+	name := a.node + "-exec"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  containers:
+  - name: main
+    image: %s
+    command: ["sleep", "3600"]
+`, testimage.Ref)), "apply", "-f", "-")
+	a.waitPod(ctx, name, 60*time.Second, "running", running)
+	root, _ := testenv.RepoRoot()
+	run := func(stdin string, args ...string) (string, string, int) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(cctx, filepath.Join(root, "_output", "bin", "kubectl"), append([]string{"--kubeconfig", a.env.AdminKubeconfig}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+		}
+		return out.String(), errb.String(), code
+	}
+	if out, errs, code := run("", "exec", name, "-c", "main", "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2; exit 7"); code != 7 || out != "to-stdout\n" || !strings.Contains(errs, "to-stderr") {
+		t.Errorf("exec exit 7: code %d stdout %q stderr %q", code, out, errs)
+	}
+	if out, errs, code := run("line one\nline two\n", "exec", "-i", name, "--", "cat"); code != 0 || out != "line one\nline two\n" {
+		t.Errorf("exec -i cat: code %d stdout %q stderr %q", code, out, errs)
+	}
+	if out, errs, code := run("", "exec", name, "--", "true"); code != 0 || out != "" {
+		t.Errorf("exec true: code %d stdout %q stderr %q", code, out, errs)
+	}
+	if _, errs, code := run("", "exec", name, "--", "no-such-command"); code == 0 {
+		t.Errorf("exec of a missing command succeeded: %q", errs)
 	}
 }

@@ -61,6 +61,8 @@ type Options struct {
 
 	Pods       Pods
 	Containers Containers
+	// Exec runs commands in containers for /exec; nil answers 503.
+	Exec Execer
 	// LogRoot is the directory of pod log directories (rootDir/logs).
 	LogRoot string
 	// Healthy answers /healthz; nil means always healthy.
@@ -155,6 +157,10 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /pods", s.pods)
 	s.mux.HandleFunc("GET /pods/{$}", s.pods)
 	s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	for _, m := range []string{"GET", "POST"} {
+		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
+		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
+	}
 	return s, nil
 }
 

@@ -420,3 +420,49 @@ func TestServeTLSAndFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+type fakeExec struct{ calls atomic.Int32 }
+
+func (f *fakeExec) Exec(context.Context, string, runtime.ExecOptions) (int, error) {
+	f.calls.Add(1)
+	return 0, nil
+}
+
+func TestExecRequests(t *testing.T) {
+	fe := &fakeExec{}
+	e := newTestEnv(t, func(o *Options) { o.Exec = fe })
+	pod := testPod()
+	e.pods.pods = []*v1.Pod{pod}
+	e.conts.cs = []runtime.Container{{ID: "c1", Pod: runtime.PodRef{UID: pod.UID}, Name: "app", State: runtime.StateRunning}}
+	admin := bearer("good-admin")
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		body         string
+	}{
+		{"POST", "/exec/default/web/app?output=1", 400, "command is required"},
+		{"POST", "/exec/default/web/side?command=ls&output=1", 400, `container "side" in pod "web" is not running`},
+		{"POST", "/exec/default/web/nope?command=ls&output=1", 404, `container "nope" not found in pod "web"`},
+		{"POST", "/exec/default/web/other-uid/app?command=ls&output=1", 404, `pod "web" does not exist`},
+		{"POST", "/exec/default/gone/app?command=ls&output=1", 404, `pod "gone" does not exist`},
+		// Streams are negotiated by upgrade: a plain request is refused
+		// by the streaming server, after the container was found.
+		{"POST", "/exec/default/web/app?command=ls&output=1", 400, ""},
+	} {
+		w := e.do(tc.method, tc.path, admin)
+		if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.body) {
+			t.Errorf("%s %s: %d %q, want %d %q", tc.method, tc.path, w.Code, w.Body.String(), tc.code, tc.body)
+		}
+	}
+	if fe.calls.Load() != 0 {
+		t.Errorf("exec ran without streams")
+	}
+	// Exec needs nodes/proxy with verb create (POST).
+	if w := e.do("POST", "/exec/default/web/app?command=ls", bearer("good-pods-reader")); w.Code != 403 || !strings.Contains(w.Body.String(), "verb=create") {
+		t.Errorf("exec without nodes/proxy: %d %q", w.Code, w.Body.String())
+	}
+	noExec := newTestEnv(t, nil)
+	if w := noExec.do("POST", "/exec/default/web/app?command=ls", admin); w.Code != 503 {
+		t.Errorf("exec without a runtime: %d %q", w.Code, w.Body.String())
+	}
+}

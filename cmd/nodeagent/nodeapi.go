@@ -44,6 +44,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		UnauthorizedCacheTTL:   c.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
 		Pods:                   &a.apiPods,
 		Containers:             runtimeContainers{a},
+		Exec:                   runtimeContainers{a},
 		LogRoot:                filepath.Join(c.RootDir, "logs"),
 		Healthy:                a.live,
 		Logger:                 a.base.With("component", "nodeapi", "node", a.nodeName),
@@ -140,4 +141,12 @@ func (r runtimeContainers) ListContainers(ctx context.Context) ([]runtime.Contai
 		return nil, err
 	}
 	return rt.ListContainers(ctx)
+}
+
+func (r runtimeContainers) Exec(ctx context.Context, id string, o runtime.ExecOptions) (int, error) {
+	rt, err := r.a.runtimeOrErr()
+	if err != nil {
+		return 0, err
+	}
+	return rt.Exec(ctx, id, o)
 }
