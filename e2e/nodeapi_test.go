@@ -353,3 +353,70 @@ func TestKubectlExec(t *testing.T) {
 		t.Errorf("exec of a missing command succeeded: %q", errs)
 	}
 }
+
+// kubectl port-forward through the real API server carries HTTP to a port
+// that listens on loopback inside the pod's network namespace.
+func TestKubectlPortForward(t *testing.T) {
+	t.Parallel()
+	a, _ := readyPodAgent(t, "")
+	ctx := context.Background()
+	a.waitKubeletPort(ctx)
+	name := a.node + "-pf"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  containers:
+  - name: web
+    image: %s
+    command: ["sh", "-c", "mkdir -p /tmp/www && echo hello-from-pod > /tmp/www/index.html && exec busybox httpd -f -p 127.0.0.1:8080 -h /tmp/www"]
+`, testimage.Ref)), "apply", "-f", "-")
+	a.waitPod(ctx, name, 60*time.Second, "running", running)
+	root, _ := testenv.RepoRoot()
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(fctx, filepath.Join(root, "_output", "bin", "kubectl"), "--kubeconfig", a.env.AdminKubeconfig,
+		"port-forward", "--address=127.0.0.1", "pod/"+name, ":8080")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	sc := bufio.NewScanner(out)
+	local := ""
+	for sc.Scan() {
+		if m := regexp.MustCompile(`^Forwarding from 127\.0\.0\.1:(\d+) -> 8080`).FindStringSubmatch(sc.Text()); m != nil {
+			local = m[1]
+			break
+		}
+	}
+	if local == "" {
+		t.Fatalf("kubectl port-forward did not start: %v %s", sc.Err(), stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	// The server may need a moment to listen; several connections over
+	// one forward.
+	client := &http.Client{Timeout: 10 * time.Second}
+	for i := 0; i < 3; i++ {
+		var body []byte
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err := client.Get("http://127.0.0.1:" + local + "/index.html")
+			if err == nil {
+				body, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET through port-forward: %v %q; kubectl: %s", err, body, stderr.String())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if string(body) != "hello-from-pod\n" {
+			t.Fatalf("GET %d through port-forward: %q", i, body)
+		}
+	}
+}

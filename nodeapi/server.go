@@ -63,6 +63,9 @@ type Options struct {
 	Containers Containers
 	// Exec runs commands in containers for /exec; nil answers 503.
 	Exec Execer
+	// NetNSDir holds the pods' network namespaces (<dir>/<pod UID>) for
+	// /portForward; default /run/nodeagent/netns.
+	NetNSDir string
 	// LogRoot is the directory of pod log directories (rootDir/logs).
 	LogRoot string
 	// Healthy answers /healthz; nil means always healthy.
@@ -93,6 +96,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.NetNSDir == "" {
+		opts.NetNSDir = "/run/nodeagent/netns"
 	}
 	if opts.Pods == nil {
 		return nil, errors.New("nodeapi: pods are required")
@@ -160,6 +166,8 @@ func New(opts Options) (*Server, error) {
 	for _, m := range []string{"GET", "POST"} {
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
+		s.mux.HandleFunc(m+" /portForward/{namespace}/{pod}", s.portForward)
+		s.mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
 	}
 	return s, nil
 }
