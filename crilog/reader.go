@@ -28,6 +28,9 @@ type ReadOptions struct {
 	Since time.Time
 	// Timestamps prefixes every record with its RFC3339Nano timestamp.
 	Timestamps bool
+	// Stderr, when set, receives the stderr records (out then receives
+	// only stdout's); LimitBytes counts both.
+	Stderr io.Writer
 }
 
 // errLimit ends a read that reached LimitBytes.
@@ -202,7 +205,11 @@ func (s *sink) line(l []byte) error {
 		buf = buf[:s.opts.LimitBytes-s.written]
 		limited = true
 	}
-	n, err := s.out.Write(buf)
+	w := s.out
+	if s.opts.Stderr != nil && r.Stream == Stderr {
+		w = s.opts.Stderr
+	}
+	n, err := w.Write(buf)
 	s.written += int64(n)
 	if err != nil {
 		return fmt.Errorf("crilog: write: %w", err)

@@ -211,3 +211,18 @@ func TestFollowLatency(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+func TestReadLogsSeparateStreams(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "0.log")
+	w, _ := OpenWriter(p, Rotation{}, fakeNow(), nil)
+	_ = w.Copy(strings.NewReader("out 1\nout 2\n"), Stdout)
+	_ = w.Copy(strings.NewReader("err 1\n"), Stderr)
+	w.Close()
+	var out, errb bytes.Buffer
+	if err := ReadLogs(context.Background(), p, ReadOptions{TailLines: -1, Stderr: &errb}, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "out 1\nout 2\n" || errb.String() != "err 1\n" {
+		t.Fatalf("stdout %q stderr %q", out.String(), errb.String())
+	}
+}

@@ -180,6 +180,35 @@ func TestKubectlLogs(t *testing.T) {
 		}
 	}
 	_ = p
+
+	// kubectl attach streams the running container's output from now on.
+	actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+	defer acancel()
+	att := exec.CommandContext(actx, filepath.Join(root, "_output", "bin", "kubectl"), "--kubeconfig", a.env.AdminKubeconfig, "attach", name, "-c", "talk")
+	aout, err := att.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aerr bytes.Buffer
+	att.Stderr = &aerr
+	if err := att.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { acancel(); _ = att.Wait() }()
+	asc := bufio.NewScanner(aout)
+	var attached []string
+	for len(attached) < 3 && asc.Scan() {
+		attached = append(attached, asc.Text())
+	}
+	if len(attached) < 3 {
+		t.Fatalf("kubectl attach gave %q (%v; %s)", attached, asc.Err(), aerr.String())
+	}
+	for _, l := range attached {
+		var n int
+		if _, err := fmt.Sscanf(l, "tick %d", &n); err != nil || n < ticks[0] {
+			t.Errorf("attached line %q: want ticks from now on (after %d)", l, ticks[0])
+		}
+	}
 }
 
 // nodeClient is an HTTPS client for the agent's node API that trusts its

@@ -166,6 +166,8 @@ func New(opts Options) (*Server, error) {
 	for _, m := range []string{"GET", "POST"} {
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
+		s.mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.attach)
+		s.mux.HandleFunc(m+" /attach/{namespace}/{pod}/{uid}/{container}", s.attach)
 		s.mux.HandleFunc(m+" /portForward/{namespace}/{pod}", s.portForward)
 		s.mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
 	}

@@ -445,6 +445,8 @@ func TestExecRequests(t *testing.T) {
 		{"POST", "/exec/default/web/nope?command=ls&output=1", 404, `container "nope" not found in pod "web"`},
 		{"POST", "/exec/default/web/other-uid/app?command=ls&output=1", 404, `pod "web" does not exist`},
 		{"POST", "/exec/default/gone/app?command=ls&output=1", 404, `pod "gone" does not exist`},
+		{"POST", "/attach/default/web/side?output=1", 400, `container "side" in pod "web" is not running`},
+		{"POST", "/attach/default/web/app?output=1", 400, `container "app" in pod "web" has no log to attach to`},
 		// Streams are negotiated by upgrade: a plain request is refused
 		// by the streaming server, after the container was found.
 		{"POST", "/exec/default/web/app?command=ls&output=1", 400, ""},
