@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -447,5 +449,133 @@ func TestKubectlPortForward(t *testing.T) {
 		if string(body) != "hello-from-pod\n" {
 			t.Fatalf("GET %d through port-forward: %q", i, body)
 		}
+	}
+}
+
+// agentGoroutines and agentFDs read the agent's goroutine count (from its
+// /metrics) and open file descriptors.
+func (a *agent) goroutinesAndFDs(t *testing.T) (int, int) {
+	t.Helper()
+	_, body := a.get("/metrics")
+	m := regexp.MustCompile(`(?m)^go_goroutines (\d+)$`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no go_goroutines in /metrics")
+	}
+	g, _ := strconv.Atoi(m[1])
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", a.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, len(fds)
+}
+
+// 20 concurrent execs and 100 concurrent log follows leave no goroutine or
+// file descriptor behind in the agent.
+func TestNodeAPIStreamsLeaveNothingBehind(t *testing.T) {
+	t.Parallel()
+	a, _ := readyPodAgent(t, "")
+	ctx := context.Background()
+	a.waitKubeletPort(ctx)
+	name := a.node + "-load"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  containers:
+  - name: talk
+    image: %s
+    command: ["sh", "-c", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.1; done"]
+`, testimage.Ref)), "apply", "-f", "-")
+	a.waitPod(ctx, name, 60*time.Second, "running", running)
+	// Warm up: one exec and one follow, so that lazily started machinery
+	// (connections to the API server, containerd streams) is in the
+	// baseline.
+	root, _ := testenv.RepoRoot()
+	kubectlBin := filepath.Join(root, "_output", "bin", "kubectl")
+	execOnce := func() error {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(cctx, kubectlBin, "--kubeconfig", a.env.AdminKubeconfig, "exec", name, "--", "echo", "hi").CombinedOutput()
+		if err != nil || string(out) != "hi\n" {
+			return fmt.Errorf("exec: %v %q", err, out)
+		}
+		return nil
+	}
+	if err := execOnce(); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.LoadCA(a.env.CACert, filepath.Join(a.env.Dir, "pki", "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Issue("e2e-admin", []string{"system:masters"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := a.nodeClient(t, &cert)
+	// follow reads a follow's first line, calls reading, then keeps
+	// reading until fctx ends.
+	follow := func(fctx context.Context, reading func()) error {
+		req, _ := http.NewRequestWithContext(fctx, "GET", fmt.Sprintf("https://127.0.0.1:%d/containerLogs/default/%s/talk?follow=true&tailLines=1", a.apiPort, name), nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			reading()
+			return err
+		}
+		defer resp.Body.Close()
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "tick " {
+			reading()
+			return fmt.Errorf("follow read %q: %v", buf, err)
+		}
+		reading()
+		_, err = io.Copy(io.Discard, resp.Body)
+		if fctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("follow ended before it was cancelled: %v", err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	go func() { _ = follow(wctx, func() { wcancel() }) }()
+	<-wctx.Done()
+	client.CloseIdleConnections()
+	time.Sleep(2 * time.Second)
+	g0, fd0 := a.goroutinesAndFDs(t)
+
+	const execs, follows = 20, 100
+	errs := make(chan error, execs+follows)
+	fctx, fcancel := context.WithCancel(ctx)
+	var started sync.WaitGroup
+	for range follows {
+		started.Add(1)
+		go func() { errs <- follow(fctx, started.Done) }()
+	}
+	for range execs {
+		go func() { errs <- execOnce() }()
+	}
+	started.Wait() // every follow has read its first line
+	g1, fd1 := a.goroutinesAndFDs(t)
+	fcancel()
+	client.CloseIdleConnections()
+	for range execs + follows {
+		if err := <-errs; err != nil && !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	}
+	t.Logf("agent under load: %d goroutines, %d fds (baseline %d, %d)", g1, fd1, g0, fd0)
+	if g1 < g0+follows {
+		t.Errorf("only %d goroutines with %d follows open: the load did not reach the agent", g1, follows)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		g2, fd2 := a.goroutinesAndFDs(t)
+		if g2 <= g0+5 && fd2 <= fd0+2 {
+			t.Logf("after: %d goroutines, %d fds", g2, fd2)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left behind: %d goroutines (baseline %d), %d fds (baseline %d)", g2, g0, fd2, fd0)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
