@@ -9,29 +9,22 @@ import (
 
 // Default values; the kubelet's where the field has the same meaning.
 const (
-	DefaultNodeLeaseDurationSeconds          = 40
-	DefaultNodeStatusUpdateFrequency         = 10 * time.Second
-	DefaultNodeStatusReportFrequency         = 5 * time.Minute
-	DefaultNodeStatusMaxImages               = 50
-	DefaultContainerRuntimeEndpoint          = "unix:///run/containerd/containerd.sock"
-	DefaultContainerRuntimeNamespace         = "k8s.io"
-	DefaultMaxPods                           = 110
-	DefaultEvictionPressureTransitionPeriod  = 5 * time.Minute
-	DefaultHealthzBindAddress                = "127.0.0.1"
-	DefaultHealthzPort                       = 10266
-	DefaultKubeconfig                        = "/etc/nodeagent/kubeconfig"
-	DefaultAddress                           = "0.0.0.0"
-	DefaultPort                              = 10250
-	DefaultAuthenticationWebhookCacheTTL     = 2 * time.Minute
-	DefaultAuthorizationCacheAuthorizedTTL   = 5 * time.Minute
-	DefaultAuthorizationCacheUnauthorizedTTL = 30 * time.Second
-	DefaultContainerLogMaxSize               = "10Mi"
-	DefaultContainerLogMaxFiles              = 5
-	DefaultRootDir                           = "/var/lib/nodeagent"
-	DefaultLoggingFormat                     = "text"
-	DefaultPLEGRelistPeriod                  = 5 * time.Minute
-	DefaultPLEGFallbackRelistPeriod          = time.Second
-	DefaultPLEGHealthThreshold               = 3 * time.Minute
+	DefaultNodeLeaseDurationSeconds         = 40
+	DefaultNodeStatusUpdateFrequency        = 10 * time.Second
+	DefaultNodeStatusReportFrequency        = 5 * time.Minute
+	DefaultNodeStatusMaxImages              = 50
+	DefaultContainerRuntimeEndpoint         = "unix:///run/containerd/containerd.sock"
+	DefaultContainerRuntimeNamespace        = "k8s.io"
+	DefaultMaxPods                          = 110
+	DefaultEvictionPressureTransitionPeriod = 5 * time.Minute
+	DefaultHealthzBindAddress               = "127.0.0.1"
+	DefaultHealthzPort                      = 10266
+	DefaultKubeconfig                       = "/etc/nodeagent/kubeconfig"
+	DefaultRootDir                          = "/var/lib/nodeagent"
+	DefaultLoggingFormat                    = "text"
+	DefaultPLEGRelistPeriod                 = 5 * time.Minute
+	DefaultPLEGFallbackRelistPeriod         = time.Second
+	DefaultPLEGHealthThreshold              = 3 * time.Minute
 
 	// DefaultConfigPath and DefaultStaticPodPath are what the packages
 	// install; they are not defaults of the fields (staticPodPath defaults
@@ -43,6 +36,17 @@ const (
 	// --node-monitor-grace-period: a node whose Lease is older than this is
 	// marked NotReady (Ready=Unknown).
 	ControlPlaneGracePeriod = 40 * time.Second
+)
+
+// Defaults of the node API and container log fields (kubelet's).
+const (
+	DefaultAddress                           = "0.0.0.0"
+	DefaultPort                              = 10250
+	DefaultAuthenticationWebhookCacheTTL     = 2 * time.Minute
+	DefaultAuthorizationCacheAuthorizedTTL   = 5 * time.Minute
+	DefaultAuthorizationCacheUnauthorizedTTL = 30 * time.Second
+	DefaultContainerLogMaxSize               = "10Mi"
+	DefaultContainerLogMaxFiles              = 5
 )
 
 // DefaultEvictionHard returns kubelet's default hard eviction thresholds on
@@ -58,7 +62,7 @@ func DefaultEvictionHard() map[string]string {
 
 // Default returns a complete, valid configuration with every default set.
 func Default() *NodeAgentConfiguration {
-	return &NodeAgentConfiguration{
+	c := &NodeAgentConfiguration{
 		TypeMeta:                         metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
 		NodeLeaseDurationSeconds:         DefaultNodeLeaseDurationSeconds,
 		NodeStatusUpdateFrequency:        metav1.Duration{Duration: DefaultNodeStatusUpdateFrequency},
@@ -74,27 +78,13 @@ func Default() *NodeAgentConfiguration {
 		EvictionPressureTransitionPeriod: metav1.Duration{Duration: DefaultEvictionPressureTransitionPeriod},
 		HealthzBindAddress:               DefaultHealthzBindAddress,
 		HealthzPort:                      DefaultHealthzPort,
-		Address:                          DefaultAddress,
-		Port:                             DefaultPort,
-		Authentication: NodeAPIAuthentication{
-			Webhook: NodeAPIWebhookAuthentication{Enabled: true, CacheTTL: metav1.Duration{Duration: DefaultAuthenticationWebhookCacheTTL}},
-		},
-		Authorization: NodeAPIAuthorization{
-			Mode: AuthorizationModeWebhook,
-			Webhook: NodeAPIWebhookAuthorization{
-				CacheAuthorizedTTL:   metav1.Duration{Duration: DefaultAuthorizationCacheAuthorizedTTL},
-				CacheUnauthorizedTTL: metav1.Duration{Duration: DefaultAuthorizationCacheUnauthorizedTTL},
-			},
-		},
-		ContainerLogMaxSize:  DefaultContainerLogMaxSize,
-		ContainerLogMaxFiles: DefaultContainerLogMaxFiles,
-		NodeLabels:           map[string]string{},
-		RegisterWithTaints:   []v1.Taint{},
-		ProviderID:           "",
-		NodeIP:               "",
-		HostnameOverride:     "",
-		Kubeconfig:           DefaultKubeconfig,
-		RootDir:              DefaultRootDir,
+		NodeLabels:                       map[string]string{},
+		RegisterWithTaints:               []v1.Taint{},
+		ProviderID:                       "",
+		NodeIP:                           "",
+		HostnameOverride:                 "",
+		Kubeconfig:                       DefaultKubeconfig,
+		RootDir:                          DefaultRootDir,
 		Logging: LoggingConfiguration{
 			Format:    DefaultLoggingFormat,
 			Verbosity: 0,
@@ -106,6 +96,24 @@ func Default() *NodeAgentConfiguration {
 			EventSources:         []string{EventSourceCgroups, EventSourceContainerd},
 		},
 	}
+	setNodeAPIDefaults(c)
+	return c
+}
+
+// setNodeAPIDefaults sets the node API's and the container logs' defaults.
+func setNodeAPIDefaults(c *NodeAgentConfiguration) {
+	c.Address, c.Port = DefaultAddress, DefaultPort
+	c.Authentication = NodeAPIAuthentication{
+		Webhook: NodeAPIWebhookAuthentication{Enabled: true, CacheTTL: metav1.Duration{Duration: DefaultAuthenticationWebhookCacheTTL}},
+	}
+	c.Authorization = NodeAPIAuthorization{
+		Mode: AuthorizationModeWebhook,
+		Webhook: NodeAPIWebhookAuthorization{
+			CacheAuthorizedTTL:   metav1.Duration{Duration: DefaultAuthorizationCacheAuthorizedTTL},
+			CacheUnauthorizedTTL: metav1.Duration{Duration: DefaultAuthorizationCacheUnauthorizedTTL},
+		},
+	}
+	c.ContainerLogMaxSize, c.ContainerLogMaxFiles = DefaultContainerLogMaxSize, DefaultContainerLogMaxFiles
 }
 
 // RenewInterval is how often the Lease is renewed: a quarter of its
