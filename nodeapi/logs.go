@@ -181,8 +181,8 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	path := filepath.Join(dir, strconv.FormatUint(uint64(attempt), 10)+".log")
 	running := func() bool { return s.running(r.Context(), pod, cname, attempt) }
-	if !opts.Follow || previous {
-		opts.Follow = false
+	if previous {
+		opts.Follow = false // a terminated attempt has nothing more to say
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	var out io.Writer = w
