@@ -38,6 +38,7 @@ var fieldDocs = []FieldDoc{
 	{"port", "Port of the node API, advertised in the Node's status.daemonEndpoints.kubeletEndpoint; 0 disables it (nodeagent allows 0; kubelet does not)."},
 	{"tlsCertFile", "Serving certificate (PEM, with intermediates) of the node API. Empty, with tlsPrivateKeyFile empty: a self-signed certificate for the node's name and addresses is created and kept in rootDir/pki (kubelet.crt, kubelet.key), as kubelet does."},
 	{"tlsPrivateKeyFile", "Private key (PEM) of tlsCertFile."},
+	{"serverTLSBootstrap", "Without tlsCertFile: request the node API's serving certificate from the certificates API (signer kubernetes.io/kubelet-serving, the Node's addresses as SANs), kept in rootDir/pki/kubelet-server-current.pem and renewed at 70–90% of its lifetime. Serving CSRs must be approved (`kubectl certificate approve`, or an approver controller); the self-signed certificate is served until then."},
 	{"authentication.x509.clientCAFile", "CA bundle (PEM) that signs client certificates accepted by the node API; the user is the certificate's CN and the groups its O. Empty disables client-certificate authentication. The API server's --kubelet-client-certificate must be signed by one of these CAs."},
 	{"authentication.webhook.enabled", "Authenticate bearer tokens with the API server's TokenReview API."},
 	{"authentication.webhook.cacheTTL", "How long TokenReview answers are cached; 0 disables the cache."},

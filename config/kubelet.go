@@ -30,6 +30,7 @@ var kubeletSupported = map[string]bool{
 	"port":                             true,
 	"tlsCertFile":                      true,
 	"tlsPrivateKeyFile":                true,
+	"serverTLSBootstrap":               true,
 	"authentication":                   true,
 	"authorization":                    true,
 	"containerLogMaxSize":              true,

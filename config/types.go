@@ -83,6 +83,9 @@ type NodeAgentConfiguration struct {
 	// rootDir/pki.
 	TLSCertFile       string `json:"tlsCertFile"`
 	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile"`
+	// ServerTLSBootstrap requests the serving certificate from the
+	// certificates API (when tlsCertFile is not set).
+	ServerTLSBootstrap bool `json:"serverTLSBootstrap"`
 	// Authentication and Authorization of node API requests, as kubelet's.
 	Authentication NodeAPIAuthentication `json:"authentication"`
 	Authorization  NodeAPIAuthorization  `json:"authorization"`

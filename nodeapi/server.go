@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -46,6 +47,14 @@ type Options struct {
 	TLSCertFile, TLSPrivateKeyFile string
 	CertDir                        string
 	Hosts                          []string // the node's names and IPs
+	// ServerTLSBootstrap (without TLSCertFile) requests the serving
+	// certificate from the certificates API (signer
+	// kubernetes.io/kubelet-serving) for the Node's addresses, stores it in
+	// CertDir and renews it at 70–90% of its lifetime; the self-signed one
+	// is served until the first is issued. Node returns the Node as last
+	// seen.
+	ServerTLSBootstrap bool
+	Node               func() *v1.Node
 
 	// ClientCAFile verifies client certificates; "" accepts none.
 	ClientCAFile string
@@ -83,6 +92,8 @@ type Server struct {
 	authz *authorizer
 	mux   *http.ServeMux
 	tls   *tls.Config
+	certs *servingCerts
+	boot  *bootstrapper // nil: the certificate does not change
 }
 
 // New validates the options, loads or creates the serving certificate and
@@ -149,8 +160,17 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("nodeapi: %w", err)
 		}
 	}
+	s.certs = &servingCerts{}
+	s.certs.cur.Store(&cert)
+	if opts.ServerTLSBootstrap && opts.TLSCertFile == "" {
+		if opts.Client == nil || opts.Node == nil {
+			return nil, errors.New("nodeapi: serverTLSBootstrap needs an API client and the Node")
+		}
+		s.boot = &bootstrapper{client: opts.Client, nodeName: opts.NodeName, dir: opts.CertDir, node: opts.Node,
+			certs: s.certs, clock: opts.Clock, log: s.log.With("component", "servingcert"), rand: rand.Float64}
+	}
 	s.tls = &tls.Config{
-		Certificates: []tls.Certificate{cert},
+		GetCertificate: s.certs.get,
 		// Verified by the authenticator, so that a bad certificate gets
 		// a 401 like kubelet's rather than a failed handshake.
 		ClientAuth: tls.RequestClientCert,
@@ -210,6 +230,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	if s.boot != nil {
+		go s.boot.run(ctx)
 	}
 	go func() {
 		<-ctx.Done()

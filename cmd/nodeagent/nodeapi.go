@@ -32,6 +32,8 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		Port:                   int(c.Port),
 		TLSCertFile:            c.TLSCertFile,
 		TLSPrivateKeyFile:      c.TLSPrivateKeyFile,
+		ServerTLSBootstrap:     c.ServerTLSBootstrap,
+		Node:                   a.ns.Node,
 		CertDir:                filepath.Join(c.RootDir, "pki"),
 		Hosts:                  hosts,
 		ClientCAFile:           c.Authentication.X509.ClientCAFile,
