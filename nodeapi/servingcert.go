@@ -32,7 +32,9 @@ const servingCertFile = "kubelet-server-current.pem"
 
 // servingCerts holds the certificate the server presents; it can change
 // while the server runs (TLS handshakes read it).
-type servingCerts struct{ cur atomic.Pointer[tls.Certificate] }
+type servingCerts struct {
+	cur atomic.Pointer[tls.Certificate]
+}
 
 func (s *servingCerts) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	if c := s.cur.Load(); c != nil {
