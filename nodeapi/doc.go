@@ -33,8 +33,11 @@
 //
 // Serving certificate: Options.TLSCertFile/TLSPrivateKeyFile, else a
 // self-signed certificate for the node's names and addresses kept in
-// Options.CertDir (kubelet.crt, kubelet.key), reused while valid. The
-// certificates API (serverTLSBootstrap) is not implemented yet.
+// Options.CertDir (kubelet.crt, kubelet.key), reused while valid. With
+// Options.ServerTLSBootstrap, a certificate from the certificates API
+// (kubernetes.io/kubelet-serving) replaces the self-signed one once issued
+// and is renewed at 70–90% of its lifetime; a new certificate applies to
+// new connections, open ones (a log follow) keep theirs.
 //
 // # What it assumes
 //
