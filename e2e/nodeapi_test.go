@@ -702,3 +702,64 @@ func TestServingCertificateBootstrap(t *testing.T) {
 		t.Errorf("issued certificate not stored: %v", err)
 	}
 }
+
+// With a small containerLogMaxSize, a container that writes a lot keeps at
+// most containerLogMaxFiles files of at most that size, and kubectl logs
+// reads the newest lines across them.
+func TestKubectlLogsAcrossRotation(t *testing.T) {
+	t.Parallel()
+	a, _ := readyPodAgent(t, "containerLogMaxSize: 64Ki\ncontainerLogMaxFiles: 3\n")
+	ctx := context.Background()
+	a.waitKubeletPort(ctx)
+	name := a.node + "-rot"
+	const lines = 20000 // ~1.2 MB of records: many rotations
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  restartPolicy: Never
+  containers:
+  - name: flood
+    image: %s
+    command: ["busybox", "awk", "BEGIN { for (i = 0; i < %d; i++) printf \"line %%06d\\n\", i }"]
+`, testimage.Ref, lines)), "apply", "-f", "-")
+	p := a.waitPod(ctx, name, 60*time.Second, "Succeeded", phaseIs(corev1.PodSucceeded))
+	dir := filepath.Dir(a.logPath(p, "flood", 0))
+	var files []string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		b, _ := os.ReadFile(a.logPath(p, "flood", 0))
+		return strings.Contains(string(b), fmt.Sprintf("line %06d\n", lines-1)), nil
+	})
+	if err != nil {
+		t.Fatalf("the last line never reached the log")
+	}
+	es, _ := os.ReadDir(dir)
+	for _, e := range es {
+		files = append(files, e.Name())
+		if st, _ := e.Info(); st != nil && st.Size() > 64<<10 {
+			t.Errorf("%s: %d bytes > 64Ki", e.Name(), st.Size())
+		}
+	}
+	if len(files) != 3 {
+		t.Errorf("log files %q, want 3", files)
+	}
+	out, err := kubectlOut(t, a.env, "logs", name, "--tail=3")
+	want := fmt.Sprintf("line %06d\nline %06d\nline %06d\n", lines-3, lines-2, lines-1)
+	if err != nil || out != want {
+		t.Fatalf("kubectl logs --tail=3: %v %q, want %q", err, out, want)
+	}
+	// All that is kept, in order, without a gap.
+	all, err := kubectlOut(t, a.env, "logs", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(all, "\n"), "\n")
+	first := 0
+	if _, err := fmt.Sscanf(got[0], "line %06d", &first); err != nil {
+		t.Fatalf("first line %q", got[0])
+	}
+	for i, l := range got {
+		if l != fmt.Sprintf("line %06d", first+i) {
+			t.Fatalf("line %d of kubectl logs is %q, want line %06d", i, l, first+i)
+		}
+	}
+	if first+len(got) != lines || first == 0 {
+		t.Fatalf("kubectl logs has lines %d..%d of %d", first, first+len(got)-1, lines)
+	}
+}
