@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
 	authnv1 "k8s.io/api/authentication/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -761,5 +762,78 @@ func TestKubectlLogsAcrossRotation(t *testing.T) {
 	}
 	if first+len(got) != lines || first == 0 {
 		t.Fatalf("kubectl logs has lines %d..%d of %d", first, first+len(got)-1, lines)
+	}
+}
+
+// /metrics/resource through the API server's node proxy (what
+// metrics-server reads): the node's, a pod's and its container's CPU time
+// and memory working set from cgroups.
+func TestMetricsResource(t *testing.T) {
+	t.Parallel()
+	a, _ := readyPodAgent(t, "")
+	ctx := context.Background()
+	a.waitKubeletPort(ctx)
+	name := a.node + "-busy"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  containers:
+  - name: spin
+    image: %s
+    command: ["sh", "-c", "x=$(head -c 4000000 /dev/zero | busybox tr '\\0' a); while true; do :; done"]
+    resources:
+      limits: {cpu: 200m, memory: 64Mi}
+`, testimage.Ref)), "apply", "-f", "-")
+	p := a.waitPod(ctx, name, 60*time.Second, "running", running)
+	start := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	time.Sleep(3 * time.Second)
+	out, err := kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/metrics/resource")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	elapsed := time.Since(start).Seconds()
+	families, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(out))
+	if err != nil {
+		t.Fatalf("not Prometheus text: %v\n%s", err, out)
+	}
+	find := func(family string) float64 {
+		f := families[family]
+		if f == nil {
+			t.Fatalf("no %s in\n%s", family, out)
+		}
+		for _, m := range f.Metric {
+			pod := ""
+			for _, l := range m.Label {
+				if l.GetName() == "pod" {
+					pod = l.GetValue()
+				}
+			}
+			if pod == name || len(m.Label) == 0 {
+				if m.Counter != nil {
+					return m.Counter.GetValue()
+				}
+				return m.Gauge.GetValue()
+			}
+		}
+		t.Fatalf("no %s for pod %s in\n%s", family, name, out)
+		return 0
+	}
+	cpu := find("container_cpu_usage_seconds_total")
+	t.Logf("after %.1fs: container CPU %.3fs, working set %.0f bytes", elapsed, cpu, find("container_memory_working_set_bytes"))
+	// A busy loop limited to 0.2 CPU: about 0.2 s per second.
+	if cpu < 0.05*elapsed || cpu > 0.3*elapsed {
+		t.Errorf("container CPU %.3fs after %.1fs under a 200m limit", cpu, elapsed)
+	}
+	if pc := find("pod_cpu_usage_seconds_total"); pc < cpu {
+		t.Errorf("pod CPU %.3f below its container's %.3f", pc, cpu)
+	}
+	if mem := find("container_memory_working_set_bytes"); mem < 4e6 || mem > 64<<20 {
+		t.Errorf("container working set %.0f bytes; it holds a 4 MB string under a 64Mi limit", mem)
+	}
+	if n := find("node_cpu_usage_seconds_total"); n < cpu {
+		t.Errorf("node CPU %.1f below the container's", n)
+	}
+	if n := find("node_memory_working_set_bytes"); n < 1<<20 {
+		t.Errorf("node working set %.0f", n)
+	}
+	if find("scrape_error") != 0 {
+		t.Error("scrape_error")
 	}
 }

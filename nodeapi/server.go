@@ -72,6 +72,9 @@ type Options struct {
 	Containers Containers
 	// Exec runs commands in containers for /exec; nil answers 503.
 	Exec Execer
+	// CgroupMounts are the cgroup hierarchies /metrics/resource reads;
+	// nil: the host's mounted cgroup and cgroup2 filesystems.
+	CgroupMounts []string
 	// NetNSDir holds the pods' network namespaces (<dir>/<pod UID>) for
 	// /portForward; default /run/nodeagent/netns.
 	NetNSDir string
@@ -183,6 +186,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /pods", s.pods)
 	s.mux.HandleFunc("GET /pods/{$}", s.pods)
 	s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	s.mux.HandleFunc("GET /metrics/resource", s.metricsResource)
 	for _, m := range []string{"GET", "POST"} {
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
