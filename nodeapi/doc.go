@@ -29,7 +29,10 @@
 // parameters, read from the CRI log files of package crilog under
 // Options.LogRoot (<ns>_<pod>_<uid>/<container>/<attempt>.log and its
 // rotated files): the newest attempt, or with previous=true the one
-// before it.
+// before it; /exec (Options.Exec), /attach (the running attempt's log from
+// now on) and /portForward (dialled inside the pod's network namespace)
+// with the SPDY and WebSocket streams of k8s.io/kubelet/pkg/cri/streaming;
+// /metrics/resource (CPU and memory working set from cgroups).
 //
 // Serving certificate: Options.TLSCertFile/TLSPrivateKeyFile, else a
 // self-signed certificate for the node's names and addresses kept in
