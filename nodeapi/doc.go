@@ -1,6 +1,6 @@
 // Package nodeapi is the node's HTTPS API, kubelet's server on port 10250:
-// the API server proxies `kubectl logs` (and, later, exec, attach,
-// port-forward, stats) to it.
+// the API server proxies `kubectl logs`, exec, attach and port-forward to
+// it, and metrics-server reads it.
 //
 // # What it promises
 //
