@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,10 +29,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodeagent/nodeagent/internal/pki"
 	"github.com/nodeagent/nodeagent/internal/testenv"
 	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/runtime"
 )
 
 // kubectlOut runs kubectl as cluster admin and returns its output and error.
@@ -765,12 +768,12 @@ func TestKubectlLogsAcrossRotation(t *testing.T) {
 	}
 }
 
-// /metrics/resource through the API server's node proxy (what
-// metrics-server reads): the node's, a pod's and its container's CPU time
-// and memory working set from cgroups.
-func TestMetricsResource(t *testing.T) {
+// /metrics/resource and /stats/summary through the API server's node proxy
+// (what metrics-server and other monitoring read): the node's, a pod's and
+// its container's CPU and memory from cgroups, and the node's filesystem.
+func TestResourceMetricsAndStatsSummary(t *testing.T) {
 	t.Parallel()
-	a, _ := readyPodAgent(t, "")
+	a, rt := readyPodAgent(t, "")
 	ctx := context.Background()
 	a.waitKubeletPort(ctx)
 	name := a.node + "-busy"
@@ -836,4 +839,71 @@ func TestMetricsResource(t *testing.T) {
 	if find("scrape_error") != 0 {
 		t.Error("scrape_error")
 	}
+
+	// /stats/summary decodes into the upstream types; the container's CPU
+	// time lies between two direct reads of its cgroup around the request.
+	cs, err := rt.ListContainers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgroupPath := ""
+	for _, c := range cs {
+		if c.Pod.Name == name && c.State == runtime.StateRunning {
+			cgroupPath = c.CgroupsPath
+		}
+	}
+	before := cgroupCPU(t, cgroupPath)
+	out, err = kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/stats/summary")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	after := cgroupCPU(t, cgroupPath)
+	var sum statsapi.Summary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("summary: %v\n%s", err, out)
+	}
+	if sum.Node.NodeName != a.node || sum.Node.CPU == nil || sum.Node.Memory == nil || sum.Node.Fs == nil || *sum.Node.Fs.CapacityBytes == 0 {
+		t.Fatalf("node stats %+v", sum.Node)
+	}
+	var cst *statsapi.ContainerStats
+	for i := range sum.Pods {
+		if sum.Pods[i].PodRef.Name == name && len(sum.Pods[i].Containers) == 1 {
+			cst = &sum.Pods[i].Containers[0]
+		}
+	}
+	if cst == nil || cst.CPU == nil || cst.CPU.UsageCoreNanoSeconds == nil || cst.CPU.UsageNanoCores == nil || cst.Memory == nil {
+		t.Fatalf("no container stats for %s in %s", name, out)
+	}
+	if got := *cst.CPU.UsageCoreNanoSeconds; got < before || got > after {
+		t.Errorf("summary CPU %d ns outside the cgroup's %d..%d", got, before, after)
+	}
+	if r := *cst.CPU.UsageNanoCores; r < 100_000_000 || r > 300_000_000 {
+		t.Errorf("usageNanoCores %d under a 200m limit", r)
+	}
+	if ws := *cst.Memory.WorkingSetBytes; ws < 4e6 {
+		t.Errorf("working set %d", ws)
+	}
+}
+
+// cgroupCPU reads a cgroup's CPU time in ns (cgroup v1 cpuacct or v2).
+func cgroupCPU(t *testing.T, path string) uint64 {
+	t.Helper()
+	for _, p := range []string{"/sys/fs/cgroup/cpuacct" + path + "/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct" + path + "/cpuacct.usage"} {
+		if b, err := os.ReadFile(p); err == nil {
+			n, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+			return n
+		}
+	}
+	b, err := os.ReadFile("/sys/fs/cgroup" + path + "/cpu.stat")
+	if err != nil {
+		t.Fatalf("cgroup %s: %v", path, err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "usage_usec "); ok {
+			n, _ := strconv.ParseUint(v, 10, 64)
+			return n * 1000
+		}
+	}
+	t.Fatalf("cgroup %s: no usage_usec", path)
+	return 0
 }

@@ -32,7 +32,8 @@
 // before it; /exec (Options.Exec), /attach (the running attempt's log from
 // now on) and /portForward (dialled inside the pod's network namespace)
 // with the SPDY and WebSocket streams of k8s.io/kubelet/pkg/cri/streaming;
-// /metrics/resource (CPU and memory working set from cgroups).
+// /metrics/resource and /stats/summary (CPU and memory from cgroups, the
+// node's filesystem).
 //
 // Serving certificate: Options.TLSCertFile/TLSPrivateKeyFile, else a
 // self-signed certificate for the node's names and addresses kept in

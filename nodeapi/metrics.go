@@ -19,7 +19,10 @@ import (
 // cgroupUsage is what /metrics/resource reports of one cgroup.
 type cgroupUsage struct {
 	cpuNanos   uint64 // cumulative CPU time
+	memUsage   uint64 // memory usage
 	workingSet uint64 // memory usage less inactive file pages
+	rss        uint64 // anonymous memory (v1 total_rss, v2 anon)
+	hasMem     bool
 }
 
 // readCgroup reads a cgroup's CPU time and memory working set from
@@ -47,16 +50,17 @@ func readCgroup(mounts []string, path string) (cgroupUsage, error) {
 			if b, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes")); err == nil {
 				usage, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 				if st, err := readKV(filepath.Join(dir, "memory.stat")); err == nil {
-					inactive = st["total_inactive_file"]
+					inactive, u.rss = st["total_inactive_file"], st["total_rss"]
 				}
 				haveMem = true
 			} else if b, err := os.ReadFile(filepath.Join(dir, "memory.current")); err == nil {
 				usage, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 				if st, err := readKV(filepath.Join(dir, "memory.stat")); err == nil {
-					inactive = st["inactive_file"]
+					inactive, u.rss = st["inactive_file"], st["anon"]
 				}
 				haveMem = true
 			}
+			u.memUsage, u.hasMem = usage, haveMem
 			if haveMem && usage > inactive {
 				u.workingSet = usage - inactive
 			}

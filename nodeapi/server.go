@@ -72,6 +72,9 @@ type Options struct {
 	Containers Containers
 	// Exec runs commands in containers for /exec; nil answers 503.
 	Exec Execer
+	// StatsFsDir is the directory whose filesystem /stats/summary reports
+	// as the node's (rootDir); "" reports none.
+	StatsFsDir string
 	// CgroupMounts are the cgroup hierarchies /metrics/resource reads;
 	// nil: the host's mounted cgroup and cgroup2 filesystems.
 	CgroupMounts []string
@@ -97,6 +100,7 @@ type Server struct {
 	tls   *tls.Config
 	certs *servingCerts
 	boot  *bootstrapper // nil: the certificate does not change
+	rates cpuRates      // for /stats/summary's usageNanoCores
 }
 
 // New validates the options, loads or creates the serving certificate and
@@ -187,6 +191,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /pods/{$}", s.pods)
 	s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	s.mux.HandleFunc("GET /metrics/resource", s.metricsResource)
+	s.mux.HandleFunc("GET /stats/summary", s.statsSummary)
 	for _, m := range []string{"GET", "POST"} {
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
