@@ -48,6 +48,17 @@ func (c *cpuRates) rate(key string, now time.Time, nanos uint64) (uint64, bool) 
 	return CPURate(prev.nanos, nanos, now.Sub(prev.at)), true
 }
 
+// keep forgets the samples of cgroups not in keys (containers gone).
+func (c *cpuRates) keep(keys map[string]cgroupUsage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.last {
+		if _, ok := keys[k]; !ok {
+			delete(c.last, k)
+		}
+	}
+}
+
 // CPURate is the CPU usage in nanocores between two cumulative readings
 // taken d apart.
 func CPURate(before, after uint64, d time.Duration) uint64 {
@@ -113,6 +124,7 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	s.rates.keep(usage)
 	t := metav1.NewTime(now)
 	cpu := func(k string) *statsapi.CPUStats {
 		u, ok := usage[k]

@@ -73,4 +73,13 @@ func TestStatsSummary(t *testing.T) {
 	if r := *get().Pods[0].Containers[0].CPU.UsageNanoCores; r < 1e9 {
 		t.Errorf("usageNanoCores %d after a core-second in well under a second", r)
 	}
+	// Samples of containers that are gone are forgotten.
+	e.conts.cs = nil
+	get()
+	e.s.rates.mu.Lock()
+	n := len(e.s.rates.last)
+	e.s.rates.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d CPU samples kept with only the node left", n)
+	}
 }
