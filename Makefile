@@ -16,6 +16,7 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/nodeagent ./cmd/nodeagent
+	go build -trimpath -ldflags '$(GO_LDFLAGS)' -o $(BIN)/nodeagent-container-logger ./cmd/nodeagent-container-logger
 
 deps:
 	hack/ensure-deps.sh

@@ -281,6 +281,7 @@ func TestKubeletConfiguration(t *testing.T) {
 	want.ContainerRuntimeEndpoint = "unix:///var/run/containerd/containerd.sock"
 	want.EvictionHard = map[string]string{"memory.available": "200Mi", "nodefs.available": "10%"}
 	want.HealthzPort = 10248
+	want.Authentication.X509.ClientCAFile = "/etc/kubernetes/pki/ca.crt" // its 0s cache TTLs mean the defaults
 	want.Logging.Verbosity = 2
 	want.MaxPods = 250
 	want.NodeLeaseDurationSeconds = 60
@@ -304,7 +305,7 @@ func TestKubeletConfiguration(t *testing.T) {
 	if len(unsupported) != 1 {
 		t.Fatalf("want one warning about unsupported fields, got %q", warnings)
 	}
-	wantList := "testdata/kubelet-config.yaml: authentication, authorization, cgroupDriver, cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, imageMaximumGCAge, imageMinimumGCAge, logging.flushFrequency, logging.options, memorySwap, rotateCertificates, runtimeRequestTimeout, shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
+	wantList := "testdata/kubelet-config.yaml: cgroupDriver, cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, imageMaximumGCAge, imageMinimumGCAge, logging.flushFrequency, logging.options, memorySwap, rotateCertificates, runtimeRequestTimeout, shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
 	if !strings.Contains(unsupported[0], wantList) {
 		t.Errorf("warning %q\ndoes not list %q", unsupported[0], wantList)
 	}

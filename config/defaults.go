@@ -46,9 +46,20 @@ const (
 	ControlPlaneGracePeriod = 40 * time.Second
 )
 
+// Defaults of the node API and container log fields (kubelet's).
+const (
+	DefaultAddress                           = "0.0.0.0"
+	DefaultPort                              = 10250
+	DefaultAuthenticationWebhookCacheTTL     = 2 * time.Minute
+	DefaultAuthorizationCacheAuthorizedTTL   = 5 * time.Minute
+	DefaultAuthorizationCacheUnauthorizedTTL = 30 * time.Second
+	DefaultContainerLogMaxSize               = "10Mi"
+	DefaultContainerLogMaxFiles              = 5
+)
+
 // Default returns a complete, valid configuration with every default set.
 func Default() *NodeAgentConfiguration {
-	return &NodeAgentConfiguration{
+	c := &NodeAgentConfiguration{
 		TypeMeta:                         metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
 		NodeLeaseDurationSeconds:         DefaultNodeLeaseDurationSeconds,
 		NodeStatusUpdateFrequency:        metav1.Duration{Duration: DefaultNodeStatusUpdateFrequency},
@@ -87,6 +98,24 @@ func Default() *NodeAgentConfiguration {
 			EventSources:         []string{EventSourceCgroups, EventSourceContainerd},
 		},
 	}
+	setNodeAPIDefaults(c)
+	return c
+}
+
+// setNodeAPIDefaults sets the node API's and the container logs' defaults.
+func setNodeAPIDefaults(c *NodeAgentConfiguration) {
+	c.Address, c.Port = DefaultAddress, DefaultPort
+	c.Authentication = NodeAPIAuthentication{
+		Webhook: NodeAPIWebhookAuthentication{Enabled: true, CacheTTL: metav1.Duration{Duration: DefaultAuthenticationWebhookCacheTTL}},
+	}
+	c.Authorization = NodeAPIAuthorization{
+		Mode: AuthorizationModeWebhook,
+		Webhook: NodeAPIWebhookAuthorization{
+			CacheAuthorizedTTL:   metav1.Duration{Duration: DefaultAuthorizationCacheAuthorizedTTL},
+			CacheUnauthorizedTTL: metav1.Duration{Duration: DefaultAuthorizationCacheUnauthorizedTTL},
+		},
+	}
+	c.ContainerLogMaxSize, c.ContainerLogMaxFiles = DefaultContainerLogMaxSize, DefaultContainerLogMaxFiles
 }
 
 // CNIBinDirs splits CNIBinDir into its directories.

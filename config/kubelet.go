@@ -29,6 +29,15 @@ var kubeletSupported = map[string]bool{
 	"clusterDNS":                       true,
 	"clusterDomain":                    true,
 	"resolvConf":                       true,
+	"address":                          true,
+	"port":                             true,
+	"tlsCertFile":                      true,
+	"tlsPrivateKeyFile":                true,
+	"serverTLSBootstrap":               true,
+	"authentication":                   true,
+	"authorization":                    true,
+	"containerLogMaxSize":              true,
+	"containerLogMaxFiles":             true,
 }
 
 // kubeletLoggingSupported are the fields of KubeletConfiguration.logging
@@ -73,7 +82,11 @@ func fromKubelet(obj map[string]any) (map[string]any, []string) {
 				out["logging"] = sub
 			}
 		case kubeletSupported[k]:
-			if !kubeletZero(v, kfields[k]) {
+			if m, ok := v.(map[string]any); ok && kfields[k] != nil && kfields[k].Kind() == reflect.Struct {
+				if pruned := pruneKubeletZeros(m, kfields[k]); len(pruned) > 0 {
+					out[k] = pruned
+				}
+			} else if !kubeletZero(v, kfields[k]) {
 				out[k] = v
 			}
 		default:
@@ -108,4 +121,25 @@ func kubeletZero(v any, t reflect.Type) bool {
 		return err == nil && f == 0
 	}
 	return false
+}
+
+// pruneKubeletZeros drops the zero-valued leaves of a nested kubelet
+// section (authentication, authorization), which kubelet's defaulting
+// treats as unset: kubeadm writes `cacheTTL: 0s` meaning the default.
+func pruneKubeletZeros(m map[string]any, t reflect.Type) map[string]any {
+	fields := jsonFields(t)
+	out := map[string]any{}
+	for k, v := range m {
+		ft := fields[k]
+		if sub, ok := v.(map[string]any); ok && ft != nil && ft.Kind() == reflect.Struct && ft != durationT {
+			if p := pruneKubeletZeros(sub, ft); len(p) > 0 {
+				out[k] = p
+			}
+			continue
+		}
+		if ft == nil || !kubeletZero(v, ft) {
+			out[k] = v // unknown keys stay, so that strict decoding names them
+		}
+	}
+	return out
 }

@@ -73,6 +73,29 @@ type NodeAgentConfiguration struct {
 	HealthzBindAddress string `json:"healthzBindAddress"`
 	HealthzPort        int32  `json:"healthzPort"`
 
+	// Address and Port are where the node API (kubelet's HTTPS server:
+	// container logs, /pods, /healthz) is served; port 0 disables it
+	// (nodeagent; kubelet requires a port).
+	Address string `json:"address"`
+	Port    int32  `json:"port"`
+	// TLSCertFile and TLSPrivateKeyFile are the node API's serving
+	// certificate and key; empty: a self-signed certificate kept in
+	// rootDir/pki.
+	TLSCertFile       string `json:"tlsCertFile"`
+	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile"`
+	// ServerTLSBootstrap requests the serving certificate from the
+	// certificates API (when tlsCertFile is not set).
+	ServerTLSBootstrap bool `json:"serverTLSBootstrap"`
+	// Authentication and Authorization of node API requests, as kubelet's.
+	Authentication NodeAPIAuthentication `json:"authentication"`
+	Authorization  NodeAPIAuthorization  `json:"authorization"`
+
+	// ContainerLogMaxSize is the largest size of a container log file
+	// before it is rotated (a quantity, "10Mi"); ContainerLogMaxFiles is
+	// the most files kept per container, the live one included.
+	ContainerLogMaxSize  string `json:"containerLogMaxSize"`
+	ContainerLogMaxFiles int32  `json:"containerLogMaxFiles"`
+
 	// NodeLabels are added to the Node when it is registered.
 	NodeLabels map[string]string `json:"nodeLabels"`
 	// RegisterWithTaints are set on the Node when it is registered.
@@ -115,6 +138,53 @@ type NodeAgentConfiguration struct {
 	// PLEG tunes the pod lifecycle event generator (nodeagent).
 	PLEG PLEGConfiguration `json:"pleg"`
 }
+
+// NodeAPIAuthentication is kubelet's KubeletAuthentication.
+type NodeAPIAuthentication struct {
+	X509      NodeAPIX509Authentication      `json:"x509"`
+	Webhook   NodeAPIWebhookAuthentication   `json:"webhook"`
+	Anonymous NodeAPIAnonymousAuthentication `json:"anonymous"`
+}
+
+// NodeAPIX509Authentication authenticates client certificates.
+type NodeAPIX509Authentication struct {
+	// ClientCAFile is a PEM bundle of the CAs that sign client
+	// certificates; the user is the certificate's CN, the groups its O.
+	// Empty disables client-certificate authentication.
+	ClientCAFile string `json:"clientCAFile"`
+}
+
+// NodeAPIWebhookAuthentication authenticates bearer tokens with
+// TokenReview.
+type NodeAPIWebhookAuthentication struct {
+	Enabled  bool            `json:"enabled"`
+	CacheTTL metav1.Duration `json:"cacheTTL"`
+}
+
+// NodeAPIAnonymousAuthentication lets requests without credentials in as
+// system:anonymous (then subject to authorization).
+type NodeAPIAnonymousAuthentication struct {
+	Enabled bool `json:"enabled"`
+}
+
+// NodeAPIAuthorization is kubelet's KubeletAuthorization.
+type NodeAPIAuthorization struct {
+	// Mode is Webhook (SubjectAccessReview) or AlwaysAllow.
+	Mode    string                      `json:"mode"`
+	Webhook NodeAPIWebhookAuthorization `json:"webhook"`
+}
+
+// NodeAPIWebhookAuthorization caches SubjectAccessReview answers.
+type NodeAPIWebhookAuthorization struct {
+	CacheAuthorizedTTL   metav1.Duration `json:"cacheAuthorizedTTL"`
+	CacheUnauthorizedTTL metav1.Duration `json:"cacheUnauthorizedTTL"`
+}
+
+// Authorization modes of the node API.
+const (
+	AuthorizationModeWebhook     = "Webhook"
+	AuthorizationModeAlwaysAllow = "AlwaysAllow"
+)
 
 // LoggingConfiguration is the subset of kubelet's logging configuration that
 // nodeagent supports.

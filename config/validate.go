@@ -117,6 +117,8 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 		errs = append(errs, field.Invalid(field.NewPath("healthzBindAddress"), c.HealthzBindAddress, "must be an IP address"))
 	}
 
+	errs = append(errs, validateNodeAPI(c)...)
+
 	// Node.
 	errs = append(errs, validateNodeLabels(c.NodeLabels, field.NewPath("nodeLabels"))...)
 	errs = append(errs, validateTaints(c.RegisterWithTaints, field.NewPath("registerWithTaints"))...)
@@ -344,4 +346,64 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// validateNodeAPI checks the node API's server, authentication,
+// authorization and container log fields.
+func validateNodeAPI(c *NodeAgentConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	if c.Port < 0 || c.Port > 65535 {
+		errs = append(errs, field.Invalid(field.NewPath("port"), c.Port, "must be between 0 (disabled) and 65535"))
+	} else if c.Port != 0 && c.Port == c.HealthzPort {
+		errs = append(errs, field.Invalid(field.NewPath("port"), c.Port, "must differ from healthzPort"))
+	}
+	if c.Port != 0 && net.ParseIP(c.Address) == nil {
+		errs = append(errs, field.Invalid(field.NewPath("address"), c.Address, "must be an IP address"))
+	}
+	if (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == "") {
+		errs = append(errs, field.Invalid(field.NewPath("tlsPrivateKeyFile"), c.TLSPrivateKeyFile, "tlsCertFile and tlsPrivateKeyFile must be set together"))
+	}
+	for _, f := range []struct {
+		path string
+		v    string
+	}{{"tlsCertFile", c.TLSCertFile}, {"tlsPrivateKeyFile", c.TLSPrivateKeyFile}, {"authentication.x509.clientCAFile", c.Authentication.X509.ClientCAFile}} {
+		if f.v != "" && !filepath.IsAbs(f.v) {
+			errs = append(errs, field.Invalid(field.NewPath(f.path), f.v, "must be an absolute path"))
+		}
+	}
+	for _, d := range []struct {
+		path string
+		v    metav1.Duration
+	}{
+		{"authentication.webhook.cacheTTL", c.Authentication.Webhook.CacheTTL},
+		{"authorization.webhook.cacheAuthorizedTTL", c.Authorization.Webhook.CacheAuthorizedTTL},
+		{"authorization.webhook.cacheUnauthorizedTTL", c.Authorization.Webhook.CacheUnauthorizedTTL},
+	} {
+		if d.v.Duration < 0 {
+			errs = append(errs, field.Invalid(field.NewPath(d.path), d.v.Duration.String(), "must be greater than or equal to 0 (no cache)"))
+		}
+	}
+	switch c.Authorization.Mode {
+	case AuthorizationModeWebhook, AuthorizationModeAlwaysAllow:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("authorization", "mode"), c.Authorization.Mode, []string{AuthorizationModeWebhook, AuthorizationModeAlwaysAllow}))
+	}
+	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("containerLogMaxSize"), c.ContainerLogMaxSize, "must be a quantity such as 10Mi"))
+	} else if q.Value() <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("containerLogMaxSize"), c.ContainerLogMaxSize, "must be greater than 0"))
+	}
+	if c.ContainerLogMaxFiles < 2 {
+		errs = append(errs, field.Invalid(field.NewPath("containerLogMaxFiles"), c.ContainerLogMaxFiles, "must be greater than or equal to 2"))
+	}
+	return errs
+}
+
+// ContainerLogMaxBytes is containerLogMaxSize in bytes (0 if invalid).
+func (c *NodeAgentConfiguration) ContainerLogMaxBytes() int64 {
+	q, err := resource.ParseQuantity(c.ContainerLogMaxSize)
+	if err != nil {
+		return 0
+	}
+	return q.Value()
 }

@@ -201,8 +201,41 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			desc:     "healthz on kubelet's port",
-			mutate:   func(c *NodeAgentConfiguration) { c.HealthzPort = 10250 },
+			mutate:   func(c *NodeAgentConfiguration) { c.HealthzPort, c.Port = 10250, 0 },
 			warnings: []string{"healthzPort: 10250 is the kubelet API port"},
+		},
+		{
+			desc:   "node API on the health port",
+			mutate: func(c *NodeAgentConfiguration) { c.Port = c.HealthzPort },
+			want:   []string{`port: Invalid value: 10266: must differ from healthzPort`},
+		},
+		{
+			desc: "node API fields",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.Port, c.Address = 70000, "localhost"
+				c.TLSCertFile = "rel.crt"
+				c.Authentication.X509.ClientCAFile = "ca.crt"
+				c.Authentication.Webhook.CacheTTL.Duration = -time.Second
+				c.Authorization.Mode = "RBAC"
+				c.ContainerLogMaxSize = "ten"
+				c.ContainerLogMaxFiles = 1
+			},
+			want: []string{
+				`port: Invalid value: 70000: must be between 0 (disabled) and 65535`,
+				`address: Invalid value: "localhost": must be an IP address`,
+				`tlsPrivateKeyFile: Invalid value: "": tlsCertFile and tlsPrivateKeyFile must be set together`,
+				`tlsCertFile: Invalid value: "rel.crt": must be an absolute path`,
+				`authentication.x509.clientCAFile: Invalid value: "ca.crt": must be an absolute path`,
+				`authentication.webhook.cacheTTL: Invalid value: "-1s": must be greater than or equal to 0 (no cache)`,
+				`authorization.mode: Unsupported value: "RBAC": supported values: "Webhook", "AlwaysAllow"`,
+				`containerLogMaxSize: Invalid value: "ten": must be a quantity such as 10Mi`,
+				`containerLogMaxFiles: Invalid value: 1: must be greater than or equal to 2`,
+			},
+		},
+		{
+			desc:   "zero log size",
+			mutate: func(c *NodeAgentConfiguration) { c.ContainerLogMaxSize = "0" },
+			want:   []string{`containerLogMaxSize: Invalid value: "0": must be greater than 0`},
 		},
 		{
 			desc: "labels",

@@ -64,6 +64,7 @@ type agent struct {
 	configDir  string
 	kubeconfig string
 	healthURL  string
+	apiPort    int // the node API's port
 	args       []string
 	cmd        *exec.Cmd
 	out        *syncBuffer
@@ -89,8 +90,14 @@ func newAgent(t *testing.T, env *testenv.Env, o agentOpts) *agent {
 	}
 	port := freePort(t)
 	a.healthURL = fmt.Sprintf("http://127.0.0.1:%d", port)
-	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\n",
-		filepath.Join(a.dir, "root"), port)
+	// Agents run in parallel on one host: each serves its node API on a
+	// port of its own (advertised in the Node's daemonEndpoints).
+	a.apiPort = freePort(t)
+	// The API server's kubelet client certificate is signed by the
+	// cluster's CA.
+	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\nport: %d\n"+
+		"authentication:\n  x509:\n    clientCAFile: %s\n",
+		filepath.Join(a.dir, "root"), port, a.apiPort, env.CACert)
 	if !o.noRuntime {
 		cfg += fmt.Sprintf("containerRuntimeEndpoint: unix://%s\n", env.ContainerdAddress)
 	} else {

@@ -104,13 +104,17 @@ for arch in $ARCHES; do
 	mkdir -p "$(dirname "$bin")"
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath \
 		-ldflags "-s -w -X main.version=$VERSION" -o "$bin" "${GO_PACKAGE:-./cmd/nodeagent}"
+	# The per-container log writer the agent finds beside itself.
+	logger=$OUT/package/$arch/nodeagent-container-logger
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath \
+		-ldflags "-s -w" -o "$logger" ./cmd/nodeagent-container-logger
 	for pkg in deb rpm; do
 		if [[ $pkg == deb ]]; then
 			target=$DIST/nodeagent_${VERSION}_${arch}.deb
 		else
 			target=$DIST/nodeagent-${VERSION}.${rpmarch}.rpm
 		fi
-		GOARCH=$arch NODEAGENT_BINARY=$bin "$NFPM" package --config packaging/nfpm.yaml \
+		GOARCH=$arch NODEAGENT_BINARY=$bin NODEAGENT_LOGGER_BINARY=$logger "$NFPM" package --config packaging/nfpm.yaml \
 			--packager "$pkg" --target "$target" >/dev/null
 		log "wrote ${target#"$ROOT"/}"
 	done

@@ -65,6 +65,11 @@ containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS
 rootDir: $agentroot
 staticPodPath: $manifests
 cniConfDir: $dir/agent/net.d
+# kubectl logs: the API server's kubelet client certificate is signed by the
+# cluster's CA.
+authentication:
+  x509:
+    clientCAFile: $NODEAGENT_CLUSTER_DIR/pki/ca.crt
 CFG
 
 # The test image, in the namespace the agent uses (its default,

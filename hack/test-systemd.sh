@@ -158,7 +158,7 @@ rpm -qp --scripts "$RPM" >"$WORK/rpm-scripts"
 rpm -qpc "$RPM" >"$WORK/rpm-config"
 grep -q "^Version *: $VERSION$" "$WORK/rpm-qpi" || fail "rpm -qpi: version is not $VERSION"
 grep -q '^Architecture: x86_64$' "$WORK/rpm-qpi" || fail "rpm -qpi: architecture is not x86_64"
-for want in /usr/bin/nodeagent /usr/lib/systemd/system/nodeagent.service /etc/nodeagent/config.yaml \
+for want in /usr/bin/nodeagent /usr/bin/nodeagent-container-logger /usr/lib/systemd/system/nodeagent.service /etc/nodeagent/config.yaml \
 	/etc/sysconfig/nodeagent /var/lib/nodeagent /etc/nodeagent/manifests; do
 	grep -q " $want$" "$WORK/rpm-qpl" || fail "rpm -qpl: $want missing"
 done
@@ -385,7 +385,7 @@ log "ok: upgrade restarted the agent (MainPID $PID3 -> $(prop MainPID))"
 step "purge"
 c dpkg --purge nodeagent </dev/null >"$WORK/dpkg-purge.log" 2>&1 || { cat "$WORK/dpkg-purge.log" >&2; fail "dpkg --purge"; }
 expect_eq "after purge: ActiveState" "$(prop ActiveState)" inactive
-for gone in /usr/bin/nodeagent /lib/systemd/system/nodeagent.service /var/lib/nodeagent /etc/nodeagent/config.yaml \
+for gone in /usr/bin/nodeagent /usr/bin/nodeagent-container-logger /lib/systemd/system/nodeagent.service /var/lib/nodeagent /etc/nodeagent/config.yaml \
 	/etc/default/nodeagent /etc/systemd/system/multi-user.target.wants/nodeagent.service; do
 	! c test -e "$gone" || fail "purge left $gone"
 done

@@ -82,6 +82,10 @@ type Options struct {
 	ProviderID string
 
 	AgentVersion string // reported as nodeInfo.kubeletVersion
+	// KubeletPort is the node API's port, reported as
+	// status.daemonEndpoints.kubeletEndpoint.Port (the API server connects
+	// there for logs, exec, ...); 0 reports none.
+	KubeletPort int32
 
 	// RuntimeVersion returns the runtime's name and version ("containerd",
 	// "1.7.2"); reported as containerRuntimeVersion "name://version".

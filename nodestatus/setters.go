@@ -42,6 +42,15 @@ func NodeAddress(
 	}
 }
 
+// DaemonEndpoints sets status.daemonEndpoints.kubeletEndpoint.Port, where
+// the API server reaches the node API.
+func DaemonEndpoints(port int32) Setter { // Options.KubeletPort
+	return func(_ context.Context, node *v1.Node) error {
+		node.Status.DaemonEndpoints.KubeletEndpoint.Port = port
+		return nil
+	}
+}
+
 // Capacity sets capacity and allocatable. capacity returns the resources it
 // could measure and an error for those it could not; resources it could not
 // measure keep their previous value (and are "missing" for Ready if they never

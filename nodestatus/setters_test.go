@@ -36,6 +36,16 @@ func TestNodeAddress(t *testing.T) {
 	}
 }
 
+func TestDaemonEndpoints(t *testing.T) {
+	node := &v1.Node{}
+	if err := DaemonEndpoints(10250)(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	if p := node.Status.DaemonEndpoints.KubeletEndpoint.Port; p != 10250 {
+		t.Fatalf("kubeletEndpoint port %d", p)
+	}
+}
+
 func TestCapacitySetter(t *testing.T) {
 	q := resource.MustParse
 	ctx := context.Background()

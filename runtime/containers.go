@@ -22,6 +22,7 @@ import (
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/oci"
 	"github.com/containerd/containerd/platforms"
+	"github.com/nodeagent/nodeagent/crilog"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -364,6 +365,9 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 			return fmt.Errorf("runtime: start %s: log directory: %w", id, err)
 		}
 		creator = cio.LogFile(lp)
+		if r.opts.ContainerLogger != "" {
+			creator = cio.BinaryIO(r.opts.ContainerLogger, crilog.LoggerArgs(lp, r.opts.LogRotation))
+		}
 	}
 	task, err := c.NewTask(ctx, creator)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/containerd/containerd/images"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/platforms"
+	"github.com/nodeagent/nodeagent/crilog"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
@@ -45,6 +47,16 @@ type Options struct {
 	// CgroupParent is the default parent cgroup (cgroupfs path) of pods;
 	// default "/nodeagent".
 	CgroupParent string
+	// ContainerLogger is the absolute path of the executable containerd's
+	// shim starts per container (a binary:// log URI) to write the
+	// container's stdout and stderr to its LogPath in the CRI format with
+	// rotation (see package crilog; the agent passes its own executable,
+	// which dispatches on crilog.IsLoggerInvocation). Empty: the shim
+	// appends the raw output to LogPath itself, without format or rotation.
+	ContainerLogger string
+	// LogRotation limits each container's log files when ContainerLogger
+	// is set; zero values take kubelet's defaults (10 MiB, 5 files).
+	LogRotation crilog.Rotation
 	// Logger receives the adapter's few logs; default slog.Default().
 	Logger *slog.Logger
 	// Clock drives backoff and grace periods; default the real clock.
@@ -66,6 +78,15 @@ func (o *Options) setDefaults() error {
 		return errors.New("runtime: containerd address is required")
 	}
 	o.Address = strings.TrimPrefix(o.Address, "unix://")
+	if o.ContainerLogger != "" && !filepath.IsAbs(o.ContainerLogger) {
+		return fmt.Errorf("runtime: container logger %q must be an absolute path", o.ContainerLogger)
+	}
+	if o.LogRotation.MaxSize == 0 {
+		o.LogRotation.MaxSize = crilog.DefaultMaxSize
+	}
+	if o.LogRotation.MaxFiles == 0 {
+		o.LogRotation.MaxFiles = crilog.DefaultMaxFiles
+	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}

@@ -24,13 +24,23 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func newRuntime(t *testing.T) (*runtime.Runtime, *testimage.Containerd) {
 	t.Helper()
+	return newRuntimeWith(t, nil)
+}
+
+// newRuntimeWith is newRuntime with options changed by set.
+func newRuntimeWith(t *testing.T, set func(*runtime.Options)) (*runtime.Runtime, *testimage.Containerd) {
+	t.Helper()
 	cd := testimage.StartContainerd(t)
-	rt, err := runtime.New(runtime.Options{
+	opts := runtime.Options{
 		Address:      cd.Address,
 		CgroupParent: cd.CgroupParent,
 		CallTimeout:  20 * time.Second,
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-	})
+	}
+	if set != nil {
+		set(&opts)
+	}
+	rt, err := runtime.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

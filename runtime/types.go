@@ -141,8 +141,10 @@ type ContainerSpec struct {
 	WorkingDir string
 	Mounts     []Mount
 	Resources  Resources
-	// LogPath, when set, receives the container's stdout and stderr (written
-	// by the shim, so logs survive an agent restart). Must be absolute.
+	// LogPath, when set, receives the container's stdout and stderr,
+	// written outside the agent (by the Options.ContainerLogger process the
+	// shim starts, in the CRI format with rotation; or by the shim itself,
+	// raw), so logs survive an agent restart. Must be absolute.
 	LogPath string
 	// HostNetwork shares the host's network namespace (and /etc/hosts,
 	// /etc/resolv.conf). Otherwise the container joins the network

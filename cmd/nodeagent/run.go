@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+
+	"github.com/nodeagent/nodeagent/crilog"
 )
 
 // version is set at build time: -ldflags "-X main.version=$(git describe ...)".
@@ -22,6 +24,11 @@ Usage:
 
 // run dispatches the subcommands and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	// containerd's shim starts the agent binary as each container's log
+	// writer, with its arguments in no fixed order (see crilog).
+	if crilog.IsLoggerInvocation(args) {
+		return crilog.RunLogger(args, stderr)
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "version", "--version":

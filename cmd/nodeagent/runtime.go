@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods"
@@ -29,6 +30,11 @@ func (a *agent) connectRuntime(ctx context.Context) {
 			Address:   a.cfg.ContainerRuntimeEndpoint,
 			Namespace: a.cfg.ContainerRuntimeNamespace,
 			Logger:    log,
+			// The agent's own binary writes each container's log (CRI
+			// format, rotation), started by the shim so that it
+			// outlives the agent.
+			ContainerLogger: a.containerLogger,
+			LogRotation:     crilog.Rotation{MaxSize: a.cfg.ContainerLogMaxBytes(), MaxFiles: int(a.cfg.ContainerLogMaxFiles)},
 		})
 		if err != nil {
 			return nil, runtime.Version{}, err
@@ -123,6 +129,7 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) 
 		a.log.Error("cannot start the pod workers", "err", err)
 		return
 	}
+	a.apiPods.use(pm)
 	if err := pm.Run(ctx); err != nil {
 		a.log.Error("pod workers stopped", "err", err)
 	}

@@ -232,6 +232,13 @@ func start(ctx context.Context, o Options) (*State, error) {
 		"--tls-cert-file="+filepath.Join(pkiDir, "apiserver.crt"),
 		"--tls-private-key-file="+filepath.Join(pkiDir, "apiserver.key"),
 		"--client-ca-file="+s.CACert,
+		// Logs, exec, ... reach the node API with the API server's own
+		// client certificate (system:masters, as kubeadm's
+		// apiserver-kubelet-client), at the node's InternalIP: node names
+		// do not resolve here.
+		"--kubelet-client-certificate="+filepath.Join(pkiDir, "apiserver-kubelet-client.crt"),
+		"--kubelet-client-key="+filepath.Join(pkiDir, "apiserver-kubelet-client.key"),
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
@@ -386,6 +393,16 @@ func (s *State) writePKI() error {
 		return err
 	}
 	if err := pki.WriteFile(filepath.Join(pkiDir, "apiserver.key"), key, 0o600); err != nil {
+		return err
+	}
+	cert, key, err = ca.Issue("kube-apiserver-kubelet-client", []string{"system:masters"}, nil)
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteFile(filepath.Join(pkiDir, "apiserver-kubelet-client.crt"), cert, 0o644); err != nil {
+		return err
+	}
+	if err := pki.WriteFile(filepath.Join(pkiDir, "apiserver-kubelet-client.key"), key, 0o600); err != nil {
 		return err
 	}
 	for _, k := range []struct{ file, user, group string }{

@@ -475,7 +475,7 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 		return nil, err
 	}
 	a.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\ncniConfDir: \"\"\ncontainerRuntimeEndpoint: unix://%s\ncontainerRuntimeNamespace: %s\nlogging:\n  format: json\n",
+	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\nport: 0\ncniConfDir: \"\"\ncontainerRuntimeEndpoint: unix://%s\ncontainerRuntimeNamespace: %s\nlogging:\n  format: json\n",
 		a.rootDir(), port, b.state.ContainerdAddress, a.ns)
 	if mode == modeRelist {
 		cfg += "pleg:\n  eventSources: []\n"

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/nodeapi"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// newNodeAPI builds the node API server from the configuration (nil when
+// port is 0). Certificate or CA files that cannot be read fail the start.
+func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
+	c := a.cfg
+	if c.Port == 0 {
+		a.log.Info("node API disabled (port: 0)")
+		return nil, nil, nil
+	}
+	hosts := []string{a.nodeName}
+	if c.NodeIP != "" {
+		hosts = append(hosts, c.NodeIP)
+	}
+	s, err := nodeapi.New(nodeapi.Options{
+		NodeName:               a.nodeName,
+		Address:                c.Address,
+		Port:                   int(c.Port),
+		TLSCertFile:            c.TLSCertFile,
+		TLSPrivateKeyFile:      c.TLSPrivateKeyFile,
+		ServerTLSBootstrap:     c.ServerTLSBootstrap,
+		Node:                   a.ns.Node,
+		CertDir:                filepath.Join(c.RootDir, "pki"),
+		Hosts:                  hosts,
+		ClientCAFile:           c.Authentication.X509.ClientCAFile,
+		Client:                 a.client,
+		WebhookAuthentication:  c.Authentication.Webhook.Enabled,
+		AuthenticationCacheTTL: c.Authentication.Webhook.CacheTTL.Duration,
+		Anonymous:              c.Authentication.Anonymous.Enabled,
+		AuthorizationMode:      c.Authorization.Mode,
+		AuthorizedCacheTTL:     c.Authorization.Webhook.CacheAuthorizedTTL.Duration,
+		UnauthorizedCacheTTL:   c.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
+		Pods:                   &a.apiPods,
+		Containers:             runtimeContainers{a},
+		Exec:                   runtimeContainers{a},
+		LogRoot:                filepath.Join(c.RootDir, "logs"),
+		StatsFsDir:             c.RootDir,
+		Healthy:                a.live,
+		Logger:                 a.base.With("component", "nodeapi", "node", a.nodeName),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := s.Listen()
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, ln, nil
+}
+
+// apiPods is the node API's view of the pods the agent runs. startPods
+// sets it to the pod manager when the manager implements nodeapi.Pods
+// (GetPodByName, GetPods from its memory); until then, and with a manager
+// that does not, pods are derived from the runtime's containers (name,
+// namespace, UID and the containers that were created: enough for
+// containerLogs, not the full spec /pods should show).
+type apiPods struct {
+	a   *agent
+	mgr atomic.Pointer[nodeapi.Pods]
+}
+
+var _ nodeapi.Pods = (*apiPods)(nil)
+
+// use makes the node API read pods from m, if m can tell them.
+func (p *apiPods) use(m any) {
+	if pods, ok := m.(nodeapi.Pods); ok {
+		p.mgr.Store(&pods)
+	}
+}
+
+func (p *apiPods) GetPods() []*v1.Pod {
+	if m := p.mgr.Load(); m != nil {
+		return (*m).GetPods()
+	}
+	return p.fromRuntime()
+}
+
+func (p *apiPods) GetPodByName(namespace, name string) (*v1.Pod, bool) {
+	if m := p.mgr.Load(); m != nil {
+		return (*m).GetPodByName(namespace, name)
+	}
+	var found *v1.Pod
+	for _, pod := range p.fromRuntime() {
+		// The newest pod of that name (a pod deleted and created again
+		// leaves the old one's containers until they are removed).
+		if pod.Namespace == namespace && pod.Name == name && (found == nil || pod.CreationTimestamp.After(found.CreationTimestamp.Time)) {
+			found = pod
+		}
+	}
+	return found, found != nil
+}
+
+func (p *apiPods) fromRuntime() []*v1.Pod {
+	rt, err := p.a.runtimeOrErr()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rpods, err := rt.ListPods(ctx)
+	if err != nil {
+		return nil
+	}
+	out := make([]*v1.Pod, 0, len(rpods))
+	for _, rp := range rpods {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: rp.Namespace, Name: rp.Name, UID: rp.UID}}
+		pod.Kind, pod.APIVersion = "Pod", "v1"
+		seen := map[string]bool{}
+		for _, c := range rp.Containers {
+			if c.CreatedAt.After(pod.CreationTimestamp.Time) {
+				pod.CreationTimestamp = metav1.NewTime(c.CreatedAt)
+			}
+			if !seen[c.Name] {
+				seen[c.Name] = true
+				pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c.Name, Image: c.Image})
+			}
+		}
+		out = append(out, pod)
+	}
+	return out
+}
+
+// runtimeContainers lists containers through the agent's runtime
+// connection, once there is one.
+type runtimeContainers struct{ a *agent }
+
+func (r runtimeContainers) ListContainers(ctx context.Context) ([]runtime.Container, error) {
+	rt, err := r.a.runtimeOrErr()
+	if err != nil {
+		return nil, err
+	}
+	return rt.ListContainers(ctx)
+}
+
+func (r runtimeContainers) Exec(ctx context.Context, id string, o runtime.ExecOptions) (int, error) {
+	rt, err := r.a.runtimeOrErr()
+	if err != nil {
+		return 0, err
+	}
+	return rt.Exec(ctx, id, o)
+}

@@ -1,0 +1,50 @@
+// Package nodeapi is the node's HTTPS API, kubelet's server on port 10250:
+// the API server proxies `kubectl logs`, exec, attach and port-forward to
+// it, and metrics-server reads it.
+//
+// # What it promises
+//
+// Every request is authenticated, then authorized, as kubelet does it:
+//
+//   - A client certificate that chains to Options.ClientCAFile names the
+//     user (CN) and groups (O). A certificate that does not verify is
+//     rejected with 401.
+//   - Otherwise an "Authorization: Bearer" token is checked with a
+//     TokenReview (Options.WebhookAuthentication), cached for
+//     Options.AuthenticationCacheTTL (answers that the API server could not
+//     give are not cached).
+//   - Otherwise the request is anonymous: system:anonymous in group
+//     system:unauthenticated when Options.Anonymous, else 401.
+//   - Authorization (Options.AuthorizationMode Webhook) sends a
+//     SubjectAccessReview for verb (GET→get, POST→create, PUT→update,
+//     PATCH→patch, DELETE→delete) on resource nodes, name the node, with
+//     kubelet's subresource for the path (KubeletFineGrainedAuthz on, as in
+//     1.34): /stats→stats, /metrics→metrics, /logs→log, /pods→pods then
+//     proxy, /healthz→healthz then proxy, everything else (containerLogs,
+//     exec, ...)→proxy. Any allowed subresource lets the request in, else
+//     403. Answers are cached (allowed and denied for their own TTLs).
+//
+// Endpoints: /healthz; /pods (a v1 PodList of the pods the agent runs);
+// /containerLogs/{namespace}/{pod}/{container} with kubelet's query
+// parameters, read from the CRI log files of package crilog under
+// Options.LogRoot (<ns>_<pod>_<uid>/<container>/<attempt>.log and its
+// rotated files): the newest attempt, or with previous=true the one
+// before it; /exec (Options.Exec), /attach (the running attempt's log from
+// now on) and /portForward (dialled inside the pod's network namespace)
+// with the SPDY and WebSocket streams of k8s.io/kubelet/pkg/cri/streaming;
+// /metrics/resource and /stats/summary (CPU and memory from cgroups, the
+// node's filesystem).
+//
+// Serving certificate: Options.TLSCertFile/TLSPrivateKeyFile, else a
+// self-signed certificate for the node's names and addresses kept in
+// Options.CertDir (kubelet.crt, kubelet.key), reused while valid. With
+// Options.ServerTLSBootstrap, a certificate from the certificates API
+// (kubernetes.io/kubelet-serving) replaces the self-signed one once issued
+// and is renewed at 70–90% of its lifetime; a new certificate applies to
+// new connections, open ones (a log follow) keep theirs.
+//
+// # What it assumes
+//
+// Pods answers from memory without blocking; Containers may call the
+// runtime (it is asked at most once a second per following request).
+package nodeapi

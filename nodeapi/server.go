@@ -1,0 +1,316 @@
+package nodeapi
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// Pods is what the server needs from the pod manager: the pods the agent
+// runs (API pods bound to the node and static pods), from memory.
+type Pods interface {
+	GetPodByName(namespace, name string) (*v1.Pod, bool)
+	GetPods() []*v1.Pod
+}
+
+// Containers lists the runtime's containers (to tell whether a followed
+// container still runs).
+type Containers interface {
+	ListContainers(ctx context.Context) ([]runtime.Container, error)
+}
+
+// Options configure a Server.
+type Options struct {
+	NodeName string // required: the Node the SubjectAccessReviews name
+	// Address and Port to listen on (Port 0 picks a free port: tests).
+	Address string
+	Port    int
+
+	// TLSCertFile and TLSPrivateKeyFile, when set, are the serving
+	// certificate; otherwise a self-signed one for Hosts is kept in CertDir.
+	TLSCertFile, TLSPrivateKeyFile string
+	CertDir                        string
+	Hosts                          []string // the node's names and IPs
+	// ServerTLSBootstrap (without TLSCertFile) requests the serving
+	// certificate from the certificates API (signer
+	// kubernetes.io/kubelet-serving) for the Node's addresses, stores it in
+	// CertDir and renews it at 70–90% of its lifetime; the self-signed one
+	// is served until the first is issued. Node returns the Node as last
+	// seen.
+	ServerTLSBootstrap bool
+	Node               func() *v1.Node
+
+	// ClientCAFile verifies client certificates; "" accepts none.
+	ClientCAFile string
+	// Client is used for TokenReview and SubjectAccessReview.
+	Client                 kubernetes.Interface
+	WebhookAuthentication  bool
+	AuthenticationCacheTTL time.Duration
+	Anonymous              bool
+	// AuthorizationMode is "Webhook" or "AlwaysAllow".
+	AuthorizationMode    string
+	AuthorizedCacheTTL   time.Duration
+	UnauthorizedCacheTTL time.Duration
+
+	Pods       Pods
+	Containers Containers
+	// Exec runs commands in containers for /exec; nil answers 503.
+	Exec Execer
+	// StatsFsDir is the directory whose filesystem /stats/summary reports
+	// as the node's (rootDir); "" reports none.
+	StatsFsDir string
+	// CgroupMounts are the cgroup hierarchies /metrics/resource reads;
+	// nil: the host's mounted cgroup and cgroup2 filesystems.
+	CgroupMounts []string
+	// NetNSDir holds the pods' network namespaces (<dir>/<pod UID>) for
+	// /portForward; default /run/nodeagent/netns.
+	NetNSDir string
+	// LogRoot is the directory of pod log directories (rootDir/logs).
+	LogRoot string
+	// Healthy answers /healthz; nil means always healthy.
+	Healthy func() error
+
+	Logger *slog.Logger
+	Clock  clock.Clock
+}
+
+// Server is the node API server.
+type Server struct {
+	opts  Options
+	log   *slog.Logger
+	authn *authenticator
+	authz *authorizer
+	mux   *http.ServeMux
+	tls   *tls.Config
+	certs *servingCerts
+	boot  *bootstrapper // nil: the certificate does not change
+	rates cpuRates      // for /stats/summary's usageNanoCores
+}
+
+// New validates the options, loads or creates the serving certificate and
+// the client CA bundle, and returns a server ready to Run.
+func New(opts Options) (*Server, error) {
+	if opts.NodeName == "" {
+		return nil, errors.New("nodeapi: node name is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.NetNSDir == "" {
+		opts.NetNSDir = "/run/nodeagent/netns"
+	}
+	if opts.Pods == nil {
+		return nil, errors.New("nodeapi: pods are required")
+	}
+	s := &Server{opts: opts, log: opts.Logger}
+	s.authn = &authenticator{anonymous: opts.Anonymous, clock: opts.Clock}
+	if opts.ClientCAFile != "" {
+		b, err := os.ReadFile(opts.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("nodeapi: authentication.x509.clientCAFile: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("nodeapi: authentication.x509.clientCAFile %s: no PEM certificate", opts.ClientCAFile)
+		}
+		s.authn.clientCAs = pool
+	}
+	needClient := opts.WebhookAuthentication || opts.AuthorizationMode != "AlwaysAllow"
+	if needClient && opts.Client == nil {
+		return nil, errors.New("nodeapi: an API client is required for webhook authentication or authorization")
+	}
+	if opts.WebhookAuthentication {
+		s.authn.tokens = &tokenReviewer{client: opts.Client, ttl: opts.AuthenticationCacheTTL, cache: newTTLCache[*User](opts.Clock)}
+	}
+	switch opts.AuthorizationMode {
+	case "AlwaysAllow":
+		s.authz = &authorizer{alwaysAllow: true}
+	case "Webhook", "":
+		s.authz = &authorizer{client: opts.Client, nodeName: opts.NodeName, allowTTL: opts.AuthorizedCacheTTL,
+			denyTTL: opts.UnauthorizedCacheTTL, cache: newTTLCache[bool](opts.Clock)}
+	default:
+		return nil, fmt.Errorf("nodeapi: unknown authorization mode %q", opts.AuthorizationMode)
+	}
+
+	var cert tls.Certificate
+	var err error
+	if opts.TLSCertFile != "" {
+		cert, err = tls.LoadX509KeyPair(opts.TLSCertFile, opts.TLSPrivateKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("nodeapi: tlsCertFile/tlsPrivateKeyFile: %w", err)
+		}
+	} else {
+		if opts.CertDir == "" {
+			return nil, errors.New("nodeapi: a certificate directory is required without tlsCertFile")
+		}
+		cert, err = loadOrCreateSelfSigned(opts.CertDir, opts.Hosts, opts.Clock.Now())
+		if err != nil {
+			return nil, fmt.Errorf("nodeapi: %w", err)
+		}
+	}
+	s.certs = &servingCerts{}
+	s.certs.cur.Store(&cert)
+	if opts.ServerTLSBootstrap && opts.TLSCertFile == "" {
+		if opts.Client == nil || opts.Node == nil {
+			return nil, errors.New("nodeapi: serverTLSBootstrap needs an API client and the Node")
+		}
+		s.boot = &bootstrapper{client: opts.Client, nodeName: opts.NodeName, dir: opts.CertDir, node: opts.Node,
+			certs: s.certs, clock: opts.Clock, log: s.log.With("component", "servingcert"), rand: rand.Float64}
+	}
+	s.tls = &tls.Config{
+		GetCertificate: s.certs.get,
+		// Verified by the authenticator, so that a bad certificate gets
+		// a 401 like kubelet's rather than a failed handshake.
+		ClientAuth: tls.RequestClientCert,
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+	}
+
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /pods", s.pods)
+	s.mux.HandleFunc("GET /pods/{$}", s.pods)
+	s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	s.mux.HandleFunc("GET /metrics/resource", s.metricsResource)
+	s.mux.HandleFunc("GET /stats/summary", s.statsSummary)
+	for _, m := range []string{"GET", "POST"} {
+		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
+		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
+		s.mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.attach)
+		s.mux.HandleFunc(m+" /attach/{namespace}/{pod}/{uid}/{container}", s.attach)
+		s.mux.HandleFunc(m+" /portForward/{namespace}/{pod}", s.portForward)
+		s.mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
+	}
+	return s, nil
+}
+
+// Handler is the authenticated, authorized mux (tests serve it directly).
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
+// Run listens and serves until ctx ends. ready, when not nil, receives the
+// listener's address once it listens.
+func (s *Server) Run(ctx context.Context, ready func(net.Addr)) error {
+	ln, err := s.Listen()
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Listen opens the server's address (so that a port in use fails the
+// agent's start, as kubelet's does).
+func (s *Server) Listen() (net.Listener, error) {
+	addr := net.JoinHostPort(s.opts.Address, strconv.Itoa(s.opts.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("nodeapi: listen %s: %w (set port to a free port, or 0 to disable the node API)", addr, err)
+	}
+	return ln, nil
+}
+
+// Serve serves HTTPS on ln until ctx ends; open requests (log follows) are
+// cut then.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		TLSConfig:         s.tls,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	if s.boot != nil {
+		go s.boot.run(ctx)
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		_ = srv.Close()
+	}()
+	s.log.Info("node API listening", "address", ln.Addr().String())
+	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("nodeapi: %w", err)
+	}
+	return nil
+}
+
+// serve authenticates and authorizes a request, then dispatches it.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	u, err := s.authn.authenticate(r)
+	if err != nil {
+		s.log.Debug("node API request unauthenticated", "path", r.URL.Path, "err", err)
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		return
+	}
+	attrs := RequestAttributes(r.Method, r.URL.Path)
+	allowed := false
+	for _, sub := range attrs.Subresources {
+		ok, err := s.authz.authorize(r.Context(), u, attrs.Verb, sub)
+		if err != nil {
+			s.log.Warn("node API authorization failed", "user", u.Name, "path", r.URL.Path, "err", err)
+			http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=nodes, subresource=%s)", u.Name, attrs.Verb, sub), http.StatusInternalServerError)
+			return
+		}
+		if ok {
+			allowed = true
+			break
+		}
+	}
+	if !allowed {
+		// kubelet's message.
+		msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)", u.Name, attrs.Verb, attrs.Subresources)
+		s.log.Debug("node API request forbidden", "user", u.Name, "path", r.URL.Path)
+		http.Error(w, msg, http.StatusForbidden)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if s.opts.Healthy != nil {
+		if err := s.opts.Healthy(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok"))
+}
+
+func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
+	list := v1.PodList{}
+	list.Kind, list.APIVersion = "PodList", "v1"
+	for _, p := range s.opts.Pods.GetPods() {
+		list.Items = append(list.Items, *p)
+	}
+	if list.Items == nil {
+		list.Items = []v1.Pod{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(&list); err != nil {
+		s.log.Debug("node API: writing /pods", "err", err)
+	}
+}

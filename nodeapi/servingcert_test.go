@@ -1,0 +1,112 @@
+package nodeapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/internal/pki"
+)
+
+func TestRotateAt(t *testing.T) {
+	nb := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	na := nb.Add(100 * time.Hour)
+	for _, tc := range []struct {
+		frac float64
+		want time.Duration
+	}{{0, 70 * time.Hour}, {0.5, 80 * time.Hour}, {0.999999, 90 * time.Hour}} {
+		if got := RotateAt(nb, na, tc.frac).Sub(nb); got.Round(time.Minute) != tc.want {
+			t.Errorf("frac %v: %s, want %s", tc.frac, got, tc.want)
+		}
+	}
+}
+
+// The bootstrapper requests a certificate for the Node's addresses, serves
+// it once issued, and requests the next one at 70–90% of its lifetime,
+// serving the old one until then.
+func TestBootstrapperRenews(t *testing.T) {
+	ca, err := pki.LoadOrCreateCA(filepath.Join(t.TempDir(), "ca"), "test-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	client := fake.NewClientset()
+	var created atomic.Int32
+	var last atomic.Pointer[x509.CertificateRequest]
+	client.PrependReactor("create", "certificatesigningrequests", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		csr := a.(k8stesting.CreateAction).GetObject().(*certv1.CertificateSigningRequest).DeepCopy()
+		n := created.Add(1)
+		csr.Name = "csr-" + string(rune('a'+n))
+		b, _ := pem.Decode(csr.Spec.Request)
+		req, err := x509.ParseCertificateRequest(b.Bytes)
+		if err != nil {
+			t.Error(err)
+		}
+		last.Store(req)
+		// Approved and signed at once: valid one hour from the fake now.
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(n)), Subject: req.Subject, DNSNames: req.DNSNames, IPAddresses: req.IPAddresses,
+			NotBefore: clk.Now(), NotAfter: clk.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, req.PublicKey, ca.Key)
+		if err != nil {
+			t.Error(err)
+		}
+		csr.Status.Certificate = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		if err := client.Tracker().Add(csr); err != nil {
+			t.Error(err)
+		}
+		return true, csr, nil
+	})
+	node := &v1.Node{Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.7"}, {Type: v1.NodeHostName, Address: "node-a"}}}}
+	certs := &servingCerts{}
+	b := &bootstrapper{client: client, nodeName: "node-a", dir: t.TempDir(), node: func() *v1.Node { return node },
+		certs: certs, clock: clk, log: slog.New(slog.NewTextHandler(io.Discard, nil)), rand: func() float64 { return 0.5 }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.run(ctx)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("the first certificate", func() bool { return certs.cur.Load() != nil && clk.HasWaiters() })
+	first := certs.cur.Load().Leaf
+	req := last.Load()
+	if req.Subject.CommonName != "system:node:node-a" || len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes" ||
+		len(req.DNSNames) != 1 || req.DNSNames[0] != "node-a" || len(req.IPAddresses) != 1 || req.IPAddresses[0].String() != "192.0.2.7" {
+		t.Fatalf("CSR subject %s DNS %v IPs %v", req.Subject, req.DNSNames, req.IPAddresses)
+	}
+	// 47 minutes in: not yet (the renewal is at 80% of the hour, 48
+	// minutes, with rand 0.5).
+	clk.Step(47 * time.Minute)
+	time.Sleep(50 * time.Millisecond)
+	if created.Load() != 1 || certs.cur.Load().Leaf != first {
+		t.Fatalf("renewed early: %d CSRs", created.Load())
+	}
+	clk.Step(2 * time.Minute)
+	waitFor("the renewal", func() bool { return created.Load() == 2 && certs.cur.Load().Leaf != first })
+	// A restarted agent reuses the stored certificate.
+	b2 := &bootstrapper{dir: b.dir, clock: clk}
+	if c, ok := b2.loadCurrent(); !ok || c.Leaf.SerialNumber.Cmp(big.NewInt(2)) != 0 {
+		t.Fatalf("stored certificate not reused: %v", ok)
+	}
+}

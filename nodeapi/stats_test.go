@@ -1,0 +1,85 @@
+package nodeapi
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+func TestCPURate(t *testing.T) {
+	for _, tc := range []struct {
+		before, after uint64
+		d             time.Duration
+		want          uint64
+	}{
+		{0, 500_000_000, time.Second, 500_000_000}, // half a core
+		{1e9, 3e9, 500 * time.Millisecond, 4e9},    // four cores
+		{5, 4, time.Second, 0},                     // counter reset
+		{0, 1e9, 0, 0},                             // no interval
+	} {
+		if got := CPURate(tc.before, tc.after, tc.d); got != tc.want {
+			t.Errorf("CPURate(%d, %d, %s) = %d, want %d", tc.before, tc.after, tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestStatsSummary(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"cpu.stat":                       "usage_usec 9000000\n",
+		"nodeagent/u1/cpu.stat":          "usage_usec 3000000\n",
+		"nodeagent/u1/memory.current":    "10000\n",
+		"nodeagent/u1/c1/cpu.stat":       "usage_usec 2000000\n",
+		"nodeagent/u1/c1/memory.current": "8192\n",
+		"nodeagent/u1/c1/memory.stat":    "anon 4096\ninactive_file 1024\n",
+	})
+	logDir := filepath.Join(t.TempDir(), "default_web_u1", "app")
+	writeFiles(t, logDir, map[string]string{"0.log": "0123456789"})
+	e := newTestEnv(t, func(o *Options) { o.CgroupMounts = []string{root}; o.StatsFsDir = root; o.Clock = nil })
+	e.conts.cs = []runtime.Container{{ID: "c1", Name: "app", Pod: runtime.PodRef{UID: "u1", Name: "web", Namespace: "default"},
+		State: runtime.StateRunning, CgroupsPath: "/nodeagent/u1/c1", LogPath: filepath.Join(logDir, "0.log"), StartedAt: time.Now()}}
+	get := func() statsapi.Summary {
+		t.Helper()
+		w := e.do("GET", "/stats/summary", bearer("good-admin"))
+		var s statsapi.Summary
+		if err := json.Unmarshal(w.Body.Bytes(), &s); w.Code != 200 || err != nil {
+			t.Fatalf("%d %v %s", w.Code, err, w.Body.String())
+		}
+		return s
+	}
+	s := get()
+	if s.Node.NodeName != "node-a" || *s.Node.CPU.UsageCoreNanoSeconds != 9e9 || s.Node.CPU.UsageNanoCores == nil || s.Node.Fs == nil || *s.Node.Fs.CapacityBytes == 0 {
+		t.Fatalf("node %+v", s.Node)
+	}
+	if len(s.Pods) != 1 || s.Pods[0].PodRef.UID != "u1" || len(s.Pods[0].Containers) != 1 {
+		t.Fatalf("pods %+v", s.Pods)
+	}
+	p, c := s.Pods[0], s.Pods[0].Containers[0]
+	if *p.CPU.UsageCoreNanoSeconds != 3e9 || *p.Memory.UsageBytes != 10000 {
+		t.Errorf("pod cpu %+v memory %+v", p.CPU, p.Memory)
+	}
+	if c.Name != "app" || *c.CPU.UsageCoreNanoSeconds != 2e9 || *c.CPU.UsageNanoCores != 0 ||
+		*c.Memory.WorkingSetBytes != 7168 || *c.Memory.RSSBytes != 4096 || *c.Logs.UsedBytes != 10 {
+		t.Errorf("container cpu %+v memory %+v logs %+v", c.CPU, c.Memory, c.Logs)
+	}
+	// One more core-second between two requests: a positive rate.
+	time.Sleep(50 * time.Millisecond)
+	writeFiles(t, root, map[string]string{"nodeagent/u1/c1/cpu.stat": "usage_usec 3000000\n"})
+	if r := *get().Pods[0].Containers[0].CPU.UsageNanoCores; r < 1e9 {
+		t.Errorf("usageNanoCores %d after a core-second in well under a second", r)
+	}
+	// Samples of containers that are gone are forgotten.
+	e.conts.cs = nil
+	get()
+	e.s.rates.mu.Lock()
+	n := len(e.s.rates.last)
+	e.s.rates.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d CPU samples kept with only the node left", n)
+	}
+}
