@@ -529,3 +529,42 @@ var (
 	_ PLEG     = (*pleg.PLEG)(nil)
 	_ PodCache = (*pleg.Cache)(nil)
 )
+
+// GetPods returns the pods the agent runs, with their last computed status
+// (the node API's /pods). The pods are copies.
+func (m *Manager) GetPods() []*v1.Pod {
+	m.mu.Lock()
+	var pods []*v1.Pod
+	for _, w := range m.workers {
+		if p, removed := w.snapshot(); !removed && w.source != sourceOrphan {
+			pods = append(pods, p)
+		}
+	}
+	m.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(pods))
+	for _, p := range pods {
+		c := p.DeepCopy()
+		if st, ok := m.status.Get(p.UID); ok {
+			c.Status = st
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return kubetypes.FullName(out[i]) < kubetypes.FullName(out[j]) })
+	return out
+}
+
+// GetPodByName returns the pod the agent runs under that name (a static
+// pod by its own name, as kubelet's pod manager): the one not being
+// stopped, if another one with that name is.
+func (m *Manager) GetPodByName(namespace, name string) (*v1.Pod, bool) {
+	var found *v1.Pod
+	for _, p := range m.GetPods() {
+		if p.Namespace != namespace || p.Name != name {
+			continue
+		}
+		if found == nil || (found.DeletionTimestamp != nil && p.DeletionTimestamp == nil) {
+			found = p
+		}
+	}
+	return found, found != nil
+}

@@ -108,13 +108,16 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 	}
 }
 
+// sourceOrphan is the source of a pod no source knows any more.
+const sourceOrphan = "orphan"
+
 // newOrphanWorker makes the worker that removes what a pod no source knows
 // left on the host (its containers, directory, network namespace, logs).
 func newOrphanWorker(d *workerDeps, ref runtime.PodRef, log *slog.Logger) *worker {
 	orphan := &v1.Pod{}
 	orphan.UID, orphan.Name, orphan.Namespace = ref.UID, ref.Name, ref.Namespace
 	orphan.Spec.TerminationGracePeriodSeconds = utilptr.To[int64](orphanGrace)
-	w := newWorker(d, orphan, "orphan", log)
+	w := newWorker(d, orphan, sourceOrphan, log)
 	w.removed = true
 	return w
 }

@@ -688,3 +688,33 @@ func TestContainerHashIgnoresDefaultedFields(t *testing.T) {
 		t.Error("an image change did not replace the container")
 	}
 }
+
+// The node API reads the pods through GetPods and GetPodByName: the pods
+// with workers (not orphans, not removed ones), the running one first when
+// a deleted one of that name is still stopping.
+func TestManagerGetPods(t *testing.T) {
+	e := newWorkerEnv(t)
+	m := &Manager{workers: map[types.UID]*worker{}, status: status.NewManager(nil, testlog.New(t))}
+	add := func(w *worker) { m.workers[w.uid] = w }
+	old := testPod("web", v1.RestartPolicyAlways, ctr("c"))
+	old.UID = "old"
+	old.DeletionTimestamp = &metav1.Time{Time: e.clk.Now()}
+	add(e.worker(old, kubetypes.SourceAPI))
+	cur := testPod("web", v1.RestartPolicyAlways, ctr("c"))
+	add(e.worker(cur, kubetypes.SourceAPI))
+	gone := e.worker(testPod("gone", v1.RestartPolicyAlways, ctr("c")), kubetypes.SourceAPI)
+	gone.removed = true
+	add(gone)
+	add(newOrphanWorker(e.deps, runtime.PodRef{UID: "orphan", Name: "orphan", Namespace: "default"}, testlog.New(t)))
+
+	if pods := m.GetPods(); len(pods) != 2 {
+		t.Errorf("GetPods: %d pods, want the two named web", len(pods))
+	}
+	p, ok := m.GetPodByName("default", "web")
+	if !ok || p.UID != cur.UID {
+		t.Errorf("GetPodByName = %v %v, want the pod not being deleted", p, ok)
+	}
+	if _, ok := m.GetPodByName("default", "gone"); ok {
+		t.Error("a removed pod was found")
+	}
+}

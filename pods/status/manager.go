@@ -103,6 +103,16 @@ func (s *Manager) Set(pod *v1.Pod, st v1.PodStatus) {
 	s.queue.Add(pod.UID)
 }
 
+// Get returns the pod's last computed status.
+func (s *Manager) Get(uid types.UID) (v1.PodStatus, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[uid]; e != nil {
+		return *e.status.DeepCopy(), true
+	}
+	return v1.PodStatus{}, false
+}
+
 // Forget drops a pod that is gone.
 func (s *Manager) Forget(uid types.UID) {
 	s.mu.Lock()
