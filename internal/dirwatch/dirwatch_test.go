@@ -335,8 +335,10 @@ func TestDebounce(t *testing.T) {
 		t.Fatal("a timer is armed although nothing changed and every watch is in place")
 	}
 
-	p := filepath.Join(dir, "a.yaml")
-	write(t, p, "v1")
+	// A mkdir is one inotify event (a file write is two, and a late second
+	// one would arm the timer again after the step).
+	p := filepath.Join(dir, "a")
+	must(t, os.Mkdir(p, 0o755))
 	eventually(t, "the event", func() bool { return obs.has(p, true) })
 	eventually(t, "the debounce timer", fc.HasWaiters)
 	fc.Step(time.Second - time.Millisecond)
@@ -428,8 +430,8 @@ func TestRetry(t *testing.T) {
 	logs.waitFor(t, "Watching every directory again")
 	eventually(t, "no timer once everything is watched", func() bool { return !fc.HasWaiters() })
 
-	p := filepath.Join(dir, "10.conf")
-	write(t, p, "x")
+	p := filepath.Join(dir, "10.d") // a mkdir: one event, see TestDebounce
+	must(t, os.Mkdir(p, 0o755))
 	eventually(t, "the event", func() bool { return obs.has(p, true) })
 	eventually(t, "the debounce timer", fc.HasWaiters)
 	fc.Step(time.Second)
