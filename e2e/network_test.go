@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/internal/localcluster"
 	"github.com/nodeagent/nodeagent/internal/testenv"
+	"github.com/nodeagent/nodeagent/internal/testimage"
 )
 
 // kubelet's Ready message without a usable CNI configuration.
@@ -73,5 +75,66 @@ func TestReadyFollowsCNIConfiguration(t *testing.T) {
 	a.waitReady(ctx, 60*time.Second)
 	if !a.out.contains("CNI network configuration loaded") {
 		t.Errorf("the agent's log does not say which configuration it loaded:\n%s", a.out.String())
+	}
+}
+
+// TestPodsReachEachOtherOverCNI: with a CNI network installed, pods get
+// addresses in the node's pod CIDR, the address in status is the one on the
+// pod's eth0, and one pod reaches another over TCP at its pod IP; deleting
+// the pods tears their attachments down.
+func TestPodsReachEachOtherOverCNI(t *testing.T) {
+	env := testenv.Cluster(t)
+	bins := testenv.CNIPlugins(t)
+	confDir := filepath.Join(t.TempDir(), "net.d")
+	a, _ := podAgent(t, fmt.Sprintf("cniConfDir: %s\ncniBinDir: %s\n", confDir, strings.Join(bins, ",")))
+	_ = env
+	a.start()
+	ctx := context.Background()
+	n := a.waitNode(ctx, 60*time.Second, "a pod CIDR", func(n *corev1.Node) bool { return n.Spec.PodCIDR != "" })
+	cni := testenv.WriteCNIConfig(t, n.Spec.PodCIDR)
+	conf, err := os.ReadFile(cni.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(confDir, filepath.Base(cni.File)), conf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.waitReady(ctx, 60*time.Second)
+	_, cidr, _ := net.ParseCIDR(n.Spec.PodCIDR)
+
+	server := a.node + "-server"
+	kubectl(t, a.env, podYAML(server, a.node, fmt.Sprintf(`  volumes: [{name: www, emptyDir: {}}]
+  containers:
+  - name: c
+    image: %s
+    volumeMounts: [{name: www, mountPath: /www}]
+    command: ["sh", "-c", "/bin/busybox ip -4 addr show eth0; echo hello-from-server > /www/index.html; exec /bin/busybox httpd -f -p 8080 -h /www"]
+`, testimage.Ref)), "apply", "-f", "-")
+	sp := a.waitPod(ctx, server, 60*time.Second, "running with a pod IP", func(p *corev1.Pod) bool { return running(p) && p.Status.PodIP != "" })
+	ip := net.ParseIP(sp.Status.PodIP)
+	if ip == nil || !cidr.Contains(ip) || len(sp.Status.PodIPs) == 0 || sp.Status.PodIPs[0].IP != sp.Status.PodIP {
+		t.Fatalf("server podIP %q podIPs %v, want an address in %s", sp.Status.PodIP, sp.Status.PodIPs, cidr)
+	}
+	a.waitLog(sp, "c", 0, "inet "+sp.Status.PodIP+"/")
+
+	client := a.node + "-client"
+	kubectl(t, a.env, podYAML(client, a.node, fmt.Sprintf(`  restartPolicy: Never
+  containers:
+  - name: c
+    image: %s
+    command: ["sh", "-c", "i=0; while [ $i -lt 30 ]; do printf 'GET / HTTP/1.0\\r\\n\\r\\n' | /bin/busybox nc -w 2 %s 8080 | /bin/busybox grep -q hello-from-server && echo hello-from-server && exit 0; i=$((i+1)); sleep 1; done; exit 1"]
+`, testimage.Ref, sp.Status.PodIP)), "apply", "-f", "-")
+	cp := a.waitPod(ctx, client, 60*time.Second, "finished", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	if cp.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("the client could not reach the server at %s: phase %s, log:\n%s", sp.Status.PodIP, cp.Status.Phase, a.logOf(cp, "c", 0))
+	}
+	a.waitLog(cp, "c", 0, "hello-from-server")
+	if cp.Status.PodIP == "" || cp.Status.PodIP == sp.Status.PodIP {
+		t.Errorf("client podIP %q (server %q)", cp.Status.PodIP, sp.Status.PodIP)
 	}
 }

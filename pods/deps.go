@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -81,6 +82,15 @@ type NetNS interface {
 	Remove(path string) error
 }
 
+// PodNetwork attaches pods' network namespaces to the pod network (CNI);
+// *network.Network implements it.
+type PodNetwork interface {
+	// Status is nil once a usable network configuration is loaded.
+	Status() error
+	SetUp(ctx context.Context, pod network.PodRef, netnsPath string, o network.Options) (network.Result, error)
+	TearDown(ctx context.Context, pod network.PodRef, netnsPath string) error
+}
+
 // Recorder records Events (record.EventRecorder's part the agent uses).
 type Recorder interface {
 	Event(object k8sruntime.Object, eventtype, reason, message string)
@@ -107,6 +117,7 @@ type workerDeps struct {
 	rec     Recorder     // nil: no API server
 	volumes Volumes
 	netns   NetNS
+	net     PodNetwork // nil: loopback only
 	host    workerHost
 	clock   clock.WithTicker
 	met     *metrics

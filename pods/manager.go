@@ -68,6 +68,9 @@ type Options struct {
 	// PodCache is the PLEG's view of the pods (its Cache()).
 	PodCache PodCache
 	NetNS    NetNS // default: internal/netns
+	// Network is the pod network (CNI); nil: pods without hostNetwork have
+	// loopback only.
+	Network PodNetwork
 	// ResyncPeriod is how often a worker syncs without news (default 1m).
 	ResyncPeriod time.Duration
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
@@ -159,7 +162,7 @@ func New(o Options) (*Manager, error) {
 	}
 	m.deps = &workerDeps{
 		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: m.status, rec: rec,
-		volumes: volume.NewManager(projector), netns: o.NetNS, host: m, clock: o.Clock,
+		volumes: volume.NewManager(projector), netns: o.NetNS, net: o.Network, host: m, clock: o.Clock,
 		met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir,
 		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, hostIP: m.hostIP,
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/status"
@@ -71,6 +73,7 @@ type worker struct {
 	status    *v1.PodStatus // last computed
 	terminal  atomic.Bool   // the last computed status is terminal (read by admission)
 	rejected  atomic.Bool   // rejection is set (read by admission)
+	podIPs    []string      // from the pod network (not hostNetwork pods)
 	refreshAt time.Time     // projected volumes need refreshing then (zero: never)
 	deleted   bool          // the zero-grace API delete was sent
 	// seen is when the agent first saw the pod; reportedRunning says the
@@ -353,8 +356,33 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 		if err := w.d.netns.Create(w.netnsPath()); err != nil {
 			return nil, fmt.Errorf("network namespace: %w", err)
 		}
+		if err := w.attachNetwork(ctx, pod); err != nil {
+			return nil, err
+		}
 	}
 	return vols, nil
+}
+
+// attachNetwork attaches the pod's network namespace to the pod network
+// (CNI ADD, or the recorded attachment after a restart) and keeps its IPs.
+func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
+	if w.d.net == nil {
+		return nil
+	}
+	if err := w.d.net.Status(); err != nil {
+		w.d.event(pod, v1.EventTypeWarning, network.NetworkNotReadyReason, "network is not ready: "+err.Error())
+		return fmt.Errorf("network is not ready: %w", err)
+	}
+	opts, err := network.OptionsForPod(pod)
+	if err != nil {
+		return fmt.Errorf("pod network options: %w", err)
+	}
+	res, err := w.d.net.SetUp(ctx, w.netRef(pod), w.netnsPath(), opts)
+	if err != nil {
+		return fmt.Errorf("pod network: %w", err)
+	}
+	w.podIPs = network.PodIPs(res.IPs, net.ParseIP(w.d.hostIP()))
+	return nil
 }
 
 // logDir holds a pod's container logs (kubelet's /var/log/pods layout).
@@ -539,10 +567,26 @@ func (w *worker) fieldValue(pod *v1.Pod, path string) (string, error) {
 }
 
 func (w *worker) podIP(pod *v1.Pod) string {
-	if pod.Spec.HostNetwork {
-		return w.d.hostIP()
+	if ips := w.podIPsOf(pod); len(ips) > 0 {
+		return ips[0]
 	}
 	return ""
+}
+
+// podIPsOf is status.podIPs: the host's IP for hostNetwork pods, else what
+// the pod network gave the pod (none without one).
+func (w *worker) podIPsOf(pod *v1.Pod) []string {
+	if pod.Spec.HostNetwork {
+		if ip := w.d.hostIP(); ip != "" {
+			return []string{ip}
+		}
+		return nil
+	}
+	return w.podIPs
+}
+
+func (w *worker) netRef(pod *v1.Pod) network.PodRef {
+	return network.PodRef{Namespace: pod.Namespace, Name: pod.Name, UID: w.uid}
 }
 
 // resourcesOf maps requests and limits to cgroup limits as kubelet does:
@@ -676,8 +720,17 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
 		errs = append(errs, err)
 	}
-	if err := w.d.netns.Remove(w.netnsPath()); err != nil {
-		errs = append(errs, err)
+	// The network first: plugins find what they made through the pod's
+	// interface (a namespace removed first leaks the bridge's rules).
+	if w.d.net != nil {
+		if err := w.d.net.TearDown(ctx, w.netRef(pod), w.netnsPath()); err != nil {
+			errs = append(errs, fmt.Errorf("pod network: %w", err))
+		}
+	}
+	if len(errs) == 0 {
+		if err := w.d.netns.Remove(w.netnsPath()); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) == 0 {
 		if err := w.d.rt.RemovePodCgroup(w.uid); err != nil {
@@ -715,7 +768,7 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 		ImageIDs:     w.imageIDs,
 		Terminating:  pod.DeletionTimestamp != nil,
 		HostIP:       w.d.hostIP(),
-		PodIP:        w.podIP(pod),
+		PodIPs:       w.podIPsOf(pod),
 		StartTime:    w.startTime,
 	}
 	if r := w.rejection; r != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/status"
@@ -716,5 +718,53 @@ func TestManagerGetPods(t *testing.T) {
 	}
 	if _, ok := m.GetPodByName("default", "gone"); ok {
 		t.Error("a removed pod was found")
+	}
+}
+
+type fakeNetwork struct {
+	notReady error
+	setups   int
+	torn     []types.UID
+}
+
+func (n *fakeNetwork) Status() error { return n.notReady }
+func (n *fakeNetwork) SetUp(_ context.Context, p network.PodRef, _ string, _ network.Options) (network.Result, error) {
+	n.setups++
+	return network.Result{IPs: []net.IP{net.ParseIP("10.244.1.7"), net.ParseIP("fd00::7")}}, nil
+}
+func (n *fakeNetwork) TearDown(_ context.Context, p network.PodRef, _ string) error {
+	n.torn = append(n.torn, p.UID)
+	return nil
+}
+
+// With a pod network, a pod waits (NetworkNotReady, retried) until it is
+// ready, gets the network's addresses in status.podIPs, and is detached
+// before its network namespace is removed; hostNetwork pods skip it.
+func TestWorkerPodNetwork(t *testing.T) {
+	e := newWorkerEnv(t)
+	pn := &fakeNetwork{notReady: errors.New("cni plugin not initialized")}
+	e.deps.net = pn
+	pod := testPod("web", v1.RestartPolicyAlways, ctr("c"))
+	w := e.worker(pod, kubetypes.SourceAPI)
+	if next, _ := e.sync(w); next != time.Second || len(e.rt.specs) != 0 || !e.rec.has("NetworkNotReady") {
+		t.Fatalf("network not ready: next %v, containers %d, events %v", next, len(e.rt.specs), e.rec.reasons)
+	}
+	pn.notReady = nil
+	e.settle(w)
+	st := e.lastStatus(pod.UID)
+	if st.PodIP != "10.244.1.7" || len(st.PodIPs) != 2 || st.PodIPs[1].IP != "fd00::7" {
+		t.Errorf("podIP %q podIPs %v", st.PodIP, st.PodIPs)
+	}
+	w.remove()
+	if _, done := e.settle(w); !done || len(pn.torn) != 1 || len(e.netns.removed) != 1 {
+		t.Errorf("done %v, torn down %v, netns removed %v", done, pn.torn, e.netns.removed)
+	}
+
+	host := testPod("host", v1.RestartPolicyAlways, ctr("c"))
+	host.Spec.HostNetwork = true
+	before := pn.setups
+	e.settle(e.worker(host, kubetypes.SourceAPI))
+	if pn.setups != before || e.lastStatus(host.UID).PodIP != "192.0.2.1" {
+		t.Errorf("hostNetwork pod: %d setups, podIP %q", pn.setups-before, e.lastStatus(host.UID).PodIP)
 	}
 }

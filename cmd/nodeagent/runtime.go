@@ -110,7 +110,12 @@ func (a *agent) runPLEG(ctx context.Context, rt *runtime.Runtime) {
 // runPods runs the pod workers for static pods and the API server's pods
 // bound to this node until ctx is done and every worker has stopped.
 func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) {
+	var podNet pods.PodNetwork // a nil *network.Network must stay a nil interface
+	if a.net != nil {
+		podNet = a.net
+	}
 	pm, err := pods.New(pods.Options{
+		Network:       podNet,
 		NodeName:      a.nodeName,
 		Client:        a.client,
 		StaticPodPath: a.cfg.StaticPodPath,

@@ -134,9 +134,12 @@ func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStat
 	if in.HostIP != "" {
 		s.HostIPs = []v1.HostIP{{IP: in.HostIP}}
 	}
-	s.PodIP = in.PodIP
-	if in.PodIP != "" {
-		s.PodIPs = []v1.PodIP{{IP: in.PodIP}}
+	s.PodIP, s.PodIPs = "", nil
+	for i, ip := range in.PodIPs {
+		if i == 0 {
+			s.PodIP = ip
+		}
+		s.PodIPs = append(s.PodIPs, v1.PodIP{IP: ip})
 	}
 
 	byName := runtimeContainersByName(rs.Containers)

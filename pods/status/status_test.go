@@ -359,7 +359,7 @@ func TestComputeTable(t *testing.T) {
 			}}),
 			rs: rs(),
 			in: Input{
-				Rejected: true, RejectReason: "OutOfcpu", HostIP: "10.0.0.5", PodIP: "10.0.0.5",
+				Rejected: true, RejectReason: "OutOfcpu", HostIP: "10.0.0.5", PodIPs: []string{"10.0.0.5"},
 				RejectMessage: "Node didn't have enough resource: cpu, requested: 4000, used: 0, capacity: 2000",
 			},
 			phase:   v1.PodFailed,
@@ -500,7 +500,7 @@ func TestComputeFields(t *testing.T) {
 	pod := statusPod(v1.RestartPolicyAlways, []string{"init"}, []string{"app"})
 	pod.Spec.Containers[0].Image = "docker.io/library/busybox:1.36"
 	in := Input{
-		SandboxReady: true, HostIP: "10.0.0.5", PodIP: "10.0.0.5", StartTime: at(0),
+		SandboxReady: true, HostIP: "10.0.0.5", PodIPs: []string{"10.0.0.5"}, StartTime: at(0),
 		ImageIDs: map[string]string{"docker.io/library/busybox@sha256:abc": "sha256:1234"},
 	}
 	app := running("app", 1, at(10))
@@ -540,7 +540,7 @@ func TestComputeFields(t *testing.T) {
 	}
 
 	// Without a pod IP (no hostNetwork, no CNI) there are no podIPs.
-	in.PodIP = ""
+	in.PodIPs = nil
 	st = Compute(pod, rs(), in, at(50))
 	if st.PodIP != "" || st.PodIPs != nil {
 		t.Errorf("podIP, podIPs = %q, %v; want none", st.PodIP, st.PodIPs)

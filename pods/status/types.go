@@ -52,8 +52,10 @@ type Input struct {
 	Terminating bool
 
 	HostIP string
-	// PodIP is the host IP for hostNetwork pods, "" otherwise (no CNI yet).
-	PodIP string
+	// PodIPs are the pod's addresses (status.podIPs, the first is
+	// status.podIP): the host IP for hostNetwork pods, the CNI result's
+	// otherwise, none without a pod network.
+	PodIPs []string
 	// StartTime is when the agent admitted the pod (status.startTime).
 	StartTime time.Time
 }
