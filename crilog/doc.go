@@ -21,5 +21,6 @@
 //
 // The reader (ReadLogs) serves kubelet's containerLogs query options over the
 // rotated files and the live one, and follows the live file across
-// rotations.
+// rotations. Lines that are not CRI records (the raw output of containers
+// started by an agent older than this format) are shown as they are.
 package crilog

@@ -186,13 +186,18 @@ func (s *sink) drain(br *bufio.Reader) error {
 func (s *sink) line(l []byte) error {
 	r, err := ParseRecord(l)
 	if err != nil {
-		return nil // not a CRI record (kubelet skips such lines too)
-	}
-	if !s.opts.Since.IsZero() && r.Time.Before(s.opts.Since) {
+		// Not a CRI record: the raw output of a container started by an
+		// agent older than the CRI format. It is shown as it is (it has
+		// no time, so a since filter leaves it out).
+		if !s.opts.Since.IsZero() {
+			return nil
+		}
+		r = Record{Stream: Stdout, Content: l}
+	} else if !s.opts.Since.IsZero() && r.Time.Before(s.opts.Since) {
 		return nil
 	}
 	var buf []byte
-	if s.opts.Timestamps {
+	if s.opts.Timestamps && !r.Time.IsZero() {
 		buf = r.Time.AppendFormat(buf, time.RFC3339Nano)
 		buf = append(buf, ' ')
 	}

@@ -226,3 +226,19 @@ func TestReadLogsSeparateStreams(t *testing.T) {
 		t.Fatalf("stdout %q stderr %q", out.String(), errb.String())
 	}
 }
+
+// A log written raw (by an agent older than the CRI format) still reads.
+func TestReadRawLog(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "0.log")
+	if err := os.WriteFile(p, []byte("plain one\nplain two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := ReadLogs(context.Background(), p, ReadOptions{TailLines: 1, Timestamps: true}, &buf, nil); err != nil || buf.String() != "plain two\n" {
+		t.Fatalf("%q %v", buf.String(), err)
+	}
+	buf.Reset()
+	if err := ReadLogs(context.Background(), p, ReadOptions{TailLines: -1, Since: time.Now().Add(-time.Hour)}, &buf, nil); err != nil || buf.Len() != 0 {
+		t.Fatalf("since: %q %v", buf.String(), err)
+	}
+}

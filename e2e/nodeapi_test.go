@@ -907,3 +907,33 @@ func cgroupCPU(t *testing.T, path string) uint64 {
 	t.Fatalf("cgroup %s: no usage_usec", path)
 	return 0
 }
+
+// kubectl cp both ways (tar through exec).
+func TestKubectlCp(t *testing.T) {
+	t.Parallel()
+	a, _ := readyPodAgent(t, "")
+	ctx := context.Background()
+	a.waitKubeletPort(ctx)
+	name := a.node + "-cp"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  containers:
+  - name: main
+    image: %s
+    command: ["sleep", "3600"]
+`, testimage.Ref)), "apply", "-f", "-")
+	a.waitPod(ctx, name, 60*time.Second, "running", running)
+	dir := t.TempDir()
+	content := strings.Repeat("copied both ways\n", 1000)
+	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectlOut(t, a.env, "cp", filepath.Join(dir, "in.txt"), "default/"+name+":/tmp/in.txt"); err != nil {
+		t.Fatalf("cp to the pod: %v %s", err, out)
+	}
+	if out, err := kubectlOut(t, a.env, "cp", "default/"+name+":/tmp/in.txt", filepath.Join(dir, "back.txt")); err != nil {
+		t.Fatalf("cp from the pod: %v %s", err, out)
+	}
+	back, err := os.ReadFile(filepath.Join(dir, "back.txt"))
+	if err != nil || string(back) != content {
+		t.Fatalf("copied back %d bytes (%v), want %d", len(back), err, len(content))
+	}
+}

@@ -28,7 +28,7 @@ const Ref = "docker.io/nodeagent/busybox:test"
 const BusyboxPath = "/bin/busybox"
 
 // applets get a symlink to busybox in /bin.
-var applets = []string{"sh", "sleep", "cat", "echo", "true", "false", "kill", "ls", "ps", "env", "date", "touch", "trap", "yes", "head"}
+var applets = []string{"sh", "sleep", "cat", "echo", "true", "false", "kill", "ls", "ps", "env", "date", "touch", "trap", "yes", "head", "tar"}
 
 var (
 	once     sync.Once
