@@ -249,7 +249,11 @@ func TestRegisterReconcilesExistingNode(t *testing.T) {
 }
 
 func TestRegisterRetriesWithBackoff(t *testing.T) {
-	e := newTestEnv(t, nil)
+	// No runtime probes: their timeouts wait on the fake clock too, and
+	// ExpectDelays needs the retry loop to be its only waiter.
+	e := newTestEnv(t, func(o *Options) {
+		o.RuntimeVersion, o.ListImages, o.RuntimeHealthy, o.PLEGHealthy = nil, nil, nil, nil
+	})
 	var calls atomic.Int32
 	const fails = 10
 	e.client.PrependReactor("create", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
