@@ -49,18 +49,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "command is required", http.StatusBadRequest)
 		return
 	}
-	pod, ok := s.opts.Pods.GetPodByName(ns, name)
-	if !ok || uidParam(r) != "" && types.UID(uidParam(r)) != pod.UID {
-		http.Error(w, fmt.Sprintf("pod %q does not exist", name), http.StatusNotFound)
-		return
-	}
-	if !hasContainer(pod, cname) {
-		http.Error(w, fmt.Sprintf("container %q not found in pod %q", cname, name), http.StatusNotFound)
-		return
-	}
-	c, err := s.runningContainer(r.Context(), pod, cname)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	pod, c, ok := s.streamTarget(w, r, ns, name, cname)
+	if !ok {
 		return
 	}
 	streaming.ServeExec(w, r, executor{s.opts.Exec, c.ID}, name, pod.UID, cname, cmd, streamOpts,
@@ -79,18 +69,8 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	pod, ok := s.opts.Pods.GetPodByName(ns, name)
-	if !ok || uidParam(r) != "" && types.UID(uidParam(r)) != pod.UID {
-		http.Error(w, fmt.Sprintf("pod %q does not exist", name), http.StatusNotFound)
-		return
-	}
-	if !hasContainer(pod, cname) {
-		http.Error(w, fmt.Sprintf("container %q not found in pod %q", cname, name), http.StatusNotFound)
-		return
-	}
-	c, err := s.runningContainer(r.Context(), pod, cname)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	pod, c, ok := s.streamTarget(w, r, ns, name, cname)
+	if !ok {
 		return
 	}
 	if c.LogPath == "" {
@@ -182,4 +162,25 @@ func (x executor) ExecInContainer(ctx context.Context, _ string, _ types.UID, _ 
 		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", code), Code: code}
 	}
 	return nil
+}
+
+// streamTarget finds the running container an exec or attach request names
+// (the pod's UID must match when the request gives one); it answers the
+// request itself with 404 or 400 and false when there is none.
+func (s *Server) streamTarget(w http.ResponseWriter, r *http.Request, ns, name, cname string) (*v1.Pod, runtime.Container, bool) {
+	pod, ok := s.opts.Pods.GetPodByName(ns, name)
+	if !ok || uidParam(r) != "" && types.UID(uidParam(r)) != pod.UID {
+		http.Error(w, fmt.Sprintf("pod %q does not exist", name), http.StatusNotFound)
+		return nil, runtime.Container{}, false
+	}
+	if !hasContainer(pod, cname) {
+		http.Error(w, fmt.Sprintf("container %q not found in pod %q", cname, name), http.StatusNotFound)
+		return nil, runtime.Container{}, false
+	}
+	c, err := s.runningContainer(r.Context(), pod, cname)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return nil, runtime.Container{}, false
+	}
+	return pod, c, true
 }
