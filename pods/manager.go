@@ -325,12 +325,18 @@ var _ source.Handler = (*Manager)(nil)
 // upsert adds or updates a pod from a source: a new pod is admitted and
 // gets a worker; a known one gets the new spec.
 func (m *Manager) upsert(src string, pod *v1.Pod) {
+	if m.known(pod) {
+		return
+	}
+	// Admission's node, read without m.mu: before the Node informer has
+	// synced it is computed from the host (/proc, statfs).
+	node, nodeErr := m.nodeForAdmission()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx == nil || m.ctx.Err() != nil {
 		return
 	}
-	if w := m.workers[pod.UID]; w != nil {
+	if w := m.workers[pod.UID]; w != nil { // another source won the race
 		w.update(pod)
 		return
 	}
@@ -339,11 +345,36 @@ func (m *Manager) upsert(src string, pod *v1.Pod) {
 		w.startTime = pod.Status.StartTime.Time
 	}
 	if pod.DeletionTimestamp == nil && !status.PodIsTerminal(pod.Status) {
-		if r := m.admitLocked(pod); r != nil {
+		if r := m.admitLocked(pod, node, nodeErr); r != nil {
 			w.reject(*r)
 		}
 	}
 	m.startLocked(w)
+}
+
+// known hands pod to its worker and reports true when it has one (or the
+// manager is not running).
+func (m *Manager) known(pod *v1.Pod) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx == nil || m.ctx.Err() != nil {
+		return true
+	}
+	if w := m.workers[pod.UID]; w != nil {
+		w.update(pod)
+		return true
+	}
+	return false
+}
+
+// nodeForAdmission is the node whose allocatable admission checks against.
+func (m *Manager) nodeForAdmission() (*v1.Node, error) {
+	m.mu.Lock()
+	ctx := m.ctx
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, nodeAnywayTimeout)
+	defer cancel()
+	return m.opts.NodeAnyway(ctx)
 }
 
 // startLocked registers and starts a worker; m.mu is held.
@@ -356,7 +387,7 @@ func (m *Manager) startLocked(w *worker) {
 
 // admitLocked decides whether a new pod may run: its spec must be in the
 // supported subset and fit the node.
-func (m *Manager) admitLocked(pod *v1.Pod) *status.Waiting {
+func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status.Waiting {
 	if bad := admission.Unsupported(pod); len(bad) > 0 {
 		return &status.Waiting{Reason: admission.ReasonUnsupportedPodSpec, Message: admission.UnsupportedMessage(bad)}
 	}
@@ -369,11 +400,8 @@ func (m *Manager) admitLocked(pod *v1.Pod) *status.Waiting {
 		admitted = append(admitted, p)
 	}
 	sort.Slice(admitted, func(i, j int) bool { return admitted[i].UID < admitted[j].UID })
-	ctx, cancel := context.WithTimeout(m.ctx, nodeAnywayTimeout)
-	node, err := m.opts.NodeAnyway(ctx)
-	cancel()
-	if err != nil {
-		m.log.Error("cannot get node info to admit a pod", "pod", kubetypes.FullName(pod), "err", err)
+	if nodeErr != nil {
+		m.log.Error("cannot get node info to admit a pod", "pod", kubetypes.FullName(pod), "err", nodeErr)
 		return &status.Waiting{Reason: admission.ReasonInvalidNodeInfo, Message: "Kubelet cannot get node info."}
 	}
 	if ok, reason, msg := admission.FitsNode(pod, admitted, node.Status.Allocatable, m.opts.MaxPods); !ok {
