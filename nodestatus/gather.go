@@ -75,7 +75,7 @@ func (m *Manager) gather(now time.Time) {
 	read(&in.info.BootID, h.BootID)
 	read(&in.info.KernelVersion, h.KernelVersion)
 	read(&in.info.OSImage, h.OSImage)
-	in.info.KubeletVersion = m.cfg.AgentVersion
+	in.info.KubeletVersion = KubeletVersion(m.cfg.AgentVersion)
 
 	// Pressure with hysteresis.
 	met := thresholdsMet(m.cfg.thresholds, in.observations)

@@ -180,7 +180,7 @@ func TestRegisterCreatesCompleteNode(t *testing.T) {
 	ni := s.NodeInfo
 	if ni.MachineID == "" || ni.SystemUUID == "" || ni.BootID == "" || ni.KernelVersion != "6.1.0-test-amd64" ||
 		ni.OSImage != "Debian GNU/Linux 12 (bookworm)" || ni.ContainerRuntimeVersion != "containerd://1.7.35" ||
-		ni.KubeletVersion != "v0.1.0" || ni.OperatingSystem != "linux" {
+		ni.KubeletVersion != "v1.34.4+nodeagent.0.1.0" || ni.OperatingSystem != "linux" {
 		t.Errorf("nodeInfo %+v", ni)
 	}
 	if len(s.Images) != 2 || s.Images[0].SizeBytes != 300<<20 {

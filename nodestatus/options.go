@@ -81,7 +81,7 @@ type Options struct {
 	Taints     []v1.Taint        // taints set at registration only (registerWithTaints)
 	ProviderID string
 
-	AgentVersion string // reported as nodeInfo.kubeletVersion
+	AgentVersion string // nodeagent's version, reported in nodeInfo.kubeletVersion (KubeletVersion)
 	// KubeletPort is the node API's port, reported as
 	// status.daemonEndpoints.kubeletEndpoint.Port (the API server connects
 	// there for logs, exec, ...); 0 reports none.
