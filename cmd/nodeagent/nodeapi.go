@@ -48,6 +48,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		Containers:             runtimeContainers{a},
 		Exec:                   runtimeContainers{a},
 		LogRoot:                filepath.Join(c.RootDir, "logs"),
+		NetNSDir:               netnsDirFor(c.ContainerRuntimeNamespace),
 		StatsFsDir:             c.RootDir,
 		Healthy:                a.live,
 		Logger:                 a.base.With("component", "nodeapi", "node", a.nodeName),

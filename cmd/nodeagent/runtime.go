@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
@@ -120,6 +121,7 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) 
 		Client:        a.client,
 		StaticPodPath: a.cfg.StaticPodPath,
 		RootDir:       a.cfg.RootDir,
+		NetNSDir:      netnsDirFor(a.cfg.ContainerRuntimeNamespace),
 		MaxPods:       int(a.cfg.MaxPods),
 		Node:          a.ns.Node,
 		NodeAnyway:    a.ns.NodeAnyway,
@@ -183,4 +185,17 @@ func (a *agent) listImages(ctx context.Context) ([]nodestatus.Image, error) {
 		out = append(out, nodestatus.Image{ID: im.ID, Names: im.Names, SizeBytes: im.Size})
 	}
 	return out, nil
+}
+
+// netnsDirFor is where the pods' network namespaces of the agent that
+// uses containerd namespace ns are mounted (<dir>/<pod UID>). Each agent
+// treats the entries of its directory without containers as its own
+// orphans, so two agents on one host (tests, or a second instance in
+// another containerd namespace) must not share it: the default namespace
+// keeps the documented /run/nodeagent/netns, any other gets its own.
+func netnsDirFor(ns string) string {
+	if ns == "" || ns == config.DefaultContainerRuntimeNamespace {
+		return "/run/nodeagent/netns"
+	}
+	return "/run/nodeagent/netns-" + ns
 }

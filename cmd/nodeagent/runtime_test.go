@@ -65,3 +65,18 @@ func TestDialRuntimeBackoff(t *testing.T) {
 		t.Errorf("dialRuntime = %v, %v after ctx was cancelled", r.rt, r.ok)
 	}
 }
+
+// Agents in different containerd namespaces never share a network
+// namespace directory: each one's orphan scan would remove the other's.
+func TestNetNSDirPerContainerdNamespace(t *testing.T) {
+	if got := netnsDirFor(""); got != "/run/nodeagent/netns" {
+		t.Errorf("default: %s", got)
+	}
+	if got := netnsDirFor("k8s.io"); got != "/run/nodeagent/netns" {
+		t.Errorf("k8s.io: %s", got)
+	}
+	a, b := netnsDirFor("test-a"), netnsDirFor("test-b")
+	if a == b || a == netnsDirFor("k8s.io") {
+		t.Errorf("namespaces share a directory: %s %s", a, b)
+	}
+}

@@ -1021,7 +1021,7 @@ func (b *bench) cleanup() {
 			if err := volume.TeardownVolumes(filepath.Join(a.rootDir(), "pods", e.Name())); err != nil {
 				fmt.Fprintf(os.Stderr, "cleanup %s: %v\n", a.mode, err)
 			}
-			_ = netns.Remove(filepath.Join("/run/nodeagent/netns", e.Name()))
+			_ = netns.Remove(filepath.Join("/run/nodeagent/netns-"+a.ns, e.Name())) // the agent's netns directory for a non-default containerd namespace
 		}
 		_ = a.rt.Close()
 		if b.admin != nil {
