@@ -221,7 +221,9 @@ func (a *agent) renewTimes(ctx context.Context, n int, timeout time.Duration) []
 	var out []time.Time
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		l, err := a.lease(ctx)
-		if err != nil || l.Spec.RenewTime == nil {
+		// The renewal that adds the Node as owner comes as soon as the
+		// Node exists, off the cadence: count from the owned Lease.
+		if err != nil || l.Spec.RenewTime == nil || len(l.OwnerReferences) == 0 {
 			return false, nil
 		}
 		rt := l.Spec.RenewTime.Time

@@ -519,7 +519,11 @@ func TestNodeAPIStreamsLeaveNothingBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Follows live until the test cancels them, longer than the node
+	// client's 10s timeout when the machine is loaded: their contexts
+	// bound them instead.
 	client := a.nodeClient(t, &cert)
+	client.Timeout = 0
 	// follow reads a follow's first line, calls reading, then keeps
 	// reading until fctx ends.
 	follow := func(fctx context.Context, reading func()) error {
@@ -551,7 +555,7 @@ func TestNodeAPIStreamsLeaveNothingBehind(t *testing.T) {
 
 	const execs, follows = 20, 100
 	errs := make(chan error, execs+follows)
-	fctx, fcancel := context.WithCancel(ctx)
+	fctx, fcancel := context.WithTimeout(ctx, 3*time.Minute)
 	var started sync.WaitGroup
 	for range follows {
 		started.Add(1)
