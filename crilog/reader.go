@@ -40,6 +40,23 @@ var errLimit = errors.New("limit reached")
 // container still runs.
 const followIdle = time.Second
 
+// followPoll is how often a follow without inotify looks for new data.
+const followPoll = 250 * time.Millisecond
+
+// watchDir is an inotify watch of dir for follows; a variable so that
+// tests can take inotify away.
+var watchDir = func(dir string) (*fsnotify.Watcher, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Add(dir); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
 // Record is one parsed line of a CRI log file.
 type Record struct {
 	Time    time.Time
@@ -229,13 +246,33 @@ func (s *sink) line(l []byte) error {
 // ends; when the writer rotates, it finishes f and moves to the new file.
 func (s *sink) follow(ctx context.Context, path string, f *os.File, br *bufio.Reader, running func() bool) error {
 	defer func() { f.Close() }()
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("crilog: follow: %w", err)
-	}
-	defer w.Close()
-	if err := w.Add(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("crilog: follow: %w", err)
+	// New data is noticed through inotify; where no inotify instance or
+	// watch can be had (fs.inotify.max_user_instances is 128 by default,
+	// and every follow takes one), the follow polls instead of ending.
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if w, err := watchDir(filepath.Dir(path)); err == nil {
+		defer w.Close()
+		events, errs = w.Events, w.Errors
+	} else {
+		poll := time.NewTicker(followPoll)
+		defer poll.Stop()
+		ev := make(chan fsnotify.Event)
+		go func() {
+			for {
+				select {
+				case <-poll.C:
+					select {
+					case ev <- fsnotify.Event{}:
+					case <-ctx.Done():
+						return
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		events = ev
 	}
 	idle := time.NewTimer(followIdle)
 	defer idle.Stop()
@@ -267,11 +304,11 @@ func (s *sink) follow(ctx context.Context, path string, f *os.File, br *bufio.Re
 		select {
 		case <-ctx.Done():
 			return nil
-		case _, ok := <-w.Events:
+		case _, ok := <-events:
 			if !ok {
 				return nil
 			}
-		case err := <-w.Errors:
+		case err := <-errs:
 			return fmt.Errorf("crilog: follow: %w", err)
 		case <-idle.C:
 			if !running() {

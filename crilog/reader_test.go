@@ -9,8 +9,11 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 // writeLog writes n numbered lines through a Writer that rotates every few
@@ -113,7 +116,18 @@ func (b *syncBuffer) String() string {
 
 // A follow sees lines as they are written, across rotations, and ends once
 // the container no longer runs.
-func TestFollow(t *testing.T) {
+func TestFollow(t *testing.T) { testFollow(t) }
+
+// Without inotify (its per-user instance limit reached) a follow polls
+// instead of ending: same output, same end.
+func TestFollowWithoutInotify(t *testing.T) {
+	orig := watchDir
+	t.Cleanup(func() { watchDir = orig })
+	watchDir = func(string) (*fsnotify.Watcher, error) { return nil, syscall.EMFILE }
+	testFollow(t)
+}
+
+func testFollow(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "0.log")
 	w, err := OpenWriter(p, Rotation{MaxSize: 300, MaxFiles: 3}, nil, func(err error) { t.Error(err) })
 	if err != nil {
