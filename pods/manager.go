@@ -25,9 +25,9 @@ import (
 	"github.com/nodeagent/nodeagent/pods/admission"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/mirror"
+	"github.com/nodeagent/nodeagent/pods/objcache"
 	"github.com/nodeagent/nodeagent/pods/source"
 	"github.com/nodeagent/nodeagent/pods/status"
-	"github.com/nodeagent/nodeagent/pods/objcache"
 	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 )
