@@ -266,8 +266,10 @@ func (s *store[T]) mine(obj any) (runtime.Object, bool) {
 	return o, true
 }
 
-// set records obj (nil: absent) and tells OnChange when that is news.
-func (s *store[T]) set(obj runtime.Object) {
+// set records obj (nil: absent) and tells OnChange when that is news: an
+// event (event), or a list that found the object changed (another
+// resourceVersion) or appeared or gone.
+func (s *store[T]) set(obj runtime.Object, event bool) {
 	rv := ""
 	if obj != nil {
 		if m, err := meta.Accessor(obj); err == nil {
@@ -276,7 +278,7 @@ func (s *store[T]) set(obj runtime.Object) {
 	}
 	it := s.it
 	it.mu.Lock()
-	news := (it.obj == nil) != (obj == nil) || it.rv != rv
+	news := event || (it.obj == nil) != (obj == nil) || it.rv != rv
 	it.obj, it.rv, it.lastErr = obj, rv, nil
 	select {
 	case <-it.synced:
@@ -291,7 +293,7 @@ func (s *store[T]) set(obj runtime.Object) {
 
 func (s *store[T]) Add(obj any) error {
 	if o, ok := s.mine(obj); ok {
-		s.set(o)
+		s.set(o, true)
 	}
 	return nil
 }
@@ -300,7 +302,7 @@ func (s *store[T]) Update(obj any) error { return s.Add(obj) }
 
 func (s *store[T]) Delete(obj any) error {
 	if _, ok := s.mine(obj); ok {
-		s.set(nil)
+		s.set(nil, true)
 	}
 	return nil
 }
@@ -312,7 +314,7 @@ func (s *store[T]) Replace(list []any, _ string) error {
 			found = o
 		}
 	}
-	s.set(found)
+	s.set(found, false)
 	return nil
 }
 
