@@ -378,4 +378,3 @@ func TestMountErrors(t *testing.T) {
 		t.Error("MountErrors of a plain error")
 	}
 }
-
