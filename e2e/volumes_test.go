@@ -197,7 +197,9 @@ func TestMissingSecretsAndConfigMaps(t *testing.T) {
 `, testimage.Ref, opt)), "apply", "-f", "-")
 
 	req := a.node + "-required"
-	t.Cleanup(func() { _ = a.env.Admin.CoreV1().Secrets("default").Delete(context.Background(), req, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = a.env.Admin.CoreV1().Secrets("default").Delete(context.Background(), req, metav1.DeleteOptions{})
+	})
 	kubectl(t, a.env, podYAML(req, a.node, fmt.Sprintf(`  volumes:
   - name: s
     secret: {secretName: %[2]s}
