@@ -226,9 +226,18 @@ func (p *Projector) setupOne(ctx context.Context, pod *v1.Pod, vi int, podDir st
 	if err := mountProjected(dir, payloadSize(payload)); err != nil {
 		return "", time.Time{}, err
 	}
-	changed, err := writeAtomic(dir, payload, p.clock.Now())
+	fsGroup := fsGroupOf(pod)
+	changed, err := writeAtomicOwned(dir, withFSGroup(payload, fsGroup), p.clock.Now(), fsGroup)
 	if err != nil {
 		return "", time.Time{}, err
+	}
+	if fsGroup != nil {
+		if err := os.Lchown(dir, -1, int(*fsGroup)); err != nil {
+			return "", time.Time{}, err
+		}
+		if err := os.Chmod(dir, 0o755|fs.ModeSetgid); err != nil {
+			return "", time.Time{}, err
+		}
 	}
 	if changed {
 		p.log.Debug("volume written", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "volume", v.Name, "files", len(payload))
@@ -588,6 +597,14 @@ func ValidatePayloadPath(p string) error {
 // already holds payload with the same modes. now names the new data
 // directory.
 func writeAtomic(dir string, payload map[string]fileProjection, now time.Time) (bool, error) {
+	return writeAtomicOwned(dir, payload, now, nil)
+}
+
+// writeAtomicOwned is writeAtomic whose new files and directories belong
+// to group *fsGroup (when not nil), as kubelet's volume ownership makes
+// them: the caller adds the group's read bits to the payload's modes
+// (withFSGroup); directories get setgid.
+func writeAtomicOwned(dir string, payload map[string]fileProjection, now time.Time, fsGroup *int64) (bool, error) {
 	for p, f := range payload {
 		if err := ValidatePayloadPath(p); err != nil {
 			return false, fmt.Errorf("path %q: %w", p, err)
@@ -620,7 +637,7 @@ func writeAtomic(dir string, payload map[string]fileProjection, now time.Time) (
 	if err != nil {
 		return false, err
 	}
-	if err := writeFiles(tsDir, payload); err != nil {
+	if err := writeFiles(tsDir, payload, fsGroup); err != nil {
 		_ = os.RemoveAll(tsDir)
 		return false, err
 	}
@@ -695,7 +712,7 @@ func linkVisible(dir string, payload map[string]fileProjection) error {
 	return nil
 }
 
-func writeFiles(dir string, payload map[string]fileProjection) error {
+func writeFiles(dir string, payload map[string]fileProjection, fsGroup *int64) error {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return err
 	}
@@ -711,6 +728,44 @@ func writeFiles(dir string, payload map[string]fileProjection) error {
 		if err := os.Chmod(full, f.mode); err != nil {
 			return err
 		}
+	}
+	if fsGroup == nil {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, -1, int(*fsGroup)); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			// Chown clears setgid; kubelet's directories of a group are
+			// setgid and searchable by it.
+			return os.Chmod(p, 0o755|fs.ModeSetgid)
+		}
+		return nil
+	})
+}
+
+// withFSGroup returns payload with the group-read bits kubelet adds to the
+// files of read-only volumes owned by an fsGroup (nil: payload as is).
+func withFSGroup(payload map[string]fileProjection, fsGroup *int64) map[string]fileProjection {
+	if fsGroup == nil {
+		return payload
+	}
+	out := make(map[string]fileProjection, len(payload))
+	for p, f := range payload {
+		f.mode |= 0o440
+		out[p] = f
+	}
+	return out
+}
+
+// fsGroupOf is the pod's securityContext.fsGroup (nil: none).
+func fsGroupOf(pod *v1.Pod) *int64 {
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		return sc.FSGroup
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -376,5 +377,41 @@ func TestMountErrors(t *testing.T) {
 	}
 	if MountErrors(errors.New("x")) != nil {
 		t.Error("MountErrors of a plain error")
+	}
+}
+
+// With a pod fsGroup, the files of a secret volume belong to that group
+// and it may read them (kubelet's volume ownership of read-only volumes).
+func TestProjectorFSGroup(t *testing.T) {
+	f := newProjFixture(t, secretObj("creds", map[string]string{"user": "admin"}))
+	pod := apiPod()
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: utilptr.To[int64](1234)}
+	pod.Spec.Volumes = []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{
+		SecretName: "creds", DefaultMode: utilptr.To[int32](0o400)}}}}
+	vols, _, err := f.p.Setup(context.Background(), pod, f.podDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"user", ".", dataDirName} {
+		fi, err := os.Stat(filepath.Join(vols["s"], p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		want := fs.FileMode(0o440)
+		if fi.IsDir() {
+			want = fs.ModeDir | fs.ModeSetgid | 0o755
+		}
+		if st.Gid != 1234 || fi.Mode() != want {
+			t.Errorf("%s: gid %d mode %v, want gid 1234 mode %v", p, st.Gid, fi.Mode(), want)
+		}
+	}
+	// A second Setup finds nothing to rewrite.
+	before := dataDir(t, vols["s"])
+	if _, _, err := f.p.Setup(context.Background(), pod, f.podDir); err != nil {
+		t.Fatal(err)
+	}
+	if after := dataDir(t, vols["s"]); after != before {
+		t.Errorf("data directory rewritten without a change: %s → %s", before, after)
 	}
 }
