@@ -346,6 +346,9 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 	if sa == "" {
 		return "", time.Time{}, errors.New("the pod has no serviceAccountName")
 	}
+	if p.client == nil {
+		return "", time.Time{}, errors.New("no API server to request a token from")
+	}
 	spec := authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: utilptr.To(defaultTokenExpirationSeconds),
 		BoundObjectRef: &authenticationv1.BoundObjectReference{

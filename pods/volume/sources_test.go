@@ -415,3 +415,29 @@ func TestProjectorFSGroup(t *testing.T) {
 		t.Errorf("data directory rewritten without a change: %s → %s", before, after)
 	}
 }
+
+// Without an API server, downwardAPI volumes work and the others fail
+// with a clear error.
+func TestProjectorWithoutClient(t *testing.T) {
+	needRootForVolumes(t)
+	podDir := filepath.Join(t.TempDir(), "pod")
+	t.Cleanup(func() { _ = TeardownVolumes(podDir) })
+	p := NewProjectorWithOptions(ProjectorOptions{})
+	pod := apiPod()
+	pod.Annotations = map[string]string{"a": "b"}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "d", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
+		Items: []v1.DownwardAPIVolumeFile{{Path: "a", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}}}}})
+	_, _, err := p.Setup(context.Background(), pod, podDir)
+	mes := MountErrors(err)
+	if len(mes) != 1 || mes[0].Volume != "kube-api-access-x2b4k" || !strings.Contains(err.Error(), "no API server") {
+		t.Fatalf("Setup = %v, want only the kube-api-access volume to fail", err)
+	}
+	pod.Spec.Volumes = pod.Spec.Volumes[1:]
+	vols, _, err := p.Setup(context.Background(), pod, podDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readVolFile(t, vols["d"], "a"); got != `a="b"` {
+		t.Errorf("a = %q", got)
+	}
+}
