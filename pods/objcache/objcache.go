@@ -42,6 +42,10 @@ import (
 // when the caller's context has no earlier deadline.
 const DefaultSyncTimeout = 10 * time.Second
 
+// syncPoll is how often a Get waiting for a first list checks whether it
+// failed.
+const syncPoll = 20 * time.Millisecond
+
 // ListWatchFunc returns the list and watch of one named object (a
 // fieldSelector on metadata.name).
 type ListWatchFunc func(namespace, name string) *cache.ListWatch
@@ -161,17 +165,26 @@ func (c *Cache[T]) Get(ctx context.Context, uid types.UID, namespace, name strin
 	select {
 	case <-it.synced:
 	default:
+		// Wait for the first list; a failed one (Forbidden, say) is
+		// returned at once while the watch keeps retrying.
 		t := time.NewTimer(c.syncTimeout)
 		defer t.Stop()
-		select {
-		case <-it.synced:
-		case <-ctx.Done():
-			return zero, fmt.Errorf("wait for %s %q: %w", c.resource.Resource, name, errors.Join(ctx.Err(), it.err()))
-		case <-t.C:
-			if err := it.err(); err != nil {
-				return zero, err
+		tick := time.NewTicker(syncPoll)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case <-it.synced:
+				break wait
+			case <-ctx.Done():
+				return zero, fmt.Errorf("wait for %s %q: %w", c.resource.Resource, name, errors.Join(ctx.Err(), it.err()))
+			case <-t.C:
+				return zero, fmt.Errorf("failed to sync %s cache: timed out waiting for the condition", c.resource.Resource)
+			case <-tick.C:
+				if err := it.err(); err != nil {
+					return zero, err
+				}
 			}
-			return zero, fmt.Errorf("failed to sync %s cache: timed out waiting for the condition", c.resource.Resource)
 		}
 	}
 	it.mu.Lock()

@@ -123,10 +123,13 @@ func TestGetForbidden(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "c", nil)
 	})
 	c := NewConfigMaps(client, testlog.New(t))
-	c.syncTimeout = 500 * time.Millisecond
+	start := time.Now()
 	_, err := c.Get(context.Background(), "pod", "ns", "c")
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("Get = %v, want the list's Forbidden", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Get took %v to report the failed list, want at once", d)
 	}
 	c.Release("pod")
 }
