@@ -12,8 +12,9 @@
 // created, changed or deleted, so that their workers can act at once
 // instead of at their next periodic sync.
 //
-// Objects returned by Get are shared with the cache: callers must not
-// modify them.
+// An immutable object is watched until it is first seen, then kept as it
+// is (kubelet's rule). Objects returned by Get are shared with the cache:
+// callers must not modify them.
 package objcache
 
 import (
@@ -64,9 +65,10 @@ type Cache[T runtime.Object] struct {
 }
 
 type item struct {
-	key  types.NamespacedName
-	refs sets.Set[types.UID] // under Cache.mu
-	stop chan struct{}
+	key      types.NamespacedName
+	refs     sets.Set[types.UID] // under Cache.mu
+	stop     chan struct{}
+	stopOnce sync.Once
 
 	mu      sync.Mutex
 	obj     runtime.Object // nil: absent
@@ -203,7 +205,7 @@ func (c *Cache[T]) Release(uid types.UID) {
 	for k, it := range c.items {
 		it.refs.Delete(uid)
 		if it.refs.Len() == 0 {
-			close(it.stop)
+			it.stopWatch()
 			delete(c.items, k)
 		}
 	}
@@ -215,6 +217,9 @@ func (c *Cache[T]) Watched() int {
 	defer c.mu.Unlock()
 	return len(c.items)
 }
+
+// stopWatch ends the item's watch (once).
+func (it *item) stopWatch() { it.stopOnce.Do(func() { close(it.stop) }) }
 
 func (it *item) err() error {
 	it.mu.Lock()
@@ -299,9 +304,24 @@ func (s *store[T]) set(obj runtime.Object, event bool) {
 		close(it.synced)
 	}
 	it.mu.Unlock()
+	if immutable(obj) {
+		// It cannot change any more (only be deleted and re-created,
+		// which pods that use it do not see, as with kubelet).
+		it.stopWatch()
+	}
 	if news {
 		s.c.changed(it)
 	}
+}
+
+func immutable(obj runtime.Object) bool {
+	switch o := obj.(type) {
+	case *v1.Secret:
+		return o.Immutable != nil && *o.Immutable
+	case *v1.ConfigMap:
+		return o.Immutable != nil && *o.Immutable
+	}
+	return false
 }
 
 func (s *store[T]) Add(obj any) error {

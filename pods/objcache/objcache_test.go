@@ -133,3 +133,26 @@ func TestGetForbidden(t *testing.T) {
 	}
 	c.Release("pod")
 }
+
+func TestImmutableStopsWatching(t *testing.T) {
+	imm := true
+	client := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Immutable: &imm, Data: map[string]string{"k": "v"}})
+	var watches atomic.Int32
+	client.PrependWatchReactor("configmaps", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		return false, nil, nil
+	})
+	c := NewConfigMaps(client, testlog.New(t))
+	cm, err := c.Get(context.Background(), "pod", "ns", "c")
+	if err != nil || cm.Data["k"] != "v" {
+		t.Fatalf("Get = %v, %v", cm, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := watches.Load(); n != 0 {
+		t.Errorf("%d watches of an immutable ConfigMap, want 0", n)
+	}
+	if _, err := c.Get(context.Background(), "pod", "ns", "c"); err != nil {
+		t.Fatal(err)
+	}
+	c.Release("pod") // closes the stopped watch's channel once only
+}
