@@ -444,7 +444,7 @@ func TestUnsupportedPodIsRefused(t *testing.T) {
 	name := a.node + "-unsupported"
 	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  volumes:
   - name: cfg
-    configMap: {name: whatever}
+    nfs: {server: nfs.example, path: /}
   containers:
   - name: c
     image: %s
@@ -457,7 +457,7 @@ func TestUnsupportedPodIsRefused(t *testing.T) {
 	if p.Status.Reason != "UnsupportedPodSpec" {
 		t.Errorf("reason %q", p.Status.Reason)
 	}
-	for _, field := range []string{"spec.volumes[0].configMap", "spec.containers[0].livenessProbe"} {
+	for _, field := range []string{"spec.volumes[0].nfs", "spec.containers[0].livenessProbe"} {
 		if !strings.Contains(p.Status.Message, field) {
 			t.Errorf("message %q does not name %s", p.Status.Message, field)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/nodeagent/nodeagent/pods/admission"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/mirror"
+	"github.com/nodeagent/nodeagent/pods/objcache"
 	"github.com/nodeagent/nodeagent/pods/source"
 	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/pods/volume"
@@ -93,6 +94,9 @@ type Manager struct {
 	api    *source.APISource
 	mirror *mirror.Client
 	bc     record.EventBroadcaster
+	// Secrets and ConfigMaps referenced by pods (nil without a client).
+	secrets    *objcache.Cache[*v1.Secret]
+	configMaps *objcache.Cache[*v1.ConfigMap]
 
 	mu        sync.Mutex
 	ctx       context.Context
@@ -150,19 +154,17 @@ func New(o Options) (*Manager, error) {
 		staticSet: map[types.UID]bool{},
 		status:    status.NewManager(o.Client, o.Logger),
 	}
-	var projector *volume.Projector
 	var rec Recorder
 	if o.Client != nil {
 		m.api = source.NewAPISource(o.Client, o.NodeName, m, o.NodeSynced, o.Clock, o.Logger.With("source", "api"))
 		m.status.SetLister(m.api.Lister())
 		m.mirror = mirror.New(o.Client, m.api.Lister(), o.Node, o.Logger)
-		projector = volume.NewProjector(o.Client, o.Clock, o.Logger)
 		m.bc = record.NewBroadcaster()
 		rec = m.bc.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent", Host: o.NodeName})
 	}
 	m.deps = &workerDeps{
 		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: m.status, rec: rec,
-		volumes: volume.NewManager(projector), netns: o.NetNS, net: o.Network, host: m, clock: o.Clock,
+		volumes: volume.NewManager(m.newProjector()), netns: o.NetNS, net: o.Network, host: m, clock: o.Clock,
 		met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir,
 		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, hostIP: m.hostIP,
 	}

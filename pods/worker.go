@@ -265,7 +265,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	}
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
 	if sandboxErr != nil {
-		w.d.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", sandboxErr.Error())
+		w.sandboxEvents(pod, sandboxErr)
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
 	}
@@ -405,7 +405,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	}
 	spec, err := w.containerSpec(pod, c, s.attempt, vols)
 	if err != nil {
-		w.errs[c.Name] = status.Waiting{Reason: status.ReasonCreateContainer, Message: err.Error()}
+		w.errs[c.Name] = status.Waiting{Reason: reasonCreateContainerConfig, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
@@ -476,7 +476,7 @@ func (w *worker) containerSpec(pod *v1.Pod, c *v1.Container, attempt uint32, vol
 		return runtime.ContainerSpec{}, err
 	}
 	lookup := envLookup(env)
-	mounts, err := volume.ContainerMounts(c, vols)
+	mounts, err := volume.ContainerMountsWithSubPaths(w.podDir(), c, vols, subPathExpander(lookup))
 	if err != nil {
 		return runtime.ContainerSpec{}, err
 	}

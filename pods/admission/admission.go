@@ -267,19 +267,19 @@ var supportedFieldPaths = sets.New(
 	"spec.nodeName", "status.hostIP", "status.podIP",
 )
 
-var volumeMountAccepted = []string{"name", "readOnly", "mountPath"}
+// volumeMountAccepted: subPath and subPathExpr (expanded with the
+// container's env) are mounted safely inside the volume.
+var volumeMountAccepted = []string{"name", "readOnly", "mountPath", "subPath", "subPathExpr"}
 
 var volumeMountChecks = []check[v1.VolumeMount]{
 	// Disabled is what nodeagent does anyway.
 	{"recursiveReadOnly", func(m *v1.VolumeMount) bool {
 		return m.RecursiveReadOnly != nil && *m.RecursiveReadOnly != v1.RecursiveReadOnlyDisabled
 	}},
-	{"subPath", func(m *v1.VolumeMount) bool { return m.SubPath != "" }},
 	// None (private) is what nodeagent does anyway.
 	{"mountPropagation", func(m *v1.VolumeMount) bool {
 		return m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone
 	}},
-	{"subPathExpr", func(m *v1.VolumeMount) bool { return m.SubPathExpr != "" }},
 }
 
 // resourceRequirementsAccepted: limits and requests are walked for their
@@ -298,16 +298,16 @@ var (
 	requestResources = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
 )
 
-// volumeSourceAccepted: the volume types nodeagent mounts; emptyDir and
-// projected are walked further (emptyDir's medium and sizeLimit, projected
-// sources).
-var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected"}
+// volumeSourceAccepted: the volume types nodeagent mounts; emptyDir,
+// projected and downwardAPI are walked further (emptyDir's medium and
+// sizeLimit, projected sources, downwardAPI items); secret and configMap
+// are used whole.
+var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI"}
 
 var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"gcePersistentDisk", func(s *v1.VolumeSource) bool { return s.GCEPersistentDisk != nil }},
 	{"awsElasticBlockStore", func(s *v1.VolumeSource) bool { return s.AWSElasticBlockStore != nil }},
 	{"gitRepo", func(s *v1.VolumeSource) bool { return s.GitRepo != nil }},
-	{"secret", func(s *v1.VolumeSource) bool { return s.Secret != nil }},
 	{"nfs", func(s *v1.VolumeSource) bool { return s.NFS != nil }},
 	{"iscsi", func(s *v1.VolumeSource) bool { return s.ISCSI != nil }},
 	{"glusterfs", func(s *v1.VolumeSource) bool { return s.Glusterfs != nil }},
@@ -317,10 +317,8 @@ var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"cinder", func(s *v1.VolumeSource) bool { return s.Cinder != nil }},
 	{"cephfs", func(s *v1.VolumeSource) bool { return s.CephFS != nil }},
 	{"flocker", func(s *v1.VolumeSource) bool { return s.Flocker != nil }},
-	{"downwardAPI", func(s *v1.VolumeSource) bool { return s.DownwardAPI != nil }},
 	{"fc", func(s *v1.VolumeSource) bool { return s.FC != nil }},
 	{"azureFile", func(s *v1.VolumeSource) bool { return s.AzureFile != nil }},
-	{"configMap", func(s *v1.VolumeSource) bool { return s.ConfigMap != nil }},
 	{"vsphereVolume", func(s *v1.VolumeSource) bool { return s.VsphereVolume != nil }},
 	{"quobyte", func(s *v1.VolumeSource) bool { return s.Quobyte != nil }},
 	{"azureDisk", func(s *v1.VolumeSource) bool { return s.AzureDisk != nil }},
@@ -348,30 +346,41 @@ var hostPathAccepted = []string{"path", "type"}
 // projectedAccepted: a projected volume's sources are walked further.
 var projectedAccepted = []string{"sources", "defaultMode"}
 
-// volumeProjectionAccepted: the sources of kube-api-access-* volumes.
-// serviceAccountToken and configMap are used as they are; downwardAPI
-// items are walked further.
-var volumeProjectionAccepted = []string{"serviceAccountToken", "configMap", "downwardAPI"}
+// volumeProjectionAccepted: serviceAccountToken, configMap and secret are
+// used as they are; downwardAPI items are walked further.
+var volumeProjectionAccepted = []string{"serviceAccountToken", "configMap", "downwardAPI", "secret"}
 
 var volumeProjectionChecks = []check[v1.VolumeProjection]{
-	{"secret", func(s *v1.VolumeProjection) bool { return s.Secret != nil }},
 	{"clusterTrustBundle", func(s *v1.VolumeProjection) bool { return s.ClusterTrustBundle != nil }},
 	{"podCertificate", func(s *v1.VolumeProjection) bool { return s.PodCertificate != nil }},
 }
 
 // downwardAPIFileAccepted: fieldRef is accepted for the paths in
-// downwardAPIFieldPaths only.
-var downwardAPIFileAccepted = []string{"path", "fieldRef", "mode"}
+// downwardAPIFieldPaths (and single labels and annotations) only;
+// resourceFieldRef for any container resource the Downward API defines.
+var downwardAPIFileAccepted = []string{"path", "fieldRef", "mode", "resourceFieldRef"}
 
-var downwardAPIFileChecks = []check[v1.DownwardAPIVolumeFile]{
-	{"resourceFieldRef", func(f *v1.DownwardAPIVolumeFile) bool { return f.ResourceFieldRef != nil }},
-}
+var downwardAPIFileChecks = []check[v1.DownwardAPIVolumeFile]{}
 
-// downwardAPIFieldPaths are the fieldRef paths a projected downwardAPI
-// item may name.
+// downwardAPIFieldPaths are the fieldRef paths a downwardAPI item may name,
+// besides metadata.labels['<key>'] and metadata.annotations['<key>'].
 var downwardAPIFieldPaths = sets.New(
 	"metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations",
 )
+
+// downwardAPIFieldPath reports whether a downwardAPI volume item may name
+// path.
+func downwardAPIFieldPath(path string) bool {
+	if downwardAPIFieldPaths.Has(path) {
+		return true
+	}
+	for _, prefix := range []string{"metadata.labels['", "metadata.annotations['"} {
+		if k, ok := strings.CutPrefix(path, prefix); ok && strings.HasSuffix(k, "']") && len(k) > 2 {
+			return true
+		}
+	}
+	return false
+}
 
 // walk adds p.<field> for every check that v uses.
 func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) {
@@ -395,13 +404,15 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // metadata.uid, spec.nodeName, status.hostIP or status.podIP),
 // containerPort (informative), resources (limits on cpu and memory,
 // requests on cpu, memory and ephemeral-storage) and volumeMounts (name,
-// mountPath, readOnly); restartPolicy; terminationGracePeriodSeconds;
-// hostNetwork (hostPort only with hostNetwork); volumes emptyDir (medium ""
-// or Memory; sizeLimit only with Memory, as the tmpfs size), hostPath and
-// projected with serviceAccountToken, configMap and downwardAPI sources
+// mountPath, readOnly, subPath, subPathExpr); restartPolicy;
+// terminationGracePeriodSeconds; hostNetwork (hostPort only with
+// hostNetwork); volumes emptyDir (medium "" or Memory; sizeLimit only with
+// Memory, as the tmpfs size), hostPath, secret, configMap, downwardAPI
 // (fieldRef to metadata.name, metadata.namespace, metadata.uid,
-// metadata.labels or metadata.annotations), which is what the API server's
-// ServiceAccount admission adds to pods (kube-api-access-*); an empty
+// metadata.labels, metadata.annotations or one label or annotation;
+// resourceFieldRef) and projected with serviceAccountToken, secret,
+// configMap and downwardAPI sources (the API server's ServiceAccount
+// admission adds such a volume to pods: kube-api-access-*); an empty
 // securityContext; os linux. Fields for the scheduler or the API server (nodeSelector,
 // affinity, tolerations, priority, priorityClassName, schedulerName,
 // topologySpreadConstraints, schedulingGates, serviceAccountName,
@@ -410,10 +421,10 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // Everything else is unsupported: probes, lifecycle hooks, envFrom and
 // valueFrom other than the fieldRefs above, security context fields,
 // ephemeral containers, sidecars (init containers with restartPolicy),
-// subPath and mount propagation, hostPID/hostIPC, dnsConfig, hostAliases,
+// mount propagation, hostPID/hostIPC, dnsConfig, hostAliases,
 // runtimeClassName, pod-level resources, every other volume type, and the
-// projected sources secret, clusterTrustBundle and podCertificate (named
-// as spec.volumes[N].projected.sources[M].secret, ...).
+// projected sources clusterTrustBundle and podCertificate (named as
+// spec.volumes[N].projected.sources[M].clusterTrustBundle, ...).
 func Unsupported(pod *v1.Pod) []string {
 	seen := sets.New[string]()
 	add := func(p *field.Path) { seen.Insert(p.String()) }
@@ -443,6 +454,9 @@ func Unsupported(pod *v1.Pod) []string {
 		if pv := vs.Projected; pv != nil {
 			unsupportedProjected(pv, vp.Child("projected"), add)
 		}
+		if d := vs.DownwardAPI; d != nil {
+			unsupportedDownwardAPIItems(d.Items, vp.Child("downwardAPI", "items"), add)
+		}
 	}
 	if seen.Len() == 0 {
 		return nil
@@ -456,14 +470,18 @@ func unsupportedProjected(pv *v1.ProjectedVolumeSource, p *field.Path, add func(
 		s := &pv.Sources[i]
 		walk(s, volumeProjectionChecks, sp, add)
 		if d := s.DownwardAPI; d != nil {
-			for j := range d.Items {
-				ip := sp.Child("downwardAPI", "items").Index(j)
-				walk(&d.Items[j], downwardAPIFileChecks, ip, add)
-				if fr := d.Items[j].FieldRef; fr != nil && (!downwardAPIFieldPaths.Has(fr.FieldPath) ||
-					(fr.APIVersion != "" && fr.APIVersion != "v1")) {
-					add(ip.Child("fieldRef"))
-				}
-			}
+			unsupportedDownwardAPIItems(d.Items, sp.Child("downwardAPI", "items"), add)
+		}
+	}
+}
+
+func unsupportedDownwardAPIItems(items []v1.DownwardAPIVolumeFile, p *field.Path, add func(*field.Path)) {
+	for j := range items {
+		ip := p.Index(j)
+		walk(&items[j], downwardAPIFileChecks, ip, add)
+		if fr := items[j].FieldRef; fr != nil && (!downwardAPIFieldPath(fr.FieldPath) ||
+			(fr.APIVersion != "" && fr.APIVersion != "v1")) {
+			add(ip.Child("fieldRef"))
 		}
 	}
 }

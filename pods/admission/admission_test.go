@@ -311,11 +311,9 @@ var unsupportedCases = []struct {
 	{"spec.containers[0].volumeMounts[1].recursiveReadOnly", func(p *v1.Pod) {
 		p.Spec.Containers[0].VolumeMounts[1].RecursiveReadOnly = utilptr.To(v1.RecursiveReadOnlyEnabled)
 	}},
-	{"spec.containers[0].volumeMounts[1].subPath", func(p *v1.Pod) { p.Spec.Containers[0].VolumeMounts[1].SubPath = "x" }},
 	{"spec.containers[0].volumeMounts[1].mountPropagation", func(p *v1.Pod) {
 		p.Spec.Containers[0].VolumeMounts[1].MountPropagation = utilptr.To(v1.MountPropagationBidirectional)
 	}},
-	{"spec.containers[0].volumeMounts[1].subPathExpr", func(p *v1.Pod) { p.Spec.Containers[0].VolumeMounts[1].SubPathExpr = "$(POD)" }},
 
 	// Resources.
 	{"spec.containers[0].resources.claims", func(p *v1.Pod) {
@@ -338,10 +336,6 @@ var unsupportedCases = []struct {
 	{"spec.volumes[0].emptyDir.medium", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumHugePages }},
 
 	// Projected volumes beyond their supported sources.
-	{"spec.volumes[2].projected.sources[1].secret", func(p *v1.Pod) {
-		withKubeAPIAccess(p)
-		p.Spec.Volumes[2].Projected.Sources[1] = v1.VolumeProjection{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "s"}}}
-	}},
 	{"spec.volumes[2].projected.sources[1].clusterTrustBundle", func(p *v1.Pod) {
 		withKubeAPIAccess(p)
 		p.Spec.Volumes[2].Projected.Sources[1] = v1.VolumeProjection{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "b"}}
@@ -350,10 +344,6 @@ var unsupportedCases = []struct {
 		withKubeAPIAccess(p)
 		p.Spec.Volumes[2].Projected.Sources[1] = v1.VolumeProjection{PodCertificate: &v1.PodCertificateProjection{SignerName: "x/y"}}
 	}},
-	{"spec.volumes[2].projected.sources[2].downwardAPI.items[0].resourceFieldRef", func(p *v1.Pod) {
-		withKubeAPIAccess(p)
-		p.Spec.Volumes[2].Projected.Sources[2].DownwardAPI.Items[0] = v1.DownwardAPIVolumeFile{Path: "cpu", ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.cpu"}}
-	}},
 	{"spec.volumes[2].projected.sources[2].downwardAPI.items[0].fieldRef", func(p *v1.Pod) {
 		withKubeAPIAccess(p)
 		p.Spec.Volumes[2].Projected.Sources[2].DownwardAPI.Items[0].FieldRef.FieldPath = "spec.nodeName"
@@ -361,6 +351,15 @@ var unsupportedCases = []struct {
 	{"spec.volumes[2].projected.sources[2].downwardAPI.items[0].fieldRef", func(p *v1.Pod) {
 		withKubeAPIAccess(p)
 		p.Spec.Volumes[2].Projected.Sources[2].DownwardAPI.Items[0].FieldRef.APIVersion = "v2"
+	}},
+	{"spec.volumes[2].projected.sources[2].downwardAPI.items[0].fieldRef", func(p *v1.Pod) {
+		withKubeAPIAccess(p)
+		p.Spec.Volumes[2].Projected.Sources[2].DownwardAPI.Items[0].FieldRef.FieldPath = "metadata.labels['']"
+	}},
+	{"spec.volumes[1].downwardAPI.items[0].fieldRef", func(p *v1.Pod) {
+		p.Spec.Volumes[1] = v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
+			Items: []v1.DownwardAPIVolumeFile{{Path: "ip", FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		}}}
 	}},
 }
 
@@ -403,6 +402,40 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 		{"projected token with audience", func(p *v1.Pod) {
 			withKubeAPIAccess(p)
 			p.Spec.Volumes[2].Projected.Sources[0].ServiceAccountToken.Audience = "vault"
+		}},
+		{"projected secret", func(p *v1.Pod) {
+			withKubeAPIAccess(p)
+			p.Spec.Volumes[2].Projected.Sources[1] = v1.VolumeProjection{Secret: &v1.SecretProjection{
+				LocalObjectReference: v1.LocalObjectReference{Name: "s"}, Items: []v1.KeyToPath{{Key: "k", Path: "p", Mode: utilptr.To[int32](0o400)}}, Optional: utilptr.To(true),
+			}}
+		}},
+		{"projected downwardAPI resourceFieldRef, one label", func(p *v1.Pod) {
+			withKubeAPIAccess(p)
+			p.Spec.Volumes[2].Projected.Sources[2].DownwardAPI.Items = []v1.DownwardAPIVolumeFile{
+				{Path: "cpu", ResourceFieldRef: &v1.ResourceFieldSelector{ContainerName: "c", Resource: "limits.cpu", Divisor: resource.MustParse("1m")}},
+				{Path: "app", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}},
+			}
+		}},
+		{"secret, configMap and downwardAPI volumes", func(p *v1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes,
+				v1.Volume{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{
+					SecretName: "s", Items: []v1.KeyToPath{{Key: "k", Path: "p"}}, DefaultMode: utilptr.To[int32](0o400), Optional: utilptr.To(true),
+				}}},
+				v1.Volume{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+					LocalObjectReference: v1.LocalObjectReference{Name: "cm"}, Items: []v1.KeyToPath{{Key: "k", Path: "p"}}, DefaultMode: utilptr.To[int32](0o400), Optional: utilptr.To(true),
+				}}},
+				v1.Volume{Name: "d", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{
+					DefaultMode: utilptr.To[int32](0o400),
+					Items: []v1.DownwardAPIVolumeFile{
+						{Path: "labels", FieldRef: &v1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.labels"}},
+						{Path: "note", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations['note']"}},
+						{Path: "mem", Mode: utilptr.To[int32](0o600), ResourceFieldRef: &v1.ResourceFieldSelector{ContainerName: "c", Resource: "requests.memory"}},
+					},
+				}}})
+		}},
+		{"subPath and subPathExpr", func(p *v1.Pod) {
+			p.Spec.Containers[0].VolumeMounts[1].SubPath = "x"
+			p.Spec.Containers[1].VolumeMounts = append(p.Spec.Containers[1].VolumeMounts, v1.VolumeMount{Name: p.Spec.Volumes[0].Name, MountPath: "/y", SubPathExpr: "$(POD)"})
 		}},
 	}
 	for _, path := range sets.List(downwardAPIFieldPaths) {
@@ -564,6 +597,11 @@ func TestUnsupportedTablesClassifyEveryField(t *testing.T) {
 		{typ: reflect.TypeOf(v1.ConfigMapProjection{}), accepted: []string{"", "items", "optional"}},
 		{typ: reflect.TypeOf(v1.KeyToPath{}), accepted: []string{"key", "path", "mode"}},
 		{typ: reflect.TypeOf(v1.DownwardAPIProjection{}), accepted: []string{"items"}},
+		{typ: reflect.TypeOf(v1.SecretProjection{}), accepted: []string{"", "items", "optional"}},
+		{typ: reflect.TypeOf(v1.SecretVolumeSource{}), accepted: []string{"secretName", "items", "defaultMode", "optional"}},
+		{typ: reflect.TypeOf(v1.ConfigMapVolumeSource{}), accepted: []string{"", "items", "defaultMode", "optional"}},
+		{typ: reflect.TypeOf(v1.DownwardAPIVolumeSource{}), accepted: []string{"items", "defaultMode"}},
+		{typ: reflect.TypeOf(v1.ResourceFieldSelector{}), accepted: []string{"containerName", "resource", "divisor"}},
 		{typ: reflect.TypeOf(v1.ObjectFieldSelector{}), accepted: []string{"apiVersion", "fieldPath"}},
 		// EnvVar and Volume are walked by hand: name and value; name and
 		// the inlined VolumeSource.
@@ -634,8 +672,8 @@ func TestUnsupportedAPIPodWithServiceAccountToken(t *testing.T) {
 		t.Errorf("Unsupported = %q, want nil", got)
 	}
 	pod.Spec.Volumes[2].Projected.Sources = append(pod.Spec.Volumes[2].Projected.Sources,
-		v1.VolumeProjection{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "s"}}})
-	if d := cmp.Diff([]string{"spec.volumes[2].projected.sources[3].secret"}, Unsupported(pod)); d != "" {
+		v1.VolumeProjection{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "b"}})
+	if d := cmp.Diff([]string{"spec.volumes[2].projected.sources[3].clusterTrustBundle"}, Unsupported(pod)); d != "" {
 		t.Errorf("Unsupported (-want +got):\n%s", d)
 	}
 }
@@ -646,7 +684,7 @@ func TestUnsupportedManySorted(t *testing.T) {
 	pod.Spec.Containers[1].LivenessProbe = &v1.Probe{}
 	pod.Spec.Containers[1].SecurityContext.Privileged = utilptr.To(true)
 	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{}
-	pod.Spec.Volumes[1] = v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}
+	pod.Spec.Volumes[1] = v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{}}}
 	pod.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyAlways)
 	want := []string{
 		"spec.containers[0].livenessProbe",
@@ -654,7 +692,7 @@ func TestUnsupportedManySorted(t *testing.T) {
 		"spec.containers[1].securityContext.privileged",
 		"spec.hostPID",
 		"spec.initContainers[0].restartPolicy",
-		"spec.volumes[1].configMap",
+		"spec.volumes[1].nfs",
 	}
 	if d := cmp.Diff(want, Unsupported(pod)); d != "" {
 		t.Errorf("Unsupported (-want +got):\n%s", d)

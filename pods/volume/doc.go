@@ -1,10 +1,17 @@
 // Package volume sets up and tears down pod volumes under the pod's
 // directory (<rootDir>/pods/<uid>/volumes), with kubelet's layout and
 // semantics: emptyDir (on disk, or Memory as a tmpfs sized by sizeLimit),
-// hostPath (with kubelet's type checks), and projected volumes (service
+// hostPath (with kubelet's type checks), and the volumes whose files the
+// agent writes (secret, configMap, downwardAPI and projected: service
 // account tokens through TokenRequest, refreshed at 80 % of their
-// lifetime; configMaps; downwardAPI), written atomically with kubelet's
-// ..data symlink swap. ContainerMounts maps a container's volumeMounts to
-// runtime mounts. Setup is idempotent; Teardown unmounts before it
-// removes, so it never deletes through a mount.
+// lifetime; Secrets and ConfigMaps from getters such as pods/objcache;
+// downwardAPI fields and resources), each on a tmpfs and written
+// atomically with kubelet's ..data symlink swap. A volume that cannot be
+// set up is a *MountError carrying kubelet's FailedMount message.
+//
+// ContainerMounts maps a container's volumeMounts to runtime mounts;
+// ContainerMountsWithSubPaths also prepares subPath and subPathExpr mounts
+// (resolved safely inside the volume and bind-mounted under
+// <podDir>/volume-subpaths). Setup is idempotent; Teardown unmounts before
+// it removes, so it never deletes through a mount.
 package volume

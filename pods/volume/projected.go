@@ -34,7 +34,6 @@ import (
 	"golang.org/x/sys/unix"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -42,6 +41,7 @@ import (
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/pods/objcache"
 )
 
 const (
@@ -69,40 +69,36 @@ const (
 	// token is still valid.
 	tokenRetry = 10 * time.Second
 
-	// configMapTTL is how long a ConfigMap read is reused (kubelet's TTL
-	// cache default), so that pods sharing kube-root-ca.crt cost one GET
-	// per namespace per TTL, and an update reaches pods within it plus the
-	// workers' resync period.
-	configMapTTL = time.Minute
-
 	// dataDirName is the symlink to the current data directory.
 	dataDirName = "..data"
 )
 
-// Projector writes the projected volumes of pods: serviceAccountToken
-// sources through the TokenRequest API, configMap sources read from the
-// API server, and downwardAPI sources with the fieldRefs metadata.name,
-// metadata.namespace, metadata.uid, metadata.labels and
-// metadata.annotations (admission refuses the other sources and fields; see
-// admission.Unsupported).
+// Projector writes the volumes whose files the agent makes: secret,
+// configMap, downwardAPI and projected volumes (with serviceAccountToken
+// sources through the TokenRequest API, secret and configMap sources, and
+// downwardAPI sources: fieldRefs metadata.name, metadata.namespace,
+// metadata.uid, metadata.labels, metadata.annotations and single labels
+// or annotations, and resourceFieldRefs).
 //
 // It reads with the node's credentials: under the Node authorizer these may
-// request tokens for, and read the ConfigMaps referenced by, pods bound to
-// the node, and nothing else; so pods without a node binding (static pods)
-// cannot use serviceAccountToken or configMap sources.
+// request tokens for, and read the Secrets and ConfigMaps referenced by,
+// pods bound to the node, and nothing else; so pods without a node binding
+// (static pods) cannot use them.
 //
-// Tokens are cached per pod UID, volume and source, and ConfigMaps per
-// namespace and name for configMapTTL. Setup may be called concurrently
-// for different pods; calls for one pod must not overlap (one worker per
-// pod).
+// Tokens are cached per pod UID, volume and source; Secrets and ConfigMaps
+// come from the getters (watched objects: see package objcache). Setup may
+// be called concurrently for different pods; calls for one pod must not
+// overlap (one worker per pod).
 type Projector struct {
-	client kubernetes.Interface
-	clock  clock.Clock
-	log    *slog.Logger
+	client     kubernetes.Interface // nil: no API server
+	secrets    SecretGetter
+	configMaps ConfigMapGetter
+	node       func() *v1.Node
+	clock      clock.Clock
+	log        *slog.Logger
 
-	mu         sync.Mutex
-	tokens     map[tokenKey]cachedToken
-	configMaps map[types.NamespacedName]cachedConfigMap
+	mu     sync.Mutex
+	tokens map[tokenKey]cachedToken
 }
 
 type tokenKey struct {
@@ -119,22 +115,50 @@ type cachedToken struct {
 	refreshAt time.Time // request a new token from then on
 }
 
-type cachedConfigMap struct {
-	cm      *v1.ConfigMap
-	fetched time.Time
+// ProjectorOptions configure a Projector.
+type ProjectorOptions struct {
+	// Client requests tokens; nil without an API server (tokens, Secrets
+	// and ConfigMaps then fail to mount).
+	Client kubernetes.Interface
+	// Secrets and ConfigMaps read the objects pods reference; nil: watched
+	// caches of their own through Client (objcache).
+	Secrets    SecretGetter
+	ConfigMaps ConfigMapGetter
+	// Node returns the Node, whose allocatable is the default of unset
+	// limits in resourceFieldRefs; nil, or a nil Node: the machine's
+	// capacity.
+	Node   func() *v1.Node
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // NewProjector returns a Projector that reads through client.
 func NewProjector(client kubernetes.Interface, clk clock.Clock, log *slog.Logger) *Projector {
-	if log == nil {
-		log = slog.Default()
+	return NewProjectorWithOptions(ProjectorOptions{Client: client, Clock: clk, Logger: log})
+}
+
+// NewProjectorWithOptions returns a Projector configured by o.
+func NewProjectorWithOptions(o ProjectorOptions) *Projector {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Client != nil && o.Secrets == nil {
+		o.Secrets = objcache.NewSecrets(o.Client, o.Logger)
+	}
+	if o.Client != nil && o.ConfigMaps == nil {
+		o.ConfigMaps = objcache.NewConfigMaps(o.Client, o.Logger)
 	}
 	return &Projector{
-		client:     client,
-		clock:      clk,
-		log:        log,
+		client:     o.Client,
+		secrets:    o.Secrets,
+		configMaps: o.ConfigMaps,
+		node:       o.Node,
+		clock:      o.Clock,
+		log:        o.Logger,
 		tokens:     map[tokenKey]cachedToken{},
-		configMaps: map[types.NamespacedName]cachedConfigMap{},
 	}
 }
 
@@ -144,9 +168,11 @@ type fileProjection struct {
 	mode fs.FileMode
 }
 
-// Setup writes every projected volume of pod under podDir and returns
-// volume name → host directory, and when Setup must run again to refresh
-// them (zero: never; the earliest refresh time of the pod's tokens).
+// Setup writes every secret, configMap, downwardAPI and projected volume
+// of pod under podDir and returns volume name → host directory, and when
+// Setup must run again to refresh them (zero: never; the earliest refresh
+// time of the pod's tokens). Changed Secrets, ConfigMaps and pod metadata
+// are written by the next Setup (the worker's next sync).
 //
 // Setup is idempotent and cheap when nothing changed: a volume's files are
 // rewritten (atomically) only when their content or mode changed, and a
@@ -156,66 +182,92 @@ type fileProjection struct {
 // refresh fails, the cached token is kept while it has not expired and the
 // refresh is retried after tokenRetry.
 //
-// An error names the volume and the source (spec.volumes[N].projected.
-// sources[M].<kind>) and leaves the volumes' previous contents in place;
-// TeardownVolumes removes them with the pod.
+// Each volume that fails is a *MountError (see MountErrors), all of them
+// joined; the volumes that could be written are, and a failed volume keeps
+// its previous contents. TeardownVolumes removes them with the pod.
 func (p *Projector) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[string]string, time.Time, error) {
 	if !filepath.IsAbs(podDir) {
 		return nil, time.Time{}, fmt.Errorf("projected volumes: pod directory %q must be absolute", podDir)
 	}
 	p.gcTokens(p.clock.Now())
 	out := map[string]string{}
-	var next time.Time
+	var (
+		next time.Time
+		errs []error
+	)
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		if v.Projected == nil {
+		if !isPayloadVolume(v) {
 			continue
 		}
-		payload, refreshAt, err := p.collect(ctx, pod, i)
+		dir, refreshAt, err := p.setupOne(ctx, pod, i, podDir)
 		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("projected volume %q: %w", v.Name, err)
-		}
-		dir := filepath.Join(volumesDir(podDir), projectedPlugin, v.Name)
-		if err := mountProjected(dir, payloadSize(payload)); err != nil {
-			return nil, time.Time{}, fmt.Errorf("projected volume %q: %w", v.Name, err)
-		}
-		changed, err := writeAtomic(dir, payload, p.clock.Now())
-		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("projected volume %q: %w", v.Name, err)
-		}
-		if changed {
-			p.log.Debug("projected volume written", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "volume", v.Name, "files", len(payload))
+			errs = append(errs, &MountError{Volume: v.Name, Err: err})
+			continue
 		}
 		out[v.Name] = dir
 		if !refreshAt.IsZero() && (next.IsZero() || refreshAt.Before(next)) {
 			next = refreshAt
 		}
 	}
+	if len(errs) > 0 {
+		return nil, time.Time{}, errors.Join(errs...)
+	}
 	return out, next, nil
+}
+
+func (p *Projector) setupOne(ctx context.Context, pod *v1.Pod, vi int, podDir string) (string, time.Time, error) {
+	v := &pod.Spec.Volumes[vi]
+	payload, refreshAt, err := p.collect(ctx, pod, vi)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	dir := filepath.Join(volumesDir(podDir), pluginOf(v), v.Name)
+	if err := mountProjected(dir, payloadSize(payload)); err != nil {
+		return "", time.Time{}, err
+	}
+	fsGroup := fsGroupOf(pod)
+	changed, err := writeAtomicOwned(dir, withFSGroup(payload, fsGroup), p.clock.Now(), fsGroup)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if fsGroup != nil {
+		if err := os.Lchown(dir, -1, int(*fsGroup)); err != nil {
+			return "", time.Time{}, err
+		}
+		if err := os.Chmod(dir, 0o755|fs.ModeSetgid); err != nil {
+			return "", time.Time{}, err
+		}
+	}
+	if changed {
+		p.log.Debug("volume written", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "volume", v.Name, "files", len(payload))
+	}
+	return dir, refreshAt, nil
 }
 
 // Forget drops the cached tokens of the pod with uid; call it when the pod
 // is gone. (Tokens of forgotten pods are also dropped once they expire.)
 func (p *Projector) Forget(uid types.UID) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	for k := range p.tokens {
 		if k.uid == uid {
 			delete(p.tokens, k)
 		}
 	}
+	p.mu.Unlock()
+	if p.secrets != nil {
+		p.secrets.Release(uid)
+	}
+	if p.configMaps != nil {
+		p.configMaps.Release(uid)
+	}
 }
 
-// collect computes the payload of the projected volume pod.Spec.Volumes[vi]
-// and the time its token(s) need refreshing (zero if it has none). Errors
-// of every source are returned together.
+// collect computes the payload of the volume pod.Spec.Volumes[vi] and the
+// time its token(s) need refreshing (zero if it has none). Errors of every
+// source are returned together.
 func (p *Projector) collect(ctx context.Context, pod *v1.Pod, vi int) (map[string]fileProjection, time.Time, error) {
 	v := &pod.Spec.Volumes[vi]
-	src := v.Projected
-	defaultMode := defaultProjectedMode
-	if src.DefaultMode != nil {
-		defaultMode = *src.DefaultMode
-	}
 	payload := map[string]fileProjection{}
 	var (
 		errs []error
@@ -223,52 +275,60 @@ func (p *Projector) collect(ctx context.Context, pod *v1.Pod, vi int) (map[strin
 	)
 	add := func(where, path string, data []byte, mode int32) {
 		if _, dup := payload[path]; dup {
-			errs = append(errs, fmt.Errorf("%s: path %q: used by an earlier source of the volume", where, path))
+			errs = append(errs, fmt.Errorf("%spath %q: used by an earlier source of the volume", where, path))
 			return
 		}
 		payload[path] = fileProjection{data: data, mode: fs.FileMode(mode)}
 	}
-	for si := range src.Sources {
-		s := &src.Sources[si]
-		where := fmt.Sprintf("spec.volumes[%d].projected.sources[%d]", vi, si)
-		switch {
-		case s.ServiceAccountToken != nil:
-			where += ".serviceAccountToken"
-			tok, refreshAt, err := p.token(ctx, pod, tokenKey{uid: pod.UID, volume: v.Name, source: si}, s.ServiceAccountToken)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
-			}
-			if next.IsZero() || refreshAt.Before(next) {
-				next = refreshAt
-			}
-			add(where, s.ServiceAccountToken.Path, []byte(tok), defaultMode)
-		case s.ConfigMap != nil:
-			where += fmt.Sprintf(".configMap %q", s.ConfigMap.Name)
-			files, err := p.configMapFiles(ctx, pod.Namespace, s.ConfigMap, defaultMode)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
-			}
-			for _, f := range files {
-				add(where, f.path, f.data, f.mode)
-			}
-		case s.DownwardAPI != nil:
-			where += ".downwardAPI"
-			for ii, item := range s.DownwardAPI.Items {
-				data, err := downwardAPIValue(pod, item)
+	addAll := func(where string, files []projectedFile, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s%w", where, err))
+			return
+		}
+		for _, f := range files {
+			add(where, f.path, f.data, f.mode)
+		}
+	}
+	switch {
+	case v.Secret != nil:
+		files, err := p.secretFiles(ctx, pod, v.Secret.SecretName, v.Secret.Items, isTrue(v.Secret.Optional), modeOr(v.Secret.DefaultMode, defaultProjectedMode))
+		addAll("", files, err)
+	case v.ConfigMap != nil:
+		files, err := p.configMapFiles(ctx, pod, v.ConfigMap.Name, v.ConfigMap.Items, isTrue(v.ConfigMap.Optional), modeOr(v.ConfigMap.DefaultMode, defaultProjectedMode))
+		addAll("", files, err)
+	case v.DownwardAPI != nil:
+		files, err := p.downwardAPIFiles(pod, v.DownwardAPI.Items, modeOr(v.DownwardAPI.DefaultMode, defaultProjectedMode))
+		addAll("", files, err)
+	case v.Projected != nil:
+		src := v.Projected
+		defaultMode := modeOr(src.DefaultMode, defaultProjectedMode)
+		for si := range src.Sources {
+			s := &src.Sources[si]
+			where := fmt.Sprintf("spec.volumes[%d].projected.sources[%d]", vi, si)
+			switch {
+			case s.ServiceAccountToken != nil:
+				where += ".serviceAccountToken: "
+				tok, refreshAt, err := p.token(ctx, pod, tokenKey{uid: pod.UID, volume: v.Name, source: si}, s.ServiceAccountToken)
 				if err != nil {
-					errs = append(errs, fmt.Errorf("%s.items[%d]: %w", where, ii, err))
+					errs = append(errs, fmt.Errorf("%s%w", where, err))
 					continue
 				}
-				mode := defaultMode
-				if item.Mode != nil {
-					mode = *item.Mode
+				if next.IsZero() || refreshAt.Before(next) {
+					next = refreshAt
 				}
-				add(where, item.Path, []byte(data), mode)
+				add(where, s.ServiceAccountToken.Path, []byte(tok), defaultMode)
+			case s.ConfigMap != nil:
+				files, err := p.configMapFiles(ctx, pod, s.ConfigMap.Name, s.ConfigMap.Items, isTrue(s.ConfigMap.Optional), defaultMode)
+				addAll(fmt.Sprintf("%s.configMap %q: ", where, s.ConfigMap.Name), files, err)
+			case s.Secret != nil:
+				files, err := p.secretFiles(ctx, pod, s.Secret.Name, s.Secret.Items, isTrue(s.Secret.Optional), defaultMode)
+				addAll(fmt.Sprintf("%s.secret %q: ", where, s.Secret.Name), files, err)
+			case s.DownwardAPI != nil:
+				files, err := p.downwardAPIFiles(pod, s.DownwardAPI.Items, defaultMode)
+				addAll(where+".downwardAPI: ", files, err)
+			default:
+				errs = append(errs, fmt.Errorf("%s: unsupported source (only serviceAccountToken, secret, configMap and downwardAPI are supported)", where))
 			}
-		default:
-			errs = append(errs, fmt.Errorf("%s: unsupported source (only serviceAccountToken, configMap and downwardAPI are supported)", where))
 		}
 	}
 	if len(errs) > 0 {
@@ -277,12 +337,17 @@ func (p *Projector) collect(ctx context.Context, pod *v1.Pod, vi int) (map[strin
 	return payload, next, nil
 }
 
+func isTrue(b *bool) bool { return b != nil && *b }
+
 // token returns the token of one serviceAccountToken source, from the
 // cache or the TokenRequest API, and when to refresh it.
 func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v1.ServiceAccountTokenProjection) (string, time.Time, error) {
 	sa := pod.Spec.ServiceAccountName
 	if sa == "" {
 		return "", time.Time{}, errors.New("the pod has no serviceAccountName")
+	}
+	if p.client == nil {
+		return "", time.Time{}, errors.New("no API server to request a token from")
 	}
 	spec := authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: utilptr.To(defaultTokenExpirationSeconds),
@@ -393,84 +458,10 @@ type projectedFile struct {
 	mode int32
 }
 
-// configMapFiles returns the files of a configMap source: every key of
-// data and binaryData, or the items' keys at their paths. A missing
-// ConfigMap or key is an error unless the source is optional.
-func (p *Projector) configMapFiles(ctx context.Context, namespace string, src *v1.ConfigMapProjection, defaultMode int32) ([]projectedFile, error) {
-	optional := src.Optional != nil && *src.Optional
-	if src.Name == "" {
-		return nil, errors.New("no ConfigMap name")
-	}
-	cm, err := p.configMap(ctx, namespace, src.Name)
-	switch {
-	case apierrors.IsNotFound(err) && optional:
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("get ConfigMap %s/%s: %w", namespace, src.Name, err)
-	}
-	if len(src.Items) == 0 {
-		var files []projectedFile
-		for k, v := range cm.Data {
-			files = append(files, projectedFile{path: k, data: []byte(v), mode: defaultMode})
-		}
-		for k, v := range cm.BinaryData {
-			files = append(files, projectedFile{path: k, data: v, mode: defaultMode})
-		}
-		sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
-		return files, nil
-	}
-	var files []projectedFile
-	for _, item := range src.Items {
-		var data []byte
-		if v, ok := cm.Data[item.Key]; ok {
-			data = []byte(v)
-		} else if v, ok := cm.BinaryData[item.Key]; ok {
-			data = v
-		} else if optional {
-			continue
-		} else {
-			return nil, fmt.Errorf("ConfigMap %s/%s has no key %q", namespace, src.Name, item.Key)
-		}
-		mode := defaultMode
-		if item.Mode != nil {
-			mode = *item.Mode
-		}
-		files = append(files, projectedFile{path: item.Path, data: data, mode: mode})
-	}
-	return files, nil
-}
-
-// configMap reads a ConfigMap, reusing a read younger than configMapTTL.
-// Not-found is not cached, so that a ConfigMap created late is seen on the
-// next try.
-func (p *Projector) configMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-	key := types.NamespacedName{Namespace: namespace, Name: name}
-	now := p.clock.Now()
-	p.mu.Lock()
-	c, ok := p.configMaps[key]
-	p.mu.Unlock()
-	if ok && now.Sub(c.fetched) < configMapTTL {
-		return c.cm, nil
-	}
-	cm, err := p.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	// Drop stale entries while here, so the cache holds only what pods use.
-	for k, c := range p.configMaps {
-		if now.Sub(c.fetched) >= configMapTTL {
-			delete(p.configMaps, k)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	p.configMaps[key] = cachedConfigMap{cm: cm, fetched: now}
-	return cm, nil
-}
-
-// downwardAPIValue is the content of a downwardAPI item: the supported
-// fieldRefs only (labels and annotations as sorted key="quoted value"
-// lines, as kubelet writes them).
+// downwardAPIValue is the content of a downwardAPI item's fieldRef:
+// metadata.name, metadata.namespace, metadata.uid, metadata.labels and
+// metadata.annotations (sorted key="quoted value" lines, as kubelet writes
+// them), and one label or annotation (metadata.labels['k']).
 func downwardAPIValue(pod *v1.Pod, item v1.DownwardAPIVolumeFile) (string, error) {
 	if item.ResourceFieldRef != nil {
 		return "", errors.New("resourceFieldRef is not supported")
@@ -487,11 +478,26 @@ func downwardAPIValue(pod *v1.Pod, item v1.DownwardAPIVolumeFile) (string, error
 	case "metadata.annotations":
 		return formatMap(pod.Annotations), nil
 	default:
+		if k, ok := subscript(fp, "metadata.labels"); ok {
+			return pod.Labels[k], nil
+		}
+		if k, ok := subscript(fp, "metadata.annotations"); ok {
+			return pod.Annotations[k], nil
+		}
 		if v, ok := kubetypes.MetadataField(pod, fp); ok {
 			return v, nil
 		}
 		return "", fmt.Errorf("fieldRef: unsupported fieldPath %q", fp)
 	}
+}
+
+// subscript returns k of a path prefix['k'].
+func subscript(path, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, prefix+"['")
+	if !ok || !strings.HasSuffix(rest, "']") {
+		return "", false
+	}
+	return strings.TrimSuffix(rest, "']"), true
 }
 
 // formatMap writes m as sorted key="value" lines (Go-quoted values), with
@@ -594,6 +600,14 @@ func ValidatePayloadPath(p string) error {
 // already holds payload with the same modes. now names the new data
 // directory.
 func writeAtomic(dir string, payload map[string]fileProjection, now time.Time) (bool, error) {
+	return writeAtomicOwned(dir, payload, now, nil)
+}
+
+// writeAtomicOwned is writeAtomic whose new files and directories belong
+// to group *fsGroup (when not nil), as kubelet's volume ownership makes
+// them: the caller adds the group's read bits to the payload's modes
+// (withFSGroup); directories get setgid.
+func writeAtomicOwned(dir string, payload map[string]fileProjection, now time.Time, fsGroup *int64) (bool, error) {
 	for p, f := range payload {
 		if err := ValidatePayloadPath(p); err != nil {
 			return false, fmt.Errorf("path %q: %w", p, err)
@@ -626,7 +640,7 @@ func writeAtomic(dir string, payload map[string]fileProjection, now time.Time) (
 	if err != nil {
 		return false, err
 	}
-	if err := writeFiles(tsDir, payload); err != nil {
+	if err := writeFiles(tsDir, payload, fsGroup); err != nil {
 		_ = os.RemoveAll(tsDir)
 		return false, err
 	}
@@ -701,7 +715,7 @@ func linkVisible(dir string, payload map[string]fileProjection) error {
 	return nil
 }
 
-func writeFiles(dir string, payload map[string]fileProjection) error {
+func writeFiles(dir string, payload map[string]fileProjection, fsGroup *int64) error {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return err
 	}
@@ -717,6 +731,44 @@ func writeFiles(dir string, payload map[string]fileProjection) error {
 		if err := os.Chmod(full, f.mode); err != nil {
 			return err
 		}
+	}
+	if fsGroup == nil {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, -1, int(*fsGroup)); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			// Chown clears setgid; kubelet's directories of a group are
+			// setgid and searchable by it.
+			return os.Chmod(p, 0o755|fs.ModeSetgid)
+		}
+		return nil
+	})
+}
+
+// withFSGroup returns payload with the group-read bits kubelet adds to the
+// files of read-only volumes owned by an fsGroup (nil: payload as is).
+func withFSGroup(payload map[string]fileProjection, fsGroup *int64) map[string]fileProjection {
+	if fsGroup == nil {
+		return payload
+	}
+	out := make(map[string]fileProjection, len(payload))
+	for p, f := range payload {
+		f.mode |= 0o440
+		out[p] = f
+	}
+	return out
+}
+
+// fsGroupOf is the pod's securityContext.fsGroup (nil: none).
+func fsGroupOf(pod *v1.Pod) *int64 {
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		return sc.FSGroup
 	}
 	return nil
 }
@@ -768,13 +820,4 @@ func dirHolds(dir string, payload map[string]fileProjection) (bool, error) {
 		return false, err
 	}
 	return same && seen == len(payload), nil
-}
-
-func hasProjected(pod *v1.Pod) bool {
-	for _, v := range pod.Spec.Volumes {
-		if v.Projected != nil {
-			return true
-		}
-	}
-	return false
 }

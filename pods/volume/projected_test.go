@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -385,7 +386,7 @@ func TestProjectorTokenRefreshFailure(t *testing.T) {
 	}
 	f.clk.SetTime(exp)
 	_, _, err = f.p.Setup(ctx, pod, f.podDir)
-	for _, want := range []string{`projected volume "kube-api-access-x2b4k"`, "spec.volumes[0].projected.sources[0].serviceAccountToken",
+	for _, want := range []string{`volume "kube-api-access-x2b4k"`, "spec.volumes[0].projected.sources[0].serviceAccountToken",
 		"service account default/default", "etcd is sad"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Setup with an expired token = %v, want an error containing %q", err, want)
@@ -449,13 +450,13 @@ func TestProjectorConfigMaps(t *testing.T) {
 		{"missing key of an optional ConfigMap is skipped", vol(nil, cmSrc("app", true, v1.KeyToPath{Key: "x", Path: "x"}, v1.KeyToPath{Key: "a.conf", Path: "a"})),
 			map[string]file{"a": {"A", 0o644}}, nil},
 		{"missing ConfigMap", vol(nil, cmSrc("app", false), cmSrc("nope", false)), nil,
-			[]string{`projected volume "cfg"`, `spec.volumes[0].projected.sources[1].configMap "nope"`, "default/nope", "not found"}},
+			[]string{`MountVolume.SetUp failed for volume "cfg" : spec.volumes[0].projected.sources[1].configMap "nope": configmap "nope" not found`}},
 		{"missing key", vol(nil, cmSrc("app", false, v1.KeyToPath{Key: "x", Path: "x"})), nil,
-			[]string{`projected volume "cfg"`, `spec.volumes[0].projected.sources[0].configMap "app"`, `has no key "x"`}},
+			[]string{`volume "cfg"`, `spec.volumes[0].projected.sources[0].configMap "app": configmap references non-existent config key: x`}},
 		{"two sources write one path", vol(nil, cmSrc("app", false), cmSrc("app", false, v1.KeyToPath{Key: "a.conf", Path: "b.conf"})), nil,
 			[]string{`spec.volumes[0].projected.sources[1].configMap "app": path "b.conf": used by an earlier source`}},
 		{"reserved path", vol(nil, cmSrc("app", false, v1.KeyToPath{Key: "a.conf", Path: "..data"})), nil,
-			[]string{`projected volume "cfg"`, `path "..data": must not start with '..'`}},
+			[]string{`volume "cfg"`, `path "..data": must not start with '..'`}},
 		{"escaping path", vol(nil, cmSrc("app", false, v1.KeyToPath{Key: "a.conf", Path: "x/../../../etc/passwd"})), nil,
 			[]string{`must not contain '..'`}},
 	}
@@ -499,12 +500,21 @@ func TestProjectorConfigMaps(t *testing.T) {
 	}
 }
 
-func TestProjectorConfigMapCache(t *testing.T) {
+func TestProjectorConfigMapWatched(t *testing.T) {
 	f := newProjFixture(t, rootCA("CA 1"))
 	ctx := context.Background()
-	gets := 0
-	f.client.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-		gets++
+	var mu sync.Mutex
+	lists, watches := 0, 0
+	f.client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		lists++
+		mu.Unlock()
+		return false, nil, nil
+	})
+	f.client.PrependWatchReactor("configmaps", func(k8stesting.Action) (bool, watch.Interface, error) {
+		mu.Lock()
+		watches++
+		mu.Unlock()
 		return false, nil, nil
 	})
 	pod := apiPod()
@@ -521,31 +531,31 @@ func TestProjectorConfigMapCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if gets != 1 {
-		t.Errorf("%d ConfigMap reads for three Setups within the TTL, want 1", gets)
+	mu.Lock()
+	if lists != 1 {
+		t.Errorf("%d ConfigMap lists for three Setups of two pods, want 1 (one watch)", lists)
 	}
+	mu.Unlock()
 
-	// An update is seen once the TTL has passed.
+	// An update arrives through the watch and is written by the next Setup.
+	// (The fake's watch does not replay what happened before it started.)
+	waitFor(t, "the watch", func() bool { mu.Lock(); defer mu.Unlock(); return watches > 0 })
 	if _, err := f.client.CoreV1().ConfigMaps("default").Update(ctx, rootCA("CA 2"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.clk.Step(configMapTTL - time.Second)
-	if _, _, err := f.p.Setup(ctx, pod, f.podDir); err != nil {
-		t.Fatal(err)
-	}
 	dir := filepath.Join(f.podDir, "volumes", "projected", "kube-api-access-x2b4k")
-	if got, _ := readVolFile(t, dir, "ca.crt"); got != "CA 1" {
-		t.Errorf("ca.crt within the TTL = %q, want the cached CA 1", got)
-	}
-	f.clk.Step(time.Second)
-	if _, _, err := f.p.Setup(ctx, pod, f.podDir); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := readVolFile(t, dir, "ca.crt"); got != "CA 2" {
-		t.Errorf("ca.crt after the TTL = %q, want CA 2", got)
-	}
-	if gets != 2 {
-		t.Errorf("%d ConfigMap reads, want 2", gets)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, _, err := f.p.Setup(ctx, pod, f.podDir); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := readVolFile(t, dir, "ca.crt"); got == "CA 2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ca.crt still not CA 2 10s after the update")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	// The token was not requested again for the ConfigMap change.
 	if n := f.tokens.count(); n != 2 {
@@ -646,10 +656,10 @@ func TestProjectorErrors(t *testing.T) {
 		f.tokens.setFail(apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "default", errors.New("no relationship found between node and this object")))
 		_, _, err := f.p.Setup(ctx, apiPod(), f.podDir)
 		for _, want := range []string{
-			`projected volume "kube-api-access-x2b4k"`,
+			`MountVolume.SetUp failed for volume "kube-api-access-x2b4k" : `,
 			"spec.volumes[0].projected.sources[0].serviceAccountToken: request a token for service account default/default",
 			"no relationship found",
-			`spec.volumes[0].projected.sources[1].configMap "kube-root-ca.crt": get ConfigMap default/kube-root-ca.crt`,
+			`spec.volumes[0].projected.sources[1].configMap "kube-root-ca.crt": configmap "kube-root-ca.crt" not found`,
 		} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("Setup = %v, want an error containing %q", err, want)
@@ -666,7 +676,7 @@ func TestProjectorErrors(t *testing.T) {
 	t.Run("unsupported source", func(t *testing.T) {
 		f := newProjFixture(t, rootCA("CA"))
 		pod := apiPod()
-		pod.Spec.Volumes[0].Projected.Sources[2] = v1.VolumeProjection{Secret: &v1.SecretProjection{}}
+		pod.Spec.Volumes[0].Projected.Sources[2] = v1.VolumeProjection{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{}}
 		_, _, err := f.p.Setup(ctx, pod, f.podDir)
 		if err == nil || !strings.Contains(err.Error(), "spec.volumes[0].projected.sources[2]: unsupported source") {
 			t.Errorf("Setup = %v", err)
@@ -813,5 +823,14 @@ func TestProjectorConcurrentPods(t *testing.T) {
 	}
 	if got := f.tokens.count(); got != n {
 		t.Errorf("%d token requests for %d pods, want one each", got, n)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }

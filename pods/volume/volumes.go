@@ -51,13 +51,15 @@ func volumesDir(podDir string) string { return filepath.Join(podDir, "volumes") 
 //     parent 0755; Directory, File, Socket, CharDevice and BlockDevice must
 //     exist with that type; "" checks nothing).
 //
-// Projected volumes are skipped: the Projector sets them up (at
-// <podDir>/volumes/projected/<name>) and the caller merges its map.
+// Secret, configMap, downwardAPI and projected volumes are skipped: the
+// Projector sets them up (at <podDir>/volumes/<type>/<name>) and the
+// caller merges its map.
 //
 // podDir must be absolute. SetupVolumes is idempotent: a second call (after
 // an agent restart, say) reuses the directories and mounts that exist and
 // re-mounts a tmpfs that is missing. An error names the volume; volumes set
-// up before it stay (TeardownVolumes removes them).
+// up before it stay (TeardownVolumes removes them). A volume's failure is a
+// *MountError.
 func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 	if !filepath.IsAbs(podDir) {
 		return nil, fmt.Errorf("volumes: pod directory %q must be absolute", podDir)
@@ -73,8 +75,8 @@ func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 			return nil, fmt.Errorf("volume %q: duplicate name", v.Name)
 		}
 		seen[v.Name] = true
-		if v.Projected != nil {
-			// Written by the Projector, which needs the API server.
+		if isPayloadVolume(v) {
+			// Written by the Projector.
 			continue
 		}
 		var (
@@ -89,10 +91,10 @@ func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 		case v.HostPath != nil:
 			p, err = setupHostPath(v.HostPath)
 		default:
-			err = errors.New("unsupported volume source (only emptyDir, hostPath and projected are supported)")
+			err = errors.New("unsupported volume source (only emptyDir, hostPath, secret, configMap, downwardAPI and projected are supported)")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+			return nil, &MountError{Volume: v.Name, Err: err}
 		}
 		paths[v.Name] = p
 	}
@@ -189,46 +191,54 @@ func setupHostPath(hp *v1.HostPathVolumeSource) (string, error) {
 	return p, nil
 }
 
-// TeardownVolumes unmounts every mount under <podDir>/volumes (the tmpfs of
-// Memory emptyDirs and of projected volumes) and removes that directory with the emptyDirs' data.
-// hostPath volumes are not touched. It refuses to remove anything while a
-// mount remains under the directory. A missing directory is not an error.
+// TeardownVolumes unmounts every mount under <podDir>/volume-subpaths (the
+// bind mounts of subPaths) and <podDir>/volumes (the tmpfs of Memory
+// emptyDirs and of secret, configMap, downwardAPI and projected volumes)
+// and removes those directories with the emptyDirs' data. hostPath volumes
+// are not touched. It refuses to remove anything while a mount remains
+// under a directory. A missing directory is not an error.
 func TeardownVolumes(podDir string) error {
 	if !filepath.IsAbs(podDir) {
 		return fmt.Errorf("volumes: pod directory %q must be absolute", podDir)
 	}
-	dir := volumesDir(podDir)
+	// Subpath binds first: they may be mounts of volume paths.
+	for _, dir := range []string{filepath.Join(podDir, subPathsDir), volumesDir(podDir)} {
+		if err := unmountAndRemove(dir); err != nil {
+			return fmt.Errorf("volumes: %w", err)
+		}
+	}
+	return nil
+}
+
+func unmountAndRemove(dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	// mountinfo shows resolved paths.
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return fmt.Errorf("volumes: %w", err)
+		return err
 	}
 	for attempt := 0; ; attempt++ {
 		mps, err := mountsUnder(resolved)
 		if err != nil {
-			return fmt.Errorf("volumes: %w", err)
+			return err
 		}
 		if len(mps) == 0 {
 			break
 		}
 		if attempt == 8 {
-			return fmt.Errorf("volumes: %s still has mounts after unmounting: %s", dir, strings.Join(mps, ", "))
+			return fmt.Errorf("%s still has mounts after unmounting: %s", dir, strings.Join(mps, ", "))
 		}
 		// Deepest first.
 		sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
 		for _, mp := range mps {
 			if err := unix.Unmount(mp, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-				return fmt.Errorf("volumes: unmount %s: %w", mp, err)
+				return fmt.Errorf("unmount %s: %w", mp, err)
 			}
 		}
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("volumes: %w", err)
-	}
-	return nil
+	return os.RemoveAll(dir)
 }
 
 // ContainerMounts turns a container's volumeMounts into the runtime's bind

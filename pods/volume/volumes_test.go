@@ -266,7 +266,7 @@ func TestVolumesHostPathTypes(t *testing.T) {
 
 func TestVolumesBadInput(t *testing.T) {
 	base := t.TempDir()
-	cm := v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}
+	nfs := v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{}}}
 	both := emptyDirVol("both", "", "")
 	both.HostPath = &v1.HostPathVolumeSource{Path: "/tmp"}
 	for _, tc := range []struct {
@@ -275,9 +275,9 @@ func TestVolumesBadInput(t *testing.T) {
 		want         string
 	}{
 		{"relative pod dir", "pods/x", nil, "must be absolute"},
-		{"configMap", base, []v1.Volume{cm}, `volume "cfg": unsupported volume source`},
-		{"two sources", base, []v1.Volume{both}, `volume "both": more than one volume source`},
-		{"hugepages", base, []v1.Volume{emptyDirVol("hp", v1.StorageMediumHugePages, "")}, `volume "hp": emptyDir: unsupported medium "HugePages"`},
+		{"nfs", base, []v1.Volume{nfs}, `MountVolume.SetUp failed for volume "cfg" : unsupported volume source`},
+		{"two sources", base, []v1.Volume{both}, `volume "both" : more than one volume source`},
+		{"hugepages", base, []v1.Volume{emptyDirVol("hp", v1.StorageMediumHugePages, "")}, `volume "hp" : emptyDir: unsupported medium "HugePages"`},
 		{"bad name", base, []v1.Volume{emptyDirVol("../up", "", "")}, `volume "../up": invalid name`},
 		{"duplicate", base, []v1.Volume{emptyDirVol("a", "", ""), emptyDirVol("a", "", "")}, `volume "a": duplicate name`},
 	} {

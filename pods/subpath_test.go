@@ -1,0 +1,64 @@
+package pods
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nodeagent/nodeagent/pods/volume"
+)
+
+func TestSubPathExpander(t *testing.T) {
+	exp := subPathExpander(envLookup([]string{"POD=web-1", "NS=default", "EMPTY="}))
+	for _, tt := range []struct{ in, want, err string }{
+		{"$(NS)/$(POD)", "default/web-1", ""},
+		{"logs", "logs", ""},
+		{"$$(POD)", "$(POD)", ""},
+		{"$(NOPE)/$(EMPTY)", "", "missing value for EMPTY, NOPE"},
+	} {
+		got, err := exp(tt.in)
+		if tt.err != "" {
+			if err == nil || err.Error() != tt.err {
+				t.Errorf("%q: %v, want error %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%q = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestSandboxEventsFailedMount(t *testing.T) {
+	rec := &msgRecorder{}
+	w := &worker{d: &workerDeps{rec: rec}}
+	err := errors.Join(&volume.MountError{Volume: "a", Err: errors.New(`secret "s" not found`)}, &volume.MountError{Volume: "b", Err: errors.New("x")})
+	w.sandboxEvents(nil, err)
+	w.sandboxEvents(nil, errors.New("network namespace: boom"))
+	want := []string{
+		`Warning FailedMount MountVolume.SetUp failed for volume "a" : secret "s" not found`,
+		`Warning FailedMount MountVolume.SetUp failed for volume "b" : x`,
+		`Warning FailedCreatePodSandBox network namespace: boom`,
+	}
+	if len(rec.events) != len(want) {
+		t.Fatalf("events %q, want %q", rec.events, want)
+	}
+	for i := range want {
+		if rec.events[i] != want[i] {
+			t.Errorf("event %d = %q, want %q", i, rec.events[i], want[i])
+		}
+	}
+}
+
+// msgRecorder keeps "type reason message" of each event.
+type msgRecorder struct{ events []string }
+
+func (r *msgRecorder) Event(_ k8sruntime.Object, typ, reason, msg string) {
+	r.events = append(r.events, typ+" "+reason+" "+msg)
+}
+
+func (r *msgRecorder) Eventf(o k8sruntime.Object, typ, reason, f string, args ...any) {
+	r.Event(o, typ, reason, fmt.Sprintf(f, args...))
+}

@@ -1,0 +1,5 @@
+package volume
+
+import "k8s.io/apimachinery/pkg/runtime/schema"
+
+var secretResource = schema.GroupResource{Resource: "secret"}
