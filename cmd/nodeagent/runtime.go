@@ -127,6 +127,9 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) 
 		Runtime:       rt,
 		PLEG:          p,
 		PodCache:      p.Cache(),
+		Names: pods.NameSettings{
+			ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, ResolvConf: a.cfg.ResolvConf,
+		},
 		Registerer:    a.reg,
 		Logger:        a.base.With("component", "pods"),
 	})
