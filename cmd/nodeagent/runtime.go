@@ -130,8 +130,8 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) 
 		Names: pods.NameSettings{
 			ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, ResolvConf: a.cfg.ResolvConf,
 		},
-		Registerer:    a.reg,
-		Logger:        a.base.With("component", "pods"),
+		Registerer: a.reg,
+		Logger:     a.base.With("component", "pods"),
 	})
 	if err != nil {
 		a.log.Error("cannot start the pod workers", "err", err)
