@@ -31,6 +31,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 )
@@ -52,40 +53,44 @@ type entry[T any] struct {
 
 // Store caches one kind of object.
 type Store[T any] struct {
-	get   func(ctx context.Context, namespace, name string) (T, error)
-	clock clock.PassiveClock
-	ttl   time.Duration
+	// resource names the kind in NotFound errors, as kubelet's managers
+	// do ("configmap", "secret": `configmap "x" not found`).
+	resource string
+	get      func(ctx context.Context, namespace, name string) (T, error)
+	clock    clock.PassiveClock
+	ttl      time.Duration
 
 	mu    sync.Mutex
 	items map[key]entry[T]
 }
 
-// New makes a Store that fetches with get.
-func New[T any](get func(ctx context.Context, namespace, name string) (T, error), clk clock.PassiveClock, ttl time.Duration) *Store[T] {
+// New makes a Store that fetches resource with get.
+func New[T any](resource string, get func(ctx context.Context, namespace, name string) (T, error), clk clock.PassiveClock, ttl time.Duration) *Store[T] {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Store[T]{get: get, clock: clk, ttl: ttl, items: map[key]entry[T]{}}
+	return &Store[T]{resource: resource, get: get, clock: clk, ttl: ttl, items: map[key]entry[T]{}}
 }
 
 // ConfigMaps is a Store of the client's ConfigMaps.
 func ConfigMaps(c kubernetes.Interface, clk clock.PassiveClock, ttl time.Duration) *Store[*v1.ConfigMap] {
-	return New(func(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+	return New("configmap", func(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
 		return c.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	}, clk, ttl)
 }
 
 // Secrets is a Store of the client's Secrets.
 func Secrets(c kubernetes.Interface, clk clock.PassiveClock, ttl time.Duration) *Store[*v1.Secret] {
-	return New(func(ctx context.Context, ns, name string) (*v1.Secret, error) {
+	return New("secret", func(ctx context.Context, ns, name string) (*v1.Secret, error) {
 		return c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	}, clk, ttl)
 }
 
-// Get returns namespace/name; fresh forces a fetch.
+// Get returns namespace/name; fresh forces a fetch. A missing object is
+// a NotFound error that reads as kubelet's (`configmap "x" not found`).
 func (s *Store[T]) Get(ctx context.Context, namespace, name string, fresh bool) (T, error) {
 	k := key{namespace, name}
 	now := s.clock.Now()
@@ -102,7 +107,7 @@ func (s *Store[T]) Get(ctx context.Context, namespace, name string, fresh bool) 
 			delete(s.items, k)
 			s.mu.Unlock()
 			var zero T
-			return zero, err
+			return zero, apierrors.NewNotFound(schema.GroupResource{Resource: s.resource}, name)
 		}
 		if ok {
 			return e.obj, nil

@@ -31,8 +31,8 @@ func TestStore(t *testing.T) {
 	s := ConfigMaps(cs, clk, time.Minute)
 
 	// Missing: NotFound, not cached.
-	if _, err := s.Get(ctx, "ns", "cm", false); !apierrors.IsNotFound(err) {
-		t.Fatalf("missing object: err %v, want NotFound", err)
+	if _, err := s.Get(ctx, "ns", "cm", false); !apierrors.IsNotFound(err) || err.Error() != `configmap "cm" not found` {
+		t.Fatalf("missing object: err %v, want kubelet's NotFound", err)
 	}
 	if _, err := s.Get(ctx, "ns", "cm", false); !apierrors.IsNotFound(err) || gets != 2 {
 		t.Fatalf("NotFound must not be cached: err %v, gets %d", err, gets)
