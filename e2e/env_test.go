@@ -17,9 +17,15 @@ import (
 const nameServiceConfig = "clusterDNS: [\"10.96.0.10\"]\nclusterDomain: cluster.local\n"
 
 // section returns what a container printed between "--- name" and the
-// next "---" line.
+// next "---" line (log is a CRI log file: "<time> <stream> <tag> <line>").
 func section(log, name string) string {
-	_, rest, ok := strings.Cut(log, "--- "+name+"\n")
+	var b strings.Builder
+	for _, l := range strings.Split(log, "\n") {
+		if f := strings.SplitN(l, " ", 4); len(f) == 4 {
+			b.WriteString(f[3] + "\n")
+		}
+	}
+	_, rest, ok := strings.Cut(b.String(), "--- "+name+"\n")
 	if !ok {
 		return ""
 	}
