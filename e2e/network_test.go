@@ -111,7 +111,7 @@ func TestPodsReachEachOtherOverCNI(t *testing.T) {
   - name: c
     image: %s
     volumeMounts: [{name: www, mountPath: /www}]
-    command: ["sh", "-c", "/bin/busybox ip -4 addr show eth0; echo hello-from-server > /www/index.html; exec /bin/busybox httpd -f -p 8080 -h /www"]
+    command: ["sh", "-c", "/bin/busybox ip -4 addr show eth0; cat /etc/hosts; echo hello-from-server > /www/index.html; exec /bin/busybox httpd -f -p 8080 -h /www"]
 `, testimage.Ref)), "apply", "-f", "-")
 	sp := a.waitPod(ctx, server, 60*time.Second, "running with a pod IP", func(p *corev1.Pod) bool { return running(p) && p.Status.PodIP != "" })
 	ip := net.ParseIP(sp.Status.PodIP)
@@ -119,6 +119,8 @@ func TestPodsReachEachOtherOverCNI(t *testing.T) {
 		t.Fatalf("server podIP %q podIPs %v, want an address in %s", sp.Status.PodIP, sp.Status.PodIPs, cidr)
 	}
 	a.waitLog(sp, "c", 0, "inet "+sp.Status.PodIP+"/")
+	// The managed /etc/hosts names the pod's IP (kubelet_etc_hosts.go).
+	a.waitLog(sp, "c", 0, sp.Status.PodIP+"\t"+server+"\n")
 
 	client := a.node + "-client"
 	kubectl(t, a.env, podYAML(client, a.node, fmt.Sprintf(`  restartPolicy: Never

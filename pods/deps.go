@@ -127,6 +127,14 @@ type workerDeps struct {
 	netnsDir string
 	resync   time.Duration // sync this often without news
 	hostIP   func() string
+
+	// Environment and name service (env.go, envsrc.go, namefiles.go).
+	hostIPs    func() []string                         // status.hostIPs
+	nodeAnyway func(context.Context) (*v1.Node, error) // allocatable for resourceFieldRef
+	configMaps ObjectGetter[*v1.ConfigMap]             // nil: no API server
+	secrets    ObjectGetter[*v1.Secret]                // nil: no API server
+	services   Services                                // nil: no API server
+	names      NameSettings
 }
 
 func (d *workerDeps) event(pod *v1.Pod, typ, reason, msg string) {

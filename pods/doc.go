@@ -16,6 +16,13 @@
 // status goes to its mirror pod (package mirror). Volumes are set up and
 // torn down by package volume.
 //
+// A container's environment is made as kubelet makes it (env.go: envFrom,
+// env, valueFrom sources, service-link variables; ConfigMaps and Secrets
+// through package objcache, Services through an informer started on first
+// use), and every pod gets kubelet's /etc/hosts, resolv.conf and hostname
+// (namefiles.go, contents from package network), written in its directory
+// and bind-mounted into each container.
+//
 // A worker depends only on the narrow interfaces of deps.go (Runtime,
 // PLEG, PodCache, StatusSink, MirrorClient, Volumes, NetNS, Recorder), so
 // its lifecycle is unit-tested with fakes and a fake clock.

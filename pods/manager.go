@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -72,6 +73,9 @@ type Options struct {
 	// Network is the pod network (CNI); nil: pods without hostNetwork have
 	// loopback only.
 	Network PodNetwork
+	// Names are the DNS settings of the pods' resolv.conf and the node's
+	// hosts file (namefiles.go).
+	Names NameSettings
 	// ResyncPeriod is how often a worker syncs without news (default 1m).
 	ResyncPeriod time.Duration
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
@@ -97,6 +101,8 @@ type Manager struct {
 	// Secrets and ConfigMaps referenced by pods (nil without a client).
 	secrets    *objcache.Cache[*v1.Secret]
 	configMaps *objcache.Cache[*v1.ConfigMap]
+	// services feeds the service-link variables; started on first use.
+	services *serviceInformer
 
 	mu        sync.Mutex
 	ctx       context.Context
@@ -147,6 +153,9 @@ func New(o Options) (*Manager, error) {
 	if o.Node == nil {
 		o.Node = func() *v1.Node { return nil }
 	}
+	if o.Names.HostsPath == "" {
+		o.Names.HostsPath = "/etc/hosts"
+	}
 	m := &Manager{
 		opts:      o,
 		log:       o.Logger,
@@ -171,6 +180,13 @@ func New(o Options) (*Manager, error) {
 	if m.mirror != nil {
 		m.deps.mirror = m.mirror
 	}
+	m.deps.hostIPs, m.deps.nodeAnyway, m.deps.names = m.hostIPs, o.NodeAnyway, o.Names
+	if o.Client != nil {
+		// The caches of volumes (objects.go) serve the env too.
+		m.deps.configMaps, m.deps.secrets = m.configMaps, m.secrets
+		m.services = newServiceInformer(o.Client)
+		m.deps.services = m.services
+	}
 	return m, nil
 }
 
@@ -194,6 +210,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	m.ctx = ctx
 	m.mu.Unlock()
+	if m.services != nil {
+		m.services.run(ctx)
+	}
 	var wg sync.WaitGroup
 	goRun := func(f func()) {
 		wg.Add(1)
@@ -550,6 +569,27 @@ func (m *Manager) hostIP() string {
 		}
 	}
 	return ""
+}
+
+// hostIPs is status.hostIPs: the node's IP, then its first address of the
+// other family (kubelet's getHostIPsAnyWay).
+func (m *Manager) hostIPs() []string {
+	first := m.hostIP()
+	if first == "" {
+		return nil
+	}
+	out := []string{first}
+	n := m.opts.Node()
+	if n == nil {
+		return out
+	}
+	is6 := func(s string) bool { ip := net.ParseIP(s); return ip != nil && ip.To4() == nil }
+	for _, a := range n.Status.Addresses {
+		if a.Type == v1.NodeInternalIP && net.ParseIP(a.Address) != nil && is6(a.Address) != is6(first) {
+			return append(out, a.Address)
+		}
+	}
+	return out
 }
 
 type hostNetNS struct{}

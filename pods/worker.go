@@ -81,6 +81,7 @@ type worker struct {
 	seen            time.Time
 	reportedRunning bool
 	backoffEvent    map[string]string // container → back-off message last reported
+	names           podNames          // the pod's name-service files (namefiles.go)
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -360,6 +361,9 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 			return nil, err
 		}
 	}
+	if err := w.setupNameFiles(pod); err != nil {
+		return nil, err
+	}
 	return vols, nil
 }
 
@@ -403,7 +407,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		w.errs[c.Name] = status.Waiting{Reason: reason, Message: err.Error()}
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
-	spec, err := w.containerSpec(pod, c, s.attempt, vols)
+	spec, err := w.containerSpec(ctx, pod, c, s.attempt, vols)
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reasonCreateContainerConfig, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
@@ -470,8 +474,8 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) 
 }
 
 // containerSpec turns a pod's container into what the runtime creates.
-func (w *worker) containerSpec(pod *v1.Pod, c *v1.Container, attempt uint32, vols map[string]string) (runtime.ContainerSpec, error) {
-	env, err := w.envOf(pod, c)
+func (w *worker) containerSpec(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt uint32, vols map[string]string) (runtime.ContainerSpec, error) {
+	env, err := w.envOf(ctx, pod, c)
 	if err != nil {
 		return runtime.ContainerSpec{}, err
 	}
@@ -494,7 +498,9 @@ func (w *worker) containerSpec(pod *v1.Pod, c *v1.Container, attempt uint32, vol
 		LogPath:     w.logPath(pod, c.Name, attempt),
 		HostNetwork: pod.Spec.HostNetwork,
 		Labels:      map[string]string{LabelContainerHash: containerHash(c)},
+		Hostname:    w.names.utsHostname,
 	}
+	spec.Mounts = append(spec.Mounts, w.nameMounts(c)...)
 	if !pod.Spec.HostNetwork {
 		spec.NetNSPath = w.netnsPath()
 	}
@@ -523,54 +529,6 @@ func envLookup(env []string) func(string) (string, bool) {
 		}
 	}
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
-
-// envOf resolves a container's environment: values may refer to variables
-// defined before them with $(VAR), and fieldRef reads the pod's identity
-// and addresses.
-func (w *worker) envOf(pod *v1.Pod, c *v1.Container) ([]string, error) {
-	vals := map[string]string{}
-	lookup := func(k string) (string, bool) { v, ok := vals[k]; return v, ok }
-	out := make([]string, 0, len(c.Env))
-	for _, e := range c.Env {
-		var v string
-		switch {
-		case e.ValueFrom == nil:
-			v = expand(e.Value, lookup)
-		case e.ValueFrom.FieldRef != nil:
-			var err error
-			if v, err = w.fieldValue(pod, e.ValueFrom.FieldRef.FieldPath); err != nil {
-				return nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
-		default:
-			return nil, fmt.Errorf("env %s: only value and valueFrom.fieldRef are supported", e.Name)
-		}
-		vals[e.Name] = v
-		out = append(out, e.Name+"="+v)
-	}
-	return out, nil
-}
-
-func (w *worker) fieldValue(pod *v1.Pod, path string) (string, error) {
-	if v, ok := kubetypes.MetadataField(pod, path); ok {
-		return v, nil
-	}
-	switch path {
-	case "spec.nodeName":
-		return w.d.nodeName, nil
-	case "status.hostIP":
-		return w.d.hostIP(), nil
-	case "status.podIP":
-		return w.podIP(pod), nil
-	}
-	return "", fmt.Errorf("fieldRef %q is not supported", path)
-}
-
-func (w *worker) podIP(pod *v1.Pod) string {
-	if ips := w.podIPsOf(pod); len(ips) > 0 {
-		return ips[0]
-	}
-	return ""
 }
 
 // podIPsOf is status.podIPs: the host's IP for hostNetwork pods, else what

@@ -304,14 +304,25 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		}
 		sopts = append(sopts, oci.WithMounts(ms))
 	}
+	hostname := spec.Hostname
+	if hostname == "" {
+		hostname = spec.Pod.Name
+	}
 	switch {
 	case spec.HostNetwork:
-		sopts = append(sopts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf)
+		sopts = append(sopts, oci.WithHostNamespace(specs.NetworkNamespace))
+		// The host's files, unless the agent mounts the pod's own.
+		if !mountsAt(spec.Mounts, "/etc/hosts") {
+			sopts = append(sopts, oci.WithHostHostsFile)
+		}
+		if !mountsAt(spec.Mounts, "/etc/resolv.conf") {
+			sopts = append(sopts, oci.WithHostResolvconf)
+		}
 	case spec.NetNSPath != "":
-		sopts = append(sopts, oci.WithHostname(spec.Pod.Name),
+		sopts = append(sopts, oci.WithHostname(hostname),
 			oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: spec.NetNSPath}))
 	default:
-		sopts = append(sopts, oci.WithHostname(spec.Pod.Name))
+		sopts = append(sopts, oci.WithHostname(hostname))
 	}
 	res := spec.Resources
 	if res.CPUShares > 0 {
@@ -509,4 +520,14 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
 	}
 	return nil
+}
+
+// mountsAt reports whether a mount's target is p.
+func mountsAt(ms []Mount, p string) bool {
+	for _, m := range ms {
+		if path.Clean(m.ContainerPath) == p {
+			return true
+		}
+	}
+	return false
 }

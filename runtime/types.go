@@ -161,6 +161,9 @@ type ContainerSpec struct {
 	CgroupParent string
 	// Labels are extra labels; pod labels override them.
 	Labels map[string]string
+	// Hostname is set in the container's UTS namespace (default: the pod
+	// name); ignored with HostNetwork.
+	Hostname string
 }
 
 // Image is an image known to containerd.

@@ -131,6 +131,9 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) 
 		PodCache:      p.Cache(),
 		Registerer:    a.reg,
 		Logger:        a.base.With("component", "pods"),
+		Names: pods.NameSettings{
+			ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, ResolvConf: a.cfg.ResolvConf,
+		},
 	})
 	if err != nil {
 		a.log.Error("cannot start the pod workers", "err", err)

@@ -152,14 +152,16 @@ type check[T any] struct {
 // podSpecAccepted: PodSpec fields nodeagent runs with or that concern the
 // scheduler or the API server rather than the node. containers,
 // initContainers, volumes, securityContext and os are walked further.
-// enableServiceLinks is accepted although nodeagent injects no service
-// environment variables (true is its default).
+// enableServiceLinks, dnsPolicy, dnsConfig, hostname, subdomain,
+// setHostnameAsFQDN and hostAliases make the containers' environment and
+// name-service files as in kubelet.
 var podSpecAccepted = []string{
 	"volumes", "initContainers", "containers", "restartPolicy", "terminationGracePeriodSeconds",
 	"dnsPolicy", "nodeSelector", "serviceAccountName", "serviceAccount", "automountServiceAccountToken",
 	"nodeName", "hostNetwork", "securityContext", "affinity", "schedulerName", "tolerations",
 	"priorityClassName", "priority", "enableServiceLinks", "preemptionPolicy",
 	"topologySpreadConstraints", "os", "schedulingGates",
+	"hostname", "subdomain", "hostAliases", "dnsConfig", "setHostnameAsFQDN",
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
@@ -169,14 +171,9 @@ var podSpecChecks = []check[v1.PodSpec]{
 	{"hostIPC", func(s *v1.PodSpec) bool { return s.HostIPC }},
 	{"shareProcessNamespace", func(s *v1.PodSpec) bool { return s.ShareProcessNamespace != nil && *s.ShareProcessNamespace }},
 	{"imagePullSecrets", func(s *v1.PodSpec) bool { return len(s.ImagePullSecrets) > 0 }},
-	{"hostname", func(s *v1.PodSpec) bool { return s.Hostname != "" }},
-	{"subdomain", func(s *v1.PodSpec) bool { return s.Subdomain != "" }},
-	{"hostAliases", func(s *v1.PodSpec) bool { return len(s.HostAliases) > 0 }},
-	{"dnsConfig", func(s *v1.PodSpec) bool { return s.DNSConfig != nil }},
 	{"readinessGates", func(s *v1.PodSpec) bool { return len(s.ReadinessGates) > 0 }},
 	{"runtimeClassName", func(s *v1.PodSpec) bool { return s.RuntimeClassName != nil }},
 	{"overhead", func(s *v1.PodSpec) bool { return len(s.Overhead) > 0 }},
-	{"setHostnameAsFQDN", func(s *v1.PodSpec) bool { return s.SetHostnameAsFQDN != nil && *s.SetHostnameAsFQDN }},
 	// hostUsers: true is what nodeagent does anyway.
 	{"hostUsers", func(s *v1.PodSpec) bool { return s.HostUsers != nil && !*s.HostUsers }},
 	{"resourceClaims", func(s *v1.PodSpec) bool { return len(s.ResourceClaims) > 0 }},
@@ -207,10 +204,10 @@ var podSecurityContextChecks = []check[v1.PodSecurityContext]{
 var containerAccepted = []string{
 	"name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts",
 	"terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext",
+	"envFrom",
 }
 
 var containerChecks = []check[v1.Container]{
-	{"envFrom", func(c *v1.Container) bool { return len(c.EnvFrom) > 0 }},
 	{"resizePolicy", func(c *v1.Container) bool { return len(c.ResizePolicy) > 0 }},
 	// On an init container this makes a sidecar.
 	{"restartPolicy", func(c *v1.Container) bool { return c.RestartPolicy != nil }},
@@ -251,21 +248,34 @@ var containerPortChecks = []check[v1.ContainerPort]{
 }
 
 // envVarSourceAccepted: fieldRef is accepted for the paths in
-// supportedFieldPaths only.
-var envVarSourceAccepted = []string{"fieldRef"}
+// supportedFieldPaths (and metadata.labels['k'], metadata.annotations['k'])
+// only.
+var envVarSourceAccepted = []string{"fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef"}
 
 var envVarSourceChecks = []check[v1.EnvVarSource]{
-	{"resourceFieldRef", func(s *v1.EnvVarSource) bool { return s.ResourceFieldRef != nil }},
-	{"configMapKeyRef", func(s *v1.EnvVarSource) bool { return s.ConfigMapKeyRef != nil }},
-	{"secretKeyRef", func(s *v1.EnvVarSource) bool { return s.SecretKeyRef != nil }},
 	{"fileKeyRef", func(s *v1.EnvVarSource) bool { return s.FileKeyRef != nil }},
 }
 
 // supportedFieldPaths are the fieldRef paths nodeagent resolves.
 var supportedFieldPaths = sets.New(
 	"metadata.name", "metadata.namespace", "metadata.uid",
-	"spec.nodeName", "status.hostIP", "status.podIP",
+	"spec.nodeName", "spec.serviceAccountName", "status.hostIP", "status.hostIPs",
+	"status.podIP", "status.podIPs",
 )
+
+// supportedFieldPath reports whether an env fieldRef path is resolved:
+// one of supportedFieldPaths or a subscripted label or annotation.
+func supportedFieldPath(p string) bool {
+	if supportedFieldPaths.Has(p) {
+		return true
+	}
+	for _, base := range []string{"metadata.labels['", "metadata.annotations['"} {
+		if k, ok := strings.CutPrefix(p, base); ok && strings.HasSuffix(k, "']") && len(k) > 2 {
+			return true
+		}
+	}
+	return false
+}
 
 // volumeMountAccepted: subPath and subPathExpr (expanded with the
 // container's env) are mounted safely inside the volume.
@@ -400,8 +410,11 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 //
 // The supported subset (issue 6, "What a pod may use"): containers and
 // init containers with name, image, imagePullPolicy, command, args,
-// workingDir, env (value, or fieldRef to metadata.name, metadata.namespace,
-// metadata.uid, spec.nodeName, status.hostIP or status.podIP),
+// workingDir, env (value; valueFrom configMapKeyRef, secretKeyRef,
+// resourceFieldRef, or fieldRef to metadata.name, metadata.namespace,
+// metadata.uid, metadata.labels['k'], metadata.annotations['k'],
+// spec.nodeName, spec.serviceAccountName, status.hostIP(s) or
+// status.podIP(s)), envFrom (configMapRef, secretRef, prefix),
 // containerPort (informative), resources (limits on cpu and memory,
 // requests on cpu, memory and ephemeral-storage) and volumeMounts (name,
 // mountPath, readOnly, subPath, subPathExpr); restartPolicy;
@@ -413,17 +426,19 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // resourceFieldRef) and projected with serviceAccountToken, secret,
 // configMap and downwardAPI sources (the API server's ServiceAccount
 // admission adds such a volume to pods: kube-api-access-*); an empty
-// securityContext; os linux. Fields for the scheduler or the API server (nodeSelector,
+// securityContext; os linux; the pod's name service: dnsPolicy, dnsConfig,
+// hostname, subdomain, setHostnameAsFQDN, hostAliases, enableServiceLinks.
+// Fields for the scheduler or the API server (nodeSelector,
 // affinity, tolerations, priority, priorityClassName, schedulerName,
 // topologySpreadConstraints, schedulingGates, serviceAccountName,
 // automountServiceAccountToken, ...) are accepted and ignored.
 //
-// Everything else is unsupported: probes, lifecycle hooks, envFrom and
-// valueFrom other than the fieldRefs above, security context fields,
+// Everything else is unsupported: probes, lifecycle hooks, valueFrom
+// fileKeyRef and fieldRefs other than the above, security context fields,
 // ephemeral containers, sidecars (init containers with restartPolicy),
-// mount propagation, hostPID/hostIPC, dnsConfig, hostAliases,
-// runtimeClassName, pod-level resources, every other volume type, and the
-// projected sources clusterTrustBundle and podCertificate (named as
+// mount propagation, hostPID/hostIPC, runtimeClassName, pod-level
+// resources, every other volume type, and the projected sources
+// clusterTrustBundle and podCertificate (named as
 // spec.volumes[N].projected.sources[M].clusterTrustBundle, ...).
 func Unsupported(pod *v1.Pod) []string {
 	seen := sets.New[string]()
@@ -503,7 +518,7 @@ func unsupportedContainer(c *v1.Container, p *field.Path, hostNetwork bool, add 
 		}
 		vp := p.Child("env").Index(i).Child("valueFrom")
 		walk(vf, envVarSourceChecks, vp, add)
-		if vf.FieldRef != nil && (!supportedFieldPaths.Has(vf.FieldRef.FieldPath) ||
+		if vf.FieldRef != nil && (!supportedFieldPath(vf.FieldRef.FieldPath) ||
 			(vf.FieldRef.APIVersion != "" && vf.FieldRef.APIVersion != "v1")) {
 			add(vp.Child("fieldRef"))
 		}

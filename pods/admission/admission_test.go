@@ -242,14 +242,9 @@ var unsupportedCases = []struct {
 	{"spec.hostIPC", func(p *v1.Pod) { p.Spec.HostIPC = true }},
 	{"spec.shareProcessNamespace", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = utilptr.To(true) }},
 	{"spec.imagePullSecrets", func(p *v1.Pod) { p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "s"}} }},
-	{"spec.hostname", func(p *v1.Pod) { p.Spec.Hostname = "h" }},
-	{"spec.subdomain", func(p *v1.Pod) { p.Spec.Subdomain = "s" }},
-	{"spec.hostAliases", func(p *v1.Pod) { p.Spec.HostAliases = []v1.HostAlias{{IP: "1.2.3.4"}} }},
-	{"spec.dnsConfig", func(p *v1.Pod) { p.Spec.DNSConfig = &v1.PodDNSConfig{} }},
 	{"spec.readinessGates", func(p *v1.Pod) { p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "x"}} }},
 	{"spec.runtimeClassName", func(p *v1.Pod) { p.Spec.RuntimeClassName = utilptr.To("kata") }},
 	{"spec.overhead", func(p *v1.Pod) { p.Spec.Overhead = v1.ResourceList{"cpu": resource.MustParse("1")} }},
-	{"spec.setHostnameAsFQDN", func(p *v1.Pod) { p.Spec.SetHostnameAsFQDN = utilptr.To(true) }},
 	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
 	{"spec.resourceClaims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c"}} }},
 	{"spec.resources", func(p *v1.Pod) { p.Spec.Resources = &v1.ResourceRequirements{} }},
@@ -257,9 +252,6 @@ var unsupportedCases = []struct {
 	{"spec.os", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} }},
 
 	// Containers.
-	{"spec.containers[1].envFrom", func(p *v1.Pod) {
-		p.Spec.Containers[1].EnvFrom = []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{}}}
-	}},
 	{"spec.containers[1].resizePolicy", func(p *v1.Pod) {
 		p.Spec.Containers[1].ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: "cpu", RestartPolicy: v1.NotRequired}}
 	}},
@@ -285,23 +277,14 @@ var unsupportedCases = []struct {
 	{"spec.containers[0].ports[0].hostPort", func(p *v1.Pod) { p.Spec.Containers[0].Ports[0].HostPort = 8080 }},
 
 	// Env.
-	{"spec.containers[0].env[0].valueFrom.resourceFieldRef", func(p *v1.Pod) {
-		p.Spec.Containers[0].Env[0].ValueFrom = &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.cpu"}}
-	}},
-	{"spec.containers[0].env[0].valueFrom.configMapKeyRef", func(p *v1.Pod) {
-		p.Spec.Containers[0].Env[0].ValueFrom = &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{Key: "k"}}
-	}},
-	{"spec.containers[0].env[0].valueFrom.secretKeyRef", func(p *v1.Pod) {
-		p.Spec.Containers[0].Env[0].ValueFrom = &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}
-	}},
 	{"spec.containers[0].env[0].valueFrom.fileKeyRef", func(p *v1.Pod) {
 		p.Spec.Containers[0].Env[0].ValueFrom = &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{Key: "k"}}
 	}},
 	{"spec.containers[0].env[0].valueFrom.fieldRef", func(p *v1.Pod) {
-		p.Spec.Containers[0].Env[0].ValueFrom.FieldRef.FieldPath = "metadata.labels['app']"
+		p.Spec.Containers[0].Env[0].ValueFrom.FieldRef.FieldPath = "metadata.labels"
 	}},
 	{"spec.containers[0].env[0].valueFrom.fieldRef", func(p *v1.Pod) {
-		p.Spec.Containers[0].Env[0].ValueFrom.FieldRef.FieldPath = "status.podIPs"
+		p.Spec.Containers[0].Env[0].ValueFrom.FieldRef.FieldPath = "metadata.generateName"
 	}},
 	{"spec.containers[0].env[0].valueFrom.fieldRef", func(p *v1.Pod) {
 		p.Spec.Containers[0].Env[0].ValueFrom.FieldRef.APIVersion = "v2"
@@ -382,6 +365,27 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 			p.Spec.Containers[0].Ports[0].HostPort = 8080
 		}},
 		{"hostUsers true", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(true) }},
+		{"name service", func(p *v1.Pod) {
+			p.Spec.Hostname, p.Spec.Subdomain = "h", "s"
+			p.Spec.SetHostnameAsFQDN = utilptr.To(true)
+			p.Spec.HostAliases = []v1.HostAlias{{IP: "192.0.2.9", Hostnames: []string{"a"}}}
+			p.Spec.DNSConfig = &v1.PodDNSConfig{Searches: []string{"x"}}
+			p.Spec.EnableServiceLinks = utilptr.To(false)
+		}},
+		{"env sources", func(p *v1.Pod) {
+			c := &p.Spec.Containers[1]
+			c.EnvFrom = []v1.EnvFromSource{
+				{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "c"}}, Prefix: "P_"},
+				{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "s"}, Optional: utilptr.To(true)}},
+			}
+			c.Env = append(c.Env,
+				v1.EnvVar{Name: "A", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{Key: "k"}}},
+				v1.EnvVar{Name: "B", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}},
+				v1.EnvVar{Name: "C", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.cpu"}}},
+				v1.EnvVar{Name: "D", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
+				v1.EnvVar{Name: "E", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations['x.io/y']"}}},
+			)
+		}},
 		{"false booleans", func(p *v1.Pod) {
 			p.Spec.ShareProcessNamespace = utilptr.To(false)
 			p.Spec.SetHostnameAsFQDN = utilptr.To(false)
@@ -468,7 +472,7 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 func sortedFieldPaths() []string {
 	paths := supportedFieldPaths.UnsortedList()
 	slices.Sort(paths)
-	if len(paths) != 6 {
+	if len(paths) != 9 {
 		panic(fmt.Sprintf("supported fieldRef paths changed: %v", paths))
 	}
 	return paths

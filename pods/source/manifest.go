@@ -151,6 +151,7 @@ func decodeManifest(data []byte, path, nodeName string) (*v1.Pod, error) {
 			}
 		}
 	}
+	invalid = append(invalid, envAPIRefs(&pod)...)
 	if len(invalid) > 0 {
 		return nil, errors.Join(invalid...)
 	}

@@ -208,6 +208,17 @@ spec:
       - downwardAPI: {items: [{path: ns, fieldRef: {fieldPath: metadata.namespace}}]}
 `, "n1", []string{"spec.volumes[0].projected.sources[0].serviceAccountToken: Forbidden",
 			"spec.volumes[0].projected.sources[1].configMap: Forbidden"}},
+		{"env API references", minimalManifest + `    envFrom:
+    - configMapRef: {name: cm}
+    - secretRef: {name: s}
+    env:
+    - name: A
+      valueFrom: {configMapKeyRef: {name: cm, key: k}}
+    - name: B
+      valueFrom: {secretKeyRef: {name: s, key: k}}
+`, "n1", []string{"spec.containers[0].envFrom[0].configMapRef: Forbidden: a static pod may not reference a ConfigMap",
+			"spec.containers[0].envFrom[1].secretRef: Forbidden: a static pod may not reference a Secret",
+			"spec.containers[0].env[0].valueFrom.configMapKeyRef: Forbidden", "spec.containers[0].env[1].valueFrom.secretKeyRef: Forbidden"}},
 		{"no node name", minimalManifest, "", []string{"node name is empty"}},
 		{"too large", minimalManifest + "# " + strings.Repeat("x", MaxManifestSize) + "\n", "n1", []string{"more than the"}},
 	}
