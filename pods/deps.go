@@ -127,6 +127,7 @@ type workerDeps struct {
 	netnsDir string
 	resync   time.Duration // sync this often without news
 	hostIP   func() string
+	security SecurityOptions
 }
 
 func (d *workerDeps) event(pod *v1.Pod, typ, reason, msg string) {

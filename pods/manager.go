@@ -71,6 +71,12 @@ type Options struct {
 	// Network is the pod network (CNI); nil: pods without hostNetwork have
 	// loopback only.
 	Network PodNetwork
+	// Security shapes containers' security (seccompDefault, the seccomp
+	// profile root: default RootDir/seccomp).
+	Security SecurityOptions
+	// Admission is the node's pod security admission settings
+	// (allowedUnsafeSysctls, host AppArmor and SELinux).
+	Admission admission.SecurityOptions
 	// ResyncPeriod is how often a worker syncs without news (default 1m).
 	ResyncPeriod time.Duration
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
@@ -128,6 +134,9 @@ func New(o Options) (*Manager, error) {
 	if o.MaxPods <= 0 {
 		o.MaxPods = 110
 	}
+	if o.Security.SeccompProfileRoot == "" {
+		o.Security.SeccompProfileRoot = filepath.Join(o.RootDir, "seccomp")
+	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = time.Minute
 	}
@@ -164,7 +173,7 @@ func New(o Options) (*Manager, error) {
 		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: m.status, rec: rec,
 		volumes: volume.NewManager(projector), netns: o.NetNS, net: o.Network, host: m, clock: o.Clock,
 		met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir,
-		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, hostIP: m.hostIP,
+		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, hostIP: m.hostIP, security: o.Security,
 	}
 	if m.mirror != nil {
 		m.deps.mirror = m.mirror
@@ -388,6 +397,9 @@ func (m *Manager) startLocked(w *worker) {
 // admitLocked decides whether a new pod may run: its spec must be in the
 // supported subset and fit the node.
 func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status.Waiting {
+	if ok, reason, msg := admission.AdmitSecurity(pod, m.opts.Admission); !ok {
+		return &status.Waiting{Reason: reason, Message: msg}
+	}
 	if bad := admission.Unsupported(pod); len(bad) > 0 {
 		return &status.Waiting{Reason: admission.ReasonUnsupportedPodSpec, Message: admission.UnsupportedMessage(bad)}
 	}

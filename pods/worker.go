@@ -404,8 +404,11 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	spec, err := w.containerSpec(pod, c, s.attempt, vols)
+	if err == nil {
+		err = w.applySecurity(ctx, pod, c, &spec)
+	}
 	if err != nil {
-		w.errs[c.Name] = status.Waiting{Reason: status.ReasonCreateContainer, Message: err.Error()}
+		w.errs[c.Name] = status.Waiting{Reason: reasonCreateContainerConfig, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}

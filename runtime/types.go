@@ -161,6 +161,9 @@ type ContainerSpec struct {
 	CgroupParent string
 	// Labels are extra labels; pod labels override them.
 	Labels map[string]string
+	// Security is the container's user, capabilities, seccomp, sysctls
+	// and namespaces (see Security).
+	Security Security
 }
 
 // Image is an image known to containerd.
