@@ -87,6 +87,8 @@ func Default() *NodeAgentConfiguration {
 		ResolvConf:                       DefaultResolvConf,
 		CNIConfDir:                       DefaultCNIConfDir,
 		CNIBinDir:                        DefaultCNIBinDir,
+		SeccompDefault:                   false,
+		AllowedUnsafeSysctls:             []string{},
 		Logging: LoggingConfiguration{
 			Format:    DefaultLoggingFormat,
 			Verbosity: 0,

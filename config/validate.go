@@ -162,6 +162,13 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 		}
 	}
 
+	// Pod security.
+	for i, s := range c.AllowedUnsafeSysctls {
+		if err := validateSysctlPattern(s); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("allowedUnsafeSysctls").Index(i), s, err.Error()))
+		}
+	}
+
 	// Logging.
 	if p := field.NewPath("logging", "format"); c.Logging.Format != "text" && c.Logging.Format != "json" {
 		errs = append(errs, field.NotSupported(p, c.Logging.Format, []string{"text", "json"}))

@@ -42,6 +42,16 @@ func TestValidate(t *testing.T) {
 	}{
 		{desc: "defaults", mutate: func(c *NodeAgentConfiguration) {}},
 		{
+			desc: "allowedUnsafeSysctls",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.AllowedUnsafeSysctls = []string{"net.core.*", "kernel.msgmax", "vm.swappiness", "Net.x"}
+			},
+			want: []string{
+				`allowedUnsafeSysctls[2]: Invalid value: "vm.swappiness": the sysctls "vm.swappiness" are not known to be namespaced`,
+				`allowedUnsafeSysctls[3]: Invalid value: "Net.x": sysctl "Net.x" must have at most 253 characters and be dot- or slash-separated lower-case segments, optionally ending in "*"`,
+			},
+		},
+		{
 			desc: "pod networking and DNS",
 			mutate: func(c *NodeAgentConfiguration) {
 				c.ClusterDNS = []string{"10.96.0.10", "dns.local"}

@@ -114,7 +114,10 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) 
 	if a.net != nil {
 		podNet = a.net
 	}
+	podSec, admitSec := podSecurity(a.cfg)
 	pm, err := pods.New(pods.Options{
+		Security:      podSec,
+		Admission:     admitSec,
 		Network:       podNet,
 		NodeName:      a.nodeName,
 		Client:        a.client,

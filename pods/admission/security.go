@@ -3,7 +3,6 @@ package admission
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -27,7 +26,7 @@ type SecurityOptions struct {
 	// SafeSysctls are the sysctls every pod may set (SafeSysctls).
 	SafeSysctls []string
 	// AllowedUnsafeSysctls are further sysctls or patterns ending in "*"
-	// (kubelet's allowedUnsafeSysctls; ValidateSysctlPattern checks them).
+	// (kubelet's allowedUnsafeSysctls, validated by the config package).
 	AllowedUnsafeSysctls []string
 	// AppArmorEnabled: the host enforces AppArmor.
 	AppArmorEnabled bool
@@ -84,22 +83,6 @@ func parseKernel(r string) (int, int, bool) {
 	major, err1 := strconv.Atoi(majS)
 	minor, err2 := strconv.Atoi(rest)
 	return major, minor, err1 == nil && err2 == nil
-}
-
-// sysctlPattern is the API's sysctl pattern syntax (segments separated by
-// "." or "/", optionally ending in "*").
-var sysctlPattern = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*([a-z0-9][-_a-z0-9]*)?[a-z0-9*]$`)
-
-// ValidateSysctlPattern checks an allowedUnsafeSysctls entry as kubelet
-// does at start: valid syntax and a namespaced sysctl (or prefix).
-func ValidateSysctlPattern(p string) error {
-	if len(p) > 253 || !sysctlPattern.MatchString(p) || strings.Count(p, "*") > 1 {
-		return fmt.Errorf("sysctl %q must have at most 253 characters and be dot- or slash-separated lower-case segments, optionally ending in \"*\"", p)
-	}
-	if ns, s, _ := utilsysctl.GetNamespace(p); ns == utilsysctl.UnknownNamespace {
-		return fmt.Errorf("the sysctls %q are not known to be namespaced", s)
-	}
-	return nil
 }
 
 // sysctlAllowed is kubelet's allowlist check of one sysctl.

@@ -36,19 +36,6 @@ func TestSafeSysctls(t *testing.T) {
 	}
 }
 
-func TestValidateSysctlPattern(t *testing.T) {
-	for _, ok := range []string{"net.core.somaxconn", "net.*", "kernel.msg*", "net/ipv4/ip_forward", "fs.mqueue.*", "kernel.shm_rmid_forced"} {
-		if err := ValidateSysctlPattern(ok); err != nil {
-			t.Errorf("ValidateSysctlPattern(%q) = %v, want nil", ok, err)
-		}
-	}
-	for _, bad := range []string{"", "kernel.panic", "Net.core", "net..x", "net.*.x", "*", "vm.swappiness"} {
-		if err := ValidateSysctlPattern(bad); err == nil {
-			t.Errorf("ValidateSysctlPattern(%q) = nil, want an error", bad)
-		}
-	}
-}
-
 func TestAdmitSecurity(t *testing.T) {
 	safe := SafeSysctls("6.1.0")
 	withSysctls := func(s ...v1.Sysctl) func(*v1.Pod) {
