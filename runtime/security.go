@@ -193,7 +193,9 @@ func securitySpecOpts(s Security, allCaps []string) []oci.SpecOpts {
 		opts = append(opts, oci.WithDroppedCapabilities(drop))
 	}
 	if s.Privileged {
-		opts = append(opts, oci.WithCapabilities(allCaps), oci.WithMaskedPaths(nil), oci.WithReadonlyPaths(nil),
+		// Every capability the agent has (containerd's WithPrivileged),
+		// which may be fewer than the kernel knows.
+		opts = append(opts, oci.WithAllCurrentCapabilities, oci.WithMaskedPaths(nil), oci.WithReadonlyPaths(nil),
 			oci.WithWriteableSysfs, oci.WithWriteableCgroupfs, oci.WithApparmorProfile(""),
 			oci.WithSeccompUnconfined, oci.WithHostDevices, oci.WithAllDevicesAllowed)
 	}
