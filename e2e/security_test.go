@@ -25,8 +25,12 @@ func TestSecurityContext(t *testing.T) {
 	ctx := context.Background()
 	name := a.node + "-sec"
 	status := `cat /proc/self/status; touch /probe && echo touch=ok || echo touch=failed; ` +
+		`f=/data/$(cat /proc/sys/kernel/random/uuid); touch $f && ls -lnd /data $f; ` +
 		`echo shm=$(cat /proc/sys/kernel/shm_rmid_forced) ports=$(cat /proc/sys/net/ipv4/ip_local_port_range); echo end=1; exec sleep 3600`
-	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  securityContext:
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  volumes:
+  - name: data
+    emptyDir: {}
+  securityContext:
     runAsGroup: 3000
     fsGroup: 2000
     supplementalGroups: [4000]
@@ -38,6 +42,7 @@ func TestSecurityContext(t *testing.T) {
   - name: restricted
     image: %[1]s
     command: ["sh", "-c", %[2]q]
+    volumeMounts: [{name: data, mountPath: /data}]
     securityContext:
       runAsUser: 1000
       runAsNonRoot: true
@@ -47,6 +52,7 @@ func TestSecurityContext(t *testing.T) {
   - name: rootcaps
     image: %[1]s
     command: ["sh", "-c", %[2]q]
+    volumeMounts: [{name: data, mountPath: /data}]
     securityContext:
       runAsUser: 0
       capabilities: {drop: [ALL], add: [NET_BIND_SERVICE]}
@@ -54,6 +60,7 @@ func TestSecurityContext(t *testing.T) {
   - name: defaults
     image: %[1]s
     command: ["sh", "-c", %[2]q]
+    volumeMounts: [{name: data, mountPath: /data}]
 `, testimage.Ref, status)), "apply", "-f", "-")
 	p := a.waitPod(ctx, name, 60*time.Second, "running", running)
 
@@ -63,6 +70,21 @@ func TestSecurityContext(t *testing.T) {
 		if !strings.Contains(got, w) {
 			t.Errorf("restricted container: %q missing from\n%s", w, got)
 		}
+	}
+	// The emptyDir belongs to the fsGroup (setgid), and so does a file the
+	// container makes in it.
+	var dirOK, fileOK bool
+	for _, l := range strings.Split(got, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 7 {
+			continue
+		}
+		f = f[3:] // CRI log prefix: time, stream, tag
+		dirOK = dirOK || (f[0] == "drwxrwsrwx" && f[3] == "2000" && strings.HasSuffix(l, " /data"))
+		fileOK = fileOK || (strings.HasPrefix(f[0], "-") && f[2] == "1000" && f[3] == "2000")
+	}
+	if !dirOK || !fileOK {
+		t.Errorf("emptyDir not owned by the fsGroup (dir %v, file %v):\n%s", dirOK, fileOK, got)
 	}
 	got = a.waitLog(p, "rootcaps", 0, "end=1")
 	for _, w := range []string{"Uid:\t0\t0\t0\t0", "Gid:\t3000", "CapEff:\t0000000000000400", "CapBnd:\t0000000000000400",

@@ -351,6 +351,9 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err != nil {
 		return nil, err
 	}
+	if err := applyFSGroup(pod, vols); err != nil {
+		return nil, err
+	}
 	w.refreshAt = refreshAt
 	if !pod.Spec.HostNetwork {
 		if err := w.d.netns.Create(w.netnsPath()); err != nil {
