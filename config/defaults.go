@@ -89,6 +89,7 @@ func Default() *NodeAgentConfiguration {
 		CNIBinDir:                        DefaultCNIBinDir,
 		SeccompDefault:                   false,
 		AllowedUnsafeSysctls:             []string{},
+		RuntimeHandlers:                  map[string]string{"runc": "io.containerd.runc.v2"},
 		Logging: LoggingConfiguration{
 			Format:    DefaultLoggingFormat,
 			Verbosity: 0,

@@ -139,6 +139,10 @@ type NodeAgentConfiguration struct {
 	// AllowedUnsafeSysctls are sysctls (or patterns ending in "*") pods may
 	// set beyond kubelet's safe set.
 	AllowedUnsafeSysctls []string `json:"allowedUnsafeSysctls"`
+	// RuntimeHandlers maps RuntimeClass handler names to containerd
+	// runtime types (nodeagent; containerd's CRI plugin has them as
+	// runtimes in its own configuration).
+	RuntimeHandlers map[string]string `json:"runtimeHandlers"`
 
 	// Logging configures the agent's logs, like kubelet's logging section.
 	Logging LoggingConfiguration `json:"logging"`

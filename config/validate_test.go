@@ -42,6 +42,16 @@ func TestValidate(t *testing.T) {
 	}{
 		{desc: "defaults", mutate: func(c *NodeAgentConfiguration) {}},
 		{
+			desc: "runtimeHandlers",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.RuntimeHandlers = map[string]string{"Bad_Name": "io.containerd.runc.v2", "empty": ""}
+			},
+			want: []string{
+				`runtimeHandlers[Bad_Name]: Invalid value: "Bad_Name": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
+				`runtimeHandlers[empty]: Required value: a containerd runtime type, such as io.containerd.runc.v2`,
+			},
+		},
+		{
 			desc: "allowedUnsafeSysctls",
 			mutate: func(c *NodeAgentConfiguration) {
 				c.AllowedUnsafeSysctls = []string{"net.core.*", "kernel.msgmax", "vm.swappiness", "Net.x"}

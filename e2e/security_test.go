@@ -210,3 +210,38 @@ func TestHostNamespacesAndPrivileged(t *testing.T) {
 		t.Errorf("IPC namespace is not the host's %s:\n%s", hostIPC, got)
 	}
 }
+
+// runtimeClassName: a RuntimeClass whose handler is in runtimeHandlers runs
+// the pod on that runtime; one whose handler is not leaves the pod Pending
+// with a FailedCreatePodSandBox event naming the handler (as containerd).
+func TestRuntimeClass(t *testing.T) {
+	t.Parallel()
+	a, _ := readyPodAgent(t, "runtimeHandlers: {test-handler: io.containerd.runc.v2}\n")
+	ctx := context.Background()
+	for _, rc := range []struct{ name, handler string }{{a.node + "-ok", "test-handler"}, {a.node + "-missing", a.node + "-handler"}} {
+		kubectl(t, a.env, fmt.Sprintf("apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: %s}\nhandler: %s\n", rc.name, rc.handler), "apply", "-f", "-")
+		t.Cleanup(func() { kubectl(t, a.env, "", "delete", "runtimeclass", rc.name, "--ignore-not-found") })
+	}
+	run := func(suffix, class string) string {
+		name := a.node + "-" + suffix
+		kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  runtimeClassName: %s
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: %s
+    command: ["true"]
+`, class, testimage.Ref)), "apply", "-f", "-")
+		return name
+	}
+	ok := run("rc-ok", a.node+"-ok")
+	a.waitPod(ctx, ok, 30*time.Second, "phase Succeeded", phaseIs(corev1.PodSucceeded))
+
+	missing := run("rc-missing", a.node+"-missing")
+	a.waitEvent(ctx, "default", "involvedObject.name="+missing, "a FailedCreatePodSandBox event", func(e corev1.Event) bool {
+		return e.Reason == "FailedCreatePodSandBox" && strings.Contains(e.Message, `no runtime for "`+a.node+`-handler" is configured`)
+	})
+	p := a.waitPod(ctx, missing, 10*time.Second, "phase Pending", phaseIs(corev1.PodPending))
+	if len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
+		t.Errorf("container of a pod with an unconfigured handler runs: %+v", p.Status.ContainerStatuses)
+	}
+}

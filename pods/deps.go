@@ -128,6 +128,10 @@ type workerDeps struct {
 	resync   time.Duration // sync this often without news
 	hostIP   func() string
 	security SecurityOptions
+	// runtimeClass looks up RuntimeClass handlers (nil: no API server);
+	// runtimeHandlers maps handlers to containerd runtime types.
+	runtimeClass    runtimeClassHandler
+	runtimeHandlers map[string]string
 }
 
 func (d *workerDeps) event(pod *v1.Pod, typ, reason, msg string) {

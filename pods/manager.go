@@ -74,6 +74,9 @@ type Options struct {
 	// Security shapes containers' security (seccompDefault, the seccomp
 	// profile root: default RootDir/seccomp).
 	Security SecurityOptions
+	// RuntimeHandlers maps RuntimeClass handlers to containerd runtime
+	// types (config runtimeHandlers); pods of other handlers do not start.
+	RuntimeHandlers map[string]string
 	// Admission is the node's pod security admission settings
 	// (allowedUnsafeSysctls, host AppArmor and SELinux).
 	Admission admission.SecurityOptions
@@ -177,6 +180,10 @@ func New(o Options) (*Manager, error) {
 	}
 	if m.mirror != nil {
 		m.deps.mirror = m.mirror
+	}
+	m.deps.runtimeHandlers = o.RuntimeHandlers
+	if o.Client != nil {
+		m.deps.runtimeClass = apiRuntimeClassHandler(o.Client)
 	}
 	return m, nil
 }

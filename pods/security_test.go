@@ -2,6 +2,7 @@ package pods
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"syscall"
 	"testing"
@@ -232,5 +233,71 @@ func TestApplyFSGroup(t *testing.T) {
 	fi, _ = os.Stat(host)
 	if st := fi.Sys().(*syscall.Stat_t); st.Gid == 2345 || fi.Mode()&os.ModeSetgid != 0 {
 		t.Errorf("hostPath changed: gid %d mode %v", st.Gid, fi.Mode())
+	}
+}
+
+func TestRuntimeTypeFor(t *testing.T) {
+	handlers := map[string]string{"runc": "io.containerd.runc.v2", "test-handler": "io.containerd.runc.v2", "kata": "io.containerd.kata.v2"}
+	lookup := func(_ context.Context, name string) (string, error) {
+		switch name {
+		case "fast":
+			return "kata", nil
+		case "test":
+			return "test-handler", nil
+		case "odd":
+			return "gvisor", nil
+		}
+		return "", fmt.Errorf("RuntimeClass %q not found", name)
+	}
+	tests := []struct {
+		class   *string
+		lookup  runtimeClassHandler
+		want    string
+		wantErr string
+	}{
+		{class: nil, lookup: lookup, want: ""},
+		{class: utilptr.To("fast"), lookup: lookup, want: "io.containerd.kata.v2"},
+		{class: utilptr.To("test"), lookup: lookup, want: "io.containerd.runc.v2"},
+		{class: utilptr.To("odd"), lookup: lookup, wantErr: `failed to get sandbox runtime: no runtime for "gvisor" is configured`},
+		{class: utilptr.To("gone"), lookup: lookup, wantErr: `RuntimeClass "gone" not found`},
+		{class: utilptr.To("fast"), lookup: nil, wantErr: `RuntimeClass "fast": no API server to look it up`},
+	}
+	for _, tt := range tests {
+		pod := &v1.Pod{Spec: v1.PodSpec{RuntimeClassName: tt.class}}
+		got, err := runtimeTypeFor(context.Background(), pod, tt.lookup, handlers)
+		if got != tt.want || errString(err) != tt.wantErr {
+			t.Errorf("runtimeTypeFor(%v) = %q, %v; want %q, %q", tt.class, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+// A pod whose RuntimeClass handler the node lacks does not start: it stays
+// Pending with a FailedCreatePodSandBox event; one with a configured
+// handler runs on its runtime.
+func TestWorkerRuntimeClass(t *testing.T) {
+	e := newWorkerEnv(t)
+	e.deps.runtimeHandlers = map[string]string{"test-handler": "io.containerd.test.v1"}
+	e.deps.runtimeClass = func(_ context.Context, name string) (string, error) { return name + "-handler", nil }
+
+	bad := testPod("bad", v1.RestartPolicyNever, ctr("c"))
+	bad.Spec.RuntimeClassName = utilptr.To("other")
+	e.sync(e.worker(bad, kubetypes.SourceAPI))
+	if len(e.rt.specs) != 0 || !e.rec.has("FailedCreatePodSandBox") {
+		t.Errorf("containers %v, events %v: want none created and FailedCreatePodSandBox", e.rt.specs, e.rec.reasons)
+	}
+	if st := e.lastStatus(bad.UID); st.Phase != v1.PodPending {
+		t.Errorf("phase %s, want Pending", st.Phase)
+	}
+
+	good := testPod("good", v1.RestartPolicyNever, ctr("c"))
+	good.Spec.RuntimeClassName = utilptr.To("test")
+	e.settle(e.worker(good, kubetypes.SourceAPI))
+	if len(e.rt.specs) != 1 {
+		t.Fatalf("containers %v, want one", e.rt.specs)
+	}
+	for _, s := range e.rt.specs {
+		if s.RuntimeType != "io.containerd.test.v1" {
+			t.Errorf("runtime type %q, want the handler's", s.RuntimeType)
+		}
 	}
 }

@@ -81,6 +81,10 @@ type worker struct {
 	seen            time.Time
 	reportedRunning bool
 	backoffEvent    map[string]string // container → back-off message last reported
+	// runtimeType is the containerd runtime of the pod's RuntimeClass
+	// handler, once resolved ("": the default).
+	runtimeType     string
+	runtimeResolved bool
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -354,6 +358,9 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err := applyFSGroup(pod, vols); err != nil {
 		return nil, err
 	}
+	if err := w.resolveRuntime(ctx, pod); err != nil {
+		return nil, err
+	}
 	w.refreshAt = refreshAt
 	if !pod.Spec.HostNetwork {
 		if err := w.d.netns.Create(w.netnsPath()); err != nil {
@@ -408,6 +415,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	}
 	spec, err := w.containerSpec(pod, c, s.attempt, vols)
 	if err == nil {
+		spec.RuntimeType = w.runtimeType
 		err = w.applySecurity(ctx, pod, c, &spec)
 	}
 	if err != nil {

@@ -263,6 +263,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		}
 	}
 	id := newID()
+	runtimeType := spec.RuntimeType
+	if runtimeType == "" {
+		runtimeType = DefaultRuntimeType
+	}
 	parent := spec.CgroupParent
 	if parent == "" {
 		parent = path.Join(r.opts.CgroupParent, string(spec.Pod.UID))
@@ -340,7 +344,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		containerd.WithImage(img),
 		containerd.WithSnapshotter(r.opts.Snapshotter),
 		containerd.WithNewSnapshot(id, img),
-		containerd.WithRuntime("io.containerd.runc.v2", nil),
+		containerd.WithRuntime(runtimeType, nil),
 		containerd.WithNewSpec(sopts...),
 		containerd.WithContainerLabels(labels),
 	)

@@ -163,6 +163,9 @@ var podSpecAccepted = []string{
 	// Host namespaces and the OS (AdmitSecurity refuses OSes other than
 	// linux) are in the security subset (see Unsupported).
 	"hostPID", "hostIPC",
+	// runtimeClassName picks the containerd runtime (config
+	// runtimeHandlers); its overhead counts in FitsNode.
+	"runtimeClassName", "overhead",
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
@@ -175,8 +178,6 @@ var podSpecChecks = []check[v1.PodSpec]{
 	{"hostAliases", func(s *v1.PodSpec) bool { return len(s.HostAliases) > 0 }},
 	{"dnsConfig", func(s *v1.PodSpec) bool { return s.DNSConfig != nil }},
 	{"readinessGates", func(s *v1.PodSpec) bool { return len(s.ReadinessGates) > 0 }},
-	{"runtimeClassName", func(s *v1.PodSpec) bool { return s.RuntimeClassName != nil }},
-	{"overhead", func(s *v1.PodSpec) bool { return len(s.Overhead) > 0 }},
 	{"setHostnameAsFQDN", func(s *v1.PodSpec) bool { return s.SetHostnameAsFQDN != nil && *s.SetHostnameAsFQDN }},
 	// hostUsers: true is what nodeagent does anyway.
 	{"hostUsers", func(s *v1.PodSpec) bool { return s.HostUsers != nil && !*s.HostUsers }},
@@ -402,7 +403,9 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // supplementalGroups and its policy, fsGroup, sysctls, capabilities,
 // privileged, allowPrivilegeEscalation, readOnlyRootFilesystem, procMount
 // Default, seccompProfile, appArmorProfile; seLinuxOptions and
-// windowsOptions ignored), hostPID and hostIPC; os (AdmitSecurity refuses
+// windowsOptions ignored), hostPID and hostIPC; runtimeClassName (its
+// handler must be in the config's runtimeHandlers, or the pod does not
+// start) and overhead (counted by FitsNode); os (AdmitSecurity refuses
 // an OS other than linux, sysctls that are not allowed and AppArmor
 // profiles on hosts without AppArmor, with kubelet's reasons). Fields for the scheduler or the API server (nodeSelector,
 // affinity, tolerations, priority, priorityClassName, schedulerName,
@@ -413,7 +416,7 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // valueFrom other than the fieldRefs above, procMount Unmasked,
 // shareProcessNamespace, ephemeral containers, sidecars (init containers
 // with restartPolicy), subPath and mount propagation, dnsConfig, hostAliases,
-// runtimeClassName, pod-level resources, every other volume type, and the
+// pod-level resources, every other volume type, and the
 // projected sources secret, clusterTrustBundle and podCertificate (named
 // as spec.volumes[N].projected.sources[M].secret, ...).
 func Unsupported(pod *v1.Pod) []string {

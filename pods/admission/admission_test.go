@@ -245,8 +245,6 @@ var unsupportedCases = []struct {
 	{"spec.hostAliases", func(p *v1.Pod) { p.Spec.HostAliases = []v1.HostAlias{{IP: "1.2.3.4"}} }},
 	{"spec.dnsConfig", func(p *v1.Pod) { p.Spec.DNSConfig = &v1.PodDNSConfig{} }},
 	{"spec.readinessGates", func(p *v1.Pod) { p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "x"}} }},
-	{"spec.runtimeClassName", func(p *v1.Pod) { p.Spec.RuntimeClassName = utilptr.To("kata") }},
-	{"spec.overhead", func(p *v1.Pod) { p.Spec.Overhead = v1.ResourceList{"cpu": resource.MustParse("1")} }},
 	{"spec.setHostnameAsFQDN", func(p *v1.Pod) { p.Spec.SetHostnameAsFQDN = utilptr.To(true) }},
 	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
 	{"spec.resourceClaims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c"}} }},
@@ -406,6 +404,10 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 				Capabilities:             &v1.Capabilities{Drop: []v1.Capability{"ALL"}, Add: []v1.Capability{"NET_BIND_SERVICE"}},
 				ReadOnlyRootFilesystem:   utilptr.To(true), ProcMount: utilptr.To(v1.DefaultProcMount),
 			}
+		}},
+		{"runtimeClassName with overhead", func(p *v1.Pod) {
+			p.Spec.RuntimeClassName = utilptr.To("kata")
+			p.Spec.Overhead = v1.ResourceList{"cpu": resource.MustParse("10m")}
 		}},
 		{"host namespaces and privileged", func(p *v1.Pod) {
 			p.Spec.HostPID, p.Spec.HostIPC = true, true
