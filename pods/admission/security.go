@@ -19,6 +19,9 @@ const (
 	ReasonSysctlForbidden = "SysctlForbidden"
 	// ReasonAppArmor: an AppArmor profile on a host without AppArmor.
 	ReasonAppArmor = "AppArmor"
+	// ReasonSupplementalGroupsPolicyNotSupported: supplementalGroupsPolicy
+	// Strict on a node that does not advertise it.
+	ReasonSupplementalGroupsPolicyNotSupported = "SupplementalGroupsPolicyNotSupported"
 )
 
 // SecurityOptions are the node's settings for AdmitSecurity.
@@ -30,6 +33,12 @@ type SecurityOptions struct {
 	AllowedUnsafeSysctls []string
 	// AppArmorEnabled: the host enforces AppArmor.
 	AppArmorEnabled bool
+	// StrictSupplementalGroups: the node advertises
+	// supplementalGroupsPolicy Strict (status.features). Without it a pod
+	// asking for Strict is rejected, as kubelet does: nodeagent applies
+	// Strict but does not report the containers' users yet, so the Node
+	// does not advertise it.
+	StrictSupplementalGroups bool
 	// SELinuxEnabled: the host has SELinux. nodeagent does not label
 	// containers, so seLinuxOptions are refused there and ignored
 	// elsewhere (as a runtime does without SELinux).
@@ -120,6 +129,11 @@ func AdmitSecurity(pod *v1.Pod, o SecurityOptions) (ok bool, reason, message str
 	if (pod.Spec.OS != nil && pod.Spec.OS.Name != v1.Linux) ||
 		(pod.Labels[v1.LabelOSStable] != "" && pod.Labels[v1.LabelOSStable] != string(v1.Linux)) {
 		return false, ReasonPodOSNotSupported, "Failed to admit pod as the OS field doesn't match node OS"
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil && !o.StrictSupplementalGroups &&
+		sc.SupplementalGroupsPolicy != nil && *sc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict {
+		return false, ReasonSupplementalGroupsPolicyNotSupported,
+			fmt.Sprintf("SupplementalGroupsPolicy=%s is not supported in this node", v1.SupplementalGroupsPolicyStrict)
 	}
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		for _, s := range sc.Sysctls {

@@ -53,6 +53,19 @@ func TestAdmitSecurity(t *testing.T) {
 			wantReason: "PodOSNotSupported", wantMessage: "Failed to admit pod as the OS field doesn't match node OS"},
 		{name: "windows os label", mutate: func(p *v1.Pod) { p.Labels = map[string]string{"kubernetes.io/os": "windows"} },
 			wantReason: "PodOSNotSupported", wantMessage: "Failed to admit pod as the OS field doesn't match node OS"},
+		{name: "strict supplemental groups",
+			mutate: func(p *v1.Pod) {
+				p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: utilptr.To(v1.SupplementalGroupsPolicyStrict)}
+			},
+			wantReason: "SupplementalGroupsPolicyNotSupported", wantMessage: "SupplementalGroupsPolicy=Strict is not supported in this node"},
+		{name: "strict supplemental groups advertised", opts: SecurityOptions{StrictSupplementalGroups: true},
+			mutate: func(p *v1.Pod) {
+				p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: utilptr.To(v1.SupplementalGroupsPolicyStrict)}
+			}},
+		{name: "merge supplemental groups",
+			mutate: func(p *v1.Pod) {
+				p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: utilptr.To(v1.SupplementalGroupsPolicyMerge)}
+			}},
 		{name: "safe sysctls", opts: SecurityOptions{SafeSysctls: safe},
 			mutate: withSysctls(v1.Sysctl{Name: "kernel.shm_rmid_forced", Value: "1"}, v1.Sysctl{Name: "net/ipv4/ip_local_port_range", Value: "1024 65000"})},
 		{name: "unsafe sysctl", opts: SecurityOptions{SafeSysctls: safe},
