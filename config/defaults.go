@@ -87,6 +87,9 @@ func Default() *NodeAgentConfiguration {
 		ResolvConf:                       DefaultResolvConf,
 		CNIConfDir:                       DefaultCNIConfDir,
 		CNIBinDir:                        DefaultCNIBinDir,
+		SeccompDefault:                   false,
+		AllowedUnsafeSysctls:             []string{},
+		RuntimeHandlers:                  map[string]string{"runc": "io.containerd.runc.v2"},
 		Logging: LoggingConfiguration{
 			Format:    DefaultLoggingFormat,
 			Verbosity: 0,

@@ -38,6 +38,8 @@ var kubeletSupported = map[string]bool{
 	"authorization":                    true,
 	"containerLogMaxSize":              true,
 	"containerLogMaxFiles":             true,
+	"seccompDefault":                   true,
+	"allowedUnsafeSysctls":             true,
 }
 
 // kubeletLoggingSupported are the fields of KubeletConfiguration.logging

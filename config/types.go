@@ -133,6 +133,17 @@ type NodeAgentConfiguration struct {
 	// plugins (nodeagent; kubelet had --cni-bin-dir).
 	CNIBinDir string `json:"cniBinDir"`
 
+	// SeccompDefault runs containers without a seccomp profile with the
+	// runtime's default profile (RuntimeDefault) instead of Unconfined.
+	SeccompDefault bool `json:"seccompDefault"`
+	// AllowedUnsafeSysctls are sysctls (or patterns ending in "*") pods may
+	// set beyond kubelet's safe set.
+	AllowedUnsafeSysctls []string `json:"allowedUnsafeSysctls"`
+	// RuntimeHandlers maps RuntimeClass handler names to containerd
+	// runtime types (nodeagent; containerd's CRI plugin has them as
+	// runtimes in its own configuration).
+	RuntimeHandlers map[string]string `json:"runtimeHandlers"`
+
 	// Logging configures the agent's logs, like kubelet's logging section.
 	Logging LoggingConfiguration `json:"logging"`
 	// PLEG tunes the pod lifecycle event generator (nodeagent).

@@ -162,6 +162,23 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 		}
 	}
 
+	// Pod security.
+	for i, s := range c.AllowedUnsafeSysctls {
+		if err := validateSysctlPattern(s); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("allowedUnsafeSysctls").Index(i), s, err.Error()))
+		}
+	}
+
+	for _, h := range sortedKeys(c.RuntimeHandlers) {
+		p := field.NewPath("runtimeHandlers").Key(h)
+		for _, msg := range validation.IsDNS1123Label(h) {
+			errs = append(errs, field.Invalid(p, h, msg))
+		}
+		if c.RuntimeHandlers[h] == "" {
+			errs = append(errs, field.Required(p, "a containerd runtime type, such as io.containerd.runc.v2"))
+		}
+	}
+
 	// Logging.
 	if p := field.NewPath("logging", "format"); c.Logging.Format != "text" && c.Logging.Format != "json" {
 		errs = append(errs, field.NotSupported(p, c.Logging.Format, []string{"text", "json"}))

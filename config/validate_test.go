@@ -42,6 +42,26 @@ func TestValidate(t *testing.T) {
 	}{
 		{desc: "defaults", mutate: func(c *NodeAgentConfiguration) {}},
 		{
+			desc: "runtimeHandlers",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.RuntimeHandlers = map[string]string{"Bad_Name": "io.containerd.runc.v2", "empty": ""}
+			},
+			want: []string{
+				`runtimeHandlers[Bad_Name]: Invalid value: "Bad_Name": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
+				`runtimeHandlers[empty]: Required value: a containerd runtime type, such as io.containerd.runc.v2`,
+			},
+		},
+		{
+			desc: "allowedUnsafeSysctls",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.AllowedUnsafeSysctls = []string{"net.core.*", "kernel.msgmax", "vm.swappiness", "Net.x"}
+			},
+			want: []string{
+				`allowedUnsafeSysctls[2]: Invalid value: "vm.swappiness": the sysctls "vm.swappiness" are not known to be namespaced`,
+				`allowedUnsafeSysctls[3]: Invalid value: "Net.x": sysctl "Net.x" must have at most 253 characters and be dot- or slash-separated lower-case segments, optionally ending in "*"`,
+			},
+		},
+		{
 			desc: "pod networking and DNS",
 			mutate: func(c *NodeAgentConfiguration) {
 				c.ClusterDNS = []string{"10.96.0.10", "dns.local"}

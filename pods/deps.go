@@ -135,6 +135,12 @@ type workerDeps struct {
 	secrets    ObjectGetter[*v1.Secret]                // nil: no API server
 	services   Services                                // nil: no API server
 	names      NameSettings
+
+	security SecurityOptions
+	// runtimeClass looks up RuntimeClass handlers (nil: no API server);
+	// runtimeHandlers maps handlers to containerd runtime types.
+	runtimeClass    runtimeClassHandler
+	runtimeHandlers map[string]string
 }
 
 func (d *workerDeps) event(pod *v1.Pod, typ, reason, msg string) {

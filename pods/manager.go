@@ -76,6 +76,15 @@ type Options struct {
 	// Names are the DNS settings of the pods' resolv.conf and the node's
 	// hosts file (namefiles.go).
 	Names NameSettings
+	// Security shapes containers' security (seccompDefault, the seccomp
+	// profile root: default RootDir/seccomp).
+	Security SecurityOptions
+	// RuntimeHandlers maps RuntimeClass handlers to containerd runtime
+	// types (config runtimeHandlers); pods of other handlers do not start.
+	RuntimeHandlers map[string]string
+	// Admission is the node's pod security admission settings
+	// (allowedUnsafeSysctls, host AppArmor and SELinux).
+	Admission admission.SecurityOptions
 	// ResyncPeriod is how often a worker syncs without news (default 1m).
 	ResyncPeriod time.Duration
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
@@ -138,6 +147,9 @@ func New(o Options) (*Manager, error) {
 	if o.MaxPods <= 0 {
 		o.MaxPods = 110
 	}
+	if o.Security.SeccompProfileRoot == "" {
+		o.Security.SeccompProfileRoot = filepath.Join(o.RootDir, "seccomp")
+	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = time.Minute
 	}
@@ -175,17 +187,19 @@ func New(o Options) (*Manager, error) {
 		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: m.status, rec: rec,
 		volumes: volume.NewManager(m.newProjector()), netns: o.NetNS, net: o.Network, host: m, clock: o.Clock,
 		met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir,
-		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, hostIP: m.hostIP,
+		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, hostIP: m.hostIP, security: o.Security,
 	}
 	if m.mirror != nil {
 		m.deps.mirror = m.mirror
 	}
 	m.deps.hostIPs, m.deps.nodeAnyway, m.deps.names = m.hostIPs, o.NodeAnyway, o.Names
+	m.deps.runtimeHandlers = o.RuntimeHandlers
 	if o.Client != nil {
 		// The caches of volumes (objects.go) serve the env too.
 		m.deps.configMaps, m.deps.secrets = m.configMaps, m.secrets
 		m.services = newServiceInformer(o.Client)
 		m.deps.services = m.services
+		m.deps.runtimeClass = apiRuntimeClassHandler(o.Client)
 	}
 	return m, nil
 }
@@ -409,6 +423,9 @@ func (m *Manager) startLocked(w *worker) {
 // admitLocked decides whether a new pod may run: its spec must be in the
 // supported subset and fit the node.
 func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status.Waiting {
+	if ok, reason, msg := admission.AdmitSecurity(pod, m.opts.Admission); !ok {
+		return &status.Waiting{Reason: reason, Message: msg}
+	}
 	if bad := admission.Unsupported(pod); len(bad) > 0 {
 		return &status.Waiting{Reason: admission.ReasonUnsupportedPodSpec, Message: admission.UnsupportedMessage(bad)}
 	}

@@ -82,6 +82,10 @@ type worker struct {
 	reportedRunning bool
 	backoffEvent    map[string]string // container → back-off message last reported
 	names           podNames          // the pod's name-service files (namefiles.go)
+	// runtimeType is the containerd runtime of the pod's RuntimeClass
+	// handler, once resolved ("": the default).
+	runtimeType     string
+	runtimeResolved bool
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -352,6 +356,12 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err != nil {
 		return nil, err
 	}
+	if err := applyFSGroup(pod, vols); err != nil {
+		return nil, err
+	}
+	if err := w.resolveRuntime(ctx, pod); err != nil {
+		return nil, err
+	}
 	w.refreshAt = refreshAt
 	if !pod.Spec.HostNetwork {
 		if err := w.d.netns.Create(w.netnsPath()); err != nil {
@@ -408,6 +418,10 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	spec, err := w.containerSpec(ctx, pod, c, s.attempt, vols)
+	if err == nil {
+		spec.RuntimeType = w.runtimeType
+		err = w.applySecurity(ctx, pod, c, &spec)
+	}
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reasonCreateContainerConfig, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))

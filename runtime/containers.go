@@ -219,6 +219,9 @@ func (s *ContainerSpec) Validate() error {
 	if s.CgroupParent != "" && !strings.HasPrefix(s.CgroupParent, "/") {
 		errs = append(errs, fmt.Errorf("cgroupParent %q must be an absolute cgroupfs path", s.CgroupParent))
 	}
+	if err := s.Security.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("security: %w", err))
+	}
 	r := s.Resources
 	if r.CPUQuota < 0 || r.MemoryLimitBytes < 0 {
 		errs = append(errs, errors.New("resources must not be negative"))
@@ -260,6 +263,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		}
 	}
 	id := newID()
+	runtimeType := spec.RuntimeType
+	if runtimeType == "" {
+		runtimeType = DefaultRuntimeType
+	}
 	parent := spec.CgroupParent
 	if parent == "" {
 		parent = path.Join(r.opts.CgroupParent, string(spec.Pod.UID))
@@ -339,12 +346,16 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		sopts = append(sopts, oci.WithMemoryLimit(uint64(res.MemoryLimitBytes)))
 	}
 	sopts = append(sopts, oci.WithCgroup(cgroupsPath))
+	sopts = append(sopts, securitySpecOpts(spec.Security, allCapabilities())...)
+	if spec.Security.needsUser() {
+		sopts = append(sopts, withUser(spec.Security))
+	}
 
 	_, err = r.client.NewContainer(ctx, id,
 		containerd.WithImage(img),
 		containerd.WithSnapshotter(r.opts.Snapshotter),
 		containerd.WithNewSnapshot(id, img),
-		containerd.WithRuntime("io.containerd.runc.v2", nil),
+		containerd.WithRuntime(runtimeType, nil),
 		containerd.WithNewSpec(sopts...),
 		containerd.WithContainerLabels(labels),
 	)

@@ -138,6 +138,8 @@ type Runtime struct {
 
 	mu          sync.Mutex
 	cgroupPaths map[string]string // container ID -> cgroupsPath decoded from its spec (immutable)
+
+	users imageUsers // image config users, for runAsNonRoot
 }
 
 // New connects to containerd. It fails if containerd cannot be reached

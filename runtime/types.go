@@ -164,7 +164,16 @@ type ContainerSpec struct {
 	// Hostname is set in the container's UTS namespace (default: the pod
 	// name); ignored with HostNetwork.
 	Hostname string
+	// Security is the container's user, capabilities, seccomp, sysctls
+	// and namespaces (see Security).
+	Security Security
+	// RuntimeType is the containerd runtime (shim) that runs the
+	// container; default DefaultRuntimeType.
+	RuntimeType string
 }
+
+// DefaultRuntimeType is the runtime of containers that name none: runc.
+const DefaultRuntimeType = "io.containerd.runc.v2"
 
 // Image is an image known to containerd.
 type Image struct {

@@ -162,18 +162,20 @@ var podSpecAccepted = []string{
 	"priorityClassName", "priority", "enableServiceLinks", "preemptionPolicy",
 	"topologySpreadConstraints", "os", "schedulingGates",
 	"hostname", "subdomain", "hostAliases", "dnsConfig", "setHostnameAsFQDN",
+	// Host namespaces and the OS (AdmitSecurity refuses OSes other than
+	// linux) are in the security subset (see Unsupported).
+	"hostPID", "hostIPC",
+	// runtimeClassName picks the containerd runtime (config
+	// runtimeHandlers); its overhead counts in FitsNode.
+	"runtimeClassName", "overhead",
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
 	{"ephemeralContainers", func(s *v1.PodSpec) bool { return len(s.EphemeralContainers) > 0 }},
 	{"activeDeadlineSeconds", func(s *v1.PodSpec) bool { return s.ActiveDeadlineSeconds != nil }},
-	{"hostPID", func(s *v1.PodSpec) bool { return s.HostPID }},
-	{"hostIPC", func(s *v1.PodSpec) bool { return s.HostIPC }},
 	{"shareProcessNamespace", func(s *v1.PodSpec) bool { return s.ShareProcessNamespace != nil && *s.ShareProcessNamespace }},
 	{"imagePullSecrets", func(s *v1.PodSpec) bool { return len(s.ImagePullSecrets) > 0 }},
 	{"readinessGates", func(s *v1.PodSpec) bool { return len(s.ReadinessGates) > 0 }},
-	{"runtimeClassName", func(s *v1.PodSpec) bool { return s.RuntimeClassName != nil }},
-	{"overhead", func(s *v1.PodSpec) bool { return len(s.Overhead) > 0 }},
 	// hostUsers: true is what nodeagent does anyway.
 	{"hostUsers", func(s *v1.PodSpec) bool { return s.HostUsers != nil && !*s.HostUsers }},
 	{"resourceClaims", func(s *v1.PodSpec) bool { return len(s.ResourceClaims) > 0 }},
@@ -181,23 +183,19 @@ var podSpecChecks = []check[v1.PodSpec]{
 	{"hostnameOverride", func(s *v1.PodSpec) bool { return s.HostnameOverride != nil }},
 }
 
-// podSecurityContextChecks: every field of a pod's securityContext is
-// unsupported; an empty securityContext ({}, the default) is fine.
-var podSecurityContextChecks = []check[v1.PodSecurityContext]{
-	{"seLinuxOptions", func(c *v1.PodSecurityContext) bool { return c.SELinuxOptions != nil }},
-	{"windowsOptions", func(c *v1.PodSecurityContext) bool { return c.WindowsOptions != nil }},
-	{"runAsUser", func(c *v1.PodSecurityContext) bool { return c.RunAsUser != nil }},
-	{"runAsGroup", func(c *v1.PodSecurityContext) bool { return c.RunAsGroup != nil }},
-	{"runAsNonRoot", func(c *v1.PodSecurityContext) bool { return c.RunAsNonRoot != nil }},
-	{"supplementalGroups", func(c *v1.PodSecurityContext) bool { return len(c.SupplementalGroups) > 0 }},
-	{"supplementalGroupsPolicy", func(c *v1.PodSecurityContext) bool { return c.SupplementalGroupsPolicy != nil }},
-	{"fsGroup", func(c *v1.PodSecurityContext) bool { return c.FSGroup != nil }},
-	{"sysctls", func(c *v1.PodSecurityContext) bool { return len(c.Sysctls) > 0 }},
-	{"fsGroupChangePolicy", func(c *v1.PodSecurityContext) bool { return c.FSGroupChangePolicy != nil }},
-	{"seccompProfile", func(c *v1.PodSecurityContext) bool { return c.SeccompProfile != nil }},
-	{"appArmorProfile", func(c *v1.PodSecurityContext) bool { return c.AppArmorProfile != nil }},
-	{"seLinuxChangePolicy", func(c *v1.PodSecurityContext) bool { return c.SELinuxChangePolicy != nil }},
+// podSecurityContextAccepted: the pod's securityContext fields nodeagent
+// applies as kubelet does (see pods.containerSecurity). sysctls and
+// appArmorProfile pass AdmitSecurity first; seLinuxOptions and
+// seLinuxChangePolicy are refused by AdmitSecurity on SELinux hosts and
+// ignored elsewhere (as a runtime without SELinux does); windowsOptions
+// are ignored on Linux, as kubelet does.
+var podSecurityContextAccepted = []string{
+	"seLinuxOptions", "windowsOptions", "runAsUser", "runAsGroup", "runAsNonRoot",
+	"supplementalGroups", "supplementalGroupsPolicy", "fsGroup", "sysctls", "fsGroupChangePolicy",
+	"seccompProfile", "appArmorProfile", "seLinuxChangePolicy",
 }
+
+var podSecurityContextChecks = []check[v1.PodSecurityContext]{}
 
 // containerAccepted: Container fields nodeagent runs with; ports, env,
 // resources, volumeMounts and securityContext are walked further.
@@ -222,21 +220,20 @@ var containerChecks = []check[v1.Container]{
 	{"tty", func(c *v1.Container) bool { return c.TTY }},
 }
 
-// securityContextChecks: every field of a container's securityContext is
-// unsupported; an empty one is fine.
+// securityContextAccepted: the container securityContext fields nodeagent
+// applies (as podSecurityContextAccepted says for the shared ones).
+var securityContextAccepted = []string{
+	"capabilities", "privileged", "seLinuxOptions", "windowsOptions", "runAsUser", "runAsGroup",
+	"runAsNonRoot", "readOnlyRootFilesystem", "allowPrivilegeEscalation", "seccompProfile",
+	"appArmorProfile",
+}
+
 var securityContextChecks = []check[v1.SecurityContext]{
-	{"capabilities", func(c *v1.SecurityContext) bool { return c.Capabilities != nil }},
-	{"privileged", func(c *v1.SecurityContext) bool { return c.Privileged != nil }},
-	{"seLinuxOptions", func(c *v1.SecurityContext) bool { return c.SELinuxOptions != nil }},
-	{"windowsOptions", func(c *v1.SecurityContext) bool { return c.WindowsOptions != nil }},
-	{"runAsUser", func(c *v1.SecurityContext) bool { return c.RunAsUser != nil }},
-	{"runAsGroup", func(c *v1.SecurityContext) bool { return c.RunAsGroup != nil }},
-	{"runAsNonRoot", func(c *v1.SecurityContext) bool { return c.RunAsNonRoot != nil }},
-	{"readOnlyRootFilesystem", func(c *v1.SecurityContext) bool { return c.ReadOnlyRootFilesystem != nil }},
-	{"allowPrivilegeEscalation", func(c *v1.SecurityContext) bool { return c.AllowPrivilegeEscalation != nil }},
-	{"procMount", func(c *v1.SecurityContext) bool { return c.ProcMount != nil }},
-	{"seccompProfile", func(c *v1.SecurityContext) bool { return c.SeccompProfile != nil }},
-	{"appArmorProfile", func(c *v1.SecurityContext) bool { return c.AppArmorProfile != nil }},
+	// Unmasked needs a user namespace (hostUsers: false), which nodeagent
+	// does not make; Default is what it does.
+	{"procMount", func(c *v1.SecurityContext) bool {
+		return c.ProcMount != nil && *c.ProcMount != v1.DefaultProcMount
+	}},
 }
 
 // containerPortAccepted: a containerPort is informative. hostPort works
@@ -425,20 +422,29 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // metadata.labels, metadata.annotations or one label or annotation;
 // resourceFieldRef) and projected with serviceAccountToken, secret,
 // configMap and downwardAPI sources (the API server's ServiceAccount
-// admission adds such a volume to pods: kube-api-access-*); an empty
-// securityContext; os linux; the pod's name service: dnsPolicy, dnsConfig,
-// hostname, subdomain, setHostnameAsFQDN, hostAliases, enableServiceLinks.
-// Fields for the scheduler or the API server (nodeSelector,
+// admission adds such a volume to pods: kube-api-access-*); the pod's
+// name service: dnsPolicy, dnsConfig, hostname, subdomain,
+// setHostnameAsFQDN, hostAliases, enableServiceLinks; the pod's and
+// containers' securityContext (runAsUser, runAsGroup, runAsNonRoot,
+// supplementalGroups and its policy, fsGroup, sysctls, capabilities,
+// privileged, allowPrivilegeEscalation, readOnlyRootFilesystem, procMount
+// Default, seccompProfile, appArmorProfile; seLinuxOptions and
+// windowsOptions ignored), hostPID and hostIPC; runtimeClassName (its
+// handler must be in the config's runtimeHandlers, or the pod does not
+// start) and overhead (counted by FitsNode); os (AdmitSecurity refuses
+// an OS other than linux, sysctls that are not allowed and AppArmor
+// profiles on hosts without AppArmor, with kubelet's reasons). Fields for
+// the scheduler or the API server (nodeSelector,
 // affinity, tolerations, priority, priorityClassName, schedulerName,
 // topologySpreadConstraints, schedulingGates, serviceAccountName,
 // automountServiceAccountToken, ...) are accepted and ignored.
 //
 // Everything else is unsupported: probes, lifecycle hooks, valueFrom
-// fileKeyRef and fieldRefs other than the above, security context fields,
-// ephemeral containers, sidecars (init containers with restartPolicy),
-// mount propagation, hostPID/hostIPC, runtimeClassName, pod-level
-// resources, every other volume type, and the projected sources
-// clusterTrustBundle and podCertificate (named as
+// fileKeyRef and fieldRefs other than the above, procMount Unmasked,
+// shareProcessNamespace, ephemeral containers, sidecars (init containers
+// with restartPolicy), mount propagation, pod-level resources, every other
+// volume type, and the projected sources clusterTrustBundle and
+// podCertificate (named as
 // spec.volumes[N].projected.sources[M].clusterTrustBundle, ...).
 func Unsupported(pod *v1.Pod) []string {
 	seen := sets.New[string]()
@@ -447,9 +453,6 @@ func Unsupported(pod *v1.Pod) []string {
 	s := &pod.Spec
 	walk(s, podSpecChecks, spec, add)
 	walk(s.SecurityContext, podSecurityContextChecks, spec.Child("securityContext"), add)
-	if s.OS != nil && s.OS.Name != v1.Linux {
-		add(spec.Child("os"))
-	}
 	for i := range s.InitContainers {
 		unsupportedContainer(&s.InitContainers[i], spec.Child("initContainers").Index(i), s.HostNetwork, add)
 	}

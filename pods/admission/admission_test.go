@@ -238,18 +238,13 @@ var unsupportedCases = []struct {
 		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
 	}},
 	{"spec.activeDeadlineSeconds", func(p *v1.Pod) { p.Spec.ActiveDeadlineSeconds = utilptr.To[int64](10) }},
-	{"spec.hostPID", func(p *v1.Pod) { p.Spec.HostPID = true }},
-	{"spec.hostIPC", func(p *v1.Pod) { p.Spec.HostIPC = true }},
 	{"spec.shareProcessNamespace", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = utilptr.To(true) }},
 	{"spec.imagePullSecrets", func(p *v1.Pod) { p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "s"}} }},
 	{"spec.readinessGates", func(p *v1.Pod) { p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "x"}} }},
-	{"spec.runtimeClassName", func(p *v1.Pod) { p.Spec.RuntimeClassName = utilptr.To("kata") }},
-	{"spec.overhead", func(p *v1.Pod) { p.Spec.Overhead = v1.ResourceList{"cpu": resource.MustParse("1")} }},
 	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
 	{"spec.resourceClaims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c"}} }},
 	{"spec.resources", func(p *v1.Pod) { p.Spec.Resources = &v1.ResourceRequirements{} }},
 	{"spec.hostnameOverride", func(p *v1.Pod) { p.Spec.HostnameOverride = utilptr.To("h") }},
-	{"spec.os", func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} }},
 
 	// Containers.
 	{"spec.containers[1].resizePolicy", func(p *v1.Pod) {
@@ -270,6 +265,9 @@ var unsupportedCases = []struct {
 	{"spec.containers[1].stdin", func(p *v1.Pod) { p.Spec.Containers[1].Stdin = true }},
 	{"spec.containers[1].stdinOnce", func(p *v1.Pod) { p.Spec.Containers[1].StdinOnce = true }},
 	{"spec.containers[1].tty", func(p *v1.Pod) { p.Spec.Containers[1].TTY = true }},
+	{"spec.containers[1].securityContext.procMount", func(p *v1.Pod) {
+		p.Spec.Containers[1].SecurityContext.ProcMount = utilptr.To(v1.UnmaskedProcMount)
+	}},
 	{"spec.initContainers[0].livenessProbe", func(p *v1.Pod) { p.Spec.InitContainers[0].LivenessProbe = &v1.Probe{} }},
 
 	// Ports.
@@ -397,6 +395,27 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 		{"disk emptyDir", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumDefault }},
 		{"Memory emptyDir with sizeLimit", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.SizeLimit = utilptr.To(resource.MustParse("64Mi")) }},
 		{"no os", func(p *v1.Pod) { p.Spec.OS = nil }},
+		{"restricted PodSecurity profile", func(p *v1.Pod) {
+			p.Spec.SecurityContext = &v1.PodSecurityContext{
+				RunAsNonRoot: utilptr.To(true), RunAsUser: utilptr.To[int64](1000), RunAsGroup: utilptr.To[int64](1000),
+				FSGroup: utilptr.To[int64](2000), SupplementalGroups: []int64{3000},
+				SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault},
+				Sysctls:        []v1.Sysctl{{Name: "net.ipv4.ping_group_range", Value: "0 1"}},
+			}
+			p.Spec.Containers[1].SecurityContext = &v1.SecurityContext{
+				AllowPrivilegeEscalation: utilptr.To(false),
+				Capabilities:             &v1.Capabilities{Drop: []v1.Capability{"ALL"}, Add: []v1.Capability{"NET_BIND_SERVICE"}},
+				ReadOnlyRootFilesystem:   utilptr.To(true), ProcMount: utilptr.To(v1.DefaultProcMount),
+			}
+		}},
+		{"runtimeClassName with overhead", func(p *v1.Pod) {
+			p.Spec.RuntimeClassName = utilptr.To("kata")
+			p.Spec.Overhead = v1.ResourceList{"cpu": resource.MustParse("10m")}
+		}},
+		{"host namespaces and privileged", func(p *v1.Pod) {
+			p.Spec.HostPID, p.Spec.HostIPC = true, true
+			p.Spec.Containers[1].SecurityContext = &v1.SecurityContext{Privileged: utilptr.To(true)}
+		}},
 		{"kube-api-access projected volume", withKubeAPIAccess},
 		{"projected configMap without items, optional", func(p *v1.Pod) {
 			withKubeAPIAccess(p)
@@ -532,12 +551,6 @@ func TestUnsupportedGenerated(t *testing.T) {
 			p.Spec.Volumes[2].Projected.Sources[1] = v1.VolumeProjection{}
 			return reflect.ValueOf(&p.Spec.Volumes[2].Projected.Sources[1]).Elem()
 		}},
-		{"spec.securityContext.", reflect.TypeOf(v1.PodSecurityContext{}), nil, func(p *v1.Pod) reflect.Value {
-			return reflect.ValueOf(p.Spec.SecurityContext).Elem()
-		}},
-		{"spec.containers[1].securityContext.", reflect.TypeOf(v1.SecurityContext{}), nil, func(p *v1.Pod) reflect.Value {
-			return reflect.ValueOf(p.Spec.Containers[1].SecurityContext).Elem()
-		}},
 	}
 	for _, g := range gen {
 		for i := 0; i < g.typ.NumField(); i++ {
@@ -582,9 +595,9 @@ func TestUnsupportedTablesClassifyEveryField(t *testing.T) {
 		refusedAny bool     // every field is refused (security contexts)
 	}{
 		{typ: reflect.TypeOf(v1.PodSpec{}), accepted: podSpecAccepted, refused: checkNames(podSpecChecks)},
-		{typ: reflect.TypeOf(v1.PodSecurityContext{}), refused: checkNames(podSecurityContextChecks)},
+		{typ: reflect.TypeOf(v1.PodSecurityContext{}), accepted: podSecurityContextAccepted, refused: checkNames(podSecurityContextChecks)},
 		{typ: reflect.TypeOf(v1.Container{}), accepted: containerAccepted, refused: checkNames(containerChecks)},
-		{typ: reflect.TypeOf(v1.SecurityContext{}), refused: checkNames(securityContextChecks)},
+		{typ: reflect.TypeOf(v1.SecurityContext{}), accepted: securityContextAccepted, refused: checkNames(securityContextChecks)},
 		{typ: reflect.TypeOf(v1.ContainerPort{}), accepted: containerPortAccepted, refused: checkNames(containerPortChecks)},
 		{typ: reflect.TypeOf(v1.EnvVarSource{}), accepted: envVarSourceAccepted, refused: checkNames(envVarSourceChecks)},
 		{typ: reflect.TypeOf(v1.VolumeMount{}), accepted: volumeMountAccepted, refused: checkNames(volumeMountChecks)},
@@ -684,18 +697,18 @@ func TestUnsupportedAPIPodWithServiceAccountToken(t *testing.T) {
 
 func TestUnsupportedManySorted(t *testing.T) {
 	pod := supportedPod()
-	pod.Spec.HostPID = true
+	pod.Spec.ShareProcessNamespace = utilptr.To(true)
 	pod.Spec.Containers[1].LivenessProbe = &v1.Probe{}
-	pod.Spec.Containers[1].SecurityContext.Privileged = utilptr.To(true)
+	pod.Spec.Containers[1].SecurityContext.ProcMount = utilptr.To(v1.UnmaskedProcMount)
 	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{}
 	pod.Spec.Volumes[1] = v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{}}}
 	pod.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyAlways)
 	want := []string{
 		"spec.containers[0].livenessProbe",
 		"spec.containers[1].livenessProbe",
-		"spec.containers[1].securityContext.privileged",
-		"spec.hostPID",
+		"spec.containers[1].securityContext.procMount",
 		"spec.initContainers[0].restartPolicy",
+		"spec.shareProcessNamespace",
 		"spec.volumes[1].nfs",
 	}
 	if d := cmp.Diff(want, Unsupported(pod)); d != "" {
