@@ -169,6 +169,7 @@ func New(o Options) (*Manager, error) {
 	if m.mirror != nil {
 		m.deps.mirror = m.mirror
 	}
+	m.setupProbes(rec)
 	return m, nil
 }
 
@@ -442,6 +443,9 @@ func (m *Manager) staticHashes() map[string]string {
 
 // workerDone is called by a worker's goroutine as it ends.
 func (m *Manager) workerDone(w *worker) {
+	if m.deps.probes != nil {
+		m.deps.probes.RemovePod(w.uid)
+	}
 	m.mu.Lock()
 	if m.workers[w.uid] == w {
 		delete(m.workers, w.uid)

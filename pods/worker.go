@@ -81,6 +81,9 @@ type worker struct {
 	seen            time.Time
 	reportedRunning bool
 	backoffEvent    map[string]string // container → back-off message last reported
+
+	messages    map[string]string // termination messages by container ID
+	deadlineHit *status.Waiting   // the pod passed its activeDeadlineSeconds
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -227,6 +230,13 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return w.d.resync, false
 	}
+	if past, err := w.enforceDeadline(ctx, pod, rs, now); past {
+		if err != nil {
+			w.log.Warn("stopping a pod past its deadline failed; retrying", "err", err)
+			return w.retry.Step(), false
+		}
+		return w.d.resync, false
+	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
 	if err != nil {
 		w.d.met.syncs.WithLabelValues("error").Inc()
@@ -240,7 +250,7 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		return 0, false
 	}
 	next := w.d.resync
-	for _, at := range []time.Time{wakeAt, w.refreshAt} {
+	for _, at := range []time.Time{wakeAt, w.refreshAt, w.deadline(pod)} {
 		if !at.IsZero() && at.Sub(now) < next {
 			next = max(at.Sub(now), time.Millisecond)
 		}
@@ -268,6 +278,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		w.d.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", sandboxErr.Error())
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
+	}
+	if acted, err := w.killUnhealthy(ctx, pod, rs); acted || err != nil {
+		return true, time.Time{}, err
 	}
 	p := computePlan(w.withStatus(pod), rs, w.backoff, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
@@ -432,6 +445,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	w.d.met.starts.WithLabelValues(kind).Inc()
 	w.d.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
 	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
+	if err := w.postStart(ctx, pod, c, id); err != nil {
+		return fmt.Errorf("container %s: %w", c.Name, err)
+	}
 	return nil
 }
 
@@ -497,6 +513,9 @@ func (w *worker) containerSpec(pod *v1.Pod, c *v1.Container, attempt uint32, vol
 	}
 	if !pod.Spec.HostNetwork {
 		spec.NetNSPath = w.netnsPath()
+	}
+	if err := w.terminationMount(c, &spec); err != nil {
+		return runtime.ContainerSpec{}, err
 	}
 	return spec, nil
 }
@@ -629,12 +648,7 @@ func milliCPUToShares(milli int64) uint64 {
 // may run concurrently for one pod's containers, so it touches no worker
 // state: the caller marks the container reaped.
 func (w *worker) stop(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration) error {
-	w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerDied, grace+expectTTL)
-	w.d.event(pod, v1.EventTypeNormal, "Killing", "Stopping container "+c.Name)
-	if err := w.d.rt.StopContainer(ctx, c.ID, grace); err != nil {
-		return fmt.Errorf("stop container %s: %w", c.Name, err)
-	}
-	return nil
+	return w.kill(ctx, pod, c, grace, "Stopping container "+c.Name)
 }
 
 // reap deletes the tasks of exited containers so their shims exit; the
@@ -780,6 +794,7 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 	for k, v := range waiting {
 		in.Waiting[k] = v
 	}
+	w.statusExtras(ctx, pod, rs, &in)
 	for _, c := range rs.Containers {
 		if _, ok := w.imageIDs[c.Image]; !ok && c.Image != "" {
 			if img, err := w.d.rt.GetImage(ctx, c.Image); err == nil {

@@ -160,11 +160,11 @@ var podSpecAccepted = []string{
 	"nodeName", "hostNetwork", "securityContext", "affinity", "schedulerName", "tolerations",
 	"priorityClassName", "priority", "enableServiceLinks", "preemptionPolicy",
 	"topologySpreadConstraints", "os", "schedulingGates",
+	"activeDeadlineSeconds", "readinessGates",
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
 	{"ephemeralContainers", func(s *v1.PodSpec) bool { return len(s.EphemeralContainers) > 0 }},
-	{"activeDeadlineSeconds", func(s *v1.PodSpec) bool { return s.ActiveDeadlineSeconds != nil }},
 	{"hostPID", func(s *v1.PodSpec) bool { return s.HostPID }},
 	{"hostIPC", func(s *v1.PodSpec) bool { return s.HostIPC }},
 	{"shareProcessNamespace", func(s *v1.PodSpec) bool { return s.ShareProcessNamespace != nil && *s.ShareProcessNamespace }},
@@ -173,7 +173,6 @@ var podSpecChecks = []check[v1.PodSpec]{
 	{"subdomain", func(s *v1.PodSpec) bool { return s.Subdomain != "" }},
 	{"hostAliases", func(s *v1.PodSpec) bool { return len(s.HostAliases) > 0 }},
 	{"dnsConfig", func(s *v1.PodSpec) bool { return s.DNSConfig != nil }},
-	{"readinessGates", func(s *v1.PodSpec) bool { return len(s.ReadinessGates) > 0 }},
 	{"runtimeClassName", func(s *v1.PodSpec) bool { return s.RuntimeClassName != nil }},
 	{"overhead", func(s *v1.PodSpec) bool { return len(s.Overhead) > 0 }},
 	{"setHostnameAsFQDN", func(s *v1.PodSpec) bool { return s.SetHostnameAsFQDN != nil && *s.SetHostnameAsFQDN }},
@@ -207,6 +206,7 @@ var podSecurityContextChecks = []check[v1.PodSecurityContext]{
 var containerAccepted = []string{
 	"name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts",
 	"terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext",
+	"livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
 }
 
 var containerChecks = []check[v1.Container]{
@@ -216,10 +216,6 @@ var containerChecks = []check[v1.Container]{
 	{"restartPolicy", func(c *v1.Container) bool { return c.RestartPolicy != nil }},
 	{"restartPolicyRules", func(c *v1.Container) bool { return len(c.RestartPolicyRules) > 0 }},
 	{"volumeDevices", func(c *v1.Container) bool { return len(c.VolumeDevices) > 0 }},
-	{"livenessProbe", func(c *v1.Container) bool { return c.LivenessProbe != nil }},
-	{"readinessProbe", func(c *v1.Container) bool { return c.ReadinessProbe != nil }},
-	{"startupProbe", func(c *v1.Container) bool { return c.StartupProbe != nil }},
-	{"lifecycle", func(c *v1.Container) bool { return c.Lifecycle != nil }},
 	{"stdin", func(c *v1.Container) bool { return c.Stdin }},
 	{"stdinOnce", func(c *v1.Container) bool { return c.StdinOnce }},
 	{"tty", func(c *v1.Container) bool { return c.TTY }},
@@ -394,8 +390,12 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // workingDir, env (value, or fieldRef to metadata.name, metadata.namespace,
 // metadata.uid, spec.nodeName, status.hostIP or status.podIP),
 // containerPort (informative), resources (limits on cpu and memory,
-// requests on cpu, memory and ephemeral-storage) and volumeMounts (name,
-// mountPath, readOnly); restartPolicy; terminationGracePeriodSeconds;
+// requests on cpu, memory and ephemeral-storage), volumeMounts (name,
+// mountPath, readOnly), livenessProbe, readinessProbe, startupProbe
+// (exec, httpGet, tcpSocket, grpc), lifecycle (postStart and preStop with
+// exec, httpGet or sleep), terminationMessagePath and
+// terminationMessagePolicy; restartPolicy; terminationGracePeriodSeconds;
+// activeDeadlineSeconds; readinessGates;
 // hostNetwork (hostPort only with hostNetwork); volumes emptyDir (medium ""
 // or Memory; sizeLimit only with Memory, as the tmpfs size), hostPath and
 // projected with serviceAccountToken, configMap and downwardAPI sources
@@ -407,7 +407,7 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // topologySpreadConstraints, schedulingGates, serviceAccountName,
 // automountServiceAccountToken, ...) are accepted and ignored.
 //
-// Everything else is unsupported: probes, lifecycle hooks, envFrom and
+// Everything else is unsupported: envFrom and
 // valueFrom other than the fieldRefs above, security context fields,
 // ephemeral containers, sidecars (init containers with restartPolicy),
 // subPath and mount propagation, hostPID/hostIPC, dnsConfig, hostAliases,
