@@ -335,6 +335,10 @@ func (w *worker) withStatus(pod *v1.Pod) *v1.Pod {
 	}
 	p := *pod
 	p.Status = *w.status
+	if w.source == kubetypes.SourceAPI {
+		// Conditions of others (readiness gates) as the API has them.
+		p.Status = status.WithForeignConditions(pod.Status, p.Status)
+	}
 	return &p
 }
 

@@ -274,7 +274,7 @@ func (s *Manager) sync(ctx context.Context, uid types.UID) error {
 		cur = got
 	}
 	computed := want
-	want = withForeignConditions(cur.Status, want)
+	want = WithForeignConditions(cur.Status, want)
 	if Equal(cur.Status, want) {
 		s.markSynced(uid, computed, nil)
 		return nil
@@ -296,11 +296,11 @@ func (s *Manager) sync(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
-// withForeignConditions returns want with the conditions the agent does
-// not own as the API has them now (readiness gates set by controllers
+// WithForeignConditions returns want with the conditions the agent does
+// not own as the API has them in cur (readiness gates set by controllers
 // after the status was computed), as kubelet's mergePodStatus: a status
 // write never removes or reverts them.
-func withForeignConditions(cur, want v1.PodStatus) v1.PodStatus {
+func WithForeignConditions(cur, want v1.PodStatus) v1.PodStatus {
 	var conds []v1.PodCondition
 	for _, c := range cur.Conditions {
 		if !slices.Contains(conditionsOwned, c.Type) {
