@@ -120,6 +120,10 @@ func (r *runner) probe(ctx context.Context, p *v1.Probe, t target) outcome {
 	if timeout <= 0 {
 		timeout = time.Second
 	}
+	if p.Exec == nil && t.podIP == "" && !hasHost(p) {
+		// Without a pod network the address would be the agent's own.
+		return outcome{result: Unknown, err: errors.New("the pod has no IP")}
+	}
 	switch {
 	case p.Exec != nil:
 		return r.execProbe(ctx, t.containerID, p.Exec.Command, timeout)
@@ -147,6 +151,10 @@ func (r *runner) probe(ctx context.Context, p *v1.Probe, t target) outcome {
 		return grpcProbe(ctx, net.JoinHostPort(t.podIP, strconv.Itoa(int(p.GRPC.Port))), service, timeout)
 	}
 	return outcome{result: Unknown, err: errors.New("missing probe handler")}
+}
+
+func hasHost(p *v1.Probe) bool {
+	return (p.HTTPGet != nil && p.HTTPGet.Host != "") || (p.TCPSocket != nil && p.TCPSocket.Host != "")
 }
 
 // execProbe runs a command in the container: exit code 0 is success, any

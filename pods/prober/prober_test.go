@@ -314,3 +314,13 @@ func TestManager(t *testing.T) {
 		t.Error("the new attempt is unhealthy at once")
 	}
 }
+
+// Network probes of a pod without an IP fail rather than reach the
+// agent's own network namespace.
+func TestNetworkProbeWithoutPodIP(t *testing.T) {
+	r := newRunner(&fakeExec{})
+	o := r.probe(context.Background(), &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(80)}}}, target{})
+	if o.err == nil {
+		t.Errorf("%+v, want an error", o)
+	}
+}
