@@ -677,6 +677,7 @@ func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pl
 	now := w.d.clock.Now()
 	running := killPlan(rs)
 	if len(running) > 0 {
+		w.probed(pod, rs) // liveness and startup probes end with the deletion
 		grace := gracePeriod(pod)
 		w.log.Info("stopping pod", "gracePeriod", grace, "containers", len(running))
 		var wg sync.WaitGroup
