@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -71,7 +72,7 @@ func (w *worker) probed(pod *v1.Pod, rs pleg.PodStatus) map[string]status.Probed
 		}
 		cs = append(cs, pc)
 	}
-	w.d.probes.SetPod(pod, w.podIP(pod), cs)
+	w.d.probes.SetPod(withProbeCommands(pod), w.podIP(pod), cs)
 	out := map[string]status.Probed{}
 	for _, c := range cs {
 		if !c.Running {
@@ -208,4 +209,50 @@ func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatu
 	if d := w.deadlineHit; d != nil {
 		in.FailReason, in.FailMessage = d.Reason, d.Message
 	}
+}
+
+// withProbeCommands returns pod with the $(VAR) references of its exec
+// probes expanded from each container's static env values (kubelet's
+// ExpandContainerCommandOnlyStatic); pod itself when there are none.
+func withProbeCommands(pod *v1.Pod) *v1.Pod {
+	var out *v1.Pod
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		for j, p := range []*v1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+			if p == nil || p.Exec == nil || !hasRef(p.Exec.Command) {
+				continue
+			}
+			if out == nil {
+				out = pod.DeepCopy()
+			}
+			oc := &out.Spec.Containers[i]
+			op := []*v1.Probe{oc.LivenessProbe, oc.ReadinessProbe, oc.StartupProbe}[j]
+			op.Exec.Command = expandAll(p.Exec.Command, staticEnv(c))
+		}
+	}
+	if out == nil {
+		return pod
+	}
+	return out
+}
+
+func hasRef(cmd []string) bool {
+	for _, s := range cmd {
+		if strings.Contains(s, "$(") || strings.Contains(s, "$$") {
+			return true
+		}
+	}
+	return false
+}
+
+// staticEnv looks up a container's env values that are written in the
+// spec (not valueFrom).
+func staticEnv(c *v1.Container) func(string) (string, bool) {
+	m := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			m[e.Name] = e.Value
+		}
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }

@@ -287,3 +287,34 @@ func TestWorkerTerminationMessages(t *testing.T) {
 var _ Prober = (*prober.Manager)(nil)
 var _ HookRunner = (*prober.HookRunner)(nil)
 var _ = status.Probed{}
+
+// Exec probe commands expand $(VAR) from the container's static env.
+func TestWithProbeCommands(t *testing.T) {
+	c := ctr("c")
+	c.Env = []v1.EnvVar{{Name: "F", Value: "/tmp/ok"}, {Name: "D", ValueFrom: &v1.EnvVarSource{}}}
+	c.LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"cat", "$(F)", "$(D)", "$$(F)"}}}}
+	pod := testPod("p", v1.RestartPolicyAlways, c)
+	got := withProbeCommands(pod).Spec.Containers[0].LivenessProbe.Exec.Command
+	if want := []string{"cat", "/tmp/ok", "$(D)", "$(F)"}; !equalStrings(got, want) {
+		t.Errorf("command %q, want %q", got, want)
+	}
+	if pod.Spec.Containers[0].LivenessProbe.Exec.Command[1] != "$(F)" {
+		t.Error("the pod itself was changed")
+	}
+	plain := testPod("q", v1.RestartPolicyAlways, ctr("c"))
+	if withProbeCommands(plain) != plain {
+		t.Error("a pod without references was copied")
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
