@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testclock "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
@@ -65,9 +66,10 @@ func (p *fakeProber) Unhealthy(uid types.UID) []prober.Kill {
 // fakeHooks records hooks; a hook "takes" took on the fake clock.
 type fakeHooks struct {
 	clk  *testclock.FakeClock
-	took time.Duration
-	fail bool
-	ran  []string
+	took  time.Duration
+	fail  bool
+	ran   []string
+	block chan struct{} // preStop waits for it to close
 }
 
 func (h *fakeHooks) Run(_ context.Context, _ *v1.Pod, c *v1.Container, id, _ string, hook *v1.LifecycleHandler) (string, error) {
@@ -76,6 +78,9 @@ func (h *fakeHooks) Run(_ context.Context, _ *v1.Pod, c *v1.Container, id, _ str
 		kind = "postStart"
 	}
 	h.ran = append(h.ran, kind+":"+c.Name)
+	if kind == "preStop" && h.block != nil {
+		<-h.block
+	}
 	h.clk.Step(h.took)
 	if h.fail {
 		return "hook failed", errors.New("exit 1")
@@ -317,4 +322,47 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// While a deleted pod's containers stop (here: a preStop hook that takes
+// its time), a readiness change is still reported: the pod goes unready
+// before its containers end.
+func TestWorkerReportsReadinessWhileStopping(t *testing.T) {
+	e := newWorkerEnv(t)
+	pr := e.withProber()
+	h := e.withHooks(0)
+	h.block = make(chan struct{})
+	c := ctr("c")
+	c.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
+	pod := testPod("stopping", v1.RestartPolicyAlways, c)
+	pr.probed["c"] = prober.Probed{Started: true, Ready: true}
+	w := e.worker(pod, kubetypes.SourceAPI)
+	e.settle(w)
+	deleted := pod.DeepCopy()
+	now := metav1.NewTime(e.clk.Now())
+	deleted.DeletionTimestamp = &now
+	w.update(deleted)
+	<-w.wake
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		e.sync(w)
+	}()
+	pr.mu.Lock()
+	pr.probed["c"] = prober.Probed{Started: true, Ready: false}
+	pr.mu.Unlock()
+	w.poke()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := e.lastStatus(pod.UID)
+		if len(st.ContainerStatuses) == 1 && !st.ContainerStatuses[0].Ready && st.ContainerStatuses[0].State.Running != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no unready status while stopping: %+v", st.ContainerStatuses)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(h.block)
+	<-synced
 }

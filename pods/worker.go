@@ -689,7 +689,7 @@ func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pl
 				errs[i] = w.stop(ctx, pod, c, grace)
 			}()
 		}
-		wg.Wait()
+		w.whileStopping(ctx, pod, &wg)
 		for i, c := range running {
 			if errs[i] == nil {
 				w.reaped[c.ID] = true
