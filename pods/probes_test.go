@@ -65,7 +65,7 @@ func (p *fakeProber) Unhealthy(uid types.UID) []prober.Kill {
 
 // fakeHooks records hooks; a hook "takes" took on the fake clock.
 type fakeHooks struct {
-	clk  *testclock.FakeClock
+	clk   *testclock.FakeClock
 	took  time.Duration
 	fail  bool
 	ran   []string
