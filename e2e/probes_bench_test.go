@@ -33,8 +33,10 @@ func agentCPU(t *testing.T, pid int) time.Duration {
 }
 
 // TestProbeCPUBenchmark measures the agent's CPU with 100 containers whose
-// probes run (exec liveness, httpGet readiness, tcpSocket startup, every
-// 10s) against 100 unprobed containers, in one run of one agent. The pods
+// probes run (tcpSocket liveness, httpGet readiness, tcpSocket startup,
+// every 10s) against 100 unprobed containers, in one run of one agent.
+// Exec probes are left out: their cost is containerd's and runc's (a
+// process per exec), and on an overloaded host they time out. The pods
 // use hostNetwork: their probes target a server of the test on loopback. Numbers
 // in docs/benchmarks.md ("Probes"). Run it alone:
 //
@@ -44,7 +46,7 @@ func TestProbeCPUBenchmark(t *testing.T) {
 		t.Skip("set NODEAGENT_BENCH_PROBES=1 to run the probe CPU benchmark")
 	}
 	const n = 100
-	window := 120 * time.Second
+	window := 60 * time.Second
 	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
 	// The probes' HTTP and TCP target: a server of the test on loopback.
@@ -58,8 +60,9 @@ func TestProbeCPUBenchmark(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 
 	probes := fmt.Sprintf(`    livenessProbe:
-      exec:
-        command: ["true"]
+      tcpSocket:
+        host: 127.0.0.1
+        port: %d
       periodSeconds: 10
     readinessProbe:
       httpGet:
@@ -72,7 +75,7 @@ func TestProbeCPUBenchmark(t *testing.T) {
         host: 127.0.0.1
         port: %d
       periodSeconds: 10
-`, port, port)
+`, port, port, port)
 	phase := func(kind, extra string) time.Duration {
 		var docs []string
 		for i := 0; i < n; i++ {

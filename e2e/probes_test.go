@@ -37,7 +37,8 @@ func TestLivenessProbeRestartsContainer(t *testing.T) {
 	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
 	name := a.node + "-liveness"
-	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 2
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  hostNetwork: true
+  terminationGracePeriodSeconds: 2
   containers:
   - name: c
     image: %s
@@ -136,7 +137,8 @@ func TestLifecycleHooks(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	name := a.node + "-hooks"
-	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 20
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  hostNetwork: true
+  terminationGracePeriodSeconds: 20
   volumes:
   - name: host
     hostPath:
@@ -191,7 +193,8 @@ func TestPostStartHookFailure(t *testing.T) {
 	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
 	name := a.node + "-poststart-fails"
-	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 1
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  hostNetwork: true
+  terminationGracePeriodSeconds: 1
   containers:
   - name: c
     image: %s
@@ -213,13 +216,17 @@ func TestPostStartHookFailure(t *testing.T) {
 
 // Termination messages: from the file at terminationMessagePath (default
 // and custom), from the log's end with FallbackToLogsOnError when the
-// container failed, and still there after an agent restart.
+// container failed, and still there after an agent restart. The e2e pods
+// here use hostNetwork where the network does not matter: agents running
+// at the same time share /run/nodeagent/netns, and one that starts cleans
+// up namespaces it does not know.
 func TestTerminationMessages(t *testing.T) {
 	t.Parallel()
 	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
 	name := a.node + "-termmsg"
-	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  restartPolicy: Never
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  hostNetwork: true
+  restartPolicy: Never
   containers:
   - name: file
     image: %[1]s
@@ -263,7 +270,8 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
 	name := a.node + "-deadline"
-	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  activeDeadlineSeconds: 600
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  hostNetwork: true
+  activeDeadlineSeconds: 600
   terminationGracePeriodSeconds: 1
   containers:
   - name: c
@@ -297,7 +305,8 @@ func TestReadinessGates(t *testing.T) {
 	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
 	name := a.node + "-gates"
-	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  readinessGates:
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  hostNetwork: true
+  readinessGates:
   - conditionType: example.com/gate
   containers:
   - name: c
