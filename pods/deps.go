@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/prober"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -97,6 +98,19 @@ type Recorder interface {
 	Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any)
 }
 
+// Prober runs the pods' probes; *prober.Manager implements it.
+type Prober interface {
+	SetPod(pod *v1.Pod, podIP string, cs []prober.Container)
+	RemovePod(uid types.UID)
+	Status(uid types.UID, name, id string) (prober.Probed, bool)
+	Unhealthy(uid types.UID) []prober.Kill
+}
+
+// HookRunner runs lifecycle hooks; *prober.HookRunner implements it.
+type HookRunner interface {
+	Run(ctx context.Context, pod *v1.Pod, c *v1.Container, containerID, podIP string, h *v1.LifecycleHandler) (string, error)
+}
+
 // workerHost is what a worker asks of the manager that runs it.
 type workerHost interface {
 	// terminatingSibling reports whether another pod with w's full name
@@ -119,6 +133,8 @@ type workerDeps struct {
 	netns   NetNS
 	net     PodNetwork // nil: loopback only
 	host    workerHost
+	probes  Prober     // nil: no probes
+	hooks   HookRunner // nil: no lifecycle hooks
 	clock   clock.WithTicker
 	met     *metrics
 

@@ -24,7 +24,8 @@
 // and bind-mounted into each container.
 //
 // A worker depends only on the narrow interfaces of deps.go (Runtime,
-// PLEG, PodCache, StatusSink, MirrorClient, Volumes, NetNS, Recorder), so
+// PLEG, PodCache, StatusSink, MirrorClient, Volumes, NetNS, Recorder,
+// Prober, HookRunner), so
 // its lifecycle is unit-tested with fakes and a fake clock.
 //
 // Run returns once every goroutine it started has ended; pods keep running

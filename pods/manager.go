@@ -201,6 +201,7 @@ func New(o Options) (*Manager, error) {
 		m.deps.services = m.services
 		m.deps.runtimeClass = apiRuntimeClassHandler(o.Client)
 	}
+	m.setupProbes(rec)
 	return m, nil
 }
 
@@ -480,6 +481,9 @@ func (m *Manager) staticHashes() map[string]string {
 
 // workerDone is called by a worker's goroutine as it ends.
 func (m *Manager) workerDone(w *worker) {
+	if m.deps.probes != nil {
+		m.deps.probes.RemovePod(w.uid)
+	}
 	m.mu.Lock()
 	if m.workers[w.uid] == w {
 		delete(m.workers, w.uid)

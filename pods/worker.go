@@ -86,6 +86,9 @@ type worker struct {
 	// handler, once resolved ("": the default).
 	runtimeType     string
 	runtimeResolved bool
+
+	messages    map[string]string // termination messages by container ID
+	deadlineHit *status.Waiting   // the pod passed its activeDeadlineSeconds
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -232,6 +235,13 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return w.d.resync, false
 	}
+	if past, err := w.enforceDeadline(ctx, pod, rs, now); past {
+		if err != nil {
+			w.log.Warn("stopping a pod past its deadline failed; retrying", "err", err)
+			return w.retry.Step(), false
+		}
+		return w.d.resync, false
+	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
 	if err != nil {
 		w.d.met.syncs.WithLabelValues("error").Inc()
@@ -245,7 +255,7 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		return 0, false
 	}
 	next := w.d.resync
-	for _, at := range []time.Time{wakeAt, w.refreshAt} {
+	for _, at := range []time.Time{wakeAt, w.refreshAt, w.deadline(pod)} {
 		if !at.IsZero() && at.Sub(now) < next {
 			next = max(at.Sub(now), time.Millisecond)
 		}
@@ -273,6 +283,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		w.sandboxEvents(pod, sandboxErr)
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
+	}
+	if acted, err := w.killUnhealthy(ctx, pod, rs); acted || err != nil {
+		return true, time.Time{}, err
 	}
 	p := computePlan(w.withStatus(pod), rs, w.backoff, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
@@ -327,6 +340,10 @@ func (w *worker) withStatus(pod *v1.Pod) *v1.Pod {
 	}
 	p := *pod
 	p.Status = *w.status
+	if w.source == kubetypes.SourceAPI {
+		// Conditions of others (readiness gates) as the API has them.
+		p.Status = status.WithForeignConditions(pod.Status, p.Status)
+	}
 	return &p
 }
 
@@ -450,6 +467,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	w.d.met.starts.WithLabelValues(kind).Inc()
 	w.d.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
 	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
+	if err := w.postStart(ctx, pod, c, id); err != nil {
+		return fmt.Errorf("container %s: %w", c.Name, err)
+	}
 	return nil
 }
 
@@ -517,6 +537,9 @@ func (w *worker) containerSpec(ctx context.Context, pod *v1.Pod, c *v1.Container
 	spec.Mounts = append(spec.Mounts, w.nameMounts(c)...)
 	if !pod.Spec.HostNetwork {
 		spec.NetNSPath = w.netnsPath()
+	}
+	if err := w.terminationMount(c, &spec); err != nil {
+		return runtime.ContainerSpec{}, err
 	}
 	return spec, nil
 }
@@ -601,12 +624,7 @@ func milliCPUToShares(milli int64) uint64 {
 // may run concurrently for one pod's containers, so it touches no worker
 // state: the caller marks the container reaped.
 func (w *worker) stop(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration) error {
-	w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerDied, grace+expectTTL)
-	w.d.event(pod, v1.EventTypeNormal, "Killing", "Stopping container "+c.Name)
-	if err := w.d.rt.StopContainer(ctx, c.ID, grace); err != nil {
-		return fmt.Errorf("stop container %s: %w", c.Name, err)
-	}
-	return nil
+	return w.kill(ctx, pod, c, grace, "Stopping container "+c.Name)
 }
 
 // reap deletes the tasks of exited containers so their shims exit; the
@@ -631,6 +649,7 @@ func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pl
 	now := w.d.clock.Now()
 	running := killPlan(rs)
 	if len(running) > 0 {
+		w.probed(pod, rs) // liveness and startup probes end with the deletion
 		grace := gracePeriod(pod)
 		w.log.Info("stopping pod", "gracePeriod", grace, "containers", len(running))
 		var wg sync.WaitGroup
@@ -642,7 +661,7 @@ func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pl
 				errs[i] = w.stop(ctx, pod, c, grace)
 			}()
 		}
-		wg.Wait()
+		w.whileStopping(ctx, pod, &wg)
 		for i, c := range running {
 			if errs[i] == nil {
 				w.reaped[c.ID] = true
@@ -752,6 +771,7 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 	for k, v := range waiting {
 		in.Waiting[k] = v
 	}
+	w.statusExtras(ctx, pod, rs, &in)
 	for _, c := range rs.Containers {
 		if _, ok := w.imageIDs[c.Image]; !ok && c.Image != "" {
 			if img, err := w.d.rt.GetImage(ctx, c.Image); err == nil {

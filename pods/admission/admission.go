@@ -168,14 +168,13 @@ var podSpecAccepted = []string{
 	// runtimeClassName picks the containerd runtime (config
 	// runtimeHandlers); its overhead counts in FitsNode.
 	"runtimeClassName", "overhead",
+	"activeDeadlineSeconds", "readinessGates",
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
 	{"ephemeralContainers", func(s *v1.PodSpec) bool { return len(s.EphemeralContainers) > 0 }},
-	{"activeDeadlineSeconds", func(s *v1.PodSpec) bool { return s.ActiveDeadlineSeconds != nil }},
 	{"shareProcessNamespace", func(s *v1.PodSpec) bool { return s.ShareProcessNamespace != nil && *s.ShareProcessNamespace }},
 	{"imagePullSecrets", func(s *v1.PodSpec) bool { return len(s.ImagePullSecrets) > 0 }},
-	{"readinessGates", func(s *v1.PodSpec) bool { return len(s.ReadinessGates) > 0 }},
 	// hostUsers: true is what nodeagent does anyway.
 	{"hostUsers", func(s *v1.PodSpec) bool { return s.HostUsers != nil && !*s.HostUsers }},
 	{"resourceClaims", func(s *v1.PodSpec) bool { return len(s.ResourceClaims) > 0 }},
@@ -203,6 +202,7 @@ var containerAccepted = []string{
 	"name", "image", "command", "args", "workingDir", "ports", "env", "resources", "volumeMounts",
 	"terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext",
 	"envFrom",
+	"livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
 }
 
 var containerChecks = []check[v1.Container]{
@@ -211,10 +211,6 @@ var containerChecks = []check[v1.Container]{
 	{"restartPolicy", func(c *v1.Container) bool { return c.RestartPolicy != nil }},
 	{"restartPolicyRules", func(c *v1.Container) bool { return len(c.RestartPolicyRules) > 0 }},
 	{"volumeDevices", func(c *v1.Container) bool { return len(c.VolumeDevices) > 0 }},
-	{"livenessProbe", func(c *v1.Container) bool { return c.LivenessProbe != nil }},
-	{"readinessProbe", func(c *v1.Container) bool { return c.ReadinessProbe != nil }},
-	{"startupProbe", func(c *v1.Container) bool { return c.StartupProbe != nil }},
-	{"lifecycle", func(c *v1.Container) bool { return c.Lifecycle != nil }},
 	{"stdin", func(c *v1.Container) bool { return c.Stdin }},
 	{"stdinOnce", func(c *v1.Container) bool { return c.StdinOnce }},
 	{"tty", func(c *v1.Container) bool { return c.TTY }},
@@ -413,9 +409,12 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // spec.nodeName, spec.serviceAccountName, status.hostIP(s) or
 // status.podIP(s)), envFrom (configMapRef, secretRef, prefix),
 // containerPort (informative), resources (limits on cpu and memory,
-// requests on cpu, memory and ephemeral-storage) and volumeMounts (name,
-// mountPath, readOnly, subPath, subPathExpr); restartPolicy;
-// terminationGracePeriodSeconds; hostNetwork (hostPort only with
+// requests on cpu, memory and ephemeral-storage), volumeMounts (name,
+// mountPath, readOnly, subPath, subPathExpr), livenessProbe, readinessProbe,
+// startupProbe (exec, httpGet, tcpSocket, grpc), lifecycle (postStart and
+// preStop with exec, httpGet or sleep), terminationMessagePath and
+// terminationMessagePolicy; restartPolicy; terminationGracePeriodSeconds;
+// activeDeadlineSeconds; readinessGates; hostNetwork (hostPort only with
 // hostNetwork); volumes emptyDir (medium "" or Memory; sizeLimit only with
 // Memory, as the tmpfs size), hostPath, secret, configMap, downwardAPI
 // (fieldRef to metadata.name, metadata.namespace, metadata.uid,
@@ -439,13 +438,12 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // topologySpreadConstraints, schedulingGates, serviceAccountName,
 // automountServiceAccountToken, ...) are accepted and ignored.
 //
-// Everything else is unsupported: probes, lifecycle hooks, valueFrom
-// fileKeyRef and fieldRefs other than the above, procMount Unmasked,
-// shareProcessNamespace, ephemeral containers, sidecars (init containers
-// with restartPolicy), mount propagation, pod-level resources, every other
-// volume type, and the projected sources clusterTrustBundle and
-// podCertificate (named as
-// spec.volumes[N].projected.sources[M].clusterTrustBundle, ...).
+// Everything else is unsupported: valueFrom fileKeyRef and fieldRefs
+// other than the above, procMount Unmasked, shareProcessNamespace,
+// ephemeral containers, sidecars (init containers with restartPolicy),
+// stdin/tty, mount propagation, pod-level resources, every other volume
+// type, and the projected sources clusterTrustBundle and podCertificate
+// (named as spec.volumes[N].projected.sources[M].clusterTrustBundle, ...).
 func Unsupported(pod *v1.Pod) []string {
 	seen := sets.New[string]()
 	add := func(p *field.Path) { seen.Insert(p.String()) }

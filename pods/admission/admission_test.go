@@ -237,10 +237,8 @@ var unsupportedCases = []struct {
 	{"spec.ephemeralContainers", func(p *v1.Pod) {
 		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
 	}},
-	{"spec.activeDeadlineSeconds", func(p *v1.Pod) { p.Spec.ActiveDeadlineSeconds = utilptr.To[int64](10) }},
 	{"spec.shareProcessNamespace", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = utilptr.To(true) }},
 	{"spec.imagePullSecrets", func(p *v1.Pod) { p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "s"}} }},
-	{"spec.readinessGates", func(p *v1.Pod) { p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "x"}} }},
 	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
 	{"spec.resourceClaims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c"}} }},
 	{"spec.resources", func(p *v1.Pod) { p.Spec.Resources = &v1.ResourceRequirements{} }},
@@ -258,17 +256,12 @@ var unsupportedCases = []struct {
 	{"spec.containers[1].volumeDevices", func(p *v1.Pod) {
 		p.Spec.Containers[1].VolumeDevices = []v1.VolumeDevice{{Name: "d", DevicePath: "/dev/x"}}
 	}},
-	{"spec.containers[1].livenessProbe", func(p *v1.Pod) { p.Spec.Containers[1].LivenessProbe = &v1.Probe{} }},
-	{"spec.containers[1].readinessProbe", func(p *v1.Pod) { p.Spec.Containers[1].ReadinessProbe = &v1.Probe{} }},
-	{"spec.containers[1].startupProbe", func(p *v1.Pod) { p.Spec.Containers[1].StartupProbe = &v1.Probe{} }},
-	{"spec.containers[1].lifecycle", func(p *v1.Pod) { p.Spec.Containers[1].Lifecycle = &v1.Lifecycle{} }},
 	{"spec.containers[1].stdin", func(p *v1.Pod) { p.Spec.Containers[1].Stdin = true }},
 	{"spec.containers[1].stdinOnce", func(p *v1.Pod) { p.Spec.Containers[1].StdinOnce = true }},
 	{"spec.containers[1].tty", func(p *v1.Pod) { p.Spec.Containers[1].TTY = true }},
 	{"spec.containers[1].securityContext.procMount", func(p *v1.Pod) {
 		p.Spec.Containers[1].SecurityContext.ProcMount = utilptr.To(v1.UnmaskedProcMount)
 	}},
-	{"spec.initContainers[0].livenessProbe", func(p *v1.Pod) { p.Spec.InitContainers[0].LivenessProbe = &v1.Probe{} }},
 
 	// Ports.
 	{"spec.containers[0].ports[0].hostIP", func(p *v1.Pod) { p.Spec.Containers[0].Ports[0].HostIP = "127.0.0.1" }},
@@ -698,15 +691,15 @@ func TestUnsupportedAPIPodWithServiceAccountToken(t *testing.T) {
 func TestUnsupportedManySorted(t *testing.T) {
 	pod := supportedPod()
 	pod.Spec.ShareProcessNamespace = utilptr.To(true)
-	pod.Spec.Containers[1].LivenessProbe = &v1.Probe{}
+	pod.Spec.Containers[1].TTY = true
 	pod.Spec.Containers[1].SecurityContext.ProcMount = utilptr.To(v1.UnmaskedProcMount)
-	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{}
+	pod.Spec.Containers[0].Stdin = true
 	pod.Spec.Volumes[1] = v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{}}}
 	pod.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyAlways)
 	want := []string{
-		"spec.containers[0].livenessProbe",
-		"spec.containers[1].livenessProbe",
+		"spec.containers[0].stdin",
 		"spec.containers[1].securityContext.procMount",
+		"spec.containers[1].tty",
 		"spec.initContainers[0].restartPolicy",
 		"spec.shareProcessNamespace",
 		"spec.volumes[1].nfs",
@@ -829,5 +822,20 @@ func TestFitsNode(t *testing.T) {
 	}
 	if limitsOnly.Spec.Containers[0].Resources.Requests != nil {
 		t.Errorf("FitsNode changed an admitted pod's requests")
+	}
+}
+
+// Probes, lifecycle hooks, readiness gates and the active deadline are
+// supported (pods/prober, the worker's deadline).
+func TestProbesHooksGatesDeadlineSupported(t *testing.T) {
+	pod := supportedPod()
+	pod.Spec.ActiveDeadlineSeconds = utilptr.To[int64](10)
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "x"}}
+	c := &pod.Spec.Containers[1]
+	h := v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}
+	c.LivenessProbe, c.ReadinessProbe, c.StartupProbe = &v1.Probe{ProbeHandler: h}, &v1.Probe{ProbeHandler: h}, &v1.Probe{ProbeHandler: h}
+	c.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 1}}}
+	if got := Unsupported(pod); got != nil {
+		t.Errorf("Unsupported = %q, want nil", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -272,8 +273,10 @@ func (s *Manager) sync(ctx context.Context, uid types.UID) error {
 		}
 		cur = got
 	}
+	computed := want
+	want = WithForeignConditions(cur.Status, want)
 	if Equal(cur.Status, want) {
-		s.markSynced(uid, want, nil)
+		s.markSynced(uid, computed, nil)
 		return nil
 	}
 	patch, err := statusPatch(cur, want)
@@ -289,8 +292,28 @@ func (s *Manager) sync(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return fmt.Errorf("patch status of %s: %w", kubetypes.FullName(cur), err)
 	}
-	s.markSynced(uid, want, got)
+	s.markSynced(uid, computed, got)
 	return nil
+}
+
+// WithForeignConditions returns want with the conditions the agent does
+// not own as the API has them in cur (readiness gates set by controllers
+// after the status was computed), as kubelet's mergePodStatus: a status
+// write never removes or reverts them.
+func WithForeignConditions(cur, want v1.PodStatus) v1.PodStatus {
+	var conds []v1.PodCondition
+	for _, c := range cur.Conditions {
+		if !slices.Contains(conditionsOwned, c.Type) {
+			conds = append(conds, c)
+		}
+	}
+	for _, c := range want.Conditions {
+		if slices.Contains(conditionsOwned, c.Type) {
+			conds = append(conds, c)
+		}
+	}
+	want.Conditions = conds
+	return want
 }
 
 // statusPatch is the strategic-merge patch from cur's status to want, with

@@ -31,6 +31,9 @@ const (
 	ReasonPodCompleted = "PodCompleted"
 	// ReasonPodFailed: the pod failed (ContainersReady, Ready).
 	ReasonPodFailed = "PodFailed"
+	// ReasonReadinessGatesNotReady: Ready is False because the condition
+	// of a readiness gate is missing or not True.
+	ReasonReadinessGatesNotReady = "ReadinessGatesNotReady"
 	// ReasonContainerStatusUnknown: a container that ran is gone from the
 	// runtime, or never reported an end state before its pod terminated.
 	ReasonContainerStatusUnknown = "ContainerStatusUnknown"
@@ -93,9 +96,15 @@ var conditionsOwned = []v1.PodConditionType{
 //     init containers have not all succeeded. A container that will not be
 //     restarted (restart policy, an init container that succeeded, a
 //     terminating pod) stays terminated.
-//   - App containers are ready when running (no probes in the supported
-//     subset); init containers when they exited 0. started is true exactly
-//     when running.
+//   - App containers are ready when running and started when running,
+//     unless their probes say otherwise (in.Probed: not started until the
+//     startup probe succeeded, not ready until started and the readiness
+//     probe succeeded); init containers are ready when they exited 0.
+//     Exited containers carry their termination message (in.Messages).
+//   - Ready is ContainersReady, and then False with ReadinessGatesNotReady
+//     while the condition of a readiness gate is missing or not True.
+//   - in.FailReason makes a running pod Failed with that reason and
+//     in.FailMessage (activeDeadlineSeconds).
 //   - While in.Terminating, once nothing runs any more the pod is
 //     terminal: Succeeded if every app container exited 0, Failed
 //     otherwise; containers that never reported an end are terminated with
@@ -164,6 +173,9 @@ func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStat
 	}
 	if s.Phase == old.Phase {
 		s.Reason, s.Message = old.Reason, old.Message
+	}
+	if in.FailReason != "" && !PodIsTerminal(*old) {
+		s.Phase, s.Reason, s.Message = v1.PodFailed, in.FailReason, in.FailMessage
 	}
 
 	s.Conditions = append(s.Conditions, ownConditions(pod, &s, in)...)
@@ -286,7 +298,9 @@ func (b statusBuilder) containerStatus(spec *v1.Container, old *v1.ContainerStat
 		}
 		if len(attempts) > 1 && attempts[1].State == runtime.StateExited {
 			st.LastTerminationState = runtimeState(attempts[1], nil)
+			b.withMessage(st.LastTerminationState.Terminated, attempts[1].ID)
 		}
+		b.withMessage(st.State.Terminated, cur.ID)
 		if w, ok := b.in.Waiting[spec.Name]; ok && b.willRestart(cur, isInit) {
 			if st.State.Terminated != nil {
 				st.LastTerminationState = st.State
@@ -303,7 +317,19 @@ func (b statusBuilder) containerStatus(spec *v1.Container, old *v1.ContainerStat
 	} else {
 		st.Ready = running
 	}
+	if p, ok := b.in.Probed[strings.TrimPrefix(st.ContainerID, containerIDPrefix)]; ok && running {
+		started := p.Started
+		st.Started = &started
+		st.Ready = p.Ready
+	}
 	return st
+}
+
+// withMessage sets the termination message of the runtime container id.
+func (b statusBuilder) withMessage(t *v1.ContainerStateTerminated, id string) {
+	if t != nil && t.Message == "" {
+		t.Message = b.in.Messages[id]
+	}
 }
 
 // absentStatus is the status of a container the runtime has no container
@@ -563,9 +589,35 @@ func ownConditions(pod *v1.Pod, s *v1.PodStatus, in Input) []v1.PodCondition {
 	}
 	podReady := ready
 	podReady.Type = v1.PodReady
+	if podReady.Status == v1.ConditionTrue {
+		podReady = readinessGates(pod, s.Conditions, podReady)
+	}
 
 	scheduled := v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue}
 	return []v1.PodCondition{sandbox, initialized, podReady, ready, scheduled}
+}
+
+// readinessGates is kubelet's Ready condition for a pod whose containers
+// are ready: True only if the condition of every readiness gate is True
+// in the status (conditions the agent does not own are kept in it).
+func readinessGates(pod *v1.Pod, conds []v1.PodCondition, ready v1.PodCondition) v1.PodCondition {
+	var msgs []string
+	for _, g := range pod.Spec.ReadinessGates {
+		c := findCondition(conds, g.ConditionType)
+		switch {
+		case c == nil:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
+		case c.Status != v1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), c.Status))
+		}
+	}
+	if len(msgs) == 0 {
+		return ready
+	}
+	ready.Status = v1.ConditionFalse
+	ready.Reason = ReasonReadinessGatesNotReady
+	ready.Message = strings.Join(msgs, ", ")
+	return ready
 }
 
 // runtimeContainersByName groups containers by name, newest attempt first

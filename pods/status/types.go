@@ -58,4 +58,24 @@ type Input struct {
 	PodIPs []string
 	// StartTime is when the agent admitted the pod (status.startTime).
 	StartTime time.Time
+
+	// Probed holds, by runtime container ID, what the probes say of
+	// running containers that have probes (containerStatuses[].started
+	// and ready). A running container absent here is started and ready.
+	Probed map[string]Probed
+	// Messages are the termination messages of exited containers by
+	// runtime container ID (state.terminated.message).
+	Messages map[string]string
+	// FailReason, when set, makes the pod Failed with it and FailMessage
+	// (kubelet's eviction of a pod past its activeDeadlineSeconds).
+	FailReason  string
+	FailMessage string
+}
+
+// Probed is what a container's probes say of it while it runs.
+type Probed struct {
+	// Started: its startup probe succeeded (or it has none).
+	Started bool
+	// Ready: started and its readiness probe succeeded (or it has none).
+	Ready bool
 }
