@@ -11,8 +11,8 @@
 //
 // With --update it rewrites the list from the run instead: listed specs that
 // still do not pass keep their group and reason, passing ones leave, and new
-// failures join the group "Not classified yet" with the first line of their
-// failure message as the reason; specs the run did not include stay as they
+// failures join the group "Not classified yet" with their failure message,
+// on one line and shortened, as the reason; specs the run did not include stay as they
 // are. It also rewrites the generated part of --docs (docs/conformance.md).
 // Specs matching --must-pass (the NodeLease specs) never go on the list: they
 // always gate.
@@ -340,7 +340,8 @@ func (v Verdict) Print(w io.Writer) {
 // Update returns the list after a run: listed specs that did not pass keep
 // their place and reason, listed specs that passed leave, specs not in the
 // run stay, and specs that did not pass and were not listed are added to
-// the unclassified group (unless they match mustPass).
+// the unclassified group (unless they match mustPass) with their failure
+// message, shortened, as the reason.
 func Update(known Known, results []Result, mustPass *regexp.Regexp) Known {
 	state := map[string]Result{}
 	for _, r := range results {
@@ -365,12 +366,12 @@ func Update(known Known, results []Result, mustPass *regexp.Regexp) Known {
 		if passes(r.State) || listed[r.Name] || (mustPass != nil && mustPass.MatchString(r.Name)) {
 			continue
 		}
-		reason := firstLine(r.Message)
+		reason := autoReason(r.Message)
 		if reason == "" {
 			reason = "no message"
 		}
-		if len(reason) > 200 {
-			reason = reason[:200] + "..."
+		if len(reason) > 300 {
+			reason = reason[:300] + "..."
 		}
 		added = append(added, Entry{Name: r.Name, Reason: r.State + ": " + strings.ReplaceAll(reason, separator, " / ")})
 	}
@@ -389,6 +390,21 @@ func Update(known Known, results []Result, mustPass *regexp.Regexp) Known {
 		next.Groups[i].Entries = append(next.Groups[i].Entries, added...)
 	}
 	return next
+}
+
+// autoReason shortens a failure message: its first two lines (the first is
+// often just "Told to stop trying after 2.0s.") and, when it dumps a pod,
+// the pod's status message (why the agent rejected or failed it).
+func autoReason(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	head := lines[:min(2, len(lines))]
+	reason := strings.Join(strings.Fields(strings.Join(head, " ")), " ")
+	for _, l := range lines {
+		if m, ok := strings.CutPrefix(strings.TrimSpace(l), "message: "); ok {
+			reason += " (pod status message: " + strings.Trim(m, `"'`) + ")"
+		}
+	}
+	return reason
 }
 
 func firstLine(s string) string {

@@ -92,11 +92,11 @@ func TestJudge(t *testing.T) {
 func TestUpdate(t *testing.T) {
 	k, _ := ParseKnown(list)
 	next := Update(k, []Result{
-		{Name: "[sig-node] Probing container a", State: "passed"},          // leaves
-		{Name: "[sig-node] Probing container b", State: "failed"},          // stays with its reason
-		{Name: "[sig-node] Zeta", State: "failed", Message: "boom\nmore"},  // added
-		{Name: "[sig-node] Alpha", State: "skipped", Message: "no | way"},  // added
-		{Name: "[sig-node] NodeLease y", State: "failed", Message: "gate"}, // never listed
+		{Name: "[sig-node] Probing container a", State: "passed"},                                              // leaves
+		{Name: "[sig-node] Probing container b", State: "failed"},                                              // stays with its reason
+		{Name: "[sig-node] Zeta", State: "failed", Message: "boom\nmore\nstatus:\n  message: 'rejected: x'\n"}, // added
+		{Name: "[sig-node] Alpha", State: "skipped", Message: "no | way"},                                      // added
+		{Name: "[sig-node] NodeLease y", State: "failed", Message: "gate"},                                     // never listed
 		{Name: "[sig-node] Fine", State: "passed"},
 	}, gate)
 	// "[sig-node] Hook c" did not run: it stays.
@@ -111,7 +111,7 @@ func TestUpdate(t *testing.T) {
 
 ## Not classified yet
 [sig-node] Alpha | skipped: no / way
-[sig-node] Zeta | failed: boom
+[sig-node] Zeta | failed: boom more (pod status message: rejected: x)
 `
 	if got := next.Format(); got != want {
 		t.Fatalf("Update:\n%s\nwant:\n%s", got, want)
