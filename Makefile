@@ -36,10 +36,15 @@ run: build controlplane
 	hack/run.sh
 
 # Every test: unit, integration and e2e against one shared local cluster,
-# the config fuzzer briefly, the upstream NodeLease conformance specs, and
+# the config fuzzer briefly, the upstream node conformance specs, and
 # the package test under systemd-nspawn.
 test: build controlplane
 	hack/test.sh
+
+# The upstream node conformance specs alone, against the running cluster in
+# $NODEAGENT_CLUSTER_DIR (docs/conformance.md).
+conformance: build
+	hack/conformance.sh
 
 # Quick loop while coding: no cluster, tests that need one are skipped.
 test-unit:

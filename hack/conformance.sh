@@ -1,20 +1,34 @@
 #!/usr/bin/env bash
-# Runs the upstream Kubernetes e2e NodeLease specs
-# (k8s.io/kubernetes/test/e2e/common/node/node_lease.go, compiled in from the
-# pin in hack/controlplane/go.mod; see hack/controlplane/conformance) against
-# a node run by nodeagent:
-#   1. compiles the suite, or reuses a binary cached outside the work tree,
-#      keyed by hack/controlplane/go.mod+go.sum, the suite's sources and the
-#      Go version (a fresh clone on this machine only copies it);
-#   2. starts one agent with node credentials as conformance-<random> and
-#      waits until its node is Ready;
-#   3. runs the NodeLease specs; each waits until that node is the only Ready
-#      schedulable node, since the specs pick a random one;
-#   4. stops the agent (SIGTERM), deletes its Node and Lease.
+# Runs upstream Kubernetes e2e specs against a node run by nodeagent: the
+# NodeLease specs and the [NodeConformance] specs of
+# k8s.io/kubernetes/test/e2e/common/node (without [Serial], [Slow],
+# [Disruptive], [Flaky], [Feature:...]), compiled in from the pin in
+# hack/controlplane/go.mod (see hack/controlplane/conformance):
+#   1. compiles the suite and the ginkgo CLI, or reuses binaries cached
+#      outside the work tree, keyed by hack/controlplane/go.mod+go.sum, the
+#      suite's sources and the Go version;
+#   2. builds the e2e images the specs use (agnhost and nonewprivs from the
+#      module with CGO_ENABLED=0, pause from the module's pause.c, busybox
+#      from Debian's busybox-static; the programs are cached the same way,
+#      see internal/testimage.E2EImages for the layouts) and imports them
+#      into the agent's containerd namespace under the names the specs use,
+#      since nothing can be pulled here;
+#   3. starts one agent with node credentials as conformance-<random> and a
+#      CNI bridge network over the node's pod CIDR, waits until it is Ready;
+#   4. runs the specs in parallel (CONFORMANCE_PROCS processes, default 6);
+#      each waits until that node is the only Ready schedulable node, since
+#      the specs pick a random one;
+#   5. prints one line per spec and judges the run against
+#      hack/conformance/known-failures.txt (hack/conformance/ratchet): it
+#      fails when a spec does not pass that is not on that list, or when a
+#      NodeLease spec does not pass, and names listed specs that pass now;
+#   6. stops the agent (SIGTERM), deletes its Node and Lease and the bridge.
 # Needs a running local cluster: NODEAGENT_CLUSTER_DIR (hack/localcluster.sh
 # up; `make test` provides one) and _output/bin/nodeagent (make build).
-# Extra arguments go to the suite, e.g. --ginkgo.focus='OwnerReferences'.
-# The "report node status infrequently" spec alone takes 80-120s.
+#   --update-known-failures  rewrite hack/conformance/known-failures.txt and
+#                            the list in docs/conformance.md from this run
+# Other arguments go to the ginkgo CLI, e.g. --focus='Probing'.
+# Durations: see docs/conformance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -34,33 +48,87 @@ fi
   die "no cluster is running in $NODEAGENT_CLUSTER_DIR: start one with 'hack/localcluster.sh up --dir $NODEAGENT_CLUSTER_DIR'"
 eval "$("$lc" env --dir "$NODEAGENT_CLUSTER_DIR")"
 kubectl() { "$root/_output/bin/kubectl" --kubeconfig "$KUBECONFIG" "$@"; }
+update=
+ginkgo_args=()
+for a in "$@"; do
+  case "$a" in
+    --update-known-failures) update=1 ;;
+    *) ginkgo_args+=("$a") ;;
+  esac
+done
+procs=${CONFORMANCE_PROCS:-6}
+cache_root=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}
 
-# 1. The suite binary.
+# 1. The suite binary and the ginkgo CLI (parallel runs need it; it must
+# match the suite's ginkgo library, so it comes from the same module).
 key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum
         find hack/controlplane/conformance -type f -name '*.go' | LC_ALL=C sort | xargs cat
         go version) | sha256sum | cut -c1-16)
-cache=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/conformance/$key
+cache=$cache_root/conformance/$key
 suite=$cache/conformance.test
-if [ -x "$suite" ]; then
-  log "suite binary cached: $suite"
+ginkgo=$cache/ginkgo
+if [ -x "$suite" ] && [ -x "$ginkgo" ]; then
+  log "suite binary and ginkgo CLI cached in $cache"
 else
-  log "compiling the upstream NodeLease suite (k8s.io/kubernetes test/e2e; cold about 2-10 minutes on 2 cores, cached afterwards in $cache)"
+  log "compiling the upstream suite (k8s.io/kubernetes test/e2e; cold about 2-10 minutes on 2 cores, cached afterwards in $cache)"
   s=$(now)
   mkdir -p "$cache"
   # -trimpath like hack/build-controlplane.sh, so packages it already compiled
   # come from the Go build cache.
-  (cd hack/controlplane && go test -c -trimpath -vet=off -o "$suite.tmp.$$" ./conformance)
+  (cd hack/controlplane && go test -c -trimpath -vet=off -o "$suite.tmp.$$" ./conformance &&
+    go build -trimpath -o "$ginkgo.tmp.$$" github.com/onsi/ginkgo/v2/ginkgo)
   mv -f "$suite.tmp.$$" "$suite"
+  mv -f "$ginkgo.tmp.$$" "$ginkgo"
   log "compiled in $(( $(now) - s ))s"
 fi
 
-# 2. The agent.
-node=conformance-$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')
+# 2. The e2e images' programs, keyed by the module pin and the toolchains.
+kdir=$(cd hack/controlplane && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+ikey=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum; go version; gcc --version | head -n1) | sha256sum | cut -c1-16)
+images=$cache_root/e2eimages/$ikey
+if [ -s "$images/agnhost" ] && [ -s "$images/nnp" ] && [ -s "$images/pause" ] && [ -s "$images/localhost.key" ]; then
+  log "e2e image programs cached in $images"
+else
+  log "compiling agnhost, nonewprivs and pause for the e2e images (cold several minutes on 2 cores, cached afterwards in $images)"
+  s=$(now)
+  mkdir -p "$images"
+  t=$(mktemp -d "$images/tmp.XXXXXX")
+  (cd hack/controlplane &&
+    CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$t/agnhost" k8s.io/kubernetes/test/images/agnhost &&
+    CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$t/nnp" k8s.io/kubernetes/test/images/nonewprivs)
+  # As build/pause/Makefile does, with the tag of the image's name.
+  gcc -Os -Wall -Werror -static -DVERSION=v3.10.1-nodeagent -o "$t/pause" "$kdir/build/pause/linux/pause.c" ||
+    die "compiling pause.c statically failed: it needs gcc and libc6-dev (hack/ensure-deps.sh)"
+  cp "$kdir/test/images/agnhost/porter/localhost.crt" "$kdir/test/images/agnhost/porter/localhost.key" "$t/"
+  chmod u+w "$t"/localhost.*
+  for f in agnhost nnp pause localhost.crt localhost.key; do mv -f "$t/$f" "$images/$f"; done
+  rmdir "$t"
+  log "compiled in $(( $(now) - s ))s"
+fi
+go build -o "$root/_output/bin/importimage" ./hack/importimage
+go build -o "$root/_output/bin/ratchet" ./hack/conformance/ratchet
+s=$(now)
+# Into the agent's containerRuntimeNamespace, the default k8s.io.
+"$root/_output/bin/importimage" --address "$NODEAGENT_CONTAINERD_ADDRESS" --namespace k8s.io --e2e "$images" --timeout 5m |
+  sed 's/^/conformance: imported /' >&2
+log "e2e images imported in $(( $(now) - s ))s"
+
+# 3. The agent, with a bridge network as an operator's CNI DaemonSet would
+# install it (like internal/testenv.WriteCNIConfig for the e2e tests).
+id=$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')
+node=conformance-$id
+bridge=naconf$id # at most 15 characters
 work=$(mktemp -d /tmp/na-conformance.XXXXXX)
 pid=
 cleanup() {
   local rc=$?
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    # The specs delete their namespaces; let the agent stop those pods
+    # (and detach them from the bridge) before it goes.
+    for _ in $(seq 120); do
+      [ -z "$(kubectl get pods -A --field-selector spec.nodeName="$node" -o name 2>/dev/null)" ] && break
+      sleep 0.5
+    done
     kill -TERM "$pid"
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null; then
@@ -71,6 +139,7 @@ cleanup() {
   fi
   kubectl delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   kubectl -n kube-node-lease delete lease "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  ip link del "$bridge" 2>/dev/null || true
   if [ "$rc" != 0 ] && [ -s "$work/agent.log" ]; then
     mkdir -p "$root/_output/conformance"
     cp "$work/agent.log" "$root/_output/conformance/$node.log"
@@ -83,14 +152,28 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The node API (logs, exec, attach, port-forward through the API server) on
+# a free port, trusting the cluster CA that signed the API server's kubelet
+# client certificate.
+port=
+for _ in $(seq 50); do
+  p=$(( 30000 + RANDOM % 2000 ))
+  if ! ss -Hltn "sport = :$p" | grep -q .; then port=$p; break; fi
+done
+[ -n "$port" ] || die "no free port for the node API in 30000-31999"
+mkdir -p "$work/net.d"
 cat >"$work/config.yaml" <<EOF
 apiVersion: config.nodeagent.io/v1alpha1
 kind: NodeAgentConfiguration
 containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS
 rootDir: $work/root
 healthzPort: 0
-# No CNI network here: pod networking off, so Ready does not wait for one.
-cniConfDir: ""
+port: $port
+authentication:
+  x509:
+    clientCAFile: $NODEAGENT_CLUSTER_DIR/pki/ca.crt
+# NotReady until the conflist below appears there.
+cniConfDir: $work/net.d
 EOF
 nodekc=$("$lc" node-kubeconfig "$node" --dir "$NODEAGENT_CLUSTER_DIR")
 log "starting nodeagent as node $node (log: $work/agent.log)"
@@ -98,6 +181,24 @@ s=$(now)
 "$agent" --config "$work/config.yaml" --kubeconfig "$nodekc" --hostname-override "$node" >"$work/agent.log" 2>&1 &
 pid=$!
 deadline=$(( $(now) + 60 ))
+until cidr=$(kubectl get node "$node" -o jsonpath='{.spec.podCIDR}' 2>/dev/null) && [ -n "$cidr" ]; do
+  kill -0 "$pid" 2>/dev/null || die "nodeagent exited before its node had a pod CIDR"
+  [ "$(now)" -lt "$deadline" ] || die "node $node has no spec.podCIDR 60s after the agent started (does kube-controller-manager allocate node CIDRs?)"
+  sleep 0.5
+done
+cat >"$work/net.d/10-$bridge.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$bridge",
+  "plugins": [
+    {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$cidr"}]], "routes": [{"dst": "0.0.0.0/0"}],
+              "dataDir": "$work/host-local"}},
+    {"type": "portmap", "capabilities": {"portMappings": true}, "snat": true}
+  ]
+}
+EOF
+log "node $node has pod CIDR $cidr: CNI bridge $bridge"
 until [ "$(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; do
   kill -0 "$pid" 2>/dev/null || die "nodeagent exited before its node became Ready"
   [ "$(now)" -lt "$deadline" ] || die "node $node is not Ready 60s after the agent started"
@@ -114,11 +215,28 @@ until [ "$(kubectl -n kube-node-lease get lease "$node" -o jsonpath='{.metadata.
 done
 log "Lease kube-node-lease/$node owned by its Node $(( $(now) - s ))s after start"
 
-# 3. The specs.
+# 4. The specs, in parallel: most of them wait for pods, several probe specs
+# watch one for minutes. The suite's exit status only says whether some spec
+# failed; the ratchet decides.
 s=$(now)
+src=0
+"$ginkgo" run --procs="$procs" --no-color --timeout=40m --poll-progress-after=5m "${ginkgo_args[@]}" \
+  "$suite" -- --kubeconfig "$KUBECONFIG" --nodeagent.node "$node" --nodeagent.results "$work/results.jsonl" || src=$?
+wall=$(( $(now) - s ))
+log "specs ran in ${wall}s with $procs processes, suite exit status $src"
+alive=1
+kill -0 "$pid" 2>/dev/null || { log "nodeagent exited during the run"; alive=; }
+[ -s "$work/results.jsonl" ] || die "the suite wrote no results (exit status $src): see its output above"
+mkdir -p "$root/_output/conformance"
+cp "$work/results.jsonl" "$root/_output/conformance/results.jsonl"
+cp "$work/agent.log" "$root/_output/conformance/agent.log"
+
+# 5. The judgement.
 rc=0
-"$suite" --kubeconfig "$KUBECONFIG" --nodeagent.node "$node" \
-  --ginkgo.v --ginkgo.no-color --ginkgo.timeout=20m "$@" || rc=$?
-log "suite ran in $(( $(now) - s ))s, exit status $rc"
-kill -0 "$pid" 2>/dev/null || { log "nodeagent exited during the run"; rc=1; }
+args=(--results "$work/results.jsonl" --known hack/conformance/known-failures.txt)
+if [ -n "$update" ]; then
+  args+=(--update --docs docs/conformance.md --wall "$wall")
+fi
+"$root/_output/bin/ratchet" "${args[@]}" || rc=$?
+[ -n "$alive" ] || rc=1
 exit "$rc"

@@ -3,7 +3,9 @@
 # (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd).
 #   1. go test ./... (unit, integration, e2e; pleg, pods and heartbeat again
 #      under -race)   2. config fuzzer, briefly
-#   3. upstream NodeLease conformance specs      4. packages under systemd-nspawn
+#   3. upstream conformance specs (NodeLease and the [NodeConformance] specs
+#      of test/e2e/common/node, judged against hack/conformance/known-failures.txt)
+#   4. packages under systemd-nspawn
 # Set SKIP_SYSTEMD=1, SKIP_CONFORMANCE=1 or SKIP_CONTAINERD_CURRENT=1 to leave
 # a phase out while iterating.
 set -euo pipefail
@@ -40,7 +42,7 @@ phase "config decoder fuzzing (10s)"
 go test ./config -run='^$' -fuzz=FuzzDecode -fuzztime=10s -fuzzminimizetime=200x || status=1
 
 if [ -z "${SKIP_CONFORMANCE:-}" ] && [ -x hack/conformance.sh ]; then
-  phase "upstream NodeLease conformance"
+  phase "upstream node conformance (NodeLease, [NodeConformance])"
   hack/conformance.sh || status=1
 fi
 # --- current containerd (issue 5) -------------------------------------------

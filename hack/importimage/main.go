@@ -3,14 +3,19 @@
 // into a containerd namespace, so that pods can use it without a registry.
 // `make run` (hack/run.sh) runs it against the local cluster's containerd.
 //
-//	importimage --address ADDR [--namespace NS]
+//	importimage --address ADDR [--namespace NS] [--e2e DIR]
 //
 // ADDR is containerd's socket (a path or a unix:// URL); NS defaults to
-// k8s.io, the agent's default containerRuntimeNamespace. Importing an image
-// that is already there is harmless. It prints the image's reference and ID.
+// k8s.io, the agent's default containerRuntimeNamespace. With --e2e it also
+// imports the upstream e2e test images under the names the specs use
+// (testimage.E2EImages: busybox, agnhost, pause, nonewprivs, nonroot), made
+// of the programs in DIR (hack/conformance.sh compiles them). Importing an
+// image that is already there is harmless. It prints each image's reference
+// and ID.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -32,9 +37,10 @@ import (
 func main() {
 	address := flag.String("address", "", "containerd socket: a path or a unix:// URL (required)")
 	namespace := flag.String("namespace", runtime.DefaultNamespace, "containerd namespace to import into")
+	e2e := flag.String("e2e", "", "also import the upstream e2e test images, made of the programs in this directory: agnhost, nnp, pause, localhost.crt, localhost.key")
 	timeout := flag.Duration("timeout", time.Minute, "give up after this long")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: importimage --address ADDR [--namespace NS] [--timeout D]")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: importimage --address ADDR [--namespace NS] [--e2e DIR] [--timeout D]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -53,29 +59,23 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("%s %s\n", testimage.Ref, img.ID)
+	if *e2e == "" {
+		return
+	}
+	imgs, err := runE2E(ctx, *address, *namespace, *e2e)
+	for _, img := range imgs {
+		fmt.Printf("%s %s\n", img.Ref, img.ID)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "importimage: %v\n", err)
+		os.Exit(1)
+	}
 }
 
 // run imports the test image into namespace of the containerd at address
 // and returns it as containerd now has it.
 func run(ctx context.Context, address, namespace string) (runtime.Image, error) {
-	if address == "" {
-		return runtime.Image{}, errors.New("--address is required")
-	}
-	// Say what is wrong at once rather than after the dial timeout.
-	sock := strings.TrimPrefix(address, "unix://")
-	if !filepath.IsAbs(sock) {
-		return runtime.Image{}, fmt.Errorf("--address %q: must be an absolute socket path or a unix:// URL", address)
-	}
-	if fi, err := os.Stat(sock); err != nil {
-		return runtime.Image{}, fmt.Errorf("--address %q: no containerd socket there: %w", address, err)
-	} else if fi.Mode().Type() != fs.ModeSocket {
-		return runtime.Image{}, fmt.Errorf("--address %q: not a socket (mode %s)", address, fi.Mode())
-	}
-	rt, err := runtime.New(runtime.Options{
-		Address:   address,
-		Namespace: namespace,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	rt, err := connect(address, namespace)
 	if err != nil {
 		return runtime.Image{}, err
 	}
@@ -88,4 +88,64 @@ func run(ctx context.Context, address, namespace string) (runtime.Image, error) 
 		return runtime.Image{}, fmt.Errorf("imported %s, but cannot find it: %w", testimage.Ref, err)
 	}
 	return img, nil
+}
+
+// imported is an image as containerd has it after the import, by the
+// reference it was imported under.
+type imported struct {
+	Ref string
+	runtime.Image
+}
+
+// runE2E builds the e2e test images from the programs in dir and imports
+// them into namespace, one at a time; it returns those imported before any
+// error.
+func runE2E(ctx context.Context, address, namespace, dir string) ([]imported, error) {
+	specs, err := testimage.E2EImages(testimage.E2EInputsIn(dir))
+	if err != nil {
+		return nil, fmt.Errorf("--e2e %s: %w", dir, err)
+	}
+	rt, err := connect(address, namespace)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	var out []imported
+	for _, s := range specs {
+		a, err := s.Archive()
+		if err != nil {
+			return out, err
+		}
+		if _, err := rt.ImportImage(ctx, bytes.NewReader(a)); err != nil {
+			return out, fmt.Errorf("%s into namespace %q at %s: %w", s.Ref, namespace, address, err)
+		}
+		img, err := rt.GetImage(ctx, s.Ref)
+		if err != nil {
+			return out, fmt.Errorf("imported %s, but cannot find it: %w", s.Ref, err)
+		}
+		out = append(out, imported{Ref: s.Ref, Image: img})
+	}
+	return out, nil
+}
+
+// connect checks address and connects to containerd's namespace there.
+func connect(address, namespace string) (*runtime.Runtime, error) {
+	if address == "" {
+		return nil, errors.New("--address is required")
+	}
+	// Say what is wrong at once rather than after the dial timeout.
+	sock := strings.TrimPrefix(address, "unix://")
+	if !filepath.IsAbs(sock) {
+		return nil, fmt.Errorf("--address %q: must be an absolute socket path or a unix:// URL", address)
+	}
+	if fi, err := os.Stat(sock); err != nil {
+		return nil, fmt.Errorf("--address %q: no containerd socket there: %w", address, err)
+	} else if fi.Mode().Type() != fs.ModeSocket {
+		return nil, fmt.Errorf("--address %q: not a socket (mode %s)", address, fi.Mode())
+	}
+	return runtime.New(runtime.Options{
+		Address:   address,
+		Namespace: namespace,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
 }

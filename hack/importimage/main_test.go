@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +63,46 @@ func TestRunImports(t *testing.T) {
 	defer other.Close()
 	if _, err := other.GetImage(ctx, testimage.Ref); !errors.Is(err, runtime.ErrNotFound) {
 		t.Fatalf("GetImage(%s) in namespace %q = %v, want ErrNotFound: the image belongs in %q only", testimage.Ref, "other", err, ns)
+	}
+}
+
+// TestRunE2EImports imports the e2e images, made of stand-in programs,
+// into a private containerd under the names the upstream specs use, twice.
+func TestRunE2EImports(t *testing.T) {
+	if _, err := os.Stat(testimage.BusyboxPath); err != nil {
+		t.Skip("busybox-static not installed")
+	}
+	cd := testimage.StartContainerd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	for _, f := range []string{"agnhost", "nnp", "pause", "localhost.crt", "localhost.key"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("stand-in "+f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const ns = "importimage-e2e"
+	want := []string{testimage.E2EBusyboxRef, testimage.E2EAgnhostRef, testimage.E2EPauseRef, testimage.E2ENonewprivsRef, testimage.E2ENonRootRef}
+	var first []imported
+	for i := 0; i < 2; i++ {
+		imgs, err := runE2E(ctx, cd.Address, ns, dir)
+		if err != nil {
+			t.Fatalf("import %d: %v", i+1, err)
+		}
+		var refs []string
+		for _, img := range imgs {
+			refs = append(refs, img.Ref)
+		}
+		if !slices.Equal(refs, want) {
+			t.Fatalf("import %d: imported %q, want %q", i+1, refs, want)
+		}
+		if i == 0 {
+			first = imgs
+		} else if imgs[1].ID != first[1].ID {
+			t.Fatalf("second import changed agnhost's image ID: %s, then %s", first[1].ID, imgs[1].ID)
+		}
+	}
+	if _, err := runE2E(ctx, cd.Address, ns, t.TempDir()); err == nil || !strings.Contains(err.Error(), "agnhost") {
+		t.Fatalf("runE2E without the programs = %v, want an error naming agnhost", err)
 	}
 }

@@ -1,6 +1,8 @@
 // Package testimage builds a tiny OCI image from the host's statically linked
 // busybox (Debian's busybox-static) so that tests can run real containers
 // without a registry, and runs private containerd daemons for those tests.
+// It also builds stand-ins for the upstream e2e test images (E2EImages) for
+// the conformance specs, and single-layer images in general (Spec).
 //
 // It does not import containerd: Import hands the archive to anything with an
 // ImportImage method (runtime.Runtime has one).
@@ -10,15 +12,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"sync"
-	"time"
 )
 
 // Ref is the reference the image is imported under.
@@ -85,113 +82,30 @@ func Import[I any](ctx context.Context, im Importer[I]) error {
 	return nil
 }
 
-type blob struct {
-	digest string
-	data   []byte
-}
-
-func newBlob(data []byte) blob {
-	sum := sha256.Sum256(data)
-	return blob{digest: "sha256:" + hex.EncodeToString(sum[:]), data: data}
-}
-
 func build() ([]byte, error) {
 	bb, err := os.ReadFile(BusyboxPath)
 	if err != nil {
 		return nil, fmt.Errorf("testimage: %w (install busybox-static)", err)
 	}
-	// Layer: a plain (uncompressed) tar.
-	var lb bytes.Buffer
-	tw := tar.NewWriter(&lb)
-	mtime := time.Unix(0, 0)
-	for _, d := range []string{"bin/", "dev/", "etc/", "proc/", "sys/", "tmp/", "var/", "root/"} {
+	var files []File
+	for _, d := range []string{"bin", "dev", "etc", "proc", "sys", "tmp", "var", "root"} {
 		mode := int64(0o755)
-		if d == "tmp/" {
+		if d == "tmp" {
 			mode = 0o1777
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode, ModTime: mtime}); err != nil {
-			return nil, err
-		}
+		files = append(files, Dir(d, mode))
 	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bb)), ModTime: mtime}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(bb); err != nil {
-		return nil, err
-	}
+	files = append(files, Reg("bin/busybox", 0o755, bb))
 	for _, a := range applets {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, ModTime: mtime}); err != nil {
-			return nil, err
-		}
+		files = append(files, Symlink("bin/"+a, "busybox"))
 	}
-	for name, content := range map[string]string{
-		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n",
-		"etc/group":  "root:x:0:\n",
-	} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(content)), ModTime: mtime}); err != nil {
-			return nil, err
-		}
-		if _, err := io.WriteString(tw, content); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	layer := newBlob(lb.Bytes())
-
-	config, _ := json.Marshal(map[string]any{
-		"architecture": runtime.GOARCH,
-		"os":           "linux",
-		"config": map[string]any{
-			"Env":        []string{"PATH=/bin"},
-			"Cmd":        []string{"/bin/sh"},
-			"WorkingDir": "/",
-		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layer.digest}},
-	})
-	cfg := newBlob(config)
-	manifest, _ := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
-		"config":        map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg.digest, "size": len(cfg.data)},
-		"layers":        []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer.digest, "size": len(layer.data)}},
-	})
-	man := newBlob(manifest)
-	index, _ := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.index.v1+json",
-		"manifests": []any{map[string]any{
-			"mediaType":   "application/vnd.oci.image.manifest.v1+json",
-			"digest":      man.digest,
-			"size":        len(man.data),
-			"platform":    map[string]string{"architecture": runtime.GOARCH, "os": "linux"},
-			"annotations": map[string]string{"io.containerd.image.name": Ref, "org.opencontainers.image.ref.name": "test"},
-		}},
-	})
-
-	var out bytes.Buffer
-	ow := tar.NewWriter(&out)
-	add := func(name string, data []byte) error {
-		if err := ow.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: mtime}); err != nil {
-			return err
-		}
-		_, err := ow.Write(data)
-		return err
-	}
-	if err := add("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
-		return nil, err
-	}
-	for _, b := range []blob{layer, cfg, man} {
-		if err := add("blobs/sha256/"+b.digest[len("sha256:"):], b.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := add("index.json", index); err != nil {
-		return nil, err
-	}
-	if err := ow.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
+	files = append(files,
+		Reg("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\n")),
+		Reg("etc/group", 0o644, []byte("root:x:0:\n")))
+	return Spec{
+		Ref:   Ref,
+		Files: files,
+		Env:   []string{"PATH=/bin"},
+		Cmd:   []string{"/bin/sh"},
+	}.Archive()
 }

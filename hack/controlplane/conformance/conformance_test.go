@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -19,17 +20,28 @@ import (
 	e2enode "k8s.io/kubernetes/test/e2e/framework/node"
 
 	// The upstream specs under test. Importing the package registers all of
-	// its specs; the focus below selects the NodeLease ones.
+	// its specs; the focus below selects the ones that run.
 	_ "k8s.io/kubernetes/test/e2e/common/node"
 )
 
-// defaultFocus selects the specs of test/e2e/common/node/node_lease.go.
-const defaultFocus = `\[sig-node\] NodeLease`
+// defaultFocus selects the specs of test/e2e/common/node/node_lease.go and
+// the package's [NodeConformance] specs; defaultSkip leaves out those that
+// need a dedicated node or much time (as the upstream node conformance
+// jobs do), those of features that are not generally available, and the
+// one spec that needs the internet: it pulls agnhost from registry.k8s.io
+// with imagePullPolicy Always, and fails here only after three 5-minute
+// attempts (hack/conformance/known-failures.txt lists it).
+var (
+	defaultFocus = []string{`\[sig-node\] NodeLease`, `\[NodeConformance\]`}
+	defaultSkip  = []string{`\[Serial\]`, `\[Slow\]`, `\[Disruptive\]`, `\[Flaky\]`, `\[Feature:`,
+		`Container Runtime blackbox test when running a container with a new image should be able to pull image \[`}
+)
 
 var (
 	nodeName         string
 	running          bool
 	exclusiveTimeout time.Duration
+	resultsFile      string
 )
 
 func TestMain(m *testing.M) {
@@ -38,6 +50,9 @@ func TestMain(m *testing.M) {
 	flag.StringVar(&nodeName, "nodeagent.node", os.Getenv("NODEAGENT_CONFORMANCE_NODE"),
 		"The agent's node. If set, every spec waits until it is the only Ready, schedulable, untainted node, "+
 			"because the upstream specs pick a random such node. Default $NODEAGENT_CONFORMANCE_NODE.")
+	flag.StringVar(&resultsFile, "nodeagent.results", "",
+		"Write one JSON object per spec that ran or was skipped while running (name, state, seconds, message) to this file "+
+			"when the suite ends (in parallel mode: process 1, for all processes). hack/conformance/ratchet reads it.")
 	flag.DurationVar(&exclusiveTimeout, "nodeagent.exclusive-timeout", 3*time.Minute,
 		"How long a spec waits for the other nodes to become NotReady or disappear "+
 			"(a killed agent's node turns NotReady about 40s after its last heartbeat).")
@@ -58,14 +73,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestNodeLeaseConformance(t *testing.T) {
+func TestConformance(t *testing.T) {
 	gomega.RegisterFailHandler(framework.Fail)
 	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
-	if len(suiteConfig.FocusStrings) == 0 && suiteConfig.LabelFilter == "" {
-		suiteConfig.FocusStrings = []string{defaultFocus}
+	if len(suiteConfig.FocusStrings) == 0 && len(suiteConfig.SkipStrings) == 0 && suiteConfig.LabelFilter == "" {
+		suiteConfig.FocusStrings = defaultFocus
+		suiteConfig.SkipStrings = defaultSkip
 	}
 	running = true
-	ginkgo.RunSpecs(t, "nodeagent: upstream NodeLease conformance", suiteConfig, reporterConfig)
+	ginkgo.RunSpecs(t, "nodeagent: upstream node conformance", suiteConfig, reporterConfig)
 }
 
 // The upstream specs pick their node in a BeforeEach registered right after
@@ -124,21 +140,62 @@ func checkOnlyNode(ctx context.Context) {
 	}
 }
 
-// One line per spec, so the script's output shows every result at a glance
-// even when the verbose log of a spec is long.
+// Result is one spec's outcome as written to --nodeagent.results, one JSON
+// object per line. hack/conformance/ratchet reads the same fields.
+type Result struct {
+	Name     string  `json:"name"`
+	State    string  `json:"state"` // ginkgo's: passed, failed, skipped, panicked, timedout, ...
+	Seconds  float64 `json:"seconds"`
+	Message  string  `json:"message,omitempty"`  // the failure or skip message
+	Location string  `json:"location,omitempty"` // where it failed
+}
+
+// results returns the outcome of every spec that ran. Specs the focus left
+// out are "skipped" too, but without a message: they are not results.
+func results(report types.Report) []Result {
+	var out []Result
+	for _, s := range report.SpecReports {
+		if s.LeafNodeType != types.NodeTypeIt {
+			continue
+		}
+		if s.State == types.SpecStateSkipped && s.Failure.Message == "" {
+			continue
+		}
+		r := Result{Name: s.FullText(), State: s.State.String(), Seconds: s.RunTime.Seconds(), Message: strings.TrimSpace(s.Failure.Message)}
+		if s.State != types.SpecStatePassed && s.State != types.SpecStateSkipped {
+			r.Location = s.Failure.Location.String()
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// One line per spec, so the output shows every result at a glance even
+// when the log of a spec is long; in parallel mode this runs on process 1
+// with every process's specs, and the ginkgo CLI may hold its output back,
+// so hack/conformance.sh prints the results file instead.
 var _ = ginkgo.ReportAfterSuite("nodeagent results", func(report types.Report) {
 	if !running {
 		return // framework.AfterReadingAllFlags previews the specs; nothing ran.
 	}
+	rs := results(report)
+	if resultsFile != "" {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		for _, r := range rs {
+			_ = enc.Encode(r) // a struct of strings and a float cannot fail
+		}
+		if err := os.WriteFile(resultsFile, []byte(b.String()), 0o644); err != nil {
+			framework.Failf("writing the results: %v", err)
+		}
+		return
+	}
 	fmt.Println()
 	fmt.Println("nodeagent conformance results:")
-	for _, s := range report.SpecReports {
-		if s.LeafNodeType != types.NodeTypeIt || s.State == types.SpecStateSkipped {
-			continue
-		}
-		fmt.Printf("  %-7s %6.1fs  %s\n", strings.ToUpper(s.State.String()), s.RunTime.Seconds(), s.FullText())
-		if s.Failure.Message != "" {
-			fmt.Printf("           %s\n", strings.ReplaceAll(strings.TrimSpace(s.Failure.Message), "\n", "\n           "))
+	for _, r := range rs {
+		fmt.Printf("  %-8s %6.1fs  %s\n", strings.ToUpper(r.State), r.Seconds, r.Name)
+		if r.Message != "" {
+			fmt.Printf("           %s\n", strings.ReplaceAll(r.Message, "\n", "\n           "))
 		}
 	}
 })

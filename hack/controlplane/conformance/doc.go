@@ -3,9 +3,10 @@
 // k8s.io/kubernetes/test/e2e/common/node at the version pinned in this
 // module, so what runs is exactly the upstream code.
 //
-// Only the NodeLease specs of test/e2e/common/node/node_lease.go run by
-// default (creates and updates a lease, OwnerReferences set, reports node
-// status infrequently); --ginkgo.focus overrides that.
+// By default it runs the NodeLease specs of test/e2e/common/node/node_lease.go
+// and the package's [NodeConformance] specs, without the [Serial], [Slow],
+// [Disruptive], [Flaky] and [Feature:...] ones; --ginkgo.focus,
+// --ginkgo.skip or --ginkgo.label-filter replace that selection.
 //
 // Those specs pick a random Ready, schedulable, untainted node. When
 // --nodeagent.node (or $NODEAGENT_CONFORMANCE_NODE) names the agent's node,
@@ -14,6 +15,13 @@
 // some other test can never be the one that was checked. The wait is bounded
 // by --nodeagent.exclusive-timeout.
 //
-// hack/conformance.sh starts the agent, compiles and runs this test against
-// the cluster given by $KUBECONFIG and cleans up; it is part of `make test`.
+// With --nodeagent.results FILE the suite writes each spec's outcome there
+// (one JSON object per line) when it ends; without it, it prints one line per
+// spec. Both work in ginkgo's parallel mode, where the report is written by
+// process 1 for all processes.
+//
+// hack/conformance.sh builds the e2e images, starts the agent, compiles and
+// runs this test in parallel with the ginkgo CLI against the cluster given by
+// $KUBECONFIG, compares the outcome with hack/conformance/known-failures.txt
+// and cleans up; it is part of `make test`.
 package conformance
