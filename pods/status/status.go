@@ -92,8 +92,8 @@ var conditionsOwned = []v1.PodConditionType{
 //   - A container that is waiting to be (re)started shows the worker's
 //     reason from in.Waiting (CrashLoopBackOff, ErrImagePull, ...), the
 //     exited attempt moving to lastState; without one it is
-//     ContainerCreating, or PodInitializing for app containers while the
-//     init containers have not all succeeded. A container that will not be
+//     ContainerCreating, or PodInitializing in a pod with init containers
+//     (kubelet's default waiting state). A container that will not be
 //     restarted (restart policy, an init container that succeeded, a
 //     terminating pod) stays terminated.
 //   - App containers are ready when running and started when running,
@@ -335,8 +335,11 @@ func (b statusBuilder) withMessage(t *v1.ContainerStateTerminated, id string) {
 // absentStatus is the status of a container the runtime has no container
 // for: never created yet, or removed.
 func (b statusBuilder) absentStatus(spec *v1.Container, old *v1.ContainerStatus, isInit, initDone bool) v1.ContainerStatus {
+	// Kubelet's default waiting state: PodInitializing in a pod with
+	// init containers (for its init containers too: the second one waits
+	// with it while the first runs or fails), else ContainerCreating.
 	reason := ReasonContainerCreating
-	if !isInit && !initDone {
+	if len(b.pod.Spec.InitContainers) > 0 {
 		reason = ReasonPodInitializing
 	}
 	st := v1.ContainerStatus{

@@ -303,7 +303,7 @@ func TestComputeTable(t *testing.T) {
 			init: []string{
 				"i1 terminated(0 Completed) restarts=0 ready=true started=false",
 				"i2 running restarts=0 ready=false started=true",
-				"i3 waiting(ContainerCreating) restarts=0 ready=false started=false",
+				"i3 waiting(PodInitializing) restarts=0 ready=false started=false",
 			},
 			app:   []string{"app waiting(PodInitializing) restarts=0 ready=false started=false"},
 			conds: conds("True", "False/ContainersNotInitialized/containers with incomplete status: [i2 i3]", "False/ContainersNotReady/containers with unready status: [app]"),
@@ -316,7 +316,7 @@ func TestComputeTable(t *testing.T) {
 			phase: v1.PodFailed,
 			init: []string{
 				"i1 terminated(2 Error) restarts=0 ready=false started=false",
-				"i2 waiting(ContainerCreating) restarts=0 ready=false started=false",
+				"i2 waiting(PodInitializing) restarts=0 ready=false started=false",
 			},
 			app:   []string{"app waiting(PodInitializing) restarts=0 ready=false started=false"},
 			conds: conds("True", "False/ContainersNotInitialized/containers with incomplete status: [i1 i2]", "False/PodFailed"),
@@ -338,7 +338,7 @@ func TestComputeTable(t *testing.T) {
 			in:    ready,
 			phase: v1.PodPending,
 			init:  []string{"i1 terminated(0 Completed) restarts=0 ready=true started=false"},
-			app:   []string{"app waiting(ContainerCreating) restarts=0 ready=false started=false"},
+			app:   []string{"app waiting(PodInitializing) restarts=0 ready=false started=false"},
 			conds: conds("True", "True", "False/ContainersNotReady/containers with unready status: [app]"),
 		},
 		{
@@ -426,7 +426,7 @@ func TestComputeTable(t *testing.T) {
 			phase: v1.PodFailed,
 			init: []string{
 				"i1 terminated(137 Error) restarts=0 ready=false started=false",
-				"i2 waiting(ContainerCreating) restarts=0 ready=false started=false",
+				"i2 waiting(PodInitializing) restarts=0 ready=false started=false",
 			},
 			app:   []string{"app waiting(PodInitializing) restarts=0 ready=false started=false"},
 			conds: conds("True", "False/ContainersNotInitialized/containers with incomplete status: [i1 i2]", "False/PodFailed"),
