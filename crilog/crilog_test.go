@@ -54,7 +54,7 @@ func TestCopyFormat(t *testing.T) {
 		{"lines", "a\nb\n", []string{"stdout F a", "stdout F b"}},
 		{"empty line", "\n", []string{"stdout F "}},
 		{"crlf", "a\r\n", []string{"stdout F a"}},
-		{"unterminated last line is full at EOF", "a\nb", []string{"stdout F a", "stdout F b"}},
+		{"unterminated last line is partial at EOF, as containerd writes it", "a\nb", []string{"stdout F a", "stdout P b"}},
 		{"long line is split", long + "\n", []string{"stdout P " + long[:MaxLineSize], "stdout F yz"}},
 		{"exactly max size", long[:MaxLineSize] + "\n", []string{"stdout P " + long[:MaxLineSize], "stdout F "}},
 	} {

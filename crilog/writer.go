@@ -131,9 +131,12 @@ func (w *Writer) Copy(r io.Reader, stream string) error {
 		case errors.Is(err, bufio.ErrBufferFull):
 			batch.add(w.now(), stream, TagPartial, line)
 		case len(line) > 0:
-			// EOF (or a read error) after an unterminated line: the
-			// stream is over, so the line is complete.
-			batch.add(w.now(), stream, TagFull, line)
+			// EOF (or a read error) after an unterminated line: a
+			// partial record, as containerd's CRI logger writes it, so
+			// that readers give back exactly what was written (`echo -n
+			// DONE` reads as "DONE", not "DONE\n": kubelet's
+			// FallbackToLogsOnError termination message).
+			batch.add(w.now(), stream, TagPartial, line)
 		}
 		// Write once what one read brought in: fewer syscalls under a
 		// flood, and no record waits for more input; a stream that never
