@@ -449,15 +449,14 @@ func TestUnsupportedPodIsRefused(t *testing.T) {
   - name: c
     image: %s
     command: ["sleep", "3600"]
-    livenessProbe:
-      exec: {command: ["true"]}
+    tty: true
     volumeMounts: [{name: cfg, mountPath: /cfg}]
 `, testimage.Ref)), "apply", "-f", "-")
 	p := a.waitPod(ctx, name, 30*time.Second, "phase Failed", phaseIs(corev1.PodFailed))
 	if p.Status.Reason != "UnsupportedPodSpec" {
 		t.Errorf("reason %q", p.Status.Reason)
 	}
-	for _, field := range []string{"spec.volumes[0].nfs", "spec.containers[0].livenessProbe"} {
+	for _, field := range []string{"spec.volumes[0].nfs", "spec.containers[0].tty"} {
 		if !strings.Contains(p.Status.Message, field) {
 			t.Errorf("message %q does not name %s", p.Status.Message, field)
 		}

@@ -112,6 +112,7 @@ type Controller struct {
 	lastAttempt   time.Time // end of the last renewal, successful or not
 	lastErr       error
 	changed       chan struct{} // 1-buffered: a duration change wakes Run
+	registered    chan struct{} // 1-buffered: the Node now exists (NodeRegistered)
 }
 
 // New validates o and returns a Controller.
@@ -144,7 +145,7 @@ func New(o Options) (*Controller, error) {
 		nodeName: o.NodeName, leases: o.Leases, nodes: o.Nodes,
 		maxAttempts: o.MaxAttempts, jitter: o.JitterFactor, clock: o.Clock,
 		log: o.Logger.With("node", o.NodeName), metrics: o.Metrics, onFailure: o.OnRepeatedFailure,
-		leaseDuration: o.LeaseDuration, changed: make(chan struct{}, 1),
+		leaseDuration: o.LeaseDuration, changed: make(chan struct{}, 1), registered: make(chan struct{}, 1),
 	}
 	c.metrics.setDuration(o.LeaseDuration)
 	return c, nil
@@ -181,12 +182,21 @@ func (c *Controller) SetLeaseDuration(d time.Duration) {
 }
 
 // RenewNow makes Run renew at once instead of at the end of the interval.
-// The agent calls it when the Node has been registered, so that a Lease
-// created just before the Node gets its owner reference without waiting a
-// renew interval. It never blocks.
+// It never blocks.
 func (c *Controller) RenewNow() {
 	select {
 	case c.changed <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+// NodeRegistered tells Run that the Node exists now: a Lease created just
+// before it gets its owner reference at once rather than a renew interval
+// later. A Lease that already has its owner (the first renewal came after
+// the registration) is not renewed again off its cadence. It never blocks.
+func (c *Controller) NodeRegistered() {
+	select {
+	case c.registered <- struct{}{}:
 	default: // a wake-up is already pending
 	}
 }
@@ -248,13 +258,29 @@ func (c *Controller) Run(ctx context.Context) {
 		}
 		wait := NextWait(start, c.clock.Now(), RenewInterval(c.LeaseDuration()), c.jitter*rand.Float64())
 		t := c.clock.NewTimer(wait)
+		if !c.waitNext(ctx, t) {
+			return
+		}
+	}
+}
+
+// waitNext waits for the next renewal: the timer, a duration change, or a
+// registration while the Lease lacks its owner. It returns false once ctx
+// is done. Only Run's goroutine calls it (it reads latest, as Sync does).
+func (c *Controller) waitNext(ctx context.Context, t clock.Timer) bool {
+	defer t.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return
+			return false
 		case <-c.changed:
-			t.Stop()
+			return true
+		case <-c.registered:
+			if c.latest == nil || len(c.latest.OwnerReferences) == 0 {
+				return true
+			}
 		case <-t.C():
+			return true
 		}
 	}
 }

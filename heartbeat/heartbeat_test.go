@@ -394,3 +394,62 @@ func TestStatusChecks(t *testing.T) {
 		})
 	}
 }
+
+// A registration renews at once only a Lease that still lacks its owner:
+// one created with its owner (the first renewal came after the Node) keeps
+// its cadence.
+func TestNodeRegisteredRenewsOnlyAnOwnerlessLease(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		nodeFirst bool // the Node exists before the first renewal
+		wantNow   bool // NodeRegistered renews at once
+	}{
+		{"lease created before the node", false, true},
+		{"lease created with its owner", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.nodeFirst)
+			f.c.jitter = 0
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			renewals := make(chan time.Time, 100)
+			f.cs.PrependReactor("*", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				if a.GetVerb() == "update" || a.GetVerb() == "create" {
+					renewals <- f.clock.Now()
+				}
+				return false, nil, nil
+			})
+			done := make(chan struct{})
+			go func() { defer close(done); f.c.Run(ctx) }()
+			select {
+			case <-renewals:
+			case <-time.After(5 * time.Second):
+				t.Fatal("no first renewal")
+			}
+			for !f.clock.HasWaiters() {
+				time.Sleep(time.Millisecond)
+			}
+			if !tc.nodeFirst {
+				if _, err := f.cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "uid-3"}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.c.NodeRegistered()
+			select {
+			case <-renewals:
+				if !tc.wantNow {
+					t.Fatal("an owned Lease was renewed off its cadence")
+				}
+				cancel()
+				<-done
+				if refs := f.lease(t).OwnerReferences; len(refs) != 1 || refs[0].UID != "uid-3" {
+					t.Errorf("owner references = %+v", refs)
+				}
+			case <-time.After(200 * time.Millisecond):
+				if tc.wantNow {
+					t.Fatal("an ownerless Lease was not renewed at the registration")
+				}
+			}
+		})
+	}
+}

@@ -326,7 +326,7 @@ func (a *agent) run(ctx context.Context) error {
 		}
 		a.registered.Store(true)
 		a.log.Info("node registered")
-		a.hb.RenewNow() // the Lease gets its owner reference now, not in 10s
+		a.hb.NodeRegistered() // an ownerless Lease gets its owner now, not in 10s
 		a.ns.Run(ctx)
 	})
 	if a.cfg.ContainerRuntimeEndpoint != "" {
