@@ -8,13 +8,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/nodeagent/nodeagent/internal/pki"
 )
 
 // Self-signed serving certificate files in Options.CertDir, as kubelet
@@ -79,10 +80,10 @@ func loadOrCreateSelfSigned(dir string, hosts []string, now time.Time) (tls.Cert
 	}
 	// Key first: a crash in between leaves a certificate that does not
 	// match, which the next start replaces.
-	if err := writeAtomic(keyPath, keyPEM, 0o600); err != nil {
+	if err := pki.WriteFile(keyPath, keyPEM, 0o600); err != nil {
 		return tls.Certificate{}, err
 	}
-	if err := writeAtomic(certPath, certPEM, 0o644); err != nil {
+	if err := pki.WriteFile(certPath, certPEM, 0o644); err != nil {
 		return tls.Certificate{}, err
 	}
 	return tls.X509KeyPair(certPEM, keyPEM)
@@ -96,15 +97,4 @@ func covers(c *x509.Certificate, hosts []string) bool {
 		}
 	}
 	return true
-}
-
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return errors.Join(fmt.Errorf("write %s: %w", path, err), os.Remove(tmp))
-	}
-	return nil
 }

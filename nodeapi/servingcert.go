@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nodeagent/nodeagent/internal/pki"
 	certv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -198,7 +199,7 @@ func (b *bootstrapper) request(ctx context.Context) (*tls.Certificate, error) {
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(filepath.Join(b.dir, servingCertFile), append(append([]byte{}, certPEM...), keyPEM...), 0o600); err != nil {
+	if err := pki.WriteFile(filepath.Join(b.dir, servingCertFile), append(append([]byte{}, certPEM...), keyPEM...), 0o600); err != nil {
 		return nil, err
 	}
 	return &c, nil

@@ -64,10 +64,10 @@ func LoadOrCreateCA(dir, commonName string) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFile(keyPath, keyPEM, 0o600); err != nil {
+	if err := WriteFile(keyPath, keyPEM, 0o600); err != nil {
 		return nil, err
 	}
-	if err := writeFile(certPath, certPEM, 0o644); err != nil {
+	if err := WriteFile(certPath, certPEM, 0o644); err != nil {
 		return nil, err
 	}
 	return LoadCA(certPath, keyPath)
@@ -180,14 +180,16 @@ func serial() *big.Int {
 	return n
 }
 
-// writeFile writes atomically so a concurrent reader never sees half a file.
-func writeFile(path string, data []byte, mode os.FileMode) error {
+// WriteFile writes path atomically (a temporary file renamed over it), so
+// a concurrent reader never sees half a file; the temporary file does not
+// outlive a failed rename.
+func WriteFile(path string, data []byte, mode os.FileMode) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return errors.Join(fmt.Errorf("write %s: %w", path, err), os.Remove(tmp))
+	}
+	return nil
 }
-
-// WriteFile is writeFile for callers outside the package.
-func WriteFile(path string, data []byte, mode os.FileMode) error { return writeFile(path, data, mode) }
