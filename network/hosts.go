@@ -56,21 +56,6 @@ func KernelHostname(hostname, domain string, setHostnameAsFQDN *bool) (string, e
 	return fqdn, nil
 }
 
-// ShouldMountHosts reports whether kubelet mounts the managed hosts file
-// into a container: the pod has IPs or uses the host network, and the
-// container mounts nothing at /etc/hosts itself.
-func ShouldMountHosts(pod *v1.Pod, podIPs []string, c *v1.Container) bool {
-	if len(podIPs) == 0 && !pod.Spec.HostNetwork {
-		return false
-	}
-	for _, m := range c.VolumeMounts {
-		if m.MountPath == EtcHostsPath {
-			return false
-		}
-	}
-	return true
-}
-
 // HostsFile is the hosts file kubelet writes for a pod on the pod network
 // (managedHostsFileContent): a header, the localhost entries, one line per
 // pod IP with the FQDN (when the pod has a domain) and hostname, then the

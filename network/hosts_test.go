@@ -103,27 +103,6 @@ func TestKernelHostname(t *testing.T) {
 	}
 }
 
-func TestShouldMountHosts(t *testing.T) {
-	c := &v1.Container{}
-	own := &v1.Container{VolumeMounts: []v1.VolumeMount{{Name: "h", MountPath: "/etc/hosts"}}}
-	pod, hostPod := &v1.Pod{}, &v1.Pod{Spec: v1.PodSpec{HostNetwork: true}}
-	for _, tc := range []struct {
-		pod  *v1.Pod
-		ips  []string
-		c    *v1.Container
-		want bool
-	}{
-		{pod, nil, c, false}, // no IP yet
-		{pod, []string{"10.0.0.1"}, c, true},
-		{hostPod, nil, c, true},
-		{pod, []string{"10.0.0.1"}, own, false},
-	} {
-		if got := ShouldMountHosts(tc.pod, tc.ips, tc.c); got != tc.want {
-			t.Errorf("ShouldMountHosts(hostNetwork=%v, %v, mounts=%d) = %v", tc.pod.Spec.HostNetwork, tc.ips, len(tc.c.VolumeMounts), got)
-		}
-	}
-}
-
 func svc(ns, name, ip string, ports ...v1.ServicePort) *v1.Service {
 	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ServiceSpec{ClusterIP: ip, Ports: ports}}
 }
