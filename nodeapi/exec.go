@@ -98,7 +98,8 @@ func (a attacher) AttachContainer(ctx context.Context, _ string, _ types.UID, _ 
 	if errw != nil {
 		stderr = errw
 	}
-	running := func() bool { return a.s.running(ctx, a.pod, a.c.Name, a.c.Attempt) }
+	st := &attemptState{s: a.s, uid: a.pod.UID, name: a.c.Name, attempt: a.c.Attempt, id: a.c.ID}
+	running := func() bool { return st.running(ctx) }
 	return crilog.ReadLogs(ctx, a.c.LogPath, crilog.ReadOptions{Follow: true, TailLines: 0, Stderr: stderr}, stdout, running)
 }
 

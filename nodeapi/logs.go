@@ -15,6 +15,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -180,7 +181,8 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		attempt = attempts[0]
 	}
 	path := filepath.Join(dir, strconv.FormatUint(uint64(attempt), 10)+".log")
-	running := func() bool { return s.running(r.Context(), pod, cname, attempt) }
+	st := &attemptState{s: s, uid: pod.UID, name: cname, attempt: attempt}
+	running := func() bool { return st.running(r.Context()) }
 	if previous {
 		opts.Follow = false // a terminated attempt has nothing more to say
 	}
@@ -197,18 +199,41 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// running tells whether a container attempt runs; when the runtime cannot
-// tell, it is taken as running so a follow does not end early.
-func (s *Server) running(ctx context.Context, pod *v1.Pod, name string, attempt uint32) bool {
-	if s.opts.Containers == nil {
+// attemptState tells a follow whether the attempt it reads still runs. The
+// first check finds the attempt's container in one listing; later ones
+// inspect only that container, so an idle follow costs two lookups a
+// second instead of a listing of every container on the node. When the
+// runtime cannot tell, the attempt is taken as running so a follow does
+// not end early. A follow checks from one goroutine.
+type attemptState struct {
+	s       *Server
+	uid     types.UID
+	name    string
+	attempt uint32
+	id      string // the container, once found
+}
+
+func (a *attemptState) running(ctx context.Context) bool {
+	if a.s.opts.Containers == nil {
 		return false
 	}
-	cs, err := s.opts.Containers.ListContainers(ctx)
+	if a.id != "" {
+		c, err := a.s.opts.Containers.InspectContainer(ctx, a.id)
+		switch {
+		case errors.Is(err, runtime.ErrNotFound):
+			return false
+		case err != nil:
+			return true
+		}
+		return c.State == runtime.StateRunning
+	}
+	cs, err := a.s.opts.Containers.ListContainers(ctx)
 	if err != nil {
 		return true
 	}
 	for _, c := range cs {
-		if c.Pod.UID == pod.UID && c.Name == name && c.Attempt == attempt {
+		if c.Pod.UID == a.uid && c.Name == a.name && c.Attempt == a.attempt {
+			a.id = c.ID
 			return c.State == runtime.StateRunning
 		}
 	}

@@ -29,10 +29,12 @@ type Pods interface {
 	GetPods() []*v1.Pod
 }
 
-// Containers lists the runtime's containers (to tell whether a followed
-// container still runs).
+// Containers lists the runtime's containers and inspects one (to tell
+// whether a followed container still runs). InspectContainer's error
+// matches runtime.ErrNotFound for a container that is gone.
 type Containers interface {
 	ListContainers(ctx context.Context) ([]runtime.Container, error)
+	InspectContainer(ctx context.Context, id string) (runtime.Container, error)
 }
 
 // Options configure a Server.

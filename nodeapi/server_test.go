@@ -71,14 +71,32 @@ func (f *fakePods) GetPodByName(ns, name string) (*v1.Pod, bool) {
 }
 
 type fakeContainers struct {
-	mu sync.Mutex
-	cs []runtime.Container
+	mu              sync.Mutex
+	cs              []runtime.Container
+	lists, inspects int
+	inspectErr      error
 }
 
 func (f *fakeContainers) ListContainers(context.Context) ([]runtime.Container, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	return append([]runtime.Container{}, f.cs...), nil
+}
+
+func (f *fakeContainers) InspectContainer(_ context.Context, id string) (runtime.Container, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inspects++
+	if f.inspectErr != nil {
+		return runtime.Container{}, f.inspectErr
+	}
+	for _, c := range f.cs {
+		if c.ID == id {
+			return c, nil
+		}
+	}
+	return runtime.Container{}, fmt.Errorf("inspect %s: %w", id, runtime.ErrNotFound)
 }
 
 // fakeAPI answers TokenReview (token "good-<user>" authenticates <user>)

@@ -147,6 +147,14 @@ func (r runtimeContainers) ListContainers(ctx context.Context) ([]runtime.Contai
 	return rt.ListContainers(ctx)
 }
 
+func (r runtimeContainers) InspectContainer(ctx context.Context, id string) (runtime.Container, error) {
+	rt, err := r.a.runtimeOrErr()
+	if err != nil {
+		return runtime.Container{}, err
+	}
+	return rt.InspectContainer(ctx, id)
+}
+
 func (r runtimeContainers) Exec(ctx context.Context, id string, o runtime.ExecOptions) (int, error) {
 	rt, err := r.a.runtimeOrErr()
 	if err != nil {
