@@ -98,26 +98,32 @@ func New[T runtime.Object](resource schema.GroupResource, expected T, newLW List
 // Secret is apierrors.NotFound for resource "secret", as kubelet reports
 // it (`secret "x" not found`).
 func NewSecrets(client kubernetes.Interface, log *slog.Logger) *Cache[*v1.Secret] {
-	return New(schema.GroupResource{Resource: "secret"}, &v1.Secret{}, func(ns, name string) *cache.ListWatch {
-		c := client.CoreV1().Secrets(ns)
-		return &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.FieldSelector = nameSelector(name)
-				return c.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.FieldSelector = nameSelector(name)
-				return c.Watch(ctx, o)
-			},
-		}
-	}, log)
+	return New(schema.GroupResource{Resource: "secret"}, &v1.Secret{}, byName(func(ns string) namespaced[*v1.SecretList] {
+		return client.CoreV1().Secrets(ns)
+	}), log)
 }
 
 // NewConfigMaps returns a Cache of ConfigMaps read through client. A
 // missing ConfigMap is apierrors.NotFound for resource "configmap".
 func NewConfigMaps(client kubernetes.Interface, log *slog.Logger) *Cache[*v1.ConfigMap] {
-	return New(schema.GroupResource{Resource: "configmap"}, &v1.ConfigMap{}, func(ns, name string) *cache.ListWatch {
-		c := client.CoreV1().ConfigMaps(ns)
+	return New(schema.GroupResource{Resource: "configmap"}, &v1.ConfigMap{}, byName(func(ns string) namespaced[*v1.ConfigMapList] {
+		return client.CoreV1().ConfigMaps(ns)
+	}), log)
+}
+
+// namespaced is the part of a typed client for one namespace that a watch
+// by name needs.
+type namespaced[L runtime.Object] interface {
+	List(ctx context.Context, o metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error)
+}
+
+// byName lists and watches one object by name (a field selector on
+// metadata.name, which the Node authorizer allows for objects a bound pod
+// references).
+func byName[L runtime.Object](client func(ns string) namespaced[L]) ListWatchFunc {
+	return func(ns, name string) *cache.ListWatch {
+		c := client(ns)
 		return &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				o.FieldSelector = nameSelector(name)
@@ -128,7 +134,7 @@ func NewConfigMaps(client kubernetes.Interface, log *slog.Logger) *Cache[*v1.Con
 				return c.Watch(ctx, o)
 			},
 		}
-	}, log)
+	}
 }
 
 func nameSelector(name string) string {

@@ -31,19 +31,19 @@ const (
 	downwardAPIPlugin = "downward-api"
 )
 
-// SecretGetter reads the Secrets a pod references; *objcache.Cache
-// implements it. A missing Secret is an apierrors.NotFound error.
-type SecretGetter interface {
-	Get(ctx context.Context, uid types.UID, namespace, name string) (*v1.Secret, error)
+// ObjectGetter reads the API objects of one kind that a pod references;
+// *objcache.Cache implements it. A missing object is an apierrors.NotFound
+// error.
+type ObjectGetter[T any] interface {
+	Get(ctx context.Context, uid types.UID, namespace, name string) (T, error)
 	Release(uid types.UID)
 }
 
-// ConfigMapGetter reads the ConfigMaps a pod references; *objcache.Cache
-// implements it.
-type ConfigMapGetter interface {
-	Get(ctx context.Context, uid types.UID, namespace, name string) (*v1.ConfigMap, error)
-	Release(uid types.UID)
-}
+// SecretGetter reads the Secrets a pod references.
+type SecretGetter = ObjectGetter[*v1.Secret]
+
+// ConfigMapGetter reads the ConfigMaps a pod references.
+type ConfigMapGetter = ObjectGetter[*v1.ConfigMap]
 
 // MountError is the failure to set up one volume. Its message is kubelet's
 // FailedMount event message: `MountVolume.SetUp failed for volume "x" :
@@ -131,70 +131,60 @@ func errStaticPod(kind, name string) error {
 // the API's NotFound error (`secret "x" not found`); a missing item key is
 // skipped when optional, else an error.
 func (p *Projector) secretFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional bool, defaultMode int32) ([]projectedFile, error) {
-	if name == "" {
-		return nil, errors.New("no Secret name")
-	}
-	if kubetypes.IsStaticPod(pod) {
-		return nil, errStaticPod("secret", name)
-	}
-	if p.secrets == nil {
-		return nil, fmt.Errorf("secret %q: no API server to read it from", name)
-	}
-	s, err := p.secrets.Get(ctx, pod.UID, pod.Namespace, name)
-	switch {
-	case apierrors.IsNotFound(err) && optional:
-		return nil, nil
-	case err != nil:
+	s, err := getObject(ctx, p.secrets, pod, "Secret", "secret", name, optional)
+	if err != nil || s == nil {
 		return nil, err
 	}
-	if len(items) == 0 {
-		files := make([]projectedFile, 0, len(s.Data))
-		for k, v := range s.Data {
-			files = append(files, projectedFile{path: k, data: v, mode: defaultMode})
-		}
-		sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
-		return files, nil
-	}
-	var files []projectedFile
-	for _, it := range items {
-		v, ok := s.Data[it.Key]
-		if !ok {
-			if optional {
-				continue
-			}
-			return nil, fmt.Errorf("references non-existent secret key: %s", it.Key)
-		}
-		files = append(files, projectedFile{path: it.Path, data: v, mode: modeOr(it.Mode, defaultMode)})
-	}
-	return files, nil
+	return keyFiles(s.Data, items, optional, defaultMode, "references non-existent secret key")
 }
 
 // configMapFiles returns the files of a ConfigMap: every key of data and
 // binaryData, or the items' keys at their paths, with secretFiles' rules
 // for missing objects and keys.
 func (p *Projector) configMapFiles(ctx context.Context, pod *v1.Pod, name string, items []v1.KeyToPath, optional bool, defaultMode int32) ([]projectedFile, error) {
-	if name == "" {
-		return nil, errors.New("no ConfigMap name")
-	}
-	if kubetypes.IsStaticPod(pod) {
-		return nil, errStaticPod("configmap", name)
-	}
-	if p.configMaps == nil {
-		return nil, fmt.Errorf("configmap %q: no API server to read it from", name)
-	}
-	cm, err := p.configMaps.Get(ctx, pod.UID, pod.Namespace, name)
-	switch {
-	case apierrors.IsNotFound(err) && optional:
-		return nil, nil
-	case err != nil:
+	cm, err := getObject(ctx, p.configMaps, pod, "ConfigMap", "configmap", name, optional)
+	if err != nil || cm == nil {
 		return nil, err
 	}
+	data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	for k, v := range cm.Data {
+		data[k] = []byte(v) // the API server keeps the two key sets apart
+	}
+	return keyFiles(data, items, optional, defaultMode, "configmap references non-existent config key")
+}
+
+// getObject reads a pod's named object through g: the zero T (and no
+// error) when it is missing and optional. Static pods may reference none.
+func getObject[T any](ctx context.Context, g ObjectGetter[T], pod *v1.Pod, kind, resource, name string, optional bool) (T, error) {
+	var zero T
+	switch {
+	case name == "":
+		return zero, fmt.Errorf("no %s name", kind)
+	case kubetypes.IsStaticPod(pod):
+		return zero, errStaticPod(resource, name)
+	case g == nil:
+		return zero, fmt.Errorf("%s %q: no API server to read it from", resource, name)
+	}
+	obj, err := g.Get(ctx, pod.UID, pod.Namespace, name)
+	switch {
+	case apierrors.IsNotFound(err) && optional:
+		return zero, nil
+	case err != nil:
+		return zero, err
+	}
+	return obj, nil
+}
+
+// keyFiles lays out an object's keys as files: every key sorted by name, or
+// the items' keys at their paths; a missing item key is skipped when
+// optional, else an error starting with missing.
+func keyFiles(data map[string][]byte, items []v1.KeyToPath, optional bool, defaultMode int32, missing string) ([]projectedFile, error) {
 	if len(items) == 0 {
-		files := make([]projectedFile, 0, len(cm.Data)+len(cm.BinaryData))
-		for k, v := range cm.Data {
-			files = append(files, projectedFile{path: k, data: []byte(v), mode: defaultMode})
-		}
-		for k, v := range cm.BinaryData {
+		files := make([]projectedFile, 0, len(data))
+		for k, v := range data {
 			files = append(files, projectedFile{path: k, data: v, mode: defaultMode})
 		}
 		sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
@@ -202,17 +192,14 @@ func (p *Projector) configMapFiles(ctx context.Context, pod *v1.Pod, name string
 	}
 	var files []projectedFile
 	for _, it := range items {
-		var data []byte
-		if v, ok := cm.Data[it.Key]; ok {
-			data = []byte(v)
-		} else if v, ok := cm.BinaryData[it.Key]; ok {
-			data = v
-		} else if optional {
-			continue
-		} else {
-			return nil, fmt.Errorf("configmap references non-existent config key: %s", it.Key)
+		v, ok := data[it.Key]
+		if !ok {
+			if optional {
+				continue
+			}
+			return nil, fmt.Errorf("%s: %s", missing, it.Key)
 		}
-		files = append(files, projectedFile{path: it.Path, data: data, mode: modeOr(it.Mode, defaultMode)})
+		files = append(files, projectedFile{path: it.Path, data: v, mode: modeOr(it.Mode, defaultMode)})
 	}
 	return files, nil
 }
