@@ -90,6 +90,14 @@ const (
 
 var modeTitle = map[string]string{modeEvent: "event-driven", modeRelist: "relist-only 1s"}
 
+// Latency phases: pods one at a time, the same with a workload's pod spec
+// (probes and a restricted securityContext), and all at once.
+const (
+	phaseSequential = "sequential"
+	phaseWorkload   = "sequential, probes + restricted securityContext"
+	phaseBurst      = "burst"
+)
+
 // benchLabel marks every pod of a run (value: the run ID).
 const benchLabel = "nodeagent.io/bench-pods"
 
@@ -171,6 +179,9 @@ type latencyResult struct {
 	// its StartContainer call returned): the agent's own work before the
 	// container runs. The rest up to Running is detection, status and watch.
 	Started stats `json:"started"`
+	// Ready is create → the Ready condition True seen (the workload
+	// phase, whose readiness probe decides it).
+	Ready stats `json:"ready,omitzero"`
 	// AllRunningMs is the first create → the last pod seen Running.
 	AllRunningMs float64 `json:"allRunningMs"`
 
@@ -284,7 +295,7 @@ func run(ctx context.Context, o options) error {
 		res.Memory[m] = append(res.Memory[m], s)
 	}
 
-	for _, phase := range []string{"sequential", "burst"} {
+	for _, phase := range []string{phaseSequential, phaseWorkload, phaseBurst} {
 		for _, m := range o.modes {
 			lr, err := b.latencyPhase(ctx, b.agents[m], phase, o.pods)
 			if err != nil {
@@ -558,13 +569,14 @@ type tracker struct {
 	mu      sync.Mutex
 	status  map[string]time.Time
 	running map[string]time.Time
+	ready   map[string]time.Time
 	failed  map[string]string
 	live    map[string]bool
 	changed chan struct{} // closed and replaced on every change
 }
 
 func newTracker() *tracker {
-	return &tracker{status: map[string]time.Time{}, running: map[string]time.Time{}, failed: map[string]string{},
+	return &tracker{status: map[string]time.Time{}, running: map[string]time.Time{}, ready: map[string]time.Time{}, failed: map[string]string{},
 		live: map[string]bool{}, changed: make(chan struct{})}
 }
 
@@ -613,6 +625,9 @@ func (t *tracker) observe(obj any, deleted bool) {
 	if _, ok := t.running[name]; !ok && podRunning(p) {
 		t.running[name] = now
 	}
+	if _, ok := t.ready[name]; !ok && podReady(p) {
+		t.ready[name] = now
+	}
 	if p.Status.Phase == corev1.PodFailed {
 		t.failed[name] = fmt.Sprintf("reason=%q message=%q", p.Status.Reason, p.Status.Message)
 	}
@@ -630,6 +645,15 @@ func podRunning(p *corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // waitFor waits until cond, called with t.mu held, holds or fails, the
@@ -659,12 +683,17 @@ func (t *tracker) waitFor(ctx context.Context, timeout time.Duration, exited <-c
 
 // waitRunning waits until every named pod has been seen Running.
 func (t *tracker) waitRunning(ctx context.Context, timeout time.Duration, exited <-chan struct{}, names ...string) error {
+	return t.waitSeen(ctx, timeout, exited, t.running, names)
+}
+
+// waitSeen waits until every pod of names is in seen (running or ready).
+func (t *tracker) waitSeen(ctx context.Context, timeout time.Duration, exited <-chan struct{}, seen map[string]time.Time, names []string) error {
 	return t.waitFor(ctx, timeout, exited, func() (bool, error) {
 		for _, n := range names {
 			if msg, ok := t.failed[n]; ok {
 				return false, fmt.Errorf("pod %s failed: %s", n, msg)
 			}
-			if _, ok := t.running[n]; !ok {
+			if _, ok := seen[n]; !ok {
 				return false, nil
 			}
 		}
@@ -672,8 +701,8 @@ func (t *tracker) waitRunning(ctx context.Context, timeout time.Duration, exited
 	})
 }
 
-func (b *bench) pod(a *agentProc, name string) *corev1.Pod {
-	return &corev1.Pod{
+func (b *bench) pod(a *agentProc, name, phase string) *corev1.Pod {
+	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault, Labels: map[string]string{benchLabel: b.runID}},
 		Spec: corev1.PodSpec{
 			NodeName:                      a.node,
@@ -686,11 +715,40 @@ func (b *bench) pod(a *agentProc, name string) *corev1.Pod {
 			}},
 		},
 	}
+	if phase == phaseWorkload {
+		workload(p)
+	}
+	return p
+}
+
+// workload gives a pod what a typical chart sets: the PodSecurity
+// restricted profile's securityContext and startup, readiness and liveness
+// probes (exec, the only kind a `sleep` container can answer).
+func workload(p *corev1.Pod) {
+	p.Spec.SecurityContext = &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](65534),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	c := &p.Spec.Containers[0]
+	c.SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		ReadOnlyRootFilesystem:   ptr.To(true),
+	}
+	probe := func(period int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
+			PeriodSeconds: period, TimeoutSeconds: 1, FailureThreshold: 3, SuccessThreshold: 1,
+		}
+	}
+	c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = probe(1), probe(1), probe(10)
 }
 
 // latencyPhase runs n pods sequentially or in a burst, then deletes them.
 func (b *bench) latencyPhase(ctx context.Context, a *agentProc, phase string, n int) (latencyResult, error) {
-	names, lr, err := b.startPods(ctx, a, phase, phase, n, phase == "sequential")
+	key := map[string]string{phaseSequential: "seq", phaseWorkload: "wl", phaseBurst: "burst"}[phase]
+	names, lr, err := b.startPods(ctx, a, key, phase, n, phase != phaseBurst)
 	if err != nil {
 		return lr, err
 	}
@@ -708,7 +766,7 @@ func (b *bench) startPods(ctx context.Context, a *agentProc, key, phase string, 
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("bp-%s-%s-%s-%d", b.runID, a.mode, key, i)
 		t0 := time.Now()
-		if _, err := b.admin.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, b.pod(a, name), metav1.CreateOptions{}); err != nil {
+		if _, err := b.admin.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, b.pod(a, name, phase), metav1.CreateOptions{}); err != nil {
 			return names, lr, fmt.Errorf("create %s: %w", name, err)
 		}
 		names = append(names, name)
@@ -717,17 +775,25 @@ func (b *bench) startPods(ctx context.Context, a *agentProc, key, phase string, 
 			if err := a.tracker.waitRunning(ctx, b.o.podTimeout, a.exited, name); err != nil {
 				return names, lr, fmt.Errorf("%s: pod %s: %w; agent log: %s", a.mode, name, err, a.logPath())
 			}
+			if phase == phaseWorkload {
+				if err := a.tracker.waitSeen(ctx, b.o.podTimeout, a.exited, a.tracker.ready, []string{name}); err != nil {
+					return names, lr, fmt.Errorf("%s: pod %s not Ready: %w; agent log: %s", a.mode, name, err, a.logPath())
+				}
+			}
 		}
 	}
 	if err := a.tracker.waitRunning(ctx, b.o.podTimeout+time.Duration(n)*time.Second, a.exited, names...); err != nil {
 		return names, lr, fmt.Errorf("%s: %s pods: %w; agent log: %s", a.mode, phase, err, a.logPath())
 	}
-	var run, status []time.Duration
+	var run, status, ready []time.Duration
 	var first, last time.Time
 	a.tracker.mu.Lock()
 	for _, name := range names {
 		t0 := created[name]
 		run = append(run, a.tracker.running[name].Sub(t0))
+		if ts, ok := a.tracker.ready[name]; ok && phase == phaseWorkload {
+			ready = append(ready, ts.Sub(t0))
+		}
 		if ts, ok := a.tracker.status[name]; ok {
 			status = append(status, ts.Sub(t0))
 		}
@@ -739,7 +805,7 @@ func (b *bench) startPods(ctx context.Context, a *agentProc, key, phase string, 
 		}
 	}
 	a.tracker.mu.Unlock()
-	lr.Running, lr.FirstStatus = summarize(run), summarize(status)
+	lr.Running, lr.FirstStatus, lr.Ready = summarize(run), summarize(status), summarize(ready)
 	startedAt, err := startedTimes(a.logPath())
 	if err != nil {
 		return names, lr, err
@@ -1230,6 +1296,12 @@ func report(w io.Writer, r result, o options) {
 	for _, l := range r.Latency {
 		fmt.Fprintf(w, "| %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f / %.0f | %.0f / %.0f | %.0f |\n", modeTitle[l.Mode], l.Phase, l.Running.N,
 			l.Running.P50, l.Running.P90, l.Running.P99, l.Running.Max, l.Started.P50, l.Started.P99, l.FirstStatus.P50, l.FirstStatus.P99, l.AllRunningMs)
+	}
+	for _, l := range r.Latency {
+		if l.Ready.N > 0 {
+			fmt.Fprintf(w, "\n%s, %s: create → Ready (the readiness probe's first success seen) p50 %.0f, p90 %.0f, p99 %.0f, max %.0f ms.\n",
+				modeTitle[l.Mode], l.Phase, l.Ready.P50, l.Ready.P90, l.Ready.P99, l.Ready.Max)
+		}
 	}
 	fmt.Fprintf(w, "\nAgent memory (VmRSS; anonymous / file-backed from smaps_rollup; Go heap and goroutines from /metrics) and CPU over %s idle; memory read %s after the pods are Running or gone:\n\n", r.Idle, r.Settle)
 	fmt.Fprintln(w, "| PLEG | pods | when | VmRSS MiB | anonymous MiB | file-backed MiB | Go heap in use MiB | heap objects | goroutines | CPU s | % of one core | containerd CPU s |")
