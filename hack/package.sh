@@ -104,10 +104,11 @@ for arch in $ARCHES; do
 	mkdir -p "$(dirname "$bin")"
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath \
 		-ldflags "-s -w -X main.version=$VERSION" -o "$bin" "${GO_PACKAGE:-./cmd/nodeagent}"
-	# The per-container log writer the agent finds beside itself.
+	# The per-container log writer the agent finds beside itself. The flags
+	# are make build's (Makefile), so that the two builds are identical.
 	logger=$OUT/package/$arch/nodeagent-container-logger
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath \
-		-ldflags "-s -w" -o "$logger" ./cmd/nodeagent-container-logger
+		-ldflags "-s -w -X main.version=$VERSION" -o "$logger" ./cmd/nodeagent-container-logger
 	for pkg in deb rpm; do
 		if [[ $pkg == deb ]]; then
 			target=$DIST/nodeagent_${VERSION}_${arch}.deb
