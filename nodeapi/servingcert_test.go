@@ -1,13 +1,17 @@
 package nodeapi
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"io"
 	"log/slog"
 	"math/big"
+	"net"
+	"net/http"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -21,6 +25,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/pki"
+	"github.com/nodeagent/nodeagent/runtime"
 )
 
 func TestRotateAt(t *testing.T) {
@@ -108,5 +113,83 @@ func TestBootstrapperRenews(t *testing.T) {
 	b2 := &bootstrapper{dir: b.dir, clock: clk}
 	if c, ok := b2.loadCurrent(); !ok || c.Leaf.SerialNumber.Cmp(big.NewInt(2)) != 0 {
 		t.Fatalf("stored certificate not reused: %v", ok)
+	}
+}
+
+// A new serving certificate (a renewal) is presented to new connections
+// only: an open kubectl logs -f keeps streaming on its connection.
+func TestCertificateChangeKeepsOpenStreams(t *testing.T) {
+	e := newTestEnv(t, func(o *Options) { o.Clock = nil })
+	pod := testPod()
+	e.pods.pods = []*v1.Pod{pod}
+	writeAttempt(t, e.logs, pod, "app", 0, "hello")
+	e.conts.cs = []runtime.Container{{ID: "c1", Pod: runtime.PodRef{UID: pod.UID}, Name: "app", Attempt: 0, State: runtime.StateRunning}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrC := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- e.s.Run(ctx, func(a net.Addr) { addrC <- a }) }()
+	addr := (<-addrC).String()
+
+	certPEM, keyPEM, err := e.ca.Issue("admin", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test checks which certificate is presented, not its chain.
+	dial := func() *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{kp}}}}
+	}
+	resp, err := dial().Get("https://" + addr + "/containerLogs/default/web/app?follow=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	before := resp.TLS.PeerCertificates[0]
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "hello\n" {
+		t.Fatalf("followed %q %v", line, err)
+	}
+
+	// Renewal: what the bootstrapper does once a new certificate is issued.
+	srvPEM, srvKey, err := e.ca.Issue("system:node:node-a", []string{"system:nodes"}, []string{"node-a", "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := tls.X509KeyPair(srvPEM, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Leaf, err = x509.ParseCertificate(next.Certificate[0]); err != nil {
+		t.Fatal(err)
+	}
+	e.s.certs.cur.Store(&next)
+
+	writeAttempt(t, e.logs, pod, "app", 0, "after renewal")
+	got := make(chan string, 1)
+	go func() { line, _ := br.ReadString('\n'); got <- line }()
+	select {
+	case line := <-got:
+		if line != "after renewal\n" {
+			t.Fatalf("the open follow read %q after the certificate changed", line)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the open follow stopped streaming when the certificate changed")
+	}
+	r2, err := dial().Get("https://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if now := r2.TLS.PeerCertificates[0]; now.SerialNumber.Cmp(next.Leaf.SerialNumber) != 0 || now.SerialNumber.Cmp(before.SerialNumber) == 0 {
+		t.Fatalf("a new connection got serial %s; want the new certificate's %s", now.SerialNumber, next.Leaf.SerialNumber)
+	}
+	cancel()
+	resp.Body.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
