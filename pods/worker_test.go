@@ -42,11 +42,12 @@ type fakeRuntime struct {
 	removed []string
 	pulls   int
 	images  map[string]bool // present images (nil: all)
+	cgroups []types.UID
+
 	// pullFail fails a pull with these credentials (nil: anonymous);
 	// auths records each pull's username ("" anonymous).
 	pullFail func(*runtime.RegistryAuth) error
 	auths    []string
-	cgroups []types.UID
 }
 
 type stopCall struct {
