@@ -41,6 +41,7 @@ const (
 	msgFailedPull, msgPullingFmt = "Failed to pull image %q: %v", "Pulling image %q"
 	msgPulledFmt                 = "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes."
 	msgErrorFmt                  = "Error: %s"
+	msgPresentFmt                = "Container image %q already present on machine"
 )
 
 // NodeKeyring is the node's registry credentials; *keyring.Node

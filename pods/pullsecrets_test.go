@@ -149,6 +149,22 @@ func TestWorkerPullCredentials(t *testing.T) {
 	}
 }
 
+// An image already present (IfNotPresent) is not pulled: kubelet's Pulled
+// event says so.
+func TestWorkerImagePresent(t *testing.T) {
+	e := newWorkerEnv(t)
+	rec := &pullRecorder{}
+	e.deps.rec = rec
+	pod := testPod("present", v1.RestartPolicyAlways, ctr("app"))
+	e.settle(e.worker(pod, kubetypes.SourceAPI))
+	if e.rt.pulls != 0 {
+		t.Fatalf("%d pulls", e.rt.pulls)
+	}
+	if evs := strings.Join(rec.take(), "\n"); !strings.Contains(evs, `Pulled: Container image "busybox:test" already present on machine`) {
+		t.Fatalf("events:\n%s", evs)
+	}
+}
+
 // A pull secret that is not valid JSON fails the pull with an error naming
 // the secret and its key.
 func TestWorkerPullSecretInvalid(t *testing.T) {

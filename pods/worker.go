@@ -482,6 +482,7 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) 
 		img, err := w.d.rt.GetImage(ctx, c.Image)
 		if err == nil {
 			w.imageIDs[c.Image] = img.ID
+			w.d.event(pod, v1.EventTypeNormal, reasonPulled, fmt.Sprintf(msgPresentFmt, c.Image))
 			return c.Image, "", nil
 		}
 		if !errors.Is(err, runtime.ErrNotFound) {
