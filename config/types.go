@@ -68,6 +68,16 @@ type NodeAgentConfiguration struct {
 	// true after its signal went below the threshold.
 	EvictionPressureTransitionPeriod metav1.Duration `json:"evictionPressureTransitionPeriod"`
 
+	// Image garbage collection, as kubelet's: above
+	// ImageGCHighThresholdPercent of the image filesystem, unused images
+	// are removed down to ImageGCLowThresholdPercent, none younger than
+	// ImageMinimumGCAge; ImageMaximumGCAge (0: off) removes images unused
+	// that long.
+	ImageGCHighThresholdPercent int32           `json:"imageGCHighThresholdPercent"`
+	ImageGCLowThresholdPercent  int32           `json:"imageGCLowThresholdPercent"`
+	ImageMinimumGCAge           metav1.Duration `json:"imageMinimumGCAge"`
+	ImageMaximumGCAge           metav1.Duration `json:"imageMaximumGCAge"`
+
 	// HealthzBindAddress and HealthzPort is where /healthz, /livez, /readyz,
 	// /metrics and /events are served; port 0 disables the server.
 	HealthzBindAddress string `json:"healthzBindAddress"`

@@ -100,6 +100,7 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	if c.EvictionPressureTransitionPeriod.Duration < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("evictionPressureTransitionPeriod"), c.EvictionPressureTransitionPeriod.Duration.String(), "must be greater than or equal to 0"))
 	}
+	errs = append(errs, validateImageGC(c)...)
 
 	// Endpoints.
 	if c.HealthzPort < 0 || c.HealthzPort > 65535 {

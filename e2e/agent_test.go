@@ -108,6 +108,11 @@ func newAgent(t *testing.T, env *testenv.Env, o agentOpts) *agent {
 		// configures a CNI network, e.g. with testenv.WriteCNIConfig.
 		cfg += "cniConfDir: \"\"\n"
 	}
+	if !strings.Contains(o.config, "imageGCHighThresholdPercent:") {
+		// The test image is imported, not pulled: a full disk must not
+		// garbage-collect it under a running test.
+		cfg += "imageGCHighThresholdPercent: 100\n"
+	}
 	cfg += o.config
 	a.configPath = filepath.Join(a.dir, "config.yaml")
 	a.configDir = filepath.Join(a.dir, "config.d")

@@ -174,6 +174,8 @@ authentication:
     clientCAFile: $NODEAGENT_CLUSTER_DIR/pki/ca.crt
 # NotReady until the conflist below appears there.
 cniConfDir: $work/net.d
+# The e2e images are imported (nothing can be pulled): never collect them.
+imageGCHighThresholdPercent: 100
 EOF
 nodekc=$("$lc" node-kubeconfig "$node" --dir "$NODEAGENT_CLUSTER_DIR")
 log "starting nodeagent as node $node (log: $work/agent.log)"

@@ -65,6 +65,8 @@ containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS
 rootDir: $agentroot
 staticPodPath: $manifests
 cniConfDir: $dir/agent/net.d
+# The test image is imported (nothing can be pulled): never collect it.
+imageGCHighThresholdPercent: 100
 # kubectl logs: the API server's kubelet client certificate is signed by the
 # cluster's CA.
 authentication:

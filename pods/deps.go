@@ -28,7 +28,7 @@ type Runtime interface {
 	RemoveContainer(ctx context.Context, id string) error
 	ListPods(ctx context.Context) ([]runtime.Pod, error)
 	GetImage(ctx context.Context, ref string) (runtime.Image, error)
-	PullImage(ctx context.Context, ref string) (runtime.Image, error)
+	PullImageWithAuth(ctx context.Context, ref string, auth *runtime.RegistryAuth) (runtime.Image, error)
 	// RemovePodCgroup removes the pod's (empty) cgroup.
 	RemovePodCgroup(uid types.UID) error
 }
@@ -157,6 +157,9 @@ type workerDeps struct {
 	// runtimeHandlers maps handlers to containerd runtime types.
 	runtimeClass    runtimeClassHandler
 	runtimeHandlers map[string]string
+
+	// nodeKeyring is the node's registry credentials (nil: none).
+	nodeKeyring NodeKeyring
 }
 
 func (d *workerDeps) event(pod *v1.Pod, typ, reason, msg string) {

@@ -194,6 +194,7 @@ func New(o Options) (*Manager, error) {
 	}
 	m.deps.hostIPs, m.deps.nodeAnyway, m.deps.names = m.hostIPs, o.NodeAnyway, o.Names
 	m.deps.runtimeHandlers = o.RuntimeHandlers
+	m.deps.nodeKeyring = NewNodeKeyring(o)
 	if o.Client != nil {
 		// The caches of volumes (objects.go) serve the env too.
 		m.deps.configMaps, m.deps.secrets = m.configMaps, m.secrets

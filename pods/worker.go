@@ -65,6 +65,7 @@ type worker struct {
 	backoff   map[string]crashLoop
 	errs      map[string]status.Waiting // per container: why its last start failed
 	imageIDs  map[string]string
+	pulls     pullState // image pull back-off (pullsecrets.go)
 	reaped    map[string]bool
 	lastSync  time.Time
 	retry     wait.Backoff // the failed-sync back-off; reset by a good sync
@@ -481,6 +482,7 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) 
 		img, err := w.d.rt.GetImage(ctx, c.Image)
 		if err == nil {
 			w.imageIDs[c.Image] = img.ID
+			w.d.event(pod, v1.EventTypeNormal, reasonPulled, fmt.Sprintf(msgPresentFmt, c.Image))
 			return c.Image, "", nil
 		}
 		if !errors.Is(err, runtime.ErrNotFound) {
@@ -492,19 +494,7 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) 
 			return "", status.ReasonErrImageNeverPull, errors.New(msg)
 		}
 	}
-	reason := status.ReasonErrImagePull
-	if prev, ok := w.errs[c.Name]; ok && (prev.Reason == status.ReasonErrImagePull || prev.Reason == status.ReasonImagePullBackOff) {
-		reason = status.ReasonImagePullBackOff
-	}
-	w.d.event(pod, v1.EventTypeNormal, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
-	img, err := w.d.rt.PullImage(ctx, c.Image)
-	if err != nil {
-		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: %v", c.Image, err))
-		return "", reason, err
-	}
-	w.imageIDs[c.Image] = img.ID
-	w.d.event(pod, v1.EventTypeNormal, "Pulled", fmt.Sprintf("Successfully pulled image %q", c.Image))
-	return c.Image, "", nil
+	return w.pull(ctx, pod, c)
 }
 
 // containerSpec turns a pod's container into what the runtime creates.

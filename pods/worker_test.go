@@ -43,6 +43,11 @@ type fakeRuntime struct {
 	pulls   int
 	images  map[string]bool // present images (nil: all)
 	cgroups []types.UID
+
+	// pullFail fails a pull with these credentials (nil: anonymous);
+	// auths records each pull's username ("" anonymous).
+	pullFail func(*runtime.RegistryAuth) error
+	auths    []string
 }
 
 type stopCall struct {
@@ -110,10 +115,13 @@ func (r *fakeRuntime) GetImage(_ context.Context, ref string) (runtime.Image, er
 	return runtime.Image{ID: "sha256:" + ref, Names: []string{ref}}, nil
 }
 
-func (r *fakeRuntime) PullImage(_ context.Context, ref string) (runtime.Image, error) {
+func (r *fakeRuntime) PullImageWithAuth(_ context.Context, ref string, auth *runtime.RegistryAuth) (runtime.Image, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pulls++
+	if err := r.pullAttempt(auth); err != nil {
+		return runtime.Image{}, err
+	}
 	if r.images != nil {
 		r.images[ref] = true
 	}

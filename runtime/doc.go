@@ -20,8 +20,10 @@
 // Images: references are normalised as Docker and kubelet do
 // (NormalizeImageRef: "busybox" is "docker.io/library/busybox:latest"), so a
 // pod's short name finds an image stored under its full name; GetImage and
-// CreateContainer accept either form. PullImage pulls anonymously through
-// containerd's default resolver and unpacks for the configured snapshotter.
+// CreateContainer accept either form. PullImage pulls anonymously,
+// PullImageWithAuth with a registry's credentials, through a Docker resolver
+// (HTTPS; plain HTTP only for loopback registries) and unpacks for the
+// configured snapshotter.
 //
 // Networking: a container shares the host's network namespace
 // (HostNetwork), joins an existing namespace by path (NetNSPath; pods share

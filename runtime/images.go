@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/images"
-	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/platforms"
 	"github.com/distribution/reference"
 )
@@ -91,26 +89,11 @@ func (r *Runtime) imageInfo(ctx context.Context, img images.Image) (Image, error
 }
 
 // PullImage pulls an image from its registry into containerd (anonymously,
-// through containerd's default Docker resolver: HTTPS, or plain HTTP for
-// localhost) and unpacks it for the configured snapshotter; ref may be short
+// through a Docker resolver: HTTPS, or plain HTTP for a loopback registry)
+// and unpacks it for the configured snapshotter; ref may be short
 // ("busybox:1.36") and is stored under its normalised form. The pull is
 // bounded by Options.PullTimeout. Pulling an image that is already present
 // only checks the registry for a newer manifest and fetches what is missing.
 func (r *Runtime) PullImage(ctx context.Context, ref string) (Image, error) {
-	name, err := NormalizeImageRef(ref)
-	if err != nil {
-		return Image{}, fmt.Errorf("runtime: pull: %w: %w", ErrInvalidSpec, err)
-	}
-	// Not callCtx: a pull transfers layers and takes longer than a call.
-	ctx = namespaces.WithNamespace(ctx, r.opts.Namespace)
-	ctx, cancel := context.WithTimeout(ctx, r.opts.PullTimeout)
-	defer cancel()
-	img, err := r.client.Pull(ctx, name,
-		containerd.WithPullUnpack,
-		containerd.WithPullSnapshotter(r.opts.Snapshotter),
-		containerd.WithPlatformMatcher(platforms.Default()))
-	if err != nil {
-		return Image{}, fmt.Errorf("runtime: pull %s: %w", name, convertErr(err))
-	}
-	return r.imageInfo(ctx, img.Metadata())
+	return r.PullImageWithAuth(ctx, ref, nil)
 }

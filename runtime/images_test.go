@@ -2,11 +2,8 @@ package runtime_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,63 +143,12 @@ func TestPullImage(t *testing.T) {
 	}
 }
 
-// newRegistry serves the test image's manifest (under any repository, for
-// tag "v1" or its digest) and blobs.
 func newRegistry(t *testing.T) *httptest.Server {
 	t.Helper()
-	files, err := testimage.Files()
+	reg, err := testimage.NewRegistry(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var index struct {
-		Manifests []struct {
-			MediaType string `json:"mediaType"`
-			Digest    string `json:"digest"`
-		} `json:"manifests"`
-	}
-	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
-		t.Fatalf("test image index: %v", err)
-	}
-	man := index.Manifests[0]
-	blob := func(d string) ([]byte, bool) {
-		b, ok := files["blobs/sha256/"+strings.TrimPrefix(d, "sha256:")]
-		return b, ok && strings.HasPrefix(d, "sha256:")
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
-		var body []byte
-		var ctype, dgst string
-		switch i := strings.LastIndex(p, "/manifests/"); {
-		case p == "/v2/":
-			w.WriteHeader(http.StatusOK)
-			return
-		case i > 0:
-			ref := p[i+len("/manifests/"):]
-			if ref != "v1" && ref != man.Digest {
-				http.Error(w, `{"errors":[{"code":"MANIFEST_UNKNOWN"}]}`, http.StatusNotFound)
-				return
-			}
-			body, _ = blob(man.Digest)
-			ctype, dgst = man.MediaType, man.Digest
-		case strings.Contains(p, "/blobs/"):
-			d := p[strings.LastIndex(p, "/")+1:]
-			var ok bool
-			if body, ok = blob(d); !ok {
-				http.Error(w, `{"errors":[{"code":"BLOB_UNKNOWN"}]}`, http.StatusNotFound)
-				return
-			}
-			ctype, dgst = "application/octet-stream", d
-		default:
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", ctype)
-		w.Header().Set("Docker-Content-Digest", dgst)
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		if r.Method != http.MethodHead {
-			_, _ = w.Write(body)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	t.Cleanup(reg.Close)
+	return reg.Server
 }

@@ -246,6 +246,7 @@ func (r *Runtime) imagesFrom(ctx context.Context, imgs []images.Image) ([]Image,
 			order = append(order, id)
 		}
 		e.Names = append(e.Names, img.Name)
+		e.Pinned = e.Pinned || img.Labels[LabelPinned] == "pinned"
 	}
 	out := make([]Image, 0, len(order))
 	for _, id := range order {

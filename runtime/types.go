@@ -180,6 +180,9 @@ type Image struct {
 	ID    string   // config digest
 	Names []string // references
 	Size  int64    // bytes of content (compressed layers + config + manifest)
+	// Pinned: a name of it has the label io.cri-containerd.pinned=pinned
+	// (never garbage-collected, as in containerd's CRI).
+	Pinned bool
 }
 
 // Version describes the connected containerd.

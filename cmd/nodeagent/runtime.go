@@ -104,8 +104,11 @@ func (a *agent) runPLEG(ctx context.Context, rt *runtime.Runtime) {
 	a.pl.Store(p)
 	plegDone := make(chan struct{})
 	go func() { defer close(plegDone); p.Run(ctx) }()
+	gcDone := make(chan struct{})
+	go func() { defer close(gcDone); a.runImageGC(ctx, rt) }()
 	a.runPods(ctx, rt, p)
 	<-plegDone
+	<-gcDone
 }
 
 // runPods runs the pod workers for static pods and the API server's pods

@@ -169,12 +169,13 @@ var podSpecAccepted = []string{
 	// runtimeHandlers); its overhead counts in FitsNode.
 	"runtimeClassName", "overhead",
 	"activeDeadlineSeconds", "readinessGates",
+	// imagePullSecrets: credentials for pulls (pods/pullsecrets.go).
+	"imagePullSecrets",
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
 	{"ephemeralContainers", func(s *v1.PodSpec) bool { return len(s.EphemeralContainers) > 0 }},
 	{"shareProcessNamespace", func(s *v1.PodSpec) bool { return s.ShareProcessNamespace != nil && *s.ShareProcessNamespace }},
-	{"imagePullSecrets", func(s *v1.PodSpec) bool { return len(s.ImagePullSecrets) > 0 }},
 	// hostUsers: true is what nodeagent does anyway.
 	{"hostUsers", func(s *v1.PodSpec) bool { return s.HostUsers != nil && !*s.HostUsers }},
 	{"resourceClaims", func(s *v1.PodSpec) bool { return len(s.ResourceClaims) > 0 }},
@@ -402,7 +403,8 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // defaulted (source.SetDefaults, or read from the API server).
 //
 // The supported subset (issue 6, "What a pod may use"): containers and
-// init containers with name, image, imagePullPolicy, command, args,
+// init containers with name, image, imagePullPolicy (imagePullSecrets for
+// the pulls), command, args,
 // workingDir, env (value; valueFrom configMapKeyRef, secretKeyRef,
 // resourceFieldRef, or fieldRef to metadata.name, metadata.namespace,
 // metadata.uid, metadata.labels['k'], metadata.annotations['k'],

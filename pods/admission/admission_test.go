@@ -238,7 +238,6 @@ var unsupportedCases = []struct {
 		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
 	}},
 	{"spec.shareProcessNamespace", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = utilptr.To(true) }},
-	{"spec.imagePullSecrets", func(p *v1.Pod) { p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "s"}} }},
 	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
 	{"spec.resourceClaims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c"}} }},
 	{"spec.resources", func(p *v1.Pod) { p.Spec.Resources = &v1.ResourceRequirements{} }},
