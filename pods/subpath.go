@@ -41,13 +41,14 @@ func subPathExpander(lookup func(string) (string, bool)) func(string) (string, e
 
 // sandboxEvents records a failed sandbox setup: kubelet's FailedMount
 // event for each volume that could not be set up, else
-// FailedCreatePodSandBox.
+// FailedCreatePodSandBox with kubelet's "Failed to create pod sandbox: "
+// prefix.
 func (w *worker) sandboxEvents(pod *v1.Pod, err error) {
 	mes := volume.MountErrors(err)
 	for _, me := range mes {
 		w.d.event(pod, v1.EventTypeWarning, "FailedMount", me.Error())
 	}
 	if len(mes) == 0 {
-		w.d.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
+		w.d.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
 	}
 }
