@@ -409,7 +409,7 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 	}
 	if err := w.d.net.Status(); err != nil {
 		w.d.event(pod, v1.EventTypeWarning, network.NetworkNotReadyReason, "network is not ready: "+err.Error())
-		return fmt.Errorf("network is not ready: %w", err)
+		return fmt.Errorf("%w: %w", errNetworkNotReady, err)
 	}
 	opts, err := network.OptionsForPod(pod)
 	if err != nil {

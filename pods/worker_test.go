@@ -746,7 +746,7 @@ func TestWorkerPodNetwork(t *testing.T) {
 	e.deps.net = pn
 	pod := testPod("web", v1.RestartPolicyAlways, ctr("c"))
 	w := e.worker(pod, kubetypes.SourceAPI)
-	if next, _ := e.sync(w); next != time.Second || len(e.rt.specs) != 0 || !e.rec.has("NetworkNotReady") {
+	if next, _ := e.sync(w); next != time.Second || len(e.rt.specs) != 0 || !e.rec.has("NetworkNotReady") || e.rec.has("FailedCreatePodSandBox") {
 		t.Fatalf("network not ready: next %v, containers %d, events %v", next, len(e.rt.specs), e.rec.reasons)
 	}
 	pn.notReady = nil
