@@ -80,10 +80,13 @@ func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
 		// Whatever the agent did not clean up (it was not running, or a
 		// static pod's file outlived the test).
 		es, _ := os.ReadDir(podsDir)
+		netnsDir := "/run/nodeagent/netns-" + ns // the agent's (see netnsDirFor)
 		for _, e := range es {
 			_ = volume.TeardownVolumes(filepath.Join(podsDir, e.Name()))
-			_ = netns.Remove(filepath.Join("/run/nodeagent/netns", e.Name()))
+			_ = netns.Remove(filepath.Join(netnsDir, e.Name()))
 		}
+		// The directory is the test's alone; empty, it goes.
+		_ = os.Remove(netnsDir)
 	})
 	return a, rt
 }

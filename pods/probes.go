@@ -130,7 +130,9 @@ func (w *worker) killUnhealthy(ctx context.Context, pod *v1.Pod, rs pleg.PodStat
 // SIGTERM with what is left of it (at least 2s after a hook) and SIGKILL.
 // Like stop, it touches no worker state.
 func (w *worker) kill(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration, msg string) error {
-	w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerDied, grace+expectTTL)
+	if expectsDeath(c) {
+		w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerDied, grace+expectTTL)
+	}
 	w.d.event(pod, v1.EventTypeNormal, "Killing", msg)
 	grace = w.preStop(ctx, pod, c, grace)
 	if err := w.d.rt.StopContainer(ctx, c.ID, grace); err != nil {

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -39,15 +40,22 @@ func subPathExpander(lookup func(string) (string, bool)) func(string) (string, e
 	}
 }
 
+// errNetworkNotReady: the pod waits for a usable network configuration
+// (reported with kubelet's NetworkNotReady event).
+var errNetworkNotReady = errors.New("network is not ready")
+
 // sandboxEvents records a failed sandbox setup: kubelet's FailedMount
 // event for each volume that could not be set up, else
-// FailedCreatePodSandBox.
+// FailedCreatePodSandBox with kubelet's "Failed to create pod sandbox: "
+// prefix.
 func (w *worker) sandboxEvents(pod *v1.Pod, err error) {
 	mes := volume.MountErrors(err)
 	for _, me := range mes {
 		w.d.event(pod, v1.EventTypeWarning, "FailedMount", me.Error())
 	}
-	if len(mes) == 0 {
-		w.d.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
+	// A network that is not ready has had its own event (NetworkNotReady):
+	// kubelet does not try to make the sandbox then.
+	if len(mes) == 0 && !errors.Is(err, errNetworkNotReady) {
+		w.d.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
 	}
 }

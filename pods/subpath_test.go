@@ -40,7 +40,7 @@ func TestSandboxEventsFailedMount(t *testing.T) {
 	want := []string{
 		`Warning FailedMount MountVolume.SetUp failed for volume "a" : secret "s" not found`,
 		`Warning FailedMount MountVolume.SetUp failed for volume "b" : x`,
-		`Warning FailedCreatePodSandBox network namespace: boom`,
+		`Warning FailedCreatePodSandBox Failed to create pod sandbox: network namespace: boom`,
 	}
 	if len(rec.events) != len(want) {
 		t.Fatalf("events %q, want %q", rec.events, want)

@@ -57,6 +57,7 @@ type worker struct {
 	mu      sync.Mutex
 	pod     *v1.Pod // the desired pod, latest from its source
 	removed bool    // the source no longer has it
+	failing bool    // the last sync failed: waiting out the retry back-off
 
 	// Owned by the worker goroutine.
 	source    string
@@ -153,9 +154,14 @@ func (w *worker) poke() {
 
 func (w *worker) update(pod *v1.Pod) {
 	w.mu.Lock()
+	// A failed sync's back-off is not cut short by the pod's own status
+	// coming back from the API (see statusOnly).
+	quiet := w.failing && statusOnly(w.pod, pod)
 	w.pod = pod
 	w.mu.Unlock()
-	w.poke()
+	if !quiet {
+		w.poke()
+	}
 }
 
 func (w *worker) remove() {
@@ -244,6 +250,7 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		return w.d.resync, false
 	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
+	w.setFailing(err != nil)
 	if err != nil {
 		w.d.met.syncs.WithLabelValues("error").Inc()
 		d := w.retry.Step()
@@ -403,7 +410,7 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 	}
 	if err := w.d.net.Status(); err != nil {
 		w.d.event(pod, v1.EventTypeWarning, network.NetworkNotReadyReason, "network is not ready: "+err.Error())
-		return fmt.Errorf("network is not ready: %w", err)
+		return fmt.Errorf("%w: %w", errNetworkNotReady, err)
 	}
 	opts, err := network.OptionsForPod(pod)
 	if err != nil {
@@ -411,7 +418,8 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 	}
 	res, err := w.d.net.SetUp(ctx, w.netRef(pod), w.netnsPath(), opts)
 	if err != nil {
-		return fmt.Errorf("pod network: %w", err)
+		// containerd's words (the sandbox ID is the pod UID here).
+		return fmt.Errorf("failed to setup network for sandbox %q: %w", pod.UID, err)
 	}
 	w.podIPs = network.PodIPs(res.IPs, net.ParseIP(w.d.hostIP()))
 	return nil
@@ -637,7 +645,7 @@ func (w *worker) reap(ctx context.Context, rs pleg.PodStatus) {
 // once the source forgot the pod, its containers, volumes and namespace.
 func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pleg.PodStatus) (time.Duration, bool) {
 	now := w.d.clock.Now()
-	running := killPlan(rs)
+	running := w.toStop(rs)
 	if len(running) > 0 {
 		w.probed(pod, rs) // liveness and startup probes end with the deletion
 		grace := gracePeriod(pod)

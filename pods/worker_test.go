@@ -754,7 +754,7 @@ func TestWorkerPodNetwork(t *testing.T) {
 	e.deps.net = pn
 	pod := testPod("web", v1.RestartPolicyAlways, ctr("c"))
 	w := e.worker(pod, kubetypes.SourceAPI)
-	if next, _ := e.sync(w); next != time.Second || len(e.rt.specs) != 0 || !e.rec.has("NetworkNotReady") {
+	if next, _ := e.sync(w); next != time.Second || len(e.rt.specs) != 0 || !e.rec.has("NetworkNotReady") || e.rec.has("FailedCreatePodSandBox") {
 		t.Fatalf("network not ready: next %v, containers %d, events %v", next, len(e.rt.specs), e.rec.reasons)
 	}
 	pn.notReady = nil
@@ -774,5 +774,73 @@ func TestWorkerPodNetwork(t *testing.T) {
 	e.settle(e.worker(host, kubetypes.SourceAPI))
 	if pn.setups != before || e.lastStatus(host.UID).PodIP != "192.0.2.1" {
 		t.Errorf("hostNetwork pod: %d setups, podIP %q", pn.setups-before, e.lastStatus(host.UID).PodIP)
+	}
+}
+
+// An agent killed between creating and starting a container leaves it
+// created, without a task; after the restart its pod, removed meanwhile,
+// is stopped once and cleaned up, not stopped at every sync.
+func TestWorkerOrphanWithCreatedContainer(t *testing.T) {
+	e := newWorkerEnv(t)
+	ref := runtime.PodRef{UID: "gone", Name: "gone", Namespace: "default"}
+	_, _ = e.rt.CreateContainer(context.Background(), runtime.ContainerSpec{Pod: ref, Name: "never-started"})
+	w := newOrphanWorker(e.deps, ref, testlog.New(t))
+	if _, done := e.settle(w); !done {
+		t.Fatal("orphan worker did not end")
+	}
+	if len(e.rt.stops) != 1 || len(e.rt.cs) != 0 || len(e.netns.removed) != 1 {
+		t.Errorf("stops %v, containers left %d, netns removed %v", e.rt.stops, len(e.rt.cs), e.netns.removed)
+	}
+	for _, ty := range e.pleg.expected {
+		if ty == pleg.ContainerDied {
+			t.Error("expected a ContainerDied event from a container that never ran")
+		}
+	}
+}
+
+// A failed sync's back-off is kept when only the pod's status changes (the
+// agent's own write coming back); a spec or metadata change wakes the
+// worker at once.
+func TestWorkerBackOffIgnoresStatusOnlyUpdates(t *testing.T) {
+	e := newWorkerEnv(t)
+	e.deps.volumes = failingVolumes{}
+	pod := testPod("web", v1.RestartPolicyAlways, ctr("c"))
+	pod.ResourceVersion = "1"
+	w := e.worker(pod, kubetypes.SourceAPI)
+	if next, _ := e.sync(w); next != time.Second {
+		t.Fatalf("retry in %v", next)
+	}
+	woken := func() bool {
+		select {
+		case <-w.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	st := pod.DeepCopy()
+	st.ResourceVersion = "2"
+	st.Status.Phase = v1.PodPending
+	w.update(st)
+	if woken() {
+		t.Error("a status-only update cut the back-off short")
+	}
+	ann := st.DeepCopy()
+	ann.ResourceVersion = "3"
+	ann.Annotations["x"] = "y"
+	w.update(ann)
+	if !woken() {
+		t.Error("an annotation change did not wake the failing worker")
+	}
+
+	// After a good sync every update wakes it again.
+	e.deps.volumes = e.vols
+	e.settle(w)
+	again := ann.DeepCopy()
+	again.ResourceVersion = "4"
+	again.Status.Phase = v1.PodRunning
+	w.update(again)
+	if !woken() {
+		t.Error("a status update did not wake a healthy worker")
 	}
 }

@@ -87,7 +87,7 @@ func WriteCNIConfig(t testing.TB, podCIDR string) *CNINetwork {
 		},
 		map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}, "snat": true},
 	}
-	if hasPlugin(bins, "bandwidth") {
+	if HasCNIPlugin(bins, "bandwidth") {
 		plugins = append(plugins, map[string]any{"type": "bandwidth", "capabilities": map[string]bool{"bandwidth": true}})
 	}
 	conf, err := json.MarshalIndent(map[string]any{"cniVersion": "1.0.0", "name": n.Name, "plugins": plugins}, "", "  ")
@@ -110,7 +110,8 @@ func WriteCNIConfig(t testing.TB, podCIDR string) *CNINetwork {
 	return n
 }
 
-func hasPlugin(dirs []string, name string) bool {
+// HasCNIPlugin reports whether one of dirs holds the plugin name.
+func HasCNIPlugin(dirs []string, name string) bool {
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, name)); err == nil {
 			return true

@@ -233,13 +233,12 @@ var securityContextChecks = []check[v1.SecurityContext]{
 	}},
 }
 
-// containerPortAccepted: a containerPort is informative. hostPort works
-// only on hostNetwork pods (where it equals containerPort); hostIP never.
-var containerPortAccepted = []string{"name", "containerPort", "protocol", "hostPort"}
+// containerPortAccepted: a containerPort is informative. hostPort (and
+// hostIP) is the port itself on hostNetwork pods, else a port mapping the
+// CNI network's portmap plugin makes (portMappings capability).
+var containerPortAccepted = []string{"name", "containerPort", "protocol", "hostPort", "hostIP"}
 
-var containerPortChecks = []check[v1.ContainerPort]{
-	{"hostIP", func(p *v1.ContainerPort) bool { return p.HostIP != "" }},
-}
+var containerPortChecks = []check[v1.ContainerPort]{}
 
 // envVarSourceAccepted: fieldRef is accepted for the paths in
 // supportedFieldPaths (and metadata.labels['k'], metadata.annotations['k'])
@@ -416,9 +415,10 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // startupProbe (exec, httpGet, tcpSocket, grpc), lifecycle (postStart and
 // preStop with exec, httpGet or sleep), terminationMessagePath and
 // terminationMessagePolicy; restartPolicy; terminationGracePeriodSeconds;
-// activeDeadlineSeconds; readinessGates; hostNetwork (hostPort only with
-// hostNetwork); volumes emptyDir (medium "" or Memory; sizeLimit only with
-// Memory, as the tmpfs size), hostPath, secret, configMap, downwardAPI
+// activeDeadlineSeconds; readinessGates; hostNetwork; hostPort and hostIP
+// (through the CNI portMappings capability without hostNetwork); volumes
+// emptyDir (medium "" or Memory; sizeLimit only with Memory, as the tmpfs
+// size), hostPath, secret, configMap, downwardAPI
 // (fieldRef to metadata.name, metadata.namespace, metadata.uid,
 // metadata.labels, metadata.annotations or one label or annotation;
 // resourceFieldRef) and projected with serviceAccountToken, secret,
@@ -510,9 +510,6 @@ func unsupportedContainer(c *v1.Container, p *field.Path, hostNetwork bool, add 
 	for i := range c.Ports {
 		pp := p.Child("ports").Index(i)
 		walk(&c.Ports[i], containerPortChecks, pp, add)
-		if c.Ports[i].HostPort != 0 && !hostNetwork {
-			add(pp.Child("hostPort"))
-		}
 	}
 	for i := range c.Env {
 		vf := c.Env[i].ValueFrom

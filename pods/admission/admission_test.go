@@ -263,9 +263,6 @@ var unsupportedCases = []struct {
 	}},
 
 	// Ports.
-	{"spec.containers[0].ports[0].hostIP", func(p *v1.Pod) { p.Spec.Containers[0].Ports[0].HostIP = "127.0.0.1" }},
-	{"spec.containers[0].ports[0].hostPort", func(p *v1.Pod) { p.Spec.Containers[0].Ports[0].HostPort = 8080 }},
-
 	// Env.
 	{"spec.containers[0].env[0].valueFrom.fileKeyRef", func(p *v1.Pod) {
 		p.Spec.Containers[0].Env[0].ValueFrom = &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{Key: "k"}}
@@ -353,6 +350,10 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 		{"hostPort on a hostNetwork pod", func(p *v1.Pod) {
 			p.Spec.HostNetwork = true
 			p.Spec.Containers[0].Ports[0].HostPort = 8080
+		}},
+		{"hostPort and hostIP on the pod network (CNI portMappings)", func(p *v1.Pod) {
+			p.Spec.Containers[0].Ports[0].HostPort = 8080
+			p.Spec.Containers[0].Ports[0].HostIP = "127.0.0.1"
 		}},
 		{"hostUsers true", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(true) }},
 		{"name service", func(p *v1.Pod) {

@@ -88,7 +88,7 @@ const (
 	modeRelist = "relist"
 )
 
-var modeTitle = map[string]string{modeEvent: "event-driven", modeRelist: "relist-only 1s"}
+var modeTitle = map[string]string{modeEvent: "event-driven", modeRelist: "relist-only 1s", modeCNI: "event-driven + CNI"}
 
 // Latency phases: pods one at a time, the same with a workload's pod spec
 // (probes and a restricted securityContext), and all at once.
@@ -128,15 +128,15 @@ func main() {
 	fs.DurationVar(&o.settle, "settle", 30*time.Second, "wait after start, after the pods are Running and after they are gone, before measuring memory")
 	fs.DurationVar(&o.idle, "idle", 60*time.Second, "CPU measurement window")
 	fs.DurationVar(&o.podTimeout, "pod-timeout", 2*time.Minute, "how long a pod may take to run before the run fails")
-	modes := fs.String("modes", modeEvent+","+modeRelist, "PLEG modes to run: event, relist")
+	modes := fs.String("modes", modeEvent+","+modeRelist, "PLEG modes to run: event, relist, cni (event-driven with a CNI bridge network)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.IntVar(&o.rssBatch, "rss-batch", 10, "the memory phase creates its pods in batches of this many, each batch Running before the next (bursts of 100 overload containerd on a small machine and the retries would distort the memory figures)")
 	fs.IntVar(&o.floor, "floor", 50, "containers for the runtime floor phase (0: skip it)")
 	fs.StringVar(&o.logDir, "logs", "", "copy the agents' logs (JSON) to this directory at the end, also after an error")
 	_ = fs.Parse(os.Args[1:])
 	for _, m := range strings.Split(*modes, ",") {
-		if m != modeEvent && m != modeRelist {
-			fmt.Fprintf(os.Stderr, "pods: bad -modes %q: each must be %q or %q\n", *modes, modeEvent, modeRelist)
+		if m != modeEvent && m != modeRelist && m != modeCNI {
+			fmt.Fprintf(os.Stderr, "pods: bad -modes %q: each must be %q, %q or %q\n", *modes, modeEvent, modeRelist, modeCNI)
 			os.Exit(2)
 		}
 		o.modes = append(o.modes, m)
@@ -491,6 +491,9 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 	if mode == modeRelist {
 		cfg += "pleg:\n  eventSources: []\n"
 	}
+	if mode == modeCNI {
+		cfg = strings.Replace(cfg, "cniConfDir: \"\"\n", a.cniConfig(), 1)
+	}
 	cfgPath := filepath.Join(a.dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
@@ -517,6 +520,11 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 		return a, err
 	}
 	progress("%s: agent pid %d, node %s, containerd namespace %s, log %s", mode, a.cmd.Process.Pid, a.node, a.ns, a.logPath())
+	if mode == modeCNI {
+		if err := b.installCNI(ctx, a); err != nil {
+			return a, err
+		}
+	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		n, err := b.admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
@@ -1094,6 +1102,9 @@ func (b *bench) cleanup() {
 			_ = b.admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, a.node, metav1.DeleteOptions{})
 			_ = b.admin.CoreV1().Nodes().Delete(ctx, a.node, metav1.DeleteOptions{})
 		}
+	}
+	if _, ok := b.agents[modeCNI]; ok {
+		b.removeCNIBridge()
 	}
 	if b.admin != nil {
 		// Pods the agents could not finish (zero grace: they are gone already).
