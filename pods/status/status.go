@@ -297,6 +297,7 @@ func (b statusBuilder) containerStatus(spec *v1.Container, old *v1.ContainerStat
 			ContainerID:  containerIDPrefix + cur.ID,
 			RestartCount: int32(cur.Attempt),
 			State:        runtimeState(cur, old),
+			User:         containerUser(cur),
 		}
 		if len(attempts) > 1 && attempts[1].State == runtime.StateExited {
 			st.LastTerminationState = runtimeState(attempts[1], nil)
@@ -311,6 +312,10 @@ func (b statusBuilder) containerStatus(spec *v1.Container, old *v1.ContainerStat
 		} else if st.State.Waiting != nil && st.State.Waiting.Reason == "" && cur.State == runtime.StateCreated {
 			st.State.Waiting.Reason = ReasonContainerCreating
 		}
+	}
+	st.VolumeMounts = volumeMountStatuses(spec)
+	if len(attempts) > 0 {
+		withResources(&st, spec)
 	}
 	running := st.State.Running != nil
 	st.Started = &running
