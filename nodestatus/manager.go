@@ -129,6 +129,7 @@ func New(o Options) (*Manager, error) {
 		PressureCondition(v1.NodePIDPressure, now, func() bool { return m.in.pressure[v1.NodePIDPressure] }),
 		ReadyCondition(now, func() []error { return m.in.readyErrs }),
 		DaemonEndpoints(cfg.KubeletPort),
+		NodeFeatures(),
 	}
 	return m, nil
 }

@@ -154,9 +154,17 @@ func (p *plan) restartOrWait(pod *v1.Pod, c *v1.Container, init bool, cur *runti
 	p.backoff[c.Name] = next
 }
 
-// computePlan decides one sync's actions for a pod that should run.
-// Terminal pods (phase Succeeded or Failed in the API) start nothing.
+// computePlan decides one sync's actions for a pod that should run, every
+// running sidecar counting as started (see computePlanProbed).
 func computePlan(pod *v1.Pod, rs pleg.PodStatus, bo map[string]crashLoop, now time.Time) plan {
+	return computePlanProbed(pod, rs, bo, alwaysStarted, now)
+}
+
+// computePlanProbed decides one sync's actions for a pod that should run;
+// started says which running sidecars have started (their startup probe
+// succeeded). Terminal pods (phase Succeeded or Failed in the API) start
+// nothing.
+func computePlanProbed(pod *v1.Pod, rs pleg.PodStatus, bo map[string]crashLoop, started startedFunc, now time.Time) plan {
 	var p plan
 	named := byName(rs)
 	inSpec := map[string]bool{}
@@ -197,41 +205,14 @@ func computePlan(pod *v1.Pod, rs pleg.PodStatus, bo map[string]crashLoop, now ti
 	}
 	policy := pod.Spec.RestartPolicy
 
-	// Init containers run in order, each to success, unless an app
-	// container has run already (the pod initialised before).
-	appStarted := false
-	for _, c := range pod.Spec.Containers {
-		if named[c.Name] != nil {
-			appStarted = true
-		}
+	// Init containers run in order (sidecar.go).
+	initialized, failed := p.initActions(pod, named, bo, started, now)
+	if failed {
+		p.stopSidecars(pod, named, "the pod's initialization failed")
+		return p
 	}
-	if !appStarted {
-		for i := range pod.Spec.InitContainers {
-			c := &pod.Spec.InitContainers[i]
-			a := named[c.Name]
-			if a == nil {
-				p.start = append(p.start, startAction{container: c, init: true})
-				return p
-			}
-			cur := a.cur
-			switch cur.State {
-			case runtime.StateExited:
-				if cur.ExitCode == 0 {
-					continue
-				}
-				if policy == v1.RestartPolicyNever {
-					return p // the pod failed
-				}
-				p.restartOrWait(pod, c, true, cur, bo[c.Name], now)
-				return p
-			case runtime.StateCreated:
-				p.remove = append(p.remove, *cur)
-				p.start = append(p.start, startAction{container: c, init: true, attempt: cur.Attempt + 1})
-				return p
-			default: // running, or unknown: wait for it
-				return p
-			}
-		}
+	if !initialized {
+		return p
 	}
 
 	for i := range pod.Spec.Containers {
@@ -257,6 +238,9 @@ func computePlan(pod *v1.Pod, rs pleg.PodStatus, bo map[string]crashLoop, now ti
 				p.restartOrWait(pod, c, false, cur, bo[c.Name], now)
 			}
 		}
+	}
+	if regularDone(pod, named) {
+		p.stopSidecars(pod, named, "the pod's regular containers have finished")
 	}
 	return p
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/prober"
 	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -64,7 +65,7 @@ func (w *worker) probed(pod *v1.Pod, rs pleg.PodStatus) map[string]status.Probed
 	}
 	cur := byName(rs)
 	var cs []prober.Container
-	for _, c := range pod.Spec.Containers {
+	for _, c := range probedContainers(pod) {
 		pc := prober.Container{Name: c.Name}
 		if a := cur[c.Name]; a != nil {
 			pc.ID, pc.StartedAt = a.cur.ID, a.cur.StartedAt
@@ -116,7 +117,7 @@ func (w *worker) killUnhealthy(ctx context.Context, pod *v1.Pod, rs pleg.PodStat
 		}
 		w.log.Info("restarting unhealthy container", "container", k.Name, "containerID", k.ID, "probe", k.Kind.String(), "gracePeriod", grace)
 		acted = true
-		if err := w.kill(ctx, pod, c, grace, k.Message(pod.Spec.RestartPolicy != v1.RestartPolicyNever)); err != nil {
+		if err := w.kill(ctx, pod, c, grace, k.Message(pod.Spec.RestartPolicy != v1.RestartPolicyNever || kubetypes.IsSidecar(containerSpecOf(pod, k.Name)))); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -130,15 +131,7 @@ func (w *worker) killUnhealthy(ctx context.Context, pod *v1.Pod, rs pleg.PodStat
 // SIGTERM with what is left of it (at least 2s after a hook) and SIGKILL.
 // Like stop, it touches no worker state.
 func (w *worker) kill(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration, msg string) error {
-	if expectsDeath(c) {
-		w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerDied, grace+expectTTL)
-	}
-	w.d.event(pod, v1.EventTypeNormal, "Killing", msg)
-	grace = w.preStop(ctx, pod, c, grace)
-	if err := w.d.rt.StopContainer(ctx, c.ID, grace); err != nil {
-		return fmt.Errorf("stop container %s: %w", c.Name, err)
-	}
-	return nil
+	return w.killInOrder(ctx, pod, c, grace, msg, nil)
 }
 
 // preStop runs the container's preStop hook, if any, for at most grace,
@@ -219,8 +212,7 @@ func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatu
 // ExpandContainerCommandOnlyStatic); pod itself when there are none.
 func withProbeCommands(pod *v1.Pod) *v1.Pod {
 	var out *v1.Pod
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for i, c := range probedContainers(pod) {
 		for j, p := range []*v1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
 			if p == nil || p.Exec == nil || !hasRef(p.Exec.Command) {
 				continue
@@ -228,7 +220,7 @@ func withProbeCommands(pod *v1.Pod) *v1.Pod {
 			if out == nil {
 				out = pod.DeepCopy()
 			}
-			oc := &out.Spec.Containers[i]
+			oc := probedContainers(out)[i]
 			op := []*v1.Probe{oc.LivenessProbe, oc.ReadinessProbe, oc.StartupProbe}[j]
 			op.Exec.Command = expandAll(p.Exec.Command, staticEnv(c))
 		}

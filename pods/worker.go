@@ -295,7 +295,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	if acted, err := w.killUnhealthy(ctx, pod, rs); acted || err != nil {
 		return true, time.Time{}, err
 	}
-	p := computePlan(w.withStatus(pod), rs, w.backoff, now)
+	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.sidecarStarted, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
 	}
@@ -652,13 +652,7 @@ func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pl
 		w.log.Info("stopping pod", "gracePeriod", grace, "containers", len(running))
 		var wg sync.WaitGroup
 		errs := make([]error, len(running))
-		for i, c := range running {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = w.stop(ctx, pod, c, grace)
-			}()
-		}
+		w.stopAll(ctx, pod, running, grace, &wg, errs)
 		w.whileStopping(ctx, pod, &wg)
 		for i, c := range running {
 			if errs[i] == nil {

@@ -57,6 +57,7 @@ func (r *Runtime) ListContainers(ctx context.Context) ([]Container, error) {
 		out = append(out, r.containerFrom(&cl[i], tasks[cl[i].ID]))
 	}
 	r.forgetCgroupsPaths(keep)
+	r.procUsers.forget(keep)
 	return out, nil
 }
 
@@ -112,6 +113,7 @@ func (r *Runtime) containerFrom(c *containers.Container, t *tasktypes.Process) C
 		StartedAt:   parseTime(l[labelStartedAt]),
 		LogPath:     l[labelLogPath],
 		CgroupsPath: r.cgroupsPathOf(c.ID, l, c.Spec),
+		User:        r.procUsers.of(c.ID, c.Spec),
 		Labels:      l,
 	}
 	if a, err := strconv.ParseUint(l[LabelContainerAttempt], 10, 32); err == nil {

@@ -140,6 +140,8 @@ type Runtime struct {
 	cgroupPaths map[string]string // container ID -> cgroupsPath decoded from its spec (immutable)
 
 	users imageUsers // image config users, for runAsNonRoot
+
+	procUsers procUserCache // containers' process users (procuser.go)
 }
 
 // New connects to containerd. It fails if containerd cannot be reached

@@ -85,6 +85,8 @@ type Container struct {
 	CgroupsPath string
 	LogPath     string
 	Labels      map[string]string
+	// User is the user its process runs as (nil: unknown).
+	User *ProcessUser
 }
 
 // Pod groups the containers that carry the same pod UID label.

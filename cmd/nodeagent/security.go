@@ -25,6 +25,8 @@ func podSecurity(cfg *config.NodeAgentConfiguration) (pods.SecurityOptions, admi
 			AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls,
 			AppArmorEnabled:      appArmorEnabled(),
 			SELinuxEnabled:       seLinuxEnabled(),
+			// The Node advertises it (nodestatus.NodeFeatures).
+			StrictSupplementalGroups: true,
 		}
 }
 

@@ -30,8 +30,9 @@ const (
 // on the number of pods.
 //
 // A pod's requests are its effective requests as the scheduler computes
-// them (component-helpers PodRequests: the sum over app containers, at
-// least the largest init container, plus overhead), where a container with
+// them (component-helpers PodRequests: the sum over app containers and
+// sidecars, at least what the largest init container needs next to the
+// sidecars declared before it, plus overhead), where a container with
 // a limit and no request for a resource requests its limit (the API
 // server's defaulting). A resource the pod does not request is not checked.
 //
@@ -204,12 +205,13 @@ var containerAccepted = []string{
 	"terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext",
 	"envFrom",
 	"livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
+	// Always on an init container makes a sidecar; anything else is
+	// refused by unsupportedRestartPolicy.
+	"restartPolicy",
 }
 
 var containerChecks = []check[v1.Container]{
 	{"resizePolicy", func(c *v1.Container) bool { return len(c.ResizePolicy) > 0 }},
-	// On an init container this makes a sidecar.
-	{"restartPolicy", func(c *v1.Container) bool { return c.RestartPolicy != nil }},
 	{"restartPolicyRules", func(c *v1.Container) bool { return len(c.RestartPolicyRules) > 0 }},
 	{"volumeDevices", func(c *v1.Container) bool { return len(c.VolumeDevices) > 0 }},
 	{"stdin", func(c *v1.Container) bool { return c.Stdin }},
@@ -414,7 +416,8 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // mountPath, readOnly, subPath, subPathExpr), livenessProbe, readinessProbe,
 // startupProbe (exec, httpGet, tcpSocket, grpc), lifecycle (postStart and
 // preStop with exec, httpGet or sleep), terminationMessagePath and
-// terminationMessagePolicy; restartPolicy; terminationGracePeriodSeconds;
+// terminationMessagePolicy; sidecars (init containers with restartPolicy
+// Always); restartPolicy; terminationGracePeriodSeconds;
 // activeDeadlineSeconds; readinessGates; hostNetwork; hostPort and hostIP
 // (through the CNI portMappings capability without hostNetwork); volumes
 // emptyDir (medium "" or Memory; sizeLimit only with Memory, as the tmpfs
@@ -442,8 +445,8 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 //
 // Everything else is unsupported: valueFrom fileKeyRef and fieldRefs
 // other than the above, procMount Unmasked, shareProcessNamespace,
-// ephemeral containers, sidecars (init containers with restartPolicy),
-// stdin/tty, mount propagation, pod-level resources, every other volume
+// ephemeral containers, a restartPolicy on a regular container or other
+// than Always on an init container (ContainerRestartRules), stdin/tty, mount propagation, pod-level resources, every other volume
 // type, and the projected sources clusterTrustBundle and podCertificate
 // (named as spec.volumes[N].projected.sources[M].clusterTrustBundle, ...).
 func Unsupported(pod *v1.Pod) []string {
@@ -459,6 +462,7 @@ func Unsupported(pod *v1.Pod) []string {
 	for i := range s.Containers {
 		unsupportedContainer(&s.Containers[i], spec.Child("containers").Index(i), s.HostNetwork, add)
 	}
+	unsupportedRestartPolicy(s, spec, add)
 	for i := range s.Volumes {
 		vp := spec.Child("volumes").Index(i)
 		vs := &s.Volumes[i].VolumeSource

@@ -248,7 +248,7 @@ var unsupportedCases = []struct {
 		p.Spec.Containers[1].ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: "cpu", RestartPolicy: v1.NotRequired}}
 	}},
 	{"spec.containers[1].restartPolicy", func(p *v1.Pod) { p.Spec.Containers[1].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyNever) }},
-	{"spec.initContainers[0].restartPolicy", func(p *v1.Pod) { p.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyAlways) }},
+	{"spec.initContainers[0].restartPolicy", func(p *v1.Pod) { p.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyNever) }},
 	{"spec.containers[1].restartPolicyRules", func(p *v1.Pod) {
 		p.Spec.Containers[1].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}
 	}},
@@ -695,7 +695,7 @@ func TestUnsupportedManySorted(t *testing.T) {
 	pod.Spec.Containers[1].SecurityContext.ProcMount = utilptr.To(v1.UnmaskedProcMount)
 	pod.Spec.Containers[0].Stdin = true
 	pod.Spec.Volumes[1] = v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{}}}
-	pod.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyAlways)
+	pod.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyOnFailure)
 	want := []string{
 		"spec.containers[0].stdin",
 		"spec.containers[1].securityContext.procMount",

@@ -35,9 +35,7 @@ type SecurityOptions struct {
 	AppArmorEnabled bool
 	// StrictSupplementalGroups: the node advertises
 	// supplementalGroupsPolicy Strict (status.features). Without it a pod
-	// asking for Strict is rejected, as kubelet does: nodeagent applies
-	// Strict but does not report the containers' users yet, so the Node
-	// does not advertise it.
+	// asking for Strict is rejected, as kubelet does.
 	StrictSupplementalGroups bool
 	// SELinuxEnabled: the host has SELinux. nodeagent does not label
 	// containers, so seLinuxOptions are refused there and ignored

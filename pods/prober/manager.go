@@ -12,6 +12,8 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 // maxProbeRetries is how often a probe that could not run is tried again
@@ -112,8 +114,7 @@ func (m *Manager) SetPod(pod *v1.Pod, podIP string, cs []Container) {
 			}
 		}
 	}
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+	for _, c := range probedContainers(pod) {
 		for k, p := range map[Kind]*v1.Probe{Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe, Startup: c.StartupProbe} {
 			key := workerKey{c.Name, k}
 			if p == nil || e.workers[key] != nil {
@@ -132,7 +133,7 @@ func (m *Manager) SetPod(pod *v1.Pod, podIP string, cs []Container) {
 }
 
 func hasProbes(pod *v1.Pod) bool {
-	for _, c := range pod.Spec.Containers {
+	for _, c := range probedContainers(pod) {
 		if c.LivenessProbe != nil || c.ReadinessProbe != nil || c.StartupProbe != nil {
 			return true
 		}
@@ -305,7 +306,7 @@ func (w *worker) once(ctx context.Context) bool {
 	c := e.containers[w.container.Name]
 	pod, podIP := e.pod, e.podIP
 	started := m.startedLocked(e, c.Name, c.ID)
-	r := w.st.begin(w.kind, w.spec, c, started, pod.DeletionTimestamp != nil, restartable(pod), m.o.Clock.Now())
+	r := w.st.begin(w.kind, w.spec, c, started, pod.DeletionTimestamp != nil, restartable(pod) || kubetypes.IsSidecar(w.container), m.o.Clock.Now())
 	changed := false
 	if r.set != nil {
 		changed = w.publishLocked(e, c.ID, *r.set)

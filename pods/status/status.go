@@ -111,9 +111,11 @@ var conditionsOwned = []v1.PodConditionType{
 //     ContainerStatusUnknown and exit code 137. Static pods (config source
 //     "file") keep the restart-policy phase there, as in kubelet
 //     (kubernetes#116484).
-//
-// Restartable ("sidecar") init containers are outside the supported subset
-// and are treated as regular init containers.
+//   - Sidecars (init containers with restartPolicy Always) are reported as
+//     kubelet does: started and ready like app containers (their probes
+//     count), restarted whatever the restart policy; they count for
+//     Initialized once started and for ContainersReady and Ready; the
+//     phase ignores the ones that exited (kubelet's getPhase).
 func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStatus {
 	old := &pod.Status
 	var s v1.PodStatus
@@ -161,7 +163,7 @@ func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStat
 	if podIsTerminal {
 		markUnfinishedTerminated(pod, &s)
 	}
-	s.Phase = podPhase(pod, s.InitContainerStatuses, s.ContainerStatuses, podIsTerminal && !kubetypes.IsStaticPod(pod))
+	s.Phase = podPhase(pod, s.InitContainerStatuses, s.ContainerStatuses, podIsTerminal && !kubetypes.IsStaticPod(pod), regularStarted(pod, byName))
 	if podIsTerminal && !kubetypes.IsStaticPod(pod) && !PodIsTerminal(s) {
 		// kubelet's TerminatePod: a pod whose containers all stopped
 		// is terminal, whatever its containers say.
@@ -295,13 +297,14 @@ func (b statusBuilder) containerStatus(spec *v1.Container, old *v1.ContainerStat
 			ContainerID:  containerIDPrefix + cur.ID,
 			RestartCount: int32(cur.Attempt),
 			State:        runtimeState(cur, old),
+			User:         containerUser(cur),
 		}
 		if len(attempts) > 1 && attempts[1].State == runtime.StateExited {
 			st.LastTerminationState = runtimeState(attempts[1], nil)
 			b.withMessage(st.LastTerminationState.Terminated, attempts[1].ID)
 		}
 		b.withMessage(st.State.Terminated, cur.ID)
-		if w, ok := b.in.Waiting[spec.Name]; ok && b.willRestart(cur, isInit) {
+		if w, ok := b.in.Waiting[spec.Name]; ok && b.willRestart(cur, isInit, kubetypes.IsSidecar(spec)) {
 			if st.State.Terminated != nil {
 				st.LastTerminationState = st.State
 			}
@@ -310,9 +313,13 @@ func (b statusBuilder) containerStatus(spec *v1.Container, old *v1.ContainerStat
 			st.State.Waiting.Reason = ReasonContainerCreating
 		}
 	}
+	st.VolumeMounts = volumeMountStatuses(spec)
+	if len(attempts) > 0 {
+		withResources(&st, spec)
+	}
 	running := st.State.Running != nil
 	st.Started = &running
-	if isInit {
+	if isInit && !kubetypes.IsSidecar(spec) {
 		st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
 	} else {
 		st.Ready = running
@@ -380,7 +387,7 @@ func (b statusBuilder) absentStatus(spec *v1.Container, old *v1.ContainerStatus,
 // willRestart reports whether the worker will start another attempt of a
 // container whose current attempt is cur, so that a waiting reason of the
 // worker applies to it (kubelet's ShouldContainerBeRestarted).
-func (b statusBuilder) willRestart(cur runtime.Container, isInit bool) bool {
+func (b statusBuilder) willRestart(cur runtime.Container, isInit, sidecar bool) bool {
 	if b.in.Terminating {
 		return false
 	}
@@ -388,6 +395,9 @@ func (b statusBuilder) willRestart(cur runtime.Container, isInit bool) bool {
 	case runtime.StateRunning:
 		return false
 	case runtime.StateExited:
+		if sidecar {
+			return true
+		}
 		if isInit && cur.ExitCode == 0 {
 			return false
 		}
@@ -472,12 +482,16 @@ func markUnfinishedTerminated(pod *v1.Pod, s *v1.PodStatus) {
 	}
 }
 
-// podPhase is kubelet's getPhase for regular init containers and app
-// containers. terminal: the pod's containers will not be restarted whatever
-// the restart policy (the pod is being stopped and nothing runs).
-func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, terminal bool) v1.PodPhase {
+// podPhase is kubelet's getPhase. terminal: the pod's containers will not
+// be restarted whatever the restart policy (the pod is being stopped and
+// nothing runs). initialized: a regular container exists in the runtime
+// (sidecars that restart then do not make the pod Pending again).
+func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, terminal, initialized bool) v1.PodPhase {
 	pendingInit, failedInit := 0, 0
 	for _, spec := range pod.Spec.InitContainers {
+		if kubetypes.IsSidecar(&spec) {
+			continue
+		}
 		cs := findContainerStatus(initStatuses, spec.Name)
 		switch {
 		case cs == nil, cs.State.Running != nil:
@@ -495,6 +509,32 @@ func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, terminal
 		}
 	}
 	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
+	// Sidecars: running ones count as running (pending until started),
+	// exited ones not at all.
+	pendingSidecars := 0
+	for _, spec := range pod.Spec.InitContainers {
+		if !kubetypes.IsSidecar(&spec) {
+			continue
+		}
+		cs := findContainerStatus(initStatuses, spec.Name)
+		switch {
+		case cs == nil:
+			unknown++
+		case cs.State.Running != nil:
+			if cs.Started == nil || !*cs.Started {
+				pendingSidecars++
+			}
+			running++
+		case cs.State.Terminated != nil:
+		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
+		case cs.State.Waiting != nil:
+			pendingSidecars++
+			waiting++
+		default:
+			pendingSidecars++
+			unknown++
+		}
+	}
 	for _, spec := range pod.Spec.Containers {
 		cs := findContainerStatus(statuses, spec.Name)
 		switch {
@@ -520,7 +560,7 @@ func podPhase(pod *v1.Pod, initStatuses, statuses []v1.ContainerStatus, terminal
 		return v1.PodFailed
 	}
 	switch {
-	case pendingInit > 0, waiting > 0:
+	case pendingInit > 0, pendingSidecars > 0 && !initialized, waiting > 0:
 		return v1.PodPending
 	case running > 0 && unknown == 0:
 		return v1.PodRunning
@@ -556,8 +596,10 @@ func ownConditions(pod *v1.Pod, s *v1.PodStatus, in Input) []v1.PodCondition {
 
 	initialized := v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue}
 	var incomplete []string
-	for _, cs := range s.InitContainerStatuses {
-		if !cs.Ready {
+	for i, cs := range s.InitContainerStatuses {
+		// A sidecar has done its part once started.
+		sidecar := i < len(pod.Spec.InitContainers) && kubetypes.IsSidecar(&pod.Spec.InitContainers[i])
+		if (sidecar && (cs.Started == nil || !*cs.Started)) || (!sidecar && !cs.Ready) {
 			incomplete = append(incomplete, cs.Name)
 		}
 	}
@@ -575,6 +617,12 @@ func ownConditions(pod *v1.Pod, s *v1.PodStatus, in Input) []v1.PodCondition {
 
 	ready := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue}
 	var unready []string
+	for i, cs := range s.InitContainerStatuses {
+		// Sidecars count, first.
+		if i < len(pod.Spec.InitContainers) && kubetypes.IsSidecar(&pod.Spec.InitContainers[i]) && !cs.Ready {
+			unready = append(unready, cs.Name)
+		}
+	}
 	for _, cs := range s.ContainerStatuses {
 		if !cs.Ready {
 			unready = append(unready, cs.Name)
@@ -639,6 +687,17 @@ func runtimeContainersByName(cs []runtime.Container) map[string][]runtime.Contai
 		})
 	}
 	return m
+}
+
+// regularStarted reports whether a regular container of the pod exists in
+// the runtime (kubelet's HasAnyActiveRegularContainerStarted).
+func regularStarted(pod *v1.Pod, byName map[string][]runtime.Container) bool {
+	for _, c := range pod.Spec.Containers {
+		if len(byName[c.Name]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func anyRunning(cs []runtime.Container) bool {

@@ -512,7 +512,8 @@ func TestComputeFields(t *testing.T) {
 	want := v1.ContainerStatus{
 		Name: "app", Image: "docker.io/library/busybox:1.36", ImageID: "sha256:1234",
 		ContainerID: "containerd://app-1", RestartCount: 1, Ready: true, Started: ptr(true),
-		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: sec(10)}},
+		Resources: &v1.ResourceRequirements{}, // none, as kubelet reports it
+		State:     v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: sec(10)}},
 		LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
 			ExitCode: 1, Reason: "Error", StartedAt: sec(5), FinishedAt: sec(7), ContainerID: "containerd://app-0",
 		}},

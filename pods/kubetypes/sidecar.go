@@ -1,0 +1,21 @@
+package kubetypes
+
+import v1 "k8s.io/api/core/v1"
+
+// IsSidecar reports whether an init container is restartable (a "sidecar":
+// restartPolicy Always), as kubelet's podutil.IsRestartableInitContainer.
+// Such a container starts in the init sequence and then runs, restarted
+// whenever it exits, next to the pod's regular containers.
+func IsSidecar(c *v1.Container) bool {
+	return c != nil && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// HasSidecar reports whether one of the pod's init containers is a sidecar.
+func HasSidecar(pod *v1.Pod) bool {
+	for i := range pod.Spec.InitContainers {
+		if IsSidecar(&pod.Spec.InitContainers[i]) {
+			return true
+		}
+	}
+	return false
+}
