@@ -144,8 +144,10 @@ func (cw *cgroupWatcher) watchPodRoot(dir string, announce bool) error {
 	}
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if e.IsDir() {
-			cw.watchPodDir(filepath.Join(dir, e.Name()), announce)
+		// A pod root may hold others (kubepods holds burstable and
+		// besteffort); those are watched as roots, not as pods.
+		if child := filepath.Join(dir, e.Name()); e.IsDir() && !cw.podRoots[child] {
+			cw.watchPodDir(child, announce)
 		}
 	}
 	return nil
@@ -168,7 +170,7 @@ func (cw *cgroupWatcher) watchPodDir(dir string, announce bool) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if e.IsDir() && cw.byDir[filepath.Join(dir, e.Name())] == "" {
-			cw.signal(cgroupEvent{containerID: e.Name(), created: true})
+			cw.signal(cgroupEvent{containerID: containerIDOfDir(e.Name()), created: true})
 		}
 	}
 }
@@ -398,7 +400,7 @@ func (cw *cgroupWatcher) handle(ev fsnotify.Event) {
 		id, exited = cw.byDir[ev.Name], true
 	case ev.Has(fsnotify.Remove) && cw.podDirs[ev.Name]:
 		delete(cw.podDirs, ev.Name)
-	case ev.Has(fsnotify.Create) && cw.podRoots[dir]:
+	case ev.Has(fsnotify.Create) && cw.podRoots[dir] && !cw.podRoots[ev.Name]:
 		// A new pod directory: watch it, inspect what it already holds.
 		cw.watchPodDir(ev.Name, true)
 	case ev.Has(fsnotify.Create) && len(cw.waiting[dir]) > 0:
@@ -420,11 +422,21 @@ func (cw *cgroupWatcher) handle(ev fsnotify.Event) {
 	case ev.Has(fsnotify.Create) && cw.podDirs[dir] && cw.byDir[ev.Name] == "":
 		// A new container directory; its name is the container ID with
 		// the cgroupfs layout (else the inspection finds nothing).
-		id, created = base, true
+		id, created = containerIDOfDir(base), true
 	}
 	if id != "" {
 		cw.signal(cgroupEvent{containerID: id, exited: exited, created: created})
 	}
+}
+
+// containerIDOfDir is the container ID a container cgroup directory is
+// named after: the name itself with cgroupfs, <id> of the systemd driver's
+// "cri-containerd-<id>.scope".
+func containerIDOfDir(base string) string {
+	if id, ok := strings.CutPrefix(base, runtime.SystemdScopePrefix+"-"); ok {
+		return strings.TrimSuffix(id, ".scope")
+	}
+	return base
 }
 
 // isWatchLimit reports whether err is inotify's watch limit (ENOSPC).
