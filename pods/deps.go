@@ -157,6 +157,8 @@ type workerDeps struct {
 	// runtimeHandlers maps handlers to containerd runtime types.
 	runtimeClass    runtimeClassHandler
 	runtimeHandlers map[string]string
+
+	cgroups PodCgroups // nil: the runtime's default cgroup parent
 }
 
 func (d *workerDeps) event(pod *v1.Pod, typ, reason, msg string) {
