@@ -53,6 +53,8 @@ func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
 			_ = rt.RemoveContainer(cctx, c.ID)
 		}
 		_ = rt.Close()
+		// The agent's cgroup root (its namespace's, see cgroupRoot).
+		_ = removeCgroupTree("/nodeagent-" + ns)
 	})
 	t.Cleanup(func() {
 		// Delete the node's pods and let the agent clean up after them
