@@ -199,27 +199,7 @@ func (cw *cgroupWatcher) dirOf(c runtime.Container) (dir string, gone bool, err 
 
 // cgroupfsPath converts a systemd-driver cgroupsPath ("slice:prefix:name")
 // to a filesystem path; cgroupfs paths are returned unchanged.
-func cgroupfsPath(p string) string {
-	parts := strings.Split(p, ":")
-	if len(parts) != 3 || strings.HasPrefix(p, "/") {
-		return p
-	}
-	slice, prefix, name := parts[0], parts[1], parts[2]
-	var dir string
-	if slice != "" && slice != "-.slice" {
-		// a-b-c.slice lives in a.slice/a-b.slice/a-b-c.slice
-		base := strings.TrimSuffix(slice, ".slice")
-		comps := strings.Split(base, "-")
-		for i := range comps {
-			dir = filepath.Join(dir, strings.Join(comps[:i+1], "-")+".slice")
-		}
-	}
-	unit := name
-	if !strings.HasSuffix(name, ".slice") {
-		unit = prefix + "-" + name + ".scope"
-	}
-	return "/" + filepath.Join(dir, unit)
-}
+func cgroupfsPath(p string) string { return runtime.CgroupfsPath(p) }
 
 // track records that c is running (watch it) or not (stop watching it);
 // run acts on it. It does no I/O, so the PLEG calls it under its lock.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,4 +98,30 @@ func restrictedOOMScoreAdjFloor(status string, own func() (int, error)) int {
 		return floor
 	}
 	return floor
+}
+
+// CgroupfsPath is a container's cgroupsPath as a path below each cgroup
+// mount: a systemd-driver "slice:prefix:name" becomes
+// /a.slice/a-b.slice/<prefix>-<name>.scope; cgroupfs paths are returned
+// unchanged.
+func CgroupfsPath(p string) string {
+	parts := strings.Split(p, ":")
+	if len(parts) != 3 || strings.HasPrefix(p, "/") {
+		return p
+	}
+	slice, prefix, name := parts[0], parts[1], parts[2]
+	var dir string
+	if slice != "" && slice != "-.slice" {
+		// a-b-c.slice lives in a.slice/a-b.slice/a-b-c.slice
+		base := strings.TrimSuffix(slice, ".slice")
+		comps := strings.Split(base, "-")
+		for i := range comps {
+			dir = filepath.Join(dir, strings.Join(comps[:i+1], "-")+".slice")
+		}
+	}
+	unit := name
+	if !strings.HasSuffix(name, ".slice") {
+		unit = prefix + "-" + name + ".scope"
+	}
+	return "/" + filepath.Join(dir, unit)
 }
