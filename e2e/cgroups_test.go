@@ -204,3 +204,18 @@ func TestPodCgroupsAndOOMScores(t *testing.T) {
 		}
 	}
 }
+
+// podContainerCgroup finds a container's cgroup (relative to the cgroup
+// mounts) in kubelet's layout under any agent's root, or in the layout of
+// agents before it (nodeagent/<uid>/<id>).
+func podContainerCgroup(podUID, id string) string {
+	for _, mount := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		for _, pat := range []string{"*/kubepods/pod%s/%s", "*/kubepods/*/pod%s/%s", "kubepods/pod%s/%s", "kubepods/*/pod%s/%s", "nodeagent/%s/%s"} {
+			if m, _ := filepath.Glob(filepath.Join(mount, fmt.Sprintf(pat, podUID, id))); len(m) > 0 {
+				rel, _ := filepath.Rel(mount, m[0])
+				return rel
+			}
+		}
+	}
+	return filepath.Join("nodeagent", podUID, id)
+}
