@@ -290,6 +290,7 @@ func TestKubeletConfiguration(t *testing.T) {
 	want.ClusterDNS = []string{"10.96.0.10"}
 	want.ClusterDomain = "cluster.local"
 	want.ResolvConf = "/run/systemd/resolve/resolv.conf"
+	want.CgroupDriver = CgroupDriverSystemd
 	if d := Diff(want, cfg); len(d) > 0 {
 		t.Errorf("fields differ from expected: %v\ngot %+v", d, cfg)
 	}
@@ -305,12 +306,12 @@ func TestKubeletConfiguration(t *testing.T) {
 	if len(unsupported) != 1 {
 		t.Fatalf("want one warning about unsupported fields, got %q", warnings)
 	}
-	wantList := "testdata/kubelet-config.yaml: cgroupDriver, cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, logging.flushFrequency, logging.options, memorySwap, rotateCertificates, runtimeRequestTimeout, shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
+	wantList := "testdata/kubelet-config.yaml: cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, logging.flushFrequency, logging.options, memorySwap, rotateCertificates, runtimeRequestTimeout, shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
 	if !strings.Contains(unsupported[0], wantList) {
 		t.Errorf("warning %q\ndoes not list %q", unsupported[0], wantList)
 	}
 	// Supported fields are not listed as unsupported.
-	for _, f := range []string{"maxPods", "staticPodPath", "nodeLeaseDurationSeconds", "logging.verbosity", "clusterDNS", "clusterDomain", "resolvConf"} {
+	for _, f := range []string{"cgroupDriver", "maxPods", "staticPodPath", "nodeLeaseDurationSeconds", "logging.verbosity", "clusterDNS", "clusterDomain", "resolvConf"} {
 		if strings.Contains(strings.SplitN(unsupported[0], " (nodeagent uses only", 2)[0], " "+f+",") {
 			t.Errorf("supported field %s listed as unsupported: %q", f, unsupported[0])
 		}

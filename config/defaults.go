@@ -57,6 +57,15 @@ const (
 	DefaultContainerLogMaxFiles              = 5
 )
 
+// Cgroup defaults and values (kubelet's).
+const (
+	CgroupDriverCgroupfs       = "cgroupfs"
+	CgroupDriverSystemd        = "systemd"
+	DefaultCgroupDriver        = CgroupDriverCgroupfs
+	EnforceNodeAllocatablePods = "pods"
+	EnforceNodeAllocatableNone = "none"
+)
+
 // Default returns a complete, valid configuration with every default set.
 func Default() *NodeAgentConfiguration {
 	c := &NodeAgentConfiguration{
@@ -92,6 +101,11 @@ func Default() *NodeAgentConfiguration {
 		CNIBinDir:                        DefaultCNIBinDir,
 		SeccompDefault:                   false,
 		AllowedUnsafeSysctls:             []string{},
+		CgroupDriver:                     DefaultCgroupDriver,
+		CgroupRoot:                       "",
+		CgroupsPerQOS:                    true,
+		EnforceNodeAllocatable:           []string{EnforceNodeAllocatablePods},
+		PodPidsLimit:                     -1,
 		RuntimeHandlers:                  map[string]string{"runc": "io.containerd.runc.v2"},
 		Logging: LoggingConfiguration{
 			Format:    DefaultLoggingFormat,
@@ -159,6 +173,9 @@ func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
 		for i := range c.RegisterWithTaints {
 			c.RegisterWithTaints[i].DeepCopyInto(&out.RegisterWithTaints[i])
 		}
+	}
+	if c.EnforceNodeAllocatable != nil {
+		out.EnforceNodeAllocatable = append([]string{}, c.EnforceNodeAllocatable...)
 	}
 	if c.PLEG.EventSources != nil {
 		out.PLEG.EventSources = append([]string{}, c.PLEG.EventSources...)

@@ -44,6 +44,11 @@ var kubeletSupported = map[string]bool{
 	"containerLogMaxFiles":             true,
 	"seccompDefault":                   true,
 	"allowedUnsafeSysctls":             true,
+	"cgroupDriver":                     true,
+	"cgroupRoot":                       true,
+	"cgroupsPerQOS":                    true,
+	"enforceNodeAllocatable":           true,
+	"podPidsLimit":                     true,
 }
 
 // kubeletLoggingSupported are the fields of KubeletConfiguration.logging

@@ -189,10 +189,7 @@ kubeconfig: /etc/file/kubeconfig
 		{
 			desc:    "a KubeletConfiguration drop-in",
 			dropIns: map[string]string{"10.conf": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 30\ncgroupDriver: systemd\n"},
-			want:    func(c *NodeAgentConfiguration) { c.MaxPods = 30 },
-			wantWarn: []string{
-				"ignoring KubeletConfiguration fields that nodeagent does not support: DIR/d/10.conf: cgroupDriver (nodeagent uses only",
-			},
+			want:    func(c *NodeAgentConfiguration) { c.MaxPods = 30; c.CgroupDriver = CgroupDriverSystemd },
 		},
 		{
 			desc: "other files are skipped, with a warning unless hidden or a directory",

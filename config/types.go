@@ -149,6 +149,22 @@ type NodeAgentConfiguration struct {
 	// AllowedUnsafeSysctls are sysctls (or patterns ending in "*") pods may
 	// set beyond kubelet's safe set.
 	AllowedUnsafeSysctls []string `json:"allowedUnsafeSysctls"`
+
+	// CgroupDriver is how pod cgroups are made: cgroupfs (directories) or
+	// systemd (slices through systemd's D-Bus API).
+	CgroupDriver string `json:"cgroupDriver"`
+	// CgroupRoot is the cgroup the kubepods hierarchy is made under; ""
+	// means the root ("/"), or a root of the agent's own when
+	// containerRuntimeNamespace is not k8s.io (see docs/pods.md).
+	CgroupRoot string `json:"cgroupRoot"`
+	// CgroupsPerQOS makes the kubepods, QoS and pod cgroups; false puts
+	// containers directly under cgroupRoot.
+	CgroupsPerQOS bool `json:"cgroupsPerQOS"`
+	// EnforceNodeAllocatable lists what node allocatable is enforced on:
+	// "pods" (a memory limit on kubepods), or "none".
+	EnforceNodeAllocatable []string `json:"enforceNodeAllocatable"`
+	// PodPidsLimit is the most processes in a pod; -1 means no limit.
+	PodPidsLimit int64 `json:"podPidsLimit"`
 	// RuntimeHandlers maps RuntimeClass handler names to containerd
 	// runtime types (nodeagent; containerd's CRI plugin has them as
 	// runtimes in its own configuration).

@@ -170,6 +170,8 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 		}
 	}
 
+	errs = append(errs, validateCgroups(c)...)
+
 	for _, h := range sortedKeys(c.RuntimeHandlers) {
 		p := field.NewPath("runtimeHandlers").Key(h)
 		for _, msg := range validation.IsDNS1123Label(h) {

@@ -182,6 +182,34 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			desc: "cgroups",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.CgroupDriver = "cgroupv2"
+				c.CgroupRoot = "kube/"
+				c.EnforceNodeAllocatable = []string{"pods", "system-reserved", "none"}
+				c.PodPidsLimit = -2
+			},
+			want: []string{
+				`cgroupDriver: Unsupported value: "cgroupv2": supported values: "cgroupfs", "systemd"`,
+				`cgroupRoot: Invalid value: "kube/": must be a clean absolute cgroup path such as /kube (or a slice path such as /kube.slice with the systemd driver)`,
+				`enforceNodeAllocatable[1]: Unsupported value: "system-reserved": supported values: "pods", "none"`,
+				`enforceNodeAllocatable[2]: Invalid value: "none": none cannot be combined with other values`,
+				`podPidsLimit: Invalid value: -2: must be -1 (no limit) or greater`,
+			},
+		},
+		{
+			desc: "cgroups: systemd root must be slices; pods allocatable needs cgroupsPerQOS",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.CgroupDriver = "systemd"
+				c.CgroupRoot = "/kube.slice/pods"
+				c.CgroupsPerQOS = false
+			},
+			want: []string{
+				`cgroupRoot: Invalid value: "/kube.slice/pods": with cgroupDriver systemd every component must be a slice (name.slice), such as /kube.slice`,
+				`enforceNodeAllocatable[0]: Invalid value: "pods": enforcing node allocatable on pods requires cgroupsPerQOS`,
+			},
+		},
+		{
 			desc: "eviction",
 			mutate: func(c *NodeAgentConfiguration) {
 				c.EvictionHard = map[string]string{

@@ -53,6 +53,8 @@ func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
 			_ = rt.RemoveContainer(cctx, c.ID)
 		}
 		_ = rt.Close()
+		// The agent's cgroup root (its namespace's, see cgroupRoot).
+		_ = removeCgroupTree("/nodeagent-" + ns)
 	})
 	t.Cleanup(func() {
 		// Delete the node's pods and let the agent clean up after them
@@ -625,7 +627,7 @@ func cgroupLimits(t *testing.T, podUID, id string) (int64, string) {
 		b, err := os.ReadFile(p)
 		return strings.TrimSpace(string(b)), err == nil
 	}
-	rel := filepath.Join("nodeagent", podUID, id)
+	rel := podContainerCgroup(podUID, id)
 	if v, ok := read(filepath.Join("/sys/fs/cgroup/memory", rel, "memory.limit_in_bytes")); ok {
 		q, _ := read(filepath.Join("/sys/fs/cgroup/cpu", rel, "cpu.cfs_quota_us"))
 		per, _ := read(filepath.Join("/sys/fs/cgroup/cpu", rel, "cpu.cfs_period_us"))

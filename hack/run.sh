@@ -19,7 +19,7 @@ node=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
 # cleanup_pods removes what the pods of a previous or this run left on the
 # host once their containers are gone (localcluster down kills the shims):
 # the network namespace mounts (/run/nodeagent/netns/<uid>), the pods'
-# cgroups (/nodeagent/<uid>) and the tmpfs of Memory emptyDirs. Only pods
+# cgroups (kubepods/[<qos>/]pod<uid>, or /nodeagent/<uid> of older agents) and the tmpfs of Memory emptyDirs. Only pods
 # with a directory under this run's rootDir are touched: other agents on
 # the machine (tests) keep theirs. Logs stay until the next run.
 cleanup_pods() {
@@ -30,7 +30,9 @@ cleanup_pods() {
     uid=$(basename "$p")
     if mountpoint -q "/run/nodeagent/netns/$uid" 2>/dev/null; then umount "/run/nodeagent/netns/$uid" || true; fi
     rm -f "/run/nodeagent/netns/$uid"
-    for cg in /sys/fs/cgroup/*/nodeagent/"$uid" /sys/fs/cgroup/nodeagent/"$uid"; do
+    for cg in /sys/fs/cgroup/*/nodeagent/"$uid" /sys/fs/cgroup/nodeagent/"$uid" \
+      /sys/fs/cgroup/*/kubepods/pod"$uid" /sys/fs/cgroup/*/kubepods/*/pod"$uid" \
+      /sys/fs/cgroup/kubepods/pod"$uid" /sys/fs/cgroup/kubepods/*/pod"$uid"; do
       if [ -d "$cg" ]; then find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
     done
   done

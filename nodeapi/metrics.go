@@ -158,7 +158,8 @@ func (s *Server) metricsResource(w http.ResponseWriter, r *http.Request) {
 		if c.State != runtime.StateRunning || c.CgroupsPath == "" {
 			continue
 		}
-		u, err := readCgroup(mounts, c.CgroupsPath)
+		cg := runtime.CgroupfsPath(c.CgroupsPath)
+		u, err := readCgroup(mounts, cg)
 		if err != nil {
 			continue // exited in between
 		}
@@ -168,7 +169,7 @@ func (s *Server) metricsResource(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		seenPod[podKey] = true
-		if pu, err := readCgroup(mounts, filepath.Dir(c.CgroupsPath)); err == nil {
+		if pu, err := readCgroup(mounts, filepath.Dir(cg)); err == nil {
 			pods = append(pods, entry{labels: fmt.Sprintf(`namespace=%q,pod=%q`, c.Pod.Namespace, c.Pod.Name), u: pu})
 		}
 	}

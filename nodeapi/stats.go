@@ -86,7 +86,8 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 	targets := []target{{"node", "/"}}
 	for _, c := range cs {
 		if c.State == runtime.StateRunning && c.CgroupsPath != "" {
-			targets = append(targets, target{c.ID, c.CgroupsPath}, target{"pod/" + string(c.Pod.UID), filepath.Dir(c.CgroupsPath)})
+			cg := runtime.CgroupfsPath(c.CgroupsPath) // the pod's cgroup is its parent with either driver
+			targets = append(targets, target{c.ID, cg}, target{"pod/" + string(c.Pod.UID), filepath.Dir(cg)})
 		}
 	}
 	// Cgroups seen for the first time get a second sample after

@@ -144,8 +144,10 @@ func (cw *cgroupWatcher) watchPodRoot(dir string, announce bool) error {
 	}
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if e.IsDir() {
-			cw.watchPodDir(filepath.Join(dir, e.Name()), announce)
+		// A pod root may hold others (kubepods holds burstable and
+		// besteffort); those are watched as roots, not as pods.
+		if child := filepath.Join(dir, e.Name()); e.IsDir() && !cw.podRoots[child] {
+			cw.watchPodDir(child, announce)
 		}
 	}
 	return nil
@@ -168,7 +170,7 @@ func (cw *cgroupWatcher) watchPodDir(dir string, announce bool) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if e.IsDir() && cw.byDir[filepath.Join(dir, e.Name())] == "" {
-			cw.signal(cgroupEvent{containerID: e.Name(), created: true})
+			cw.signal(cgroupEvent{containerID: containerIDOfDir(e.Name()), created: true})
 		}
 	}
 }
@@ -197,27 +199,7 @@ func (cw *cgroupWatcher) dirOf(c runtime.Container) (dir string, gone bool, err 
 
 // cgroupfsPath converts a systemd-driver cgroupsPath ("slice:prefix:name")
 // to a filesystem path; cgroupfs paths are returned unchanged.
-func cgroupfsPath(p string) string {
-	parts := strings.Split(p, ":")
-	if len(parts) != 3 || strings.HasPrefix(p, "/") {
-		return p
-	}
-	slice, prefix, name := parts[0], parts[1], parts[2]
-	var dir string
-	if slice != "" && slice != "-.slice" {
-		// a-b-c.slice lives in a.slice/a-b.slice/a-b-c.slice
-		base := strings.TrimSuffix(slice, ".slice")
-		comps := strings.Split(base, "-")
-		for i := range comps {
-			dir = filepath.Join(dir, strings.Join(comps[:i+1], "-")+".slice")
-		}
-	}
-	unit := name
-	if !strings.HasSuffix(name, ".slice") {
-		unit = prefix + "-" + name + ".scope"
-	}
-	return "/" + filepath.Join(dir, unit)
-}
+func cgroupfsPath(p string) string { return runtime.CgroupfsPath(p) }
 
 // track records that c is running (watch it) or not (stop watching it);
 // run acts on it. It does no I/O, so the PLEG calls it under its lock.
@@ -398,7 +380,7 @@ func (cw *cgroupWatcher) handle(ev fsnotify.Event) {
 		id, exited = cw.byDir[ev.Name], true
 	case ev.Has(fsnotify.Remove) && cw.podDirs[ev.Name]:
 		delete(cw.podDirs, ev.Name)
-	case ev.Has(fsnotify.Create) && cw.podRoots[dir]:
+	case ev.Has(fsnotify.Create) && cw.podRoots[dir] && !cw.podRoots[ev.Name]:
 		// A new pod directory: watch it, inspect what it already holds.
 		cw.watchPodDir(ev.Name, true)
 	case ev.Has(fsnotify.Create) && len(cw.waiting[dir]) > 0:
@@ -420,11 +402,21 @@ func (cw *cgroupWatcher) handle(ev fsnotify.Event) {
 	case ev.Has(fsnotify.Create) && cw.podDirs[dir] && cw.byDir[ev.Name] == "":
 		// A new container directory; its name is the container ID with
 		// the cgroupfs layout (else the inspection finds nothing).
-		id, created = base, true
+		id, created = containerIDOfDir(base), true
 	}
 	if id != "" {
 		cw.signal(cgroupEvent{containerID: id, exited: exited, created: created})
 	}
+}
+
+// containerIDOfDir is the container ID a container cgroup directory is
+// named after: the name itself with cgroupfs, <id> of the systemd driver's
+// "cri-containerd-<id>.scope".
+func containerIDOfDir(base string) string {
+	if id, ok := strings.CutPrefix(base, runtime.SystemdScopePrefix+"-"); ok {
+		return strings.TrimSuffix(id, ".scope")
+	}
+	return base
 }
 
 // isWatchLimit reports whether err is inotify's watch limit (ENOSPC).

@@ -190,3 +190,67 @@ func TestCgroupIOOutsidePLEGLock(t *testing.T) {
 		t.Fatal("the PLEG's lock is held while the cgroup watcher reads a file")
 	}
 }
+
+// TestCgroupWatcherNestedRoots: with kubelet's layout the pod parents nest
+// (kubepods holds pods and the burstable and besteffort levels). New
+// containers are seen in each level, whether the levels exist when the
+// watcher starts or appear later, and a level is never taken for a pod
+// nor a pod for a container. Systemd scopes name their container.
+func TestCgroupWatcherNestedRoots(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(map[bool]string{false: "levels appear later", true: "levels exist"}[early], func(t *testing.T) {
+			root := t.TempDir()
+			if err := os.WriteFile(filepath.Join(root, "cgroup.controllers"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			mk := func(rel string) {
+				if err := os.MkdirAll(filepath.Join(root, rel), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if early {
+				mk("kubepods/burstable")
+				mk("kubepods/besteffort")
+			}
+			signals := make(chan cgroupEvent, 100)
+			parents := []string{"/kubepods", "/kubepods/burstable", "/kubepods/besteffort"}
+			cw, err := newCgroupWatcher(root, parents, testLogger(t), func(e cgroupEvent) { signals <- e })
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go cw.run(ctx)
+			next := func(id string) {
+				t.Helper()
+				timeout := time.After(10 * time.Second)
+				for {
+					select {
+					case e := <-signals:
+						switch e.containerID {
+						case id:
+							if e.created {
+								return
+							}
+						case "burstable", "besteffort", "podg", "podb", "pode", "kubepods":
+							t.Errorf("a cgroup level was taken for a container: %+v", e)
+						}
+					case <-timeout:
+						t.Fatalf("no created signal for %s", id)
+					}
+				}
+			}
+			steps := []struct{ pod, ctr, id string }{
+				{"kubepods/podg", "cg", "cg"},
+				{"kubepods/burstable/podb", "cb", "cb"},
+				{"kubepods/besteffort/pode", "cri-containerd-ce.scope", "ce"},
+			}
+			for _, s := range steps {
+				mk(s.pod)
+				time.Sleep(100 * time.Millisecond) // let the watcher descend
+				mk(s.pod + "/" + s.ctr)
+				next(s.id)
+			}
+		})
+	}
+}

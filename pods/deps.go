@@ -160,6 +160,7 @@ type workerDeps struct {
 
 	// nodeKeyring is the node's registry credentials (nil: none).
 	nodeKeyring NodeKeyring
+	cgroups     PodCgroups // nil: the runtime's default cgroup parent
 }
 
 func (d *workerDeps) event(pod *v1.Pod, typ, reason, msg string) {

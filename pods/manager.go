@@ -82,6 +82,10 @@ type Options struct {
 	// RuntimeHandlers maps RuntimeClass handlers to containerd runtime
 	// types (config runtimeHandlers); pods of other handlers do not start.
 	RuntimeHandlers map[string]string
+	// Cgroups lays out pod cgroups (kubepods/<qos>/pod<uid>, see package
+	// cm) and scores containers for the OOM killer; nil: containers go
+	// under the runtime's default parent.
+	Cgroups PodCgroups
 	// Admission is the node's pod security admission settings
 	// (allowedUnsafeSysctls, host AppArmor and SELinux).
 	Admission admission.SecurityOptions
@@ -193,6 +197,7 @@ func New(o Options) (*Manager, error) {
 		m.deps.mirror = m.mirror
 	}
 	m.deps.hostIPs, m.deps.nodeAnyway, m.deps.names = m.hostIPs, o.NodeAnyway, o.Names
+	m.deps.cgroups = o.Cgroups
 	m.deps.runtimeHandlers = o.RuntimeHandlers
 	m.deps.nodeKeyring = NewNodeKeyring(o)
 	if o.Client != nil {

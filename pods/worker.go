@@ -533,6 +533,9 @@ func (w *worker) containerSpec(ctx context.Context, pod *v1.Pod, c *v1.Container
 		Hostname:    w.names.utsHostname,
 	}
 	spec.Mounts = append(spec.Mounts, w.nameMounts(c)...)
+	if err := w.podCgroup(pod, c, &spec); err != nil {
+		return runtime.ContainerSpec{}, err
+	}
 	if !pod.Spec.HostNetwork {
 		spec.NetNSPath = w.netnsPath()
 	}
@@ -716,7 +719,7 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 		}
 	}
 	if len(errs) == 0 {
-		if err := w.d.rt.RemovePodCgroup(w.uid); err != nil {
+		if err := w.removePodCgroup(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -218,8 +218,8 @@ func (s *ContainerSpec) Validate() error {
 	if s.LogPath != "" && !filepath.IsAbs(s.LogPath) {
 		errs = append(errs, fmt.Errorf("logPath %q must be absolute", s.LogPath))
 	}
-	if s.CgroupParent != "" && !strings.HasPrefix(s.CgroupParent, "/") {
-		errs = append(errs, fmt.Errorf("cgroupParent %q must be an absolute cgroupfs path", s.CgroupParent))
+	if s.CgroupParent != "" && !strings.HasPrefix(s.CgroupParent, "/") && !strings.HasSuffix(s.CgroupParent, ".slice") {
+		errs = append(errs, fmt.Errorf("cgroupParent %q must be an absolute cgroupfs path or a systemd slice", s.CgroupParent))
 	}
 	if err := s.Security.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("security: %w", err))
@@ -273,7 +273,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	if parent == "" {
 		parent = path.Join(r.opts.CgroupParent, string(spec.Pod.UID))
 	}
-	cgroupsPath := path.Join(parent, id)
+	cgroupsPath, err := r.containerCgroupsPath(parent, id)
+	if err != nil {
+		return "", fmt.Errorf("runtime: create container %s/%s %s: %w", spec.Pod.Namespace, spec.Pod.Name, spec.Name, err)
+	}
 
 	labels := map[string]string{}
 	for k, v := range spec.Labels {
@@ -348,6 +351,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		sopts = append(sopts, oci.WithMemoryLimit(uint64(res.MemoryLimitBytes)))
 	}
 	sopts = append(sopts, oci.WithCgroup(cgroupsPath))
+	if spec.OOMScoreAdj != nil {
+		sopts = append(sopts, withOOMScoreAdj(*spec.OOMScoreAdj))
+	}
 	sopts = append(sopts, securitySpecOpts(spec.Security, allCapabilities())...)
 	if spec.Security.needsUser() {
 		sopts = append(sopts, withUser(spec.Security))
@@ -357,7 +363,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		containerd.WithImage(img),
 		containerd.WithSnapshotter(r.opts.Snapshotter),
 		containerd.WithNewSnapshot(id, img),
-		containerd.WithRuntime(runtimeType, nil),
+		containerd.WithRuntime(runtimeType, r.runtimeOptions(runtimeType)),
 		containerd.WithNewSpec(sopts...),
 		containerd.WithContainerLabels(labels),
 	)

@@ -47,6 +47,10 @@ type Options struct {
 	// CgroupParent is the default parent cgroup (cgroupfs path) of pods;
 	// default "/nodeagent".
 	CgroupParent string
+	// SystemdCgroup makes containers' cgroups systemd scopes in their
+	// pod's slice (cgroupsPath "<slice>:cri-containerd:<id>", runc's
+	// SystemdCgroup option) instead of cgroupfs directories.
+	SystemdCgroup bool
 	// ContainerLogger is the absolute path of the executable containerd's
 	// shim starts per container (a binary:// log URI) to write the
 	// container's stdout and stderr to its LogPath in the CRI format with

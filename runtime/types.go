@@ -159,8 +159,13 @@ type ContainerSpec struct {
 	// exist when the container is created; not allowed with HostNetwork.
 	NetNSPath string
 	// CgroupParent is the cgroup (cgroupfs path) the container is created
-	// under; default Options.CgroupParent + "/" + pod UID.
+	// under; default Options.CgroupParent + "/" + pod UID. With
+	// Options.SystemdCgroup it is the pod's slice unit
+	// ("kubepods-burstable-pod<uid>.slice").
 	CgroupParent string
+	// OOMScoreAdj is the container process's oom_score_adj; nil leaves
+	// the runtime's default.
+	OOMScoreAdj *int
 	// Labels are extra labels; pod labels override them.
 	Labels map[string]string
 	// Hostname is set in the container's UTS namespace (default: the pod

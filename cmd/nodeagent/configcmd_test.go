@@ -73,7 +73,7 @@ func TestConfigValidate(t *testing.T) {
 		},
 		{
 			desc: "kubelet configuration", args: []string{"validate", "--config", "../../config/testdata/kubelet-config.yaml"}, code: 0,
-			stderr: []string{"warning: ignoring KubeletConfiguration fields that nodeagent does not support: ../../config/testdata/kubelet-config.yaml: cgroupDriver"},
+			stderr: []string{"warning: ignoring KubeletConfiguration fields that nodeagent does not support: ../../config/testdata/kubelet-config.yaml: cpuManagerReconcilePeriod"},
 		},
 		{desc: "missing file", args: []string{"validate", "--config", filepath.Join(dir, "nope")}, code: 1, stderr: []string{"no such file or directory"}},
 		{desc: "no file", args: []string{"validate"}, code: 2, stderr: []string{"--config FILE or --config-dir DIR is required"}},

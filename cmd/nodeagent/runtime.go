@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeagent/nodeagent/cm"
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/nodestatus"
@@ -30,7 +31,9 @@ func (a *agent) connectRuntime(ctx context.Context) {
 		rt, err := runtime.New(runtime.Options{
 			Address:   a.cfg.ContainerRuntimeEndpoint,
 			Namespace: a.cfg.ContainerRuntimeNamespace,
-			Logger:    log,
+			// Containers become systemd scopes in their pod's slice.
+			SystemdCgroup: a.cfg.CgroupDriver == config.CgroupDriverSystemd,
+			Logger:        log,
 			// The agent's own binary writes each container's log (CRI
 			// format, rotation), started by the shim so that it
 			// outlives the agent.
@@ -89,7 +92,13 @@ func (a *agent) runPLEG(ctx context.Context, rt *runtime.Runtime) {
 		}
 		sources = append(sources, src)
 	}
+	cgroups, err := a.newCgroupManager(ctx)
+	if err != nil {
+		a.log.Error("cannot lay out pod cgroups; running no pods", "err", cgroupDriverError(a.cfg, err))
+		return
+	}
 	p, err := pleg.New(rt, pleg.Options{
+		CgroupParents:        cgroups.WatchParents(),
 		RelistPeriod:         a.cfg.PLEG.RelistPeriod.Duration,
 		FallbackRelistPeriod: a.cfg.PLEG.FallbackRelistPeriod.Duration,
 		HealthThreshold:      a.cfg.PLEG.HealthThreshold.Duration,
@@ -106,14 +115,14 @@ func (a *agent) runPLEG(ctx context.Context, rt *runtime.Runtime) {
 	go func() { defer close(plegDone); p.Run(ctx) }()
 	gcDone := make(chan struct{})
 	go func() { defer close(gcDone); a.runImageGC(ctx, rt) }()
-	a.runPods(ctx, rt, p)
+	a.runPods(ctx, rt, p, cgroups)
 	<-plegDone
 	<-gcDone
 }
 
 // runPods runs the pod workers for static pods and the API server's pods
 // bound to this node until ctx is done and every worker has stopped.
-func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) {
+func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager) {
 	var podNet pods.PodNetwork // a nil *network.Network must stay a nil interface
 	if a.net != nil {
 		podNet = a.net
@@ -122,6 +131,7 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG) 
 	pm, err := pods.New(pods.Options{
 		Security:        podSec,
 		RuntimeHandlers: a.cfg.RuntimeHandlers,
+		Cgroups:         cgroups,
 		Admission:       admitSec,
 		Network:         podNet,
 		NodeName:        a.nodeName,

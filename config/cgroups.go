@@ -1,0 +1,60 @@
+package config
+
+import (
+	"path"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// validateCgroups checks the cgroup fields as kubelet does, for the values
+// nodeagent supports.
+func validateCgroups(c *NodeAgentConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	drivers := []string{CgroupDriverCgroupfs, CgroupDriverSystemd}
+	if !slices.Contains(drivers, c.CgroupDriver) {
+		errs = append(errs, field.NotSupported(field.NewPath("cgroupDriver"), c.CgroupDriver, drivers))
+	}
+	if r := c.CgroupRoot; r != "" {
+		p := field.NewPath("cgroupRoot")
+		switch {
+		case !strings.HasPrefix(r, "/") || path.Clean(r) != r:
+			errs = append(errs, field.Invalid(p, r, "must be a clean absolute cgroup path such as /kube (or a slice path such as /kube.slice with the systemd driver)"))
+		case c.CgroupDriver == CgroupDriverSystemd && r != "/":
+			for _, comp := range strings.Split(strings.TrimPrefix(r, "/"), "/") {
+				if !strings.HasSuffix(comp, ".slice") || comp == ".slice" {
+					errs = append(errs, field.Invalid(p, r, "with cgroupDriver systemd every component must be a slice (name.slice), such as /kube.slice"))
+					break
+				}
+			}
+		}
+	}
+	p := field.NewPath("enforceNodeAllocatable")
+	for i, v := range c.EnforceNodeAllocatable {
+		switch v {
+		case EnforceNodeAllocatablePods:
+			if !c.CgroupsPerQOS {
+				errs = append(errs, field.Invalid(p.Index(i), v, "enforcing node allocatable on pods requires cgroupsPerQOS"))
+			}
+		case EnforceNodeAllocatableNone:
+			if len(c.EnforceNodeAllocatable) > 1 {
+				errs = append(errs, field.Invalid(p.Index(i), v, "none cannot be combined with other values"))
+			}
+		default:
+			// system-reserved and kube-reserved need systemReservedCgroup
+			// and kubeReservedCgroup, which nodeagent does not manage.
+			errs = append(errs, field.NotSupported(p.Index(i), v, []string{EnforceNodeAllocatablePods, EnforceNodeAllocatableNone}))
+		}
+	}
+	if c.PodPidsLimit < -1 {
+		errs = append(errs, field.Invalid(field.NewPath("podPidsLimit"), c.PodPidsLimit, "must be -1 (no limit) or greater"))
+	}
+	return errs
+}
+
+// EnforcePodsAllocatable says whether kubepods gets node allocatable's
+// memory limit.
+func (c *NodeAgentConfiguration) EnforcePodsAllocatable() bool {
+	return c.CgroupsPerQOS && slices.Contains(c.EnforceNodeAllocatable, EnforceNodeAllocatablePods)
+}
