@@ -219,6 +219,9 @@ func (s *ContainerSpec) Validate() error {
 	if s.CgroupParent != "" && !strings.HasPrefix(s.CgroupParent, "/") {
 		errs = append(errs, fmt.Errorf("cgroupParent %q must be an absolute cgroupfs path", s.CgroupParent))
 	}
+	if err := validateStdio(s); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.Security.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("security: %w", err))
 	}
@@ -286,6 +289,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	if spec.LogPath != "" {
 		labels[labelLogPath] = spec.LogPath
 	}
+	for k, v := range stdioLabels(spec) {
+		labels[k] = v
+	}
 
 	sopts := []oci.SpecOpts{oci.WithImageConfig(img)}
 	switch {
@@ -346,6 +352,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		sopts = append(sopts, oci.WithMemoryLimit(uint64(res.MemoryLimitBytes)))
 	}
 	sopts = append(sopts, oci.WithCgroup(cgroupsPath))
+	if spec.TTY {
+		sopts = append(sopts, oci.WithTTY)
+	}
 	sopts = append(sopts, securitySpecOpts(spec.Security, allCapabilities())...)
 	if spec.Security.needsUser() {
 		sopts = append(sopts, withUser(spec.Security))
@@ -390,6 +399,14 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		if r.opts.ContainerLogger != "" {
 			creator = cio.BinaryIO(r.opts.ContainerLogger, crilog.LoggerArgs(lp, r.opts.LogRotation))
 		}
+	}
+	if labels[labelStdioDir] != "" {
+		sc, done, err := r.stdioCreator(id, labels)
+		if err != nil {
+			return fmt.Errorf("runtime: start %s: stdio: %w", id, err)
+		}
+		defer done()
+		creator = sc
 	}
 	task, err := c.NewTask(ctx, creator)
 	if err != nil {
@@ -527,9 +544,11 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	} else if !errors.Is(convertErr(err), ErrNotFound) {
 		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
 	}
+	labels, _ := c.Labels(ctx)
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
 		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
 	}
+	removeStdio(labels, id)
 	return nil
 }
 
