@@ -535,6 +535,7 @@ func (w *worker) containerSpec(ctx context.Context, pod *v1.Pod, c *v1.Container
 		Hostname:    w.names.utsHostname,
 	}
 	spec.Mounts = append(spec.Mounts, w.nameMounts(c)...)
+	w.withStdio(c, &spec)
 	if !pod.Spec.HostNetwork {
 		spec.NetNSPath = w.netnsPath()
 	}

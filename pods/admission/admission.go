@@ -203,6 +203,8 @@ var containerAccepted = []string{
 	"terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy", "securityContext",
 	"envFrom",
 	"livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
+	// An open stdin for attach sessions and a terminal (runtime stdio).
+	"stdin", "stdinOnce", "tty",
 }
 
 var containerChecks = []check[v1.Container]{
@@ -211,9 +213,6 @@ var containerChecks = []check[v1.Container]{
 	{"restartPolicy", func(c *v1.Container) bool { return c.RestartPolicy != nil }},
 	{"restartPolicyRules", func(c *v1.Container) bool { return len(c.RestartPolicyRules) > 0 }},
 	{"volumeDevices", func(c *v1.Container) bool { return len(c.VolumeDevices) > 0 }},
-	{"stdin", func(c *v1.Container) bool { return c.Stdin }},
-	{"stdinOnce", func(c *v1.Container) bool { return c.StdinOnce }},
-	{"tty", func(c *v1.Container) bool { return c.TTY }},
 }
 
 // securityContextAccepted: the container securityContext fields nodeagent
@@ -413,7 +412,7 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // mountPath, readOnly, subPath, subPathExpr), livenessProbe, readinessProbe,
 // startupProbe (exec, httpGet, tcpSocket, grpc), lifecycle (postStart and
 // preStop with exec, httpGet or sleep), terminationMessagePath and
-// terminationMessagePolicy; restartPolicy; terminationGracePeriodSeconds;
+// terminationMessagePolicy, stdin, stdinOnce and tty; restartPolicy; terminationGracePeriodSeconds;
 // activeDeadlineSeconds; readinessGates; hostNetwork (hostPort only with
 // hostNetwork); volumes emptyDir (medium "" or Memory; sizeLimit only with
 // Memory, as the tmpfs size), hostPath, secret, configMap, downwardAPI
@@ -441,7 +440,7 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // Everything else is unsupported: valueFrom fileKeyRef and fieldRefs
 // other than the above, procMount Unmasked, shareProcessNamespace,
 // ephemeral containers, sidecars (init containers with restartPolicy),
-// stdin/tty, mount propagation, pod-level resources, every other volume
+// mount propagation, pod-level resources, every other volume
 // type, and the projected sources clusterTrustBundle and podCertificate
 // (named as spec.volumes[N].projected.sources[M].clusterTrustBundle, ...).
 func Unsupported(pod *v1.Pod) []string {

@@ -48,7 +48,7 @@ func supportedPod() *v1.Pod {
 					},
 					VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "host", MountPath: "/host", ReadOnly: true}},
 				},
-				{Name: "b", Image: "busybox:1.36", SecurityContext: &v1.SecurityContext{}},
+				{Name: "b", Image: "busybox:1.36", SecurityContext: &v1.SecurityContext{}, Stdin: true, StdinOnce: true, TTY: true},
 			},
 			Volumes: []v1.Volume{
 				{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
@@ -256,9 +256,6 @@ var unsupportedCases = []struct {
 	{"spec.containers[1].volumeDevices", func(p *v1.Pod) {
 		p.Spec.Containers[1].VolumeDevices = []v1.VolumeDevice{{Name: "d", DevicePath: "/dev/x"}}
 	}},
-	{"spec.containers[1].stdin", func(p *v1.Pod) { p.Spec.Containers[1].Stdin = true }},
-	{"spec.containers[1].stdinOnce", func(p *v1.Pod) { p.Spec.Containers[1].StdinOnce = true }},
-	{"spec.containers[1].tty", func(p *v1.Pod) { p.Spec.Containers[1].TTY = true }},
 	{"spec.containers[1].securityContext.procMount", func(p *v1.Pod) {
 		p.Spec.Containers[1].SecurityContext.ProcMount = utilptr.To(v1.UnmaskedProcMount)
 	}},
@@ -697,9 +694,7 @@ func TestUnsupportedManySorted(t *testing.T) {
 	pod.Spec.Volumes[1] = v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{}}}
 	pod.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyAlways)
 	want := []string{
-		"spec.containers[0].stdin",
 		"spec.containers[1].securityContext.procMount",
-		"spec.containers[1].tty",
 		"spec.initContainers[0].restartPolicy",
 		"spec.shareProcessNamespace",
 		"spec.volumes[1].nfs",
