@@ -188,7 +188,9 @@ func TestAttachTTYResize(t *testing.T) {
 	}
 }
 
-type sizeQueue struct{ c chan *remotecommand.TerminalSize }
+type sizeQueue struct {
+	c chan *remotecommand.TerminalSize
+}
 
 func (q *sizeQueue) Next() *remotecommand.TerminalSize {
 	s, ok := <-q.c
