@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,9 +61,12 @@ func (a attacher) AttachContainer(ctx context.Context, _ string, _ types.UID, _ 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	info := runtime.StdioOf(a.c)
-	// The input copy ends with the session: the streaming server closes
+	// Input starts once the output is positioned, so that no answer to it
+	// is missed. It ends with the session: the streaming server closes
 	// the streams once AttachContainer returns.
-	go a.input(ctx, in, resize)
+	var once sync.Once
+	startInput := func() { once.Do(func() { go a.input(ctx, in, resize) }) }
+	defer startInput() // ReadLogs failed before positioning: drain
 
 	var stdout, stderr io.Writer = io.Discard, io.Discard
 	if out != nil {
@@ -77,7 +81,7 @@ func (a attacher) AttachContainer(ctx context.Context, _ string, _ types.UID, _ 
 		stdout = crlfWriter{stdout}
 	}
 	running := func() bool { return a.s.running(ctx, a.pod, a.c.Name, a.c.Attempt) }
-	err := crilog.ReadLogs(ctx, a.c.LogPath, crilog.ReadOptions{Follow: true, TailLines: 0, Stderr: stderr}, stdout, running)
+	err := crilog.ReadLogs(ctx, a.c.LogPath, crilog.ReadOptions{Follow: true, TailLines: 0, Stderr: stderr, Positioned: startInput}, stdout, running)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}

@@ -91,6 +91,10 @@ type startAction struct {
 	container *v1.Container
 	init      bool
 	attempt   uint32
+	// ephemeral: an ephemeral container, started once (ephemeral.go);
+	// pidNSOf, when set, is a process whose PID namespace it joins.
+	ephemeral bool
+	pidNSOf   uint32
 }
 
 // killAction stops a running container.
@@ -166,6 +170,9 @@ func computePlan(pod *v1.Pod, rs pleg.PodStatus, bo map[string]crashLoop, now ti
 	for _, c := range pod.Spec.Containers {
 		inSpec[c.Name] = true
 	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		inSpec[c.Name] = true
+	}
 	// Containers of names the spec does not have, and old attempts.
 	for name, a := range named {
 		for _, c := range append([]*runtime.Container{a.cur, a.prev}, ptrs(a.older)...) {
@@ -196,6 +203,7 @@ func computePlan(pod *v1.Pod, rs pleg.PodStatus, bo map[string]crashLoop, now ti
 		return p
 	}
 	policy := pod.Spec.RestartPolicy
+	p.startEphemeral(pod, named)
 
 	// Init containers run in order, each to success, unless an app
 	// container has run already (the pod initialised before).

@@ -438,6 +438,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	if err == nil {
 		spec.RuntimeType = w.runtimeType
 		err = w.applySecurity(ctx, pod, c, &spec)
+		ephemeralSpec(s, &spec)
 	}
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reasonCreateContainerConfig, Message: err.Error()}

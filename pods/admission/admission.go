@@ -169,10 +169,11 @@ var podSpecAccepted = []string{
 	// runtimeHandlers); its overhead counts in FitsNode.
 	"runtimeClassName", "overhead",
 	"activeDeadlineSeconds", "readinessGates",
+	// Ephemeral containers (kubectl debug) are walked as containers.
+	"ephemeralContainers",
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
-	{"ephemeralContainers", func(s *v1.PodSpec) bool { return len(s.EphemeralContainers) > 0 }},
 	{"shareProcessNamespace", func(s *v1.PodSpec) bool { return s.ShareProcessNamespace != nil && *s.ShareProcessNamespace }},
 	{"imagePullSecrets", func(s *v1.PodSpec) bool { return len(s.ImagePullSecrets) > 0 }},
 	// hostUsers: true is what nodeagent does anyway.
@@ -412,7 +413,9 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // mountPath, readOnly, subPath, subPathExpr), livenessProbe, readinessProbe,
 // startupProbe (exec, httpGet, tcpSocket, grpc), lifecycle (postStart and
 // preStop with exec, httpGet or sleep), terminationMessagePath and
-// terminationMessagePolicy, stdin, stdinOnce and tty; restartPolicy; terminationGracePeriodSeconds;
+// terminationMessagePolicy, stdin, stdinOnce and tty; ephemeral containers
+// (kubectl debug; the same container fields, and targetContainerName);
+// restartPolicy; terminationGracePeriodSeconds;
 // activeDeadlineSeconds; readinessGates; hostNetwork (hostPort only with
 // hostNetwork); volumes emptyDir (medium "" or Memory; sizeLimit only with
 // Memory, as the tmpfs size), hostPath, secret, configMap, downwardAPI
@@ -439,7 +442,7 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 //
 // Everything else is unsupported: valueFrom fileKeyRef and fieldRefs
 // other than the above, procMount Unmasked, shareProcessNamespace,
-// ephemeral containers, sidecars (init containers with restartPolicy),
+// sidecars (init containers with restartPolicy),
 // mount propagation, pod-level resources, every other volume
 // type, and the projected sources clusterTrustBundle and podCertificate
 // (named as spec.volumes[N].projected.sources[M].clusterTrustBundle, ...).
@@ -455,6 +458,10 @@ func Unsupported(pod *v1.Pod) []string {
 	}
 	for i := range s.Containers {
 		unsupportedContainer(&s.Containers[i], spec.Child("containers").Index(i), s.HostNetwork, add)
+	}
+	for i := range s.EphemeralContainers {
+		c := v1.Container(s.EphemeralContainers[i].EphemeralContainerCommon)
+		unsupportedContainer(&c, spec.Child("ephemeralContainers").Index(i), s.HostNetwork, add)
 	}
 	for i := range s.Volumes {
 		vp := spec.Child("volumes").Index(i)

@@ -50,6 +50,10 @@ func supportedPod() *v1.Pod {
 				},
 				{Name: "b", Image: "busybox:1.36", SecurityContext: &v1.SecurityContext{}, Stdin: true, StdinOnce: true, TTY: true},
 			},
+			EphemeralContainers: []v1.EphemeralContainer{{
+				EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox:1.36", Stdin: true, TTY: true},
+				TargetContainerName:      "a",
+			}},
 			Volumes: []v1.Volume{
 				{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
 				{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/var/log", Type: utilptr.To(v1.HostPathDirectory)}}},
@@ -234,9 +238,6 @@ var unsupportedCases = []struct {
 	mutate func(p *v1.Pod)
 }{
 	// Pod spec.
-	{"spec.ephemeralContainers", func(p *v1.Pod) {
-		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
-	}},
 	{"spec.shareProcessNamespace", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = utilptr.To(true) }},
 	{"spec.imagePullSecrets", func(p *v1.Pod) { p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "s"}} }},
 	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
@@ -279,6 +280,10 @@ var unsupportedCases = []struct {
 	}},
 
 	// Volume mounts.
+	{"spec.ephemeralContainers[0].volumeDevices", func(p *v1.Pod) {
+		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
+			Name: "debug", Image: "busybox", VolumeDevices: []v1.VolumeDevice{{Name: "d", DevicePath: "/dev/x"}}}}}
+	}},
 	{"spec.containers[0].volumeMounts[1].recursiveReadOnly", func(p *v1.Pod) {
 		p.Spec.Containers[0].VolumeMounts[1].RecursiveReadOnly = utilptr.To(v1.RecursiveReadOnlyEnabled)
 	}},
