@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -88,5 +90,45 @@ func TestComputePlanEphemeral(t *testing.T) {
 				t.Errorf("waiting %v, want debug waiting %v", p.waiting, tt.waitingOn)
 			}
 		})
+	}
+}
+
+// The worker gives containers their stdin, stdinOnce and tty, with a stdio
+// directory under the pod's directory, and starts an ephemeral container
+// in its target's PID namespace.
+func TestWorkerStdioAndEphemeral(t *testing.T) {
+	e := newWorkerEnv(t)
+	c := ctr("a")
+	c.Stdin, c.StdinOnce, c.TTY = true, true, true
+	pod := testPod("stdio", v1.RestartPolicyAlways, c, ctr("b"))
+	w := e.worker(pod, kubetypes.SourceAPI)
+	e.settle(w)
+	byName := map[string]runtime.ContainerSpec{}
+	for _, s := range e.rt.specs {
+		byName[s.Name] = s
+	}
+	a, b := byName["a"], byName["b"]
+	if !a.Stdin || !a.StdinOnce || !a.TTY || a.StdioDir != filepath.Join(w.podDir(), "stdio") {
+		t.Errorf("spec a: stdin %v once %v tty %v dir %q", a.Stdin, a.StdinOnce, a.TTY, a.StdioDir)
+	}
+	if b.Stdin || b.TTY || b.StdioDir != "" {
+		t.Errorf("spec b: stdin %v tty %v dir %q", b.Stdin, b.TTY, b.StdioDir)
+	}
+
+	upd := pod.DeepCopy()
+	upd.Spec.EphemeralContainers = []v1.EphemeralContainer{{
+		EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "dbg", Image: "busybox:test", Stdin: true, TTY: true},
+		TargetContainerName:      "a",
+	}}
+	w.update(upd)
+	e.settle(w)
+	var dbg []runtime.ContainerSpec
+	for _, s := range e.rt.specs {
+		if s.Name == "dbg" {
+			dbg = append(dbg, s)
+		}
+	}
+	if len(dbg) != 1 || dbg[0].Security.PIDNSPath != "/proc/42/ns/pid" || !dbg[0].TTY {
+		t.Fatalf("ephemeral specs %+v", dbg)
 	}
 }
