@@ -6,14 +6,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
@@ -121,7 +125,25 @@ func TestKubectlAttachStdin(t *testing.T) {
 		}
 	}
 	session("one")
-	// A second session: the first one's end did not close stdin.
+	// The agent dies (SIGKILL) and so does the container's log writer (as
+	// when systemd stops the agent's cgroup); the restarted agent starts a
+	// new writer, and the container's stdin is still open: a second
+	// session works (the first one's end did not close stdin either).
+	a.stop(syscall.SIGKILL)
+	pod, err := a.env.Admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := killStdioLoggers(t, filepath.Join(a.rootDir(), "pods", string(pod.UID), "stdio"))
+	if killed != 1 {
+		t.Fatalf("killed %d log writers, want 1", killed)
+	}
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	waitFor(t, 30*time.Second, func() bool {
+		_, err := kubectlOut(t, a.env, "logs", name, "-c", "echo", "--tail=1")
+		return err == nil
+	}, "the node API after the restart")
 	session("two")
 	p := a.waitPod(ctx, name, 10*time.Second, "running", running)
 	if p.Status.ContainerStatuses[0].RestartCount != 0 {
@@ -226,4 +248,30 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool, what string) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// killStdioLoggers SIGKILLs the processes that hold a lock file of dir (the
+// log writers of containers with stdin) and returns how many there were.
+func killStdioLoggers(t *testing.T, dir string) int {
+	t.Helper()
+	locks, _ := filepath.Glob(filepath.Join(dir, "*.lock"))
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	n := 0
+	for _, l := range locks {
+		st, err := os.Stat(l)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			fst, err := os.Stat(fd)
+			if err != nil || !os.SameFile(st, fst) {
+				continue
+			}
+			pid, _ := strconv.Atoi(strings.Split(fd, "/")[2])
+			if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+				n++
+			}
+		}
+	}
+	return n
 }
