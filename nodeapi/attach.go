@@ -118,7 +118,7 @@ func (a attacher) input(ctx context.Context, in io.Reader, resize <-chan remotec
 		return
 	}
 	if err := a.s.opts.Attach.AttachStdin(ctx, a.c.ID, o); err != nil {
-		if !errors.Is(err, runtime.ErrStdinClosed) && ctx.Err() == nil {
+		if ctx.Err() == nil {
 			a.s.log.Info("attach input", "pod", a.pod.Namespace+"/"+a.pod.Name, "container", a.c.Name, "err", err)
 		}
 		drain(in)

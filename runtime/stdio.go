@@ -283,12 +283,10 @@ func StdioOf(c Container) StdioInfo {
 	return StdioInfo{Stdin: l[labelStdin] == "true", StdinOnce: l[labelStdinOnce] == "true", TTY: l[labelTTY] == "true"}
 }
 
-// ErrStdinClosed: the container has no stdin, or it was closed (a
-// stdinOnce container after its first attach session).
-var ErrStdinClosed = errors.New("container stdin is closed")
-
 // AttachStdin copies o.Stdin to a running container's stdin and applies
-// terminal resizes until o.Stdin ends or ctx is done. It does not return
+// terminal resizes until o.Stdin ends or ctx is done. Input to a container
+// without stdin, or whose stdin a stdinOnce session closed, is read and
+// dropped, and AttachStdin returns when ctx is done. It does not return
 // the container's output: that is in its log (LogPath).
 func (r *Runtime) AttachStdin(ctx context.Context, id string, o AttachOptions) error {
 	ctx = namespaces.WithNamespace(ctx, r.opts.Namespace)
@@ -325,12 +323,17 @@ func (r *Runtime) AttachStdin(ctx context.Context, id string, o AttachOptions) e
 			}
 		}()
 	}
-	if o.Stdin == nil {
+	// noStdin: the input has nowhere to go; resizes still apply until
+	// the session ends.
+	noStdin := func() error {
+		if o.Stdin != nil {
+			_, _ = io.Copy(io.Discard, o.Stdin)
+		}
 		<-ctx.Done()
 		return nil
 	}
-	if labels[labelStdin] != "true" {
-		return fmt.Errorf("runtime: attach to %s: %w", id, ErrStdinClosed)
+	if o.Stdin == nil || labels[labelStdin] != "true" {
+		return noStdin()
 	}
 	path := stdioPathsOf(labels[labelStdioDir], id).stdin
 	// Non-blocking: with no reader (the shim closed stdin) the open fails
@@ -338,7 +341,7 @@ func (r *Runtime) AttachStdin(ctx context.Context, id string, o AttachOptions) e
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("runtime: attach to %s: %w", id, ErrStdinClosed)
+			return noStdin() // closed by stdinOnce
 		}
 		return fmt.Errorf("runtime: attach to %s: open stdin: %w", id, err)
 	}

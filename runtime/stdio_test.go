@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,9 +36,28 @@ func readLog(t *testing.T, p string) []string {
 
 func waitLog(t *testing.T, p string, want ...string) {
 	t.Helper()
+	waitLogWith(t, p, false, want...)
+}
+
+// waitLogAnyOrder is waitLog for records of both streams, whose relative
+// order the separate pipes do not keep.
+func waitLogAnyOrder(t *testing.T, p string, want ...string) {
+	t.Helper()
+	waitLogWith(t, p, true, want...)
+}
+
+func waitLogWith(t *testing.T, p string, anyOrder bool, want ...string) {
+	t.Helper()
+	want = slices.Clone(want)
+	if anyOrder {
+		slices.Sort(want)
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		got := readLog(t, p)
+		if anyOrder {
+			slices.Sort(got)
+		}
 		if strings.Join(got, "|") == strings.Join(want, "|") {
 			return
 		}
@@ -92,7 +112,7 @@ func TestStdinAttach(t *testing.T) {
 	if err := rt.AttachStdin(ctx, id, runtime.AttachOptions{Stdin: strings.NewReader("one\n")}); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, s.LogPath, "stdout out one", "stderr err one")
+	waitLogAnyOrder(t, s.LogPath, "stdout out one", "stderr err one")
 	c := waitState(t, rt, id, runtime.StateRunning)
 	if got := runtime.StdioOf(c); got != (runtime.StdioInfo{Stdin: true}) {
 		t.Fatalf("StdioOf = %+v", got)
@@ -105,7 +125,7 @@ func TestStdinAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	waitLog(t, s.LogPath, "stdout out one", "stderr err one")
+	waitLogAnyOrder(t, s.LogPath, "stdout out one", "stderr err one")
 	if err := rt.RestoreStdioLoggers(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +133,7 @@ func TestStdinAttach(t *testing.T) {
 	if err := rt.RestoreStdioLoggers(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, s.LogPath, "stdout out one", "stderr err one", "stdout out two", "stderr err two")
+	waitLogAnyOrder(t, s.LogPath, "stdout out one", "stderr err one", "stdout out two", "stderr err two")
 	if c := waitState(t, rt, id, runtime.StateRunning); c.State != runtime.StateRunning {
 		t.Fatal("container stopped")
 	}
@@ -177,6 +197,13 @@ func TestStdinOnce(t *testing.T) {
 	c := waitExited(t, rt, id, 20*time.Second)
 	if c.ExitCode != 0 {
 		t.Fatalf("exit code %d", c.ExitCode)
+	}
+	waitLog(t, s.LogPath, "stdout hello", "stdout done")
+	// A later session's input is dropped: nothing blocks, no error.
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := rt.AttachStdin(sctx, id, runtime.AttachOptions{Stdin: strings.NewReader("again\n")}); err != nil {
+		t.Fatal(err)
 	}
 	waitLog(t, s.LogPath, "stdout hello", "stdout done")
 }
