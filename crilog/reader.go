@@ -31,6 +31,10 @@ type ReadOptions struct {
 	// Stderr, when set, receives the stderr records (out then receives
 	// only stdout's); LimitBytes counts both.
 	Stderr io.Writer
+	// Positioned, when set, is called once the start position is fixed:
+	// every record written after that is read (attach starts the
+	// container's input only then, so no answer is missed).
+	Positioned func()
 }
 
 // errLimit ends a read that reached LimitBytes.
@@ -131,6 +135,9 @@ func ReadLogs(ctx context.Context, path string, opts ReadOptions, out io.Writer,
 		if err != nil {
 			return err
 		}
+	}
+	if opts.Positioned != nil {
+		opts.Positioned()
 	}
 	s := &sink{out: out, opts: opts}
 	for i := first; i < len(files); i++ {

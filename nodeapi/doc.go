@@ -30,7 +30,8 @@
 // Options.LogRoot (<ns>_<pod>_<uid>/<container>/<attempt>.log and its
 // rotated files): the newest attempt, or with previous=true the one
 // before it; /exec (Options.Exec), /attach (the running attempt's log from
-// now on) and /portForward (dialled inside the pod's network namespace)
+// now on; input to the container's stdin and terminal resizes through
+// Options.Attach) and /portForward (dialled inside the pod's network namespace)
 // with the SPDY and WebSocket streams of k8s.io/kubelet/pkg/cri/streaming;
 // /metrics/resource and /stats/summary (CPU and memory from cgroups, the
 // node's filesystem).

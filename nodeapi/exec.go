@@ -14,7 +14,6 @@ import (
 	streaming "k8s.io/kubelet/pkg/cri/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -55,52 +54,6 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	streaming.ServeExec(w, r, executor{s.opts.Exec, c.ID}, name, pod.UID, cname, cmd, streamOpts,
 		streamIdleTimeout, streamCreationTimeout, remotecommandconsts.SupportedStreamingProtocols)
-}
-
-// attach serves /attach/{namespace}/{pod}/{container}: the running
-// container's output from now on, separated by stream, until it stops. The
-// container's output goes to its log writer (package crilog), so attach
-// follows the log file; containers get no stdin, so input is read and
-// dropped.
-func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
-	ns, name, cname := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
-	streamOpts, err := streaming.NewOptions(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	pod, c, ok := s.streamTarget(w, r, ns, name, cname)
-	if !ok {
-		return
-	}
-	if c.LogPath == "" {
-		http.Error(w, fmt.Sprintf("container %q in pod %q has no log to attach to", cname, name), http.StatusBadRequest)
-		return
-	}
-	streaming.ServeAttach(w, r, attacher{s: s, pod: pod, c: c}, name, pod.UID, cname, streamOpts,
-		streamIdleTimeout, streamCreationTimeout, remotecommandconsts.SupportedStreamingProtocols)
-}
-
-type attacher struct {
-	s   *Server
-	pod *v1.Pod
-	c   runtime.Container
-}
-
-func (a attacher) AttachContainer(ctx context.Context, _ string, _ types.UID, _ string, in io.Reader, out, errw io.WriteCloser, _ bool, _ <-chan remotecommand.TerminalSize) error {
-	if in != nil {
-		go func() { _, _ = io.Copy(io.Discard, in) }()
-	}
-	var stdout, stderr io.Writer = io.Discard, io.Discard
-	if out != nil {
-		stdout = out
-	}
-	if errw != nil {
-		stderr = errw
-	}
-	st := &attemptState{s: a.s, uid: a.pod.UID, name: a.c.Name, attempt: a.c.Attempt, id: a.c.ID}
-	running := func() bool { return st.running(ctx) }
-	return crilog.ReadLogs(ctx, a.c.LogPath, crilog.ReadOptions{Follow: true, TailLines: 0, Stderr: stderr}, stdout, running)
 }
 
 func uidParam(r *http.Request) string { return r.PathValue("uid") }

@@ -74,6 +74,9 @@ type Options struct {
 	Containers Containers
 	// Exec runs commands in containers for /exec; nil answers 503.
 	Exec Execer
+	// Attach copies /attach input to containers' stdin; nil drops the
+	// input (output is still served).
+	Attach StdinAttacher
 	// StatsFsDir is the directory whose filesystem /stats/summary reports
 	// as the node's (rootDir); "" reports none.
 	StatsFsDir string

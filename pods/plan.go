@@ -91,6 +91,10 @@ type startAction struct {
 	container *v1.Container
 	init      bool
 	attempt   uint32
+	// ephemeral: an ephemeral container, started once (ephemeral.go);
+	// pidNSOf, when set, is a process whose PID namespace it joins.
+	ephemeral bool
+	pidNSOf   uint32
 }
 
 // killAction stops a running container.
@@ -174,6 +178,9 @@ func computePlanProbed(pod *v1.Pod, rs pleg.PodStatus, bo map[string]crashLoop, 
 	for _, c := range pod.Spec.Containers {
 		inSpec[c.Name] = true
 	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		inSpec[c.Name] = true
+	}
 	// Containers of names the spec does not have, and old attempts.
 	for name, a := range named {
 		for _, c := range append([]*runtime.Container{a.cur, a.prev}, ptrs(a.older)...) {
@@ -204,6 +211,7 @@ func computePlanProbed(pod *v1.Pod, rs pleg.PodStatus, bo map[string]crashLoop, 
 		return p
 	}
 	policy := pod.Spec.RestartPolicy
+	p.startEphemeral(pod, named)
 
 	// Init containers run in order (sidecar.go).
 	initialized, failed := p.initActions(pod, named, bo, started, now)

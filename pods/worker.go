@@ -447,6 +447,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	if err == nil {
 		spec.RuntimeType = w.runtimeType
 		err = w.applySecurity(ctx, pod, c, &spec)
+		ephemeralSpec(s, &spec)
 	}
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reasonCreateContainerConfig, Message: err.Error()}
@@ -536,6 +537,7 @@ func (w *worker) containerSpec(ctx context.Context, pod *v1.Pod, c *v1.Container
 	if err := w.podCgroup(pod, c, &spec); err != nil {
 		return runtime.ContainerSpec{}, err
 	}
+	w.withStdio(c, &spec)
 	if !pod.Spec.HostNetwork {
 		spec.NetNSPath = w.netnsPath()
 	}

@@ -221,6 +221,9 @@ func (s *ContainerSpec) Validate() error {
 	if s.CgroupParent != "" && !strings.HasPrefix(s.CgroupParent, "/") && !strings.HasSuffix(s.CgroupParent, ".slice") {
 		errs = append(errs, fmt.Errorf("cgroupParent %q must be an absolute cgroupfs path or a systemd slice", s.CgroupParent))
 	}
+	if err := validateStdio(s); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.Security.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("security: %w", err))
 	}
@@ -291,6 +294,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	if spec.LogPath != "" {
 		labels[labelLogPath] = spec.LogPath
 	}
+	for k, v := range stdioLabels(spec) {
+		labels[k] = v
+	}
 
 	sopts := []oci.SpecOpts{oci.WithImageConfig(img)}
 	switch {
@@ -354,6 +360,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	if spec.OOMScoreAdj != nil {
 		sopts = append(sopts, withOOMScoreAdj(*spec.OOMScoreAdj))
 	}
+	if spec.TTY {
+		sopts = append(sopts, oci.WithTTY)
+	}
 	sopts = append(sopts, securitySpecOpts(spec.Security, allCapabilities())...)
 	if spec.Security.needsUser() {
 		sopts = append(sopts, withUser(spec.Security))
@@ -398,6 +407,14 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		if r.opts.ContainerLogger != "" {
 			creator = cio.BinaryIO(r.opts.ContainerLogger, crilog.LoggerArgs(lp, r.opts.LogRotation))
 		}
+	}
+	if labels[labelStdioDir] != "" {
+		sc, done, err := r.stdioCreator(id, labels)
+		if err != nil {
+			return fmt.Errorf("runtime: start %s: stdio: %w", id, err)
+		}
+		defer done()
+		creator = sc
 	}
 	task, err := c.NewTask(ctx, creator)
 	if err != nil {
@@ -535,9 +552,11 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	} else if !errors.Is(convertErr(err), ErrNotFound) {
 		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
 	}
+	labels, _ := c.Labels(ctx)
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
 		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
 	}
+	removeStdio(labels, id)
 	return nil
 }
 

@@ -177,6 +177,13 @@ type ContainerSpec struct {
 	// RuntimeType is the containerd runtime (shim) that runs the
 	// container; default DefaultRuntimeType.
 	RuntimeType string
+	// Stdin keeps the container's stdin open for attach sessions;
+	// StdinOnce closes it when the first one ends. TTY gives the
+	// container a terminal (its output is one stream, logged as stdout).
+	// With either, StdioDir (absolute) holds the container's stdio FIFOs,
+	// and LogPath and Options.ContainerLogger are required. See stdio.go.
+	Stdin, StdinOnce, TTY bool
+	StdioDir              string
 }
 
 // DefaultRuntimeType is the runtime of containers that name none: runc.

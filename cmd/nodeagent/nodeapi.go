@@ -47,6 +47,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		Pods:                   &a.apiPods,
 		Containers:             runtimeContainers{a},
 		Exec:                   runtimeContainers{a},
+		Attach:                 runtimeContainers{a},
 		LogRoot:                filepath.Join(c.RootDir, "logs"),
 		NetNSDir:               netnsDirFor(c.ContainerRuntimeNamespace),
 		StatsFsDir:             c.RootDir,
@@ -161,4 +162,12 @@ func (r runtimeContainers) Exec(ctx context.Context, id string, o runtime.ExecOp
 		return 0, err
 	}
 	return rt.Exec(ctx, id, o)
+}
+
+func (r runtimeContainers) AttachStdin(ctx context.Context, id string, o runtime.AttachOptions) error {
+	rt, err := r.a.runtimeOrErr()
+	if err != nil {
+		return err
+	}
+	return rt.AttachStdin(ctx, id, o)
 }

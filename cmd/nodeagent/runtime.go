@@ -53,6 +53,11 @@ func (a *agent) connectRuntime(ctx context.Context) {
 	if !ok {
 		return
 	}
+	// Loggers of stdin containers run outside the shim; a stop of the
+	// agent's unit may have killed them.
+	if err := rt.RestoreStdioLoggers(ctx); err != nil {
+		log.Warn("restarting the log writers of containers with stdin", "err", err)
+	}
 	a.runPLEG(ctx, rt)
 }
 

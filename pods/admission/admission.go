@@ -172,10 +172,11 @@ var podSpecAccepted = []string{
 	"activeDeadlineSeconds", "readinessGates",
 	// imagePullSecrets: credentials for pulls (pods/pullsecrets.go).
 	"imagePullSecrets",
+	// Ephemeral containers (kubectl debug) are walked as containers.
+	"ephemeralContainers",
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
-	{"ephemeralContainers", func(s *v1.PodSpec) bool { return len(s.EphemeralContainers) > 0 }},
 	{"shareProcessNamespace", func(s *v1.PodSpec) bool { return s.ShareProcessNamespace != nil && *s.ShareProcessNamespace }},
 	// hostUsers: true is what nodeagent does anyway.
 	{"hostUsers", func(s *v1.PodSpec) bool { return s.HostUsers != nil && !*s.HostUsers }},
@@ -208,15 +209,14 @@ var containerAccepted = []string{
 	// Always on an init container makes a sidecar; anything else is
 	// refused by unsupportedRestartPolicy.
 	"restartPolicy",
+	// An open stdin for attach sessions and a terminal (runtime stdio).
+	"stdin", "stdinOnce", "tty",
 }
 
 var containerChecks = []check[v1.Container]{
 	{"resizePolicy", func(c *v1.Container) bool { return len(c.ResizePolicy) > 0 }},
 	{"restartPolicyRules", func(c *v1.Container) bool { return len(c.RestartPolicyRules) > 0 }},
 	{"volumeDevices", func(c *v1.Container) bool { return len(c.VolumeDevices) > 0 }},
-	{"stdin", func(c *v1.Container) bool { return c.Stdin }},
-	{"stdinOnce", func(c *v1.Container) bool { return c.StdinOnce }},
-	{"tty", func(c *v1.Container) bool { return c.TTY }},
 }
 
 // securityContextAccepted: the container securityContext fields nodeagent
@@ -416,12 +416,14 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // mountPath, readOnly, subPath, subPathExpr), livenessProbe, readinessProbe,
 // startupProbe (exec, httpGet, tcpSocket, grpc), lifecycle (postStart and
 // preStop with exec, httpGet or sleep), terminationMessagePath and
-// terminationMessagePolicy; sidecars (init containers with restartPolicy
-// Always); restartPolicy; terminationGracePeriodSeconds;
-// activeDeadlineSeconds; readinessGates; hostNetwork; hostPort and hostIP
-// (through the CNI portMappings capability without hostNetwork); volumes
-// emptyDir (medium "" or Memory; sizeLimit only with Memory, as the tmpfs
-// size), hostPath, secret, configMap, downwardAPI
+// terminationMessagePolicy, stdin, stdinOnce and tty; sidecars (init
+// containers with restartPolicy Always); ephemeral containers (kubectl
+// debug; the same container fields, and targetContainerName);
+// restartPolicy; terminationGracePeriodSeconds; activeDeadlineSeconds;
+// readinessGates; hostNetwork; hostPort and hostIP (through the CNI
+// portMappings capability without hostNetwork); volumes emptyDir (medium ""
+// or Memory; sizeLimit only with Memory, as the tmpfs size), hostPath,
+// secret, configMap, downwardAPI
 // (fieldRef to metadata.name, metadata.namespace, metadata.uid,
 // metadata.labels, metadata.annotations or one label or annotation;
 // resourceFieldRef) and projected with serviceAccountToken, secret,
@@ -445,8 +447,9 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 //
 // Everything else is unsupported: valueFrom fileKeyRef and fieldRefs
 // other than the above, procMount Unmasked, shareProcessNamespace,
-// ephemeral containers, a restartPolicy on a regular container or other
-// than Always on an init container (ContainerRestartRules), stdin/tty, mount propagation, pod-level resources, every other volume
+// a restartPolicy on a regular container or other than Always on an init
+// container (ContainerRestartRules), mount propagation, pod-level
+// resources, every other volume
 // type, and the projected sources clusterTrustBundle and podCertificate
 // (named as spec.volumes[N].projected.sources[M].clusterTrustBundle, ...).
 func Unsupported(pod *v1.Pod) []string {
@@ -463,6 +466,10 @@ func Unsupported(pod *v1.Pod) []string {
 		unsupportedContainer(&s.Containers[i], spec.Child("containers").Index(i), s.HostNetwork, add)
 	}
 	unsupportedRestartPolicy(s, spec, add)
+	for i := range s.EphemeralContainers {
+		c := v1.Container(s.EphemeralContainers[i].EphemeralContainerCommon)
+		unsupportedContainer(&c, spec.Child("ephemeralContainers").Index(i), s.HostNetwork, add)
+	}
 	for i := range s.Volumes {
 		vp := spec.Child("volumes").Index(i)
 		vs := &s.Volumes[i].VolumeSource

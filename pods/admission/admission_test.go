@@ -48,8 +48,12 @@ func supportedPod() *v1.Pod {
 					},
 					VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "host", MountPath: "/host", ReadOnly: true}},
 				},
-				{Name: "b", Image: "busybox:1.36", SecurityContext: &v1.SecurityContext{}},
+				{Name: "b", Image: "busybox:1.36", SecurityContext: &v1.SecurityContext{}, Stdin: true, StdinOnce: true, TTY: true},
 			},
+			EphemeralContainers: []v1.EphemeralContainer{{
+				EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox:1.36", Stdin: true, TTY: true},
+				TargetContainerName:      "a",
+			}},
 			Volumes: []v1.Volume{
 				{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
 				{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/var/log", Type: utilptr.To(v1.HostPathDirectory)}}},
@@ -234,9 +238,6 @@ var unsupportedCases = []struct {
 	mutate func(p *v1.Pod)
 }{
 	// Pod spec.
-	{"spec.ephemeralContainers", func(p *v1.Pod) {
-		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
-	}},
 	{"spec.shareProcessNamespace", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = utilptr.To(true) }},
 	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
 	{"spec.resourceClaims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c"}} }},
@@ -255,9 +256,6 @@ var unsupportedCases = []struct {
 	{"spec.containers[1].volumeDevices", func(p *v1.Pod) {
 		p.Spec.Containers[1].VolumeDevices = []v1.VolumeDevice{{Name: "d", DevicePath: "/dev/x"}}
 	}},
-	{"spec.containers[1].stdin", func(p *v1.Pod) { p.Spec.Containers[1].Stdin = true }},
-	{"spec.containers[1].stdinOnce", func(p *v1.Pod) { p.Spec.Containers[1].StdinOnce = true }},
-	{"spec.containers[1].tty", func(p *v1.Pod) { p.Spec.Containers[1].TTY = true }},
 	{"spec.containers[1].securityContext.procMount", func(p *v1.Pod) {
 		p.Spec.Containers[1].SecurityContext.ProcMount = utilptr.To(v1.UnmaskedProcMount)
 	}},
@@ -278,6 +276,10 @@ var unsupportedCases = []struct {
 	}},
 
 	// Volume mounts.
+	{"spec.ephemeralContainers[0].volumeDevices", func(p *v1.Pod) {
+		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
+			Name: "debug", Image: "busybox", VolumeDevices: []v1.VolumeDevice{{Name: "d", DevicePath: "/dev/x"}}}}}
+	}},
 	{"spec.containers[0].volumeMounts[1].recursiveReadOnly", func(p *v1.Pod) {
 		p.Spec.Containers[0].VolumeMounts[1].RecursiveReadOnly = utilptr.To(v1.RecursiveReadOnlyEnabled)
 	}},
@@ -697,9 +699,7 @@ func TestUnsupportedManySorted(t *testing.T) {
 	pod.Spec.Volumes[1] = v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{}}}
 	pod.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyOnFailure)
 	want := []string{
-		"spec.containers[0].stdin",
 		"spec.containers[1].securityContext.procMount",
-		"spec.containers[1].tty",
 		"spec.initContainers[0].restartPolicy",
 		"spec.shareProcessNamespace",
 		"spec.volumes[1].nfs",

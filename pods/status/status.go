@@ -158,6 +158,7 @@ func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStat
 	s.InitContainerStatuses = b.containerStatuses(pod.Spec.InitContainers, old.InitContainerStatuses, true, false)
 	initDone := allInitContainersSucceeded(pod.Spec.InitContainers, s.InitContainerStatuses)
 	s.ContainerStatuses = b.containerStatuses(pod.Spec.Containers, old.ContainerStatuses, false, initDone)
+	s.EphemeralContainerStatuses = b.ephemeralStatuses(pod, old.EphemeralContainerStatuses)
 
 	podIsTerminal := in.Terminating && !anyRunning(rs.Containers)
 	if podIsTerminal {
