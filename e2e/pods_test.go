@@ -447,21 +447,21 @@ func TestUnsupportedPodIsRefused(t *testing.T) {
 	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
 	name := a.node + "-unsupported"
-	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  volumes:
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  shareProcessNamespace: true
+  volumes:
   - name: cfg
     nfs: {server: nfs.example, path: /}
   containers:
   - name: c
     image: %s
     command: ["sleep", "3600"]
-    tty: true
     volumeMounts: [{name: cfg, mountPath: /cfg}]
 `, testimage.Ref)), "apply", "-f", "-")
 	p := a.waitPod(ctx, name, 30*time.Second, "phase Failed", phaseIs(corev1.PodFailed))
 	if p.Status.Reason != "UnsupportedPodSpec" {
 		t.Errorf("reason %q", p.Status.Reason)
 	}
-	for _, field := range []string{"spec.volumes[0].nfs", "spec.containers[0].tty"} {
+	for _, field := range []string{"spec.volumes[0].nfs", "spec.shareProcessNamespace"} {
 		if !strings.Contains(p.Status.Message, field) {
 			t.Errorf("message %q does not name %s", p.Status.Message, field)
 		}
