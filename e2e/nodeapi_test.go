@@ -800,6 +800,10 @@ func TestResourceMetricsAndStatsSummary(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	elapsed := time.Since(start).Seconds()
+	// The agent's own metrics are on the node API too, as kubelet's /metrics.
+	if own, err := kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/metrics"); err != nil || !strings.Contains(own, "nodeagent_lease_renew_attempts_total") {
+		t.Errorf("/metrics through the API server: %v\n%.500s", err, own)
+	}
 	families, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(out))
 	if err != nil {
 		t.Fatalf("not Prometheus text: %v\n%s", err, out)

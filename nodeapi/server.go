@@ -90,6 +90,9 @@ type Options struct {
 	LogRoot string
 	// Healthy answers /healthz; nil means always healthy.
 	Healthy func() error
+	// Metrics serves /metrics: the agent's own Prometheus metrics, as
+	// kubelet serves its own there (nodes/metrics); nil: not served.
+	Metrics http.Handler
 
 	Logger *slog.Logger
 	Clock  clock.Clock
@@ -197,6 +200,9 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	s.mux.HandleFunc("GET /metrics/resource", s.metricsResource)
 	s.mux.HandleFunc("GET /stats/summary", s.statsSummary)
+	if opts.Metrics != nil {
+		s.mux.Handle("GET /metrics", opts.Metrics)
+	}
 	for _, m := range []string{"GET", "POST"} {
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)

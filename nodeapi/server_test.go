@@ -486,3 +486,19 @@ func TestExecRequests(t *testing.T) {
 		t.Errorf("exec without a runtime: %d %q", w.Code, w.Body.String())
 	}
 }
+
+// /metrics serves the agent's own metrics to users with nodes/metrics.
+func TestAgentMetrics(t *testing.T) {
+	e := newTestEnv(t, func(o *Options) {
+		o.Metrics = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "nodeagent_up 1\n") })
+	})
+	if w := e.do("GET", "/metrics", bearer("good-admin")); w.Code != 200 || w.Body.String() != "nodeagent_up 1\n" {
+		t.Fatalf("admin: %d %q", w.Code, w.Body.String())
+	}
+	if w := e.do("GET", "/metrics", bearer("good-pods-reader")); w.Code != 403 || !strings.Contains(w.Body.String(), "subresource(s)=[metrics]") {
+		t.Fatalf("without nodes/metrics: %d %q", w.Code, w.Body.String())
+	}
+	if w := newTestEnv(t, nil).do("GET", "/metrics", bearer("good-admin")); w.Code != 404 {
+		t.Fatalf("without a Metrics handler: %d", w.Code)
+	}
+}

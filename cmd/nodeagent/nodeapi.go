@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/nodeapi"
 	"github.com/nodeagent/nodeagent/runtime"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // newNodeAPI builds the node API server from the configuration (nil when
@@ -52,6 +53,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		NetNSDir:               netnsDirFor(c.ContainerRuntimeNamespace),
 		StatsFsDir:             c.RootDir,
 		Healthy:                a.live,
+		Metrics:                promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
 		Logger:                 a.base.With("component", "nodeapi", "node", a.nodeName),
 	})
 	if err != nil {
