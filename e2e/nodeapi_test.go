@@ -949,3 +949,53 @@ func TestKubectlCp(t *testing.T) {
 		t.Fatalf("copied back %d bytes (%v), want %d", len(back), err, len(content))
 	}
 }
+
+// With kubelet's default rotation (containerLogMaxSize 10Mi,
+// containerLogMaxFiles 5), a container that writes 50 MiB keeps at most 5
+// files of at most 10Mi, and kubectl logs still ends with its last lines.
+func TestKubectlLogsRotationAtDefaults(t *testing.T) {
+	t.Parallel()
+	a, _ := readyPodAgent(t, "")
+	ctx := context.Background()
+	a.waitKubeletPort(ctx)
+	name := a.node + "-rot50"
+	const lines = 51200 // 1 KiB each: 50 MiB
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  restartPolicy: Never
+  containers:
+  - name: flood
+    image: %s
+    command: ["busybox", "awk", "BEGIN { pad = sprintf(\"%%1012s\", \"\"); for (i = 0; i < %d; i++) printf \"line %%06d%%s\\n\", i, pad }"]
+`, testimage.Ref, lines)), "apply", "-f", "-")
+	p := a.waitPod(ctx, name, 120*time.Second, "Succeeded", phaseIs(corev1.PodSucceeded))
+	last := fmt.Sprintf("line %06d", lines-1)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		b, _ := os.ReadFile(a.logPath(p, "flood", 0))
+		return strings.Contains(string(b), last), nil
+	})
+	if err != nil {
+		t.Fatalf("the last line never reached the log")
+	}
+	es, _ := os.ReadDir(filepath.Dir(a.logPath(p, "flood", 0)))
+	var total int64
+	for _, e := range es {
+		st, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += st.Size()
+		if st.Size() > 10<<20 {
+			t.Errorf("%s: %d bytes > 10Mi", e.Name(), st.Size())
+		}
+	}
+	if len(es) == 0 || len(es) > 5 {
+		t.Errorf("%d log files, want 1 to 5", len(es))
+	}
+	if total < 30<<20 {
+		t.Errorf("only %d bytes kept of 50 MiB written: rotation discards too early", total)
+	}
+	out, err := kubectlOut(t, a.env, "logs", name, "--tail=2")
+	if err != nil || !strings.HasPrefix(out, fmt.Sprintf("line %06d", lines-2)) || !strings.Contains(out, "\n"+last) {
+		t.Fatalf("kubectl logs --tail=2: %v %.80q", err, out)
+	}
+	t.Logf("50 MiB written: %d files, %d bytes kept", len(es), total)
+}
