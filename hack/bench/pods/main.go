@@ -744,13 +744,17 @@ func workload(p *corev1.Pod) {
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		ReadOnlyRootFilesystem:   ptr.To(true),
 	}
-	probe := func(period int32) *corev1.Probe {
+	// Kubernetes' default period (10s) for readiness and liveness: each
+	// exec probe is a runc exec, and with 1s periods 13 pods (26 execs a
+	// second) saturated the 2-core machine's containerd until probes timed
+	// out. The startup probe polls every second until it first succeeds.
+	probe := func(period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
-			PeriodSeconds: period, TimeoutSeconds: 1, FailureThreshold: 3, SuccessThreshold: 1,
+			PeriodSeconds: period, TimeoutSeconds: 1, FailureThreshold: failures, SuccessThreshold: 1,
 		}
 	}
-	c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = probe(1), probe(1), probe(10)
+	c.StartupProbe, c.ReadinessProbe, c.LivenessProbe = probe(1, 30), probe(10, 3), probe(10, 3)
 }
 
 // latencyPhase runs n pods sequentially or in a burst, then deletes them.
