@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeagent/nodeagent/internal/localcluster"
+	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testenv"
 	"github.com/nodeagent/nodeagent/internal/testimage"
 )
@@ -138,5 +139,59 @@ func TestPodsReachEachOtherOverCNI(t *testing.T) {
 	a.waitLog(cp, "c", 0, "hello-from-server")
 	if cp.Status.PodIP == "" || cp.Status.PodIP == sp.Status.PodIP {
 		t.Errorf("client podIP %q (server %q)", cp.Status.PodIP, sp.Status.PodIP)
+	}
+
+	// UDP from a third pod to the server pod. busybox has no UDP client or
+	// server, so the test's own sockets stand in for the pods' processes,
+	// each made inside its pod's network namespace (a socket stays in the
+	// namespace it was created in): the datagrams cross the CNI network
+	// between the two pods' interfaces, as the pods' own would.
+	peer := a.node + "-peer"
+	kubectl(t, a.env, podYAML(peer, a.node, fmt.Sprintf(`  containers:
+  - name: c
+    image: %s
+    command: ["sleep", "3600"]
+`, testimage.Ref)), "apply", "-f", "-")
+	pp := a.waitPod(ctx, peer, 60*time.Second, "running with a pod IP", func(p *corev1.Pod) bool { return running(p) && p.Status.PodIP != "" })
+	netnsDir := "/run/nodeagent/netns-e2e-" + a.node // the agent's (see netnsDirFor)
+	var srv net.PacketConn
+	if err := netns.Do(filepath.Join(netnsDir, string(sp.UID)), func() (err error) {
+		srv, err = net.ListenPacket("udp4", net.JoinHostPort(sp.Status.PodIP, "9090"))
+		return err
+	}); err != nil {
+		t.Fatalf("UDP listener in the server pod's namespace: %v", err)
+	}
+	defer srv.Close()
+	go func() { // echo, prefixed with the sender's address
+		buf := make([]byte, 512)
+		for {
+			n, from, err := srv.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = srv.WriteTo(append([]byte(from.(*net.UDPAddr).IP.String()+" "), buf[:n]...), from)
+		}
+	}()
+	var cli net.Conn
+	if err := netns.Do(filepath.Join(netnsDir, string(pp.UID)), func() (err error) {
+		cli, err = net.Dial("udp4", net.JoinHostPort(sp.Status.PodIP, "9090"))
+		return err
+	}); err != nil {
+		t.Fatalf("UDP socket in the peer pod's namespace: %v", err)
+	}
+	defer cli.Close()
+	buf := make([]byte, 512)
+	var got string
+	for i := 0; i < 10 && got == ""; i++ { // UDP may drop the first datagrams while ARP resolves
+		if _, err := cli.Write([]byte("ping-udp")); err != nil {
+			t.Fatal(err)
+		}
+		_ = cli.SetReadDeadline(time.Now().Add(time.Second))
+		if n, err := cli.Read(buf); err == nil {
+			got = string(buf[:n])
+		}
+	}
+	if want := pp.Status.PodIP + " ping-udp"; got != want {
+		t.Fatalf("UDP from pod %s to pod %s: got %q, want %q", pp.Status.PodIP, sp.Status.PodIP, got, want)
 	}
 }
