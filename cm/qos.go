@@ -2,7 +2,6 @@ package cm
 
 import (
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
@@ -14,48 +13,7 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	if q := pod.Status.QOSClass; q != "" {
 		return q
 	}
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
-	guaranteed := true
-	add := func(l v1.ResourceList, name v1.ResourceName, q resource.Quantity) {
-		sum := l[name]
-		sum.Add(q)
-		l[name] = sum
-	}
-	all := append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
-	for _, c := range all {
-		limited := 0
-		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			lim, hasLim := c.Resources.Limits[name]
-			hasLim = hasLim && lim.Sign() > 0
-			req, hasReq := c.Resources.Requests[name]
-			hasReq = hasReq && req.Sign() > 0
-			if !hasReq && hasLim {
-				req, hasReq = lim, true
-			}
-			if hasReq {
-				add(requests, name, req)
-			}
-			if hasLim {
-				add(limits, name, lim)
-				limited++
-			}
-		}
-		if limited < 2 {
-			guaranteed = false
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return v1.PodQOSBestEffort
-	}
-	if !guaranteed || len(requests) != len(limits) {
-		return v1.PodQOSBurstable
-	}
-	for name, req := range requests {
-		if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-			return v1.PodQOSBurstable
-		}
-	}
-	return v1.PodQOSGuaranteed
+	return kubetypes.PodQOSClass(pod)
 }
 
 // OOM score adjustments of kubelet's policy (pkg/kubelet/qos).

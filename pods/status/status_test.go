@@ -808,7 +808,7 @@ func TestPodQOSClass(t *testing.T) {
 			for i, r := range tc.app {
 				pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: fmt.Sprint("c", i), Resources: res(r)})
 			}
-			if got := PodQOSClass(pod); got != tc.want {
+			if got := kubetypes.PodQOSClass(pod); got != tc.want {
 				t.Errorf("PodQOSClass = %q, want %q", got, tc.want)
 			}
 			if got := Compute(pod, rs(), Input{}, at(0)).QOSClass; got != tc.want {
