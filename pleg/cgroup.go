@@ -108,7 +108,7 @@ func newCgroupWatcher(root string, podParents []string, log *slog.Logger, signal
 		podRoots: map[string]bool{}, waiting: map[string][]string{}, missing: map[string]runtime.Container{},
 	}
 	for _, pp := range podParents {
-		dir := filepath.Join(root, cgroupfsPath(pp))
+		dir := filepath.Join(root, runtime.CgroupfsPath(pp))
 		cw.podRoots[dir] = true
 		if err := cw.watchPodRoot(dir, false); err != nil {
 			w.Close()
@@ -194,12 +194,8 @@ func (cw *cgroupWatcher) dirOf(c runtime.Container) (dir string, gone bool, err 
 	if c.CgroupsPath == "" {
 		return "", false, fmt.Errorf("container %s: cgroup path unknown", c.ID)
 	}
-	return filepath.Join(cw.root, cgroupfsPath(c.CgroupsPath)), false, nil
+	return filepath.Join(cw.root, runtime.CgroupfsPath(c.CgroupsPath)), false, nil
 }
-
-// cgroupfsPath converts a systemd-driver cgroupsPath ("slice:prefix:name")
-// to a filesystem path; cgroupfs paths are returned unchanged.
-func cgroupfsPath(p string) string { return runtime.CgroupfsPath(p) }
 
 // track records that c is running (watch it) or not (stop watching it);
 // run acts on it. It does no I/O, so the PLEG calls it under its lock.

@@ -13,20 +13,6 @@ import (
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
-func TestCgroupfsPath(t *testing.T) {
-	for in, want := range map[string]string{
-		"/nodeagent/uid/abc":                     "/nodeagent/uid/abc",
-		"system.slice:cri-containerd:abc":        "/system.slice/cri-containerd-abc.scope",
-		"kubepods-besteffort-pod1.slice:cri:abc": "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-abc.scope",
-		":cri:abc":                               "/cri-abc.scope",
-		"kubepods.slice:cri:kubepods-pod2.slice": "/kubepods.slice/kubepods-pod2.slice",
-	} {
-		if got := cgroupfsPath(in); got != want {
-			t.Errorf("cgroupfsPath(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestCgroupWatcherTree drives the watcher over a directory tree shaped
 // like a cgroup v2 hierarchy (real inotify, regular files): the layout is
 // taken from the containers' cgroup paths and the configured pod parent,

@@ -65,3 +65,17 @@ func TestRestrictedOOMScoreAdjFloor(t *testing.T) {
 		}
 	}
 }
+
+func TestCgroupfsPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/nodeagent/uid/abc":                     "/nodeagent/uid/abc",
+		"system.slice:cri-containerd:abc":        "/system.slice/cri-containerd-abc.scope",
+		"kubepods-besteffort-pod1.slice:cri:abc": "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-abc.scope",
+		":cri:abc":                               "/cri-abc.scope",
+		"kubepods.slice:cri:kubepods-pod2.slice": "/kubepods.slice/kubepods-pod2.slice",
+	} {
+		if got := CgroupfsPath(in); got != want {
+			t.Errorf("CgroupfsPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
