@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -56,8 +57,7 @@ func (r *Runtime) ListContainers(ctx context.Context) ([]Container, error) {
 		keep[cl[i].ID] = true
 		out = append(out, r.containerFrom(&cl[i], tasks[cl[i].ID]))
 	}
-	r.forgetCgroupsPaths(keep)
-	r.procUsers.forget(keep)
+	r.specs.forget(keep)
 	return out, nil
 }
 
@@ -100,6 +100,7 @@ func (r *Runtime) InspectContainer(ctx context.Context, id string) (Container, e
 
 func (r *Runtime) containerFrom(c *containers.Container, t *tasktypes.Process) Container {
 	l := c.Labels
+	facts := r.specs.of(c.ID, c.Spec)
 	out := Container{
 		ID: c.ID,
 		Pod: PodRef{
@@ -112,8 +113,8 @@ func (r *Runtime) containerFrom(c *containers.Container, t *tasktypes.Process) C
 		CreatedAt:   c.CreatedAt,
 		StartedAt:   parseTime(l[labelStartedAt]),
 		LogPath:     l[labelLogPath],
-		CgroupsPath: r.cgroupsPathOf(c.ID, l, c.Spec),
-		User:        r.procUsers.of(c.ID, c.Spec),
+		CgroupsPath: cmp.Or(l[labelCgroupsPath], facts.cgroupsPath),
+		User:        facts.user,
 		Labels:      l,
 	}
 	if a, err := strconv.ParseUint(l[LabelContainerAttempt], 10, 32); err == nil {

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/containerd/containerd"
@@ -19,7 +17,6 @@ import (
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/platforms"
 	"github.com/nodeagent/nodeagent/crilog"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
 )
@@ -140,12 +137,9 @@ type Runtime struct {
 
 	stop context.CancelFunc // ends the task event watcher
 
-	mu          sync.Mutex
-	cgroupPaths map[string]string // container ID -> cgroupsPath decoded from its spec (immutable)
-
 	users imageUsers // image config users, for runAsNonRoot
 
-	procUsers procUserCache // containers' process users (procuser.go)
+	specs specCache // facts decoded once from containers' OCI specs (specfacts.go)
 }
 
 // New connects to containerd. It fails if containerd cannot be reached
@@ -161,7 +155,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime: connect to containerd at %s: %w", opts.Address, err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	r := &Runtime{opts: opts, client: client, stop: stop, cgroupPaths: map[string]string{}}
+	r := &Runtime{opts: opts, client: client, stop: stop}
 	go r.watchTasks(ctx)
 	return r, nil
 }
@@ -279,39 +273,4 @@ func (r *Runtime) ImportImage(ctx context.Context, archive io.Reader) ([]Image, 
 		}
 	}
 	return r.imagesFrom(ctx, imgs)
-}
-
-// cgroupsPathOf returns linux.cgroupsPath of a container's OCI spec, decoding
-// the spec once per container.
-func (r *Runtime) cgroupsPathOf(id string, labels map[string]string, spec interface{ GetValue() []byte }) string {
-	if p := labels[labelCgroupsPath]; p != "" {
-		return p
-	}
-	r.mu.Lock()
-	p, ok := r.cgroupPaths[id]
-	r.mu.Unlock()
-	if ok {
-		return p
-	}
-	if spec == nil {
-		return ""
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(spec.GetValue(), &s); err != nil || s.Linux == nil {
-		return ""
-	}
-	r.mu.Lock()
-	r.cgroupPaths[id] = s.Linux.CgroupsPath
-	r.mu.Unlock()
-	return s.Linux.CgroupsPath
-}
-
-func (r *Runtime) forgetCgroupsPaths(keep map[string]bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id := range r.cgroupPaths {
-		if !keep[id] {
-			delete(r.cgroupPaths, id)
-		}
-	}
 }
