@@ -175,6 +175,23 @@ func newTestEnv(t *testing.T, mutate func(*Options)) *testEnv {
 	return e
 }
 
+// keyPair issues a certificate and key of the test CA, parsed.
+func (e *testEnv) keyPair(t *testing.T, cn string, orgs, hosts []string) tls.Certificate {
+	t.Helper()
+	certPEM, keyPEM, err := e.ca.Issue(cn, orgs, hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kp.Leaf, err = x509.ParseCertificate(kp.Certificate[0]); err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
 // clientCert issues a client certificate of the test CA.
 func (e *testEnv) clientCert(t *testing.T, user string, groups ...string) *x509.Certificate {
 	t.Helper()
@@ -386,14 +403,7 @@ func TestServeTLSAndFollow(t *testing.T) {
 	go func() { done <- e.s.Run(ctx, func(a net.Addr) { addrC <- a }) }()
 	addr := (<-addrC).String()
 
-	certPEM, keyPEM, err := e.ca.Issue("admin", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kp := e.keyPair(t, "admin", nil, nil)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(first)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "node-a", Certificates: []tls.Certificate{kp}}}}

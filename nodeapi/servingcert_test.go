@@ -131,14 +131,7 @@ func TestCertificateChangeKeepsOpenStreams(t *testing.T) {
 	go func() { done <- e.s.Run(ctx, func(a net.Addr) { addrC <- a }) }()
 	addr := (<-addrC).String()
 
-	certPEM, keyPEM, err := e.ca.Issue("admin", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kp := e.keyPair(t, "admin", nil, nil)
 	// The test checks which certificate is presented, not its chain.
 	dial := func() *http.Client {
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{kp}}}}
@@ -155,17 +148,7 @@ func TestCertificateChangeKeepsOpenStreams(t *testing.T) {
 	}
 
 	// Renewal: what the bootstrapper does once a new certificate is issued.
-	srvPEM, srvKey, err := e.ca.Issue("system:node:node-a", []string{"system:nodes"}, []string{"node-a", "127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	next, err := tls.X509KeyPair(srvPEM, srvKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.Leaf, err = x509.ParseCertificate(next.Certificate[0]); err != nil {
-		t.Fatal(err)
-	}
+	next := e.keyPair(t, "system:node:node-a", []string{"system:nodes"}, []string{"node-a", "127.0.0.1"})
 	e.s.certs.cur.Store(&next)
 
 	writeAttempt(t, e.logs, pod, "app", 0, "after renewal")
