@@ -208,9 +208,15 @@ func TestNodeCredentialsAreConfined(t *testing.T) {
 	cfg, _ := env.NodeConfig(t, testenv.NodeName(t)+"-intruder")
 	intruder := kubernetes.NewForConfigOrDie(cfg)
 	leases := intruder.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	l, err := env.Admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, victim.node, metav1.GetOptions{})
+	// The first Lease may trail the first Ready status by a moment.
+	var l *coordinationv1.Lease
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		l, err = env.Admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, victim.node, metav1.GetOptions{})
+		return err == nil, nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the victim's Lease: %v", err)
 	}
 	l.Spec.HolderIdentity = ptr.To("intruder")
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
