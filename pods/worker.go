@@ -57,7 +57,6 @@ type worker struct {
 	mu      sync.Mutex
 	pod     *v1.Pod // the desired pod, latest from its source
 	removed bool    // the source no longer has it
-	failing bool    // the last sync failed: waiting out the retry back-off
 
 	// Owned by the worker goroutine.
 	source    string
@@ -154,12 +153,10 @@ func (w *worker) poke() {
 
 func (w *worker) update(pod *v1.Pod) {
 	w.mu.Lock()
-	// A failed sync's back-off is not cut short by the pod's own status
-	// coming back from the API (see statusOnly).
-	quiet := w.failing && statusOnly(w.pod, pod)
+	news := needsSync(w.pod, pod)
 	w.pod = pod
 	w.mu.Unlock()
-	if !quiet {
+	if news {
 		w.poke()
 	}
 }
@@ -250,7 +247,6 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		return w.d.resync, false
 	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
-	w.setFailing(err != nil)
 	if err != nil {
 		w.d.met.syncs.WithLabelValues("error").Inc()
 		d := w.retry.Step()

@@ -798,13 +798,15 @@ func TestWorkerOrphanWithCreatedContainer(t *testing.T) {
 	}
 }
 
-// A failed sync's back-off is kept when only the pod's status changes (the
-// agent's own write coming back); a spec or metadata change wakes the
-// worker at once.
-func TestWorkerBackOffIgnoresStatusOnlyUpdates(t *testing.T) {
+// A status-only update (the agent's own write coming back) never wakes a
+// worker: not a failing one waiting out its back-off, nor a healthy one. A
+// spec or metadata change does, and so does a change of a condition named
+// by a readiness gate (it changes Ready).
+func TestWorkerIgnoresStatusOnlyUpdates(t *testing.T) {
 	e := newWorkerEnv(t)
 	e.deps.volumes = failingVolumes{}
 	pod := testPod("web", v1.RestartPolicyAlways, ctr("c"))
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}}
 	pod.ResourceVersion = "1"
 	w := e.worker(pod, kubetypes.SourceAPI)
 	if next, _ := e.sync(w); next != time.Second {
@@ -833,14 +835,36 @@ func TestWorkerBackOffIgnoresStatusOnlyUpdates(t *testing.T) {
 		t.Error("an annotation change did not wake the failing worker")
 	}
 
-	// After a good sync every update wakes it again.
+	// A healthy worker is not woken by its status either.
 	e.deps.volumes = e.vols
 	e.settle(w)
 	again := ann.DeepCopy()
 	again.ResourceVersion = "4"
 	again.Status.Phase = v1.PodRunning
+	again.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}}
 	w.update(again)
+	if woken() {
+		t.Error("a status-only update woke a healthy worker")
+	}
+	gate := again.DeepCopy()
+	gate.ResourceVersion = "5"
+	gate.Status.Conditions = append(gate.Status.Conditions, v1.PodCondition{Type: "example.com/lb", Status: v1.ConditionFalse})
+	w.update(gate)
 	if !woken() {
-		t.Error("a status update did not wake a healthy worker")
+		t.Error("a readiness gate's condition appearing did not wake the worker")
+	}
+	flip := gate.DeepCopy()
+	flip.ResourceVersion = "6"
+	flip.Status.Conditions[1].Status = v1.ConditionTrue
+	w.update(flip)
+	if !woken() {
+		t.Error("a readiness gate's condition turning True did not wake the worker")
+	}
+	same := flip.DeepCopy()
+	same.ResourceVersion = "7"
+	same.Status.Conditions[1].LastProbeTime = metav1.Now()
+	w.update(same)
+	if woken() {
+		t.Error("an unchanged readiness gate condition woke the worker")
 	}
 }
