@@ -20,6 +20,9 @@ declare -A need=(
   [gcc]=gcc # go test -race needs cgo
   [iptables-save]=iptables # portmap's hostPort rules; the network tests compare iptables-save
   [ip]=iproute2            # the network tests remove their bridges
+  [make]=make              # the conformance e2e images' busybox is built from source
+  [bzip2]=bzip2            # its release tarball
+  [curl]=curl              # fetched once from Debian's mirror
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -24,12 +24,14 @@ const (
 	E2ENonRootRef    = "registry.k8s.io/e2e-test-images/nonroot:1.4"
 )
 
-// E2EInputs are the files the e2e images are made of besides the host's
-// busybox-static. hack/conformance.sh compiles the programs (agnhost and
-// nonewprivs from the k8s.io/kubernetes module with CGO_ENABLED=0, pause
-// from its pause.c with gcc -static) and copies agnhost's certificate into
-// one directory; E2EInputsIn reads that layout.
+// E2EInputs are the files the e2e images are made of. hack/conformance.sh
+// compiles the programs (agnhost and nonewprivs from the k8s.io/kubernetes
+// module with CGO_ENABLED=0, pause from its pause.c with gcc -static,
+// busybox 1.37.0 from its source with its defconfig, static, as Docker's
+// busybox image that upstream's mirrors) and copies agnhost's certificate
+// into one directory; E2EInputsIn reads that layout.
 type E2EInputs struct {
+	Busybox    string // a static busybox; empty: the host's busybox-static
 	Agnhost    string // the agnhost program
 	Nonewprivs string // test/images/nonewprivs (nnp)
 	Pause      string // build/pause/linux/pause.c, statically linked
@@ -37,10 +39,11 @@ type E2EInputs struct {
 	TLSKey     string // test/images/agnhost/porter/localhost.key
 }
 
-// E2EInputsIn names the inputs in dir: agnhost, nnp, pause, localhost.crt,
-// localhost.key.
+// E2EInputsIn names the inputs in dir: busybox, agnhost, nnp, pause,
+// localhost.crt, localhost.key.
 func E2EInputsIn(dir string) E2EInputs {
 	return E2EInputs{
+		Busybox:    filepath.Join(dir, "busybox"),
 		Agnhost:    filepath.Join(dir, "agnhost"),
 		Nonewprivs: filepath.Join(dir, "nnp"),
 		Pause:      filepath.Join(dir, "pause"),
@@ -55,8 +58,11 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // E2EImages returns the specs of the e2e images:
 //
 //   - busybox: like Docker's busybox image (the upstream Dockerfile only
-//     mirrors it): every applet of the host's busybox-static in /bin, the
-//     image's users (nobody is 65534) and directories, CMD ["sh"].
+//     mirrors it): every applet of in.Busybox in /bin, the image's users
+//     (nobody is 65534) and directories, CMD ["sh"]. Which busybox matters:
+//     Debian's busybox-static (1.35 and 1.37 alike) builds an ash that drops
+//     environment variables whose names are not shell identifiers, which
+//     upstream's 1.37 defconfig keeps and the envFrom specs print.
 //   - agnhost: the Dockerfile's layout (/agnhost, /agnhost-2, /uploads,
 //     /localhost.crt and .key, user-defined-in-image 1000 in
 //     group-defined-in-image 50000, ENTRYPOINT ["/agnhost"], CMD ["pause"])
@@ -78,14 +84,6 @@ func E2EImages(in E2EInputs) ([]Spec, error) {
 		}
 		return b, nil
 	}
-	bb, err := read(BusyboxPath)
-	if err != nil {
-		return nil, fmt.Errorf("%w (install busybox-static)", err)
-	}
-	applets, err := busyboxApplets()
-	if err != nil {
-		return nil, err
-	}
 	agnhost, err := read(in.Agnhost)
 	if err != nil {
 		return nil, err
@@ -103,6 +101,18 @@ func E2EImages(in E2EInputs) ([]Spec, error) {
 		return nil, err
 	}
 	key, err := read(in.TLSKey)
+	if err != nil {
+		return nil, err
+	}
+	bbPath := in.Busybox
+	if bbPath == "" {
+		bbPath = BusyboxPath
+	}
+	bb, err := read(bbPath)
+	if err != nil {
+		return nil, err
+	}
+	applets, err := busyboxApplets(bbPath)
 	if err != nil {
 		return nil, err
 	}
@@ -151,11 +161,11 @@ done
 exec wget -q -O - "$url"
 `
 
-// busyboxApplets lists the applets of the host's busybox.
-func busyboxApplets() ([]string, error) {
-	out, err := exec.Command(BusyboxPath, "--list").Output()
+// busyboxApplets lists the applets of the busybox at path.
+func busyboxApplets(path string) ([]string, error) {
+	out, err := exec.Command(path, "--list").Output()
 	if err != nil {
-		return nil, fmt.Errorf("testimage: %s --list: %w", BusyboxPath, err)
+		return nil, fmt.Errorf("testimage: %s --list: %w", path, err)
 	}
 	var applets []string
 	for _, a := range strings.Fields(string(out)) {

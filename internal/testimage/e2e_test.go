@@ -22,6 +22,14 @@ func TestE2EImagesLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The host's busybox stands in for the one hack/conformance.sh builds.
+	bb, err := os.ReadFile(BusyboxPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "busybox"), bb, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	specs, err := E2EImages(E2EInputsIn(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +83,14 @@ func TestE2EImagesLayout(t *testing.T) {
 	if byRef[E2ENonRootRef].User != "1234" {
 		t.Errorf("nonroot user %q", byRef[E2ENonRootRef].User)
 	}
+	if f := file(E2EBusyboxRef, "bin/busybox"); !slices.Equal(f.Data, bb) {
+		t.Error("busybox image's bin/busybox is not the input busybox")
+	}
 	if _, err := E2EImages(E2EInputsIn(t.TempDir())); err == nil || !strings.Contains(err.Error(), "agnhost") {
 		t.Errorf("E2EImages without inputs = %v, want an error naming agnhost", err)
+	}
+	os.Remove(filepath.Join(dir, "busybox"))
+	if _, err := E2EImages(E2EInputsIn(dir)); err == nil || !strings.Contains(err.Error(), "busybox") {
+		t.Errorf("E2EImages without busybox = %v, want an error naming it", err)
 	}
 }
