@@ -428,7 +428,8 @@ func (m *Manager) startLocked(w *worker) {
 }
 
 // admitLocked decides whether a new pod may run: its spec must be in the
-// supported subset and fit the node.
+// supported subset, fit the node's resources and pass kubelet's other
+// predicates (node affinity, node name, host ports, NoExecute taints).
 func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status.Waiting {
 	if ok, reason, msg := admission.AdmitSecurity(pod, m.opts.Admission); !ok {
 		return &status.Waiting{Reason: reason, Message: msg}
@@ -450,6 +451,9 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 		return &status.Waiting{Reason: admission.ReasonInvalidNodeInfo, Message: "Kubelet cannot get node info."}
 	}
 	if ok, reason, msg := admission.FitsNode(pod, admitted, node.Status.Allocatable, m.opts.MaxPods); !ok {
+		return &status.Waiting{Reason: reason, Message: msg}
+	}
+	if ok, reason, msg := admission.AdmitPredicates(pod, admitted, node, kubetypes.IsStaticPod(pod)); !ok {
 		return &status.Waiting{Reason: reason, Message: msg}
 	}
 	return nil

@@ -82,6 +82,7 @@ func TestManagerRunsStaticPods(t *testing.T) {
 		// agent restart before the Node informer synced.
 		NodeAnyway: func(context.Context) (*v1.Node, error) {
 			n := &v1.Node{}
+			n.Name = "node-1"
 			n.Status.Allocatable = v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourcePods: resource.MustParse("110")}
 			return n, nil
 		},

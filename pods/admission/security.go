@@ -15,6 +15,9 @@ import (
 const (
 	// ReasonPodOSNotSupported: the pod's OS is not the node's (Linux).
 	ReasonPodOSNotSupported = "PodOSNotSupported"
+	// ReasonPodOSSelectorNodeLabelDoesNotMatch: the pod's kubernetes.io/os
+	// label (kubelet reads the label, not the nodeSelector) is not linux.
+	ReasonPodOSSelectorNodeLabelDoesNotMatch = "PodOSSelectorNodeLabelDoesNotMatch"
 	// ReasonSysctlForbidden: a sysctl is neither safe nor allowed.
 	ReasonSysctlForbidden = "SysctlForbidden"
 	// ReasonAppArmor: an AppArmor profile on a host without AppArmor.
@@ -124,8 +127,10 @@ func sysctlAllowed(name string, o SecurityOptions, hostNet, hostIPC bool) error 
 // reasons and messages; and, on an SELinux host, the refusal of
 // seLinuxOptions (UnsupportedPodSpec).
 func AdmitSecurity(pod *v1.Pod, o SecurityOptions) (ok bool, reason, message string) {
-	if (pod.Spec.OS != nil && pod.Spec.OS.Name != v1.Linux) ||
-		(pod.Labels[v1.LabelOSStable] != "" && pod.Labels[v1.LabelOSStable] != string(v1.Linux)) {
+	if os, set := pod.Labels[v1.LabelOSStable]; set && os != string(v1.Linux) {
+		return false, ReasonPodOSSelectorNodeLabelDoesNotMatch, "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"
+	}
+	if pod.Spec.OS != nil && pod.Spec.OS.Name != v1.Linux {
 		return false, ReasonPodOSNotSupported, "Failed to admit pod as the OS field doesn't match node OS"
 	}
 	if sc := pod.Spec.SecurityContext; sc != nil && !o.StrictSupplementalGroups &&

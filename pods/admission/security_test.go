@@ -52,6 +52,10 @@ func TestAdmitSecurity(t *testing.T) {
 		{name: "windows pod", mutate: func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} },
 			wantReason: "PodOSNotSupported", wantMessage: "Failed to admit pod as the OS field doesn't match node OS"},
 		{name: "windows os label", mutate: func(p *v1.Pod) { p.Labels = map[string]string{"kubernetes.io/os": "windows"} },
+			wantReason: "PodOSSelectorNodeLabelDoesNotMatch", wantMessage: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"},
+		{name: "empty os label", mutate: func(p *v1.Pod) { p.Labels = map[string]string{"kubernetes.io/os": ""} },
+			wantReason: "PodOSSelectorNodeLabelDoesNotMatch", wantMessage: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"},
+		{name: "windows os field", mutate: func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} },
 			wantReason: "PodOSNotSupported", wantMessage: "Failed to admit pod as the OS field doesn't match node OS"},
 		{name: "strict supplemental groups",
 			mutate: func(p *v1.Pod) {
