@@ -203,16 +203,19 @@ func mergeLatency(mode, phase string, lrs []latencyResult) latencyResult {
 }
 
 type memSample struct {
-	Pods        int     `json:"pods"`
-	When        string  `json:"when"`
-	RSSMiB      float64 `json:"rssMiB"`
-	AnonMiB     float64 `json:"anonymousMiB"`
-	FileMiB     float64 `json:"fileBackedMiB"`
-	HeapInuse   float64 `json:"goHeapInuseMiB"`
-	HeapObjects float64 `json:"goHeapObjects"`
-	StackInuse  float64 `json:"goStackInuseMiB"`
-	GoSys       float64 `json:"goSysMiB"`
-	Goroutines  float64 `json:"goroutines"`
+	Pods    int     `json:"pods"`
+	When    string  `json:"when"`
+	RSSMiB  float64 `json:"rssMiB"`
+	AnonMiB float64 `json:"anonymousMiB"`
+	FileMiB float64 `json:"fileBackedMiB"`
+	// WorkingSetMiB is the working set of the agent's memory cgroup as
+	// kubelet and cAdvisor compute it (usage − inactive file pages).
+	WorkingSetMiB float64 `json:"workingSetMiB"`
+	HeapInuse     float64 `json:"goHeapInuseMiB"`
+	HeapObjects   float64 `json:"goHeapObjects"`
+	StackInuse    float64 `json:"goStackInuseMiB"`
+	GoSys         float64 `json:"goSysMiB"`
+	Goroutines    float64 `json:"goroutines"`
 	// IdleSeconds is the CPU measurement window; 0 when CPU was not measured.
 	IdleSeconds float64 `json:"idleSeconds,omitempty"`
 	CPUSeconds  float64 `json:"cpuSeconds,omitempty"`
@@ -454,6 +457,7 @@ type agentProc struct {
 	exited         chan struct{}
 	tracker        *tracker
 	stopInformer   context.CancelFunc
+	cg             *memCgroup // the agent's own memory cgroup
 }
 
 func (a *agentProc) rootDir() string { return filepath.Join(a.dir, "root") }
@@ -503,7 +507,15 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 		return nil, err
 	}
 	defer logf.Close()
-	a.cmd = exec.Command(b.o.agentBin, "--config", cfgPath, "--kubeconfig", kc, "--hostname-override", a.node)
+	bin := filepath.Join(a.dir, "nodeagent")
+	if err := freshCopy(b.o.agentBin, bin); err != nil {
+		return nil, err
+	}
+	if a.cg, err = newMemCgroup("nodeagent-bench-pods-" + mode + "-" + b.runID); err != nil {
+		return nil, err
+	}
+	argv := a.cg.wrap(bin, "--config", cfgPath, "--kubeconfig", kc, "--hostname-override", a.node)
+	a.cmd = exec.Command(argv[0], argv[1:]...)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	// The agent dies with this program, whatever happens to it.
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -972,6 +984,11 @@ func (a *agentProc) memory(ctx context.Context) (memSample, error) {
 	s.RSSMiB = st["VmRSS"] / 1024
 	s.AnonMiB = rollup["Anonymous"] / 1024
 	s.FileMiB = (rollup["Rss"] - rollup["Anonymous"]) / 1024
+	if a.cg != nil {
+		if s.WorkingSetMiB, err = a.cg.workingSetMiB(); err != nil {
+			return s, err
+		}
+	}
 	m, err := scrape(ctx, a.metricsURL)
 	if err != nil {
 		return s, err
@@ -1088,6 +1105,11 @@ func (b *bench) cleanup() {
 		}
 		if a.stopInformer != nil {
 			a.stopInformer()
+		}
+		if a.cg != nil {
+			if err := a.cg.remove(); err != nil {
+				fmt.Fprintf(os.Stderr, "cleanup %s: %v\n", a.mode, err)
+			}
 		}
 	}
 	for _, a := range b.agents {
@@ -1318,17 +1340,17 @@ func report(w io.Writer, r result, o options) {
 				modeTitle[l.Mode], l.Phase, l.Ready.P50, l.Ready.P90, l.Ready.P99, l.Ready.Max)
 		}
 	}
-	fmt.Fprintf(w, "\nAgent memory (VmRSS; anonymous / file-backed from smaps_rollup; Go heap and goroutines from /metrics) and CPU over %s idle; memory read %s after the pods are Running or gone:\n\n", r.Idle, r.Settle)
-	fmt.Fprintln(w, "| PLEG | pods | when | VmRSS MiB | anonymous MiB | file-backed MiB | Go heap in use MiB | heap objects | goroutines | CPU s | % of one core | containerd CPU s |")
-	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintf(w, "\nAgent memory (VmRSS; anonymous / file-backed from smaps_rollup; working set of the agent's own memory cgroup as kubelet and cAdvisor compute it, usage − inactive file, with the agent started from a copy of its binary whose page cache was dropped; Go heap and goroutines from /metrics) and CPU over %s idle; memory read %s after the pods are Running or gone:\n\n", r.Idle, r.Settle)
+	fmt.Fprintln(w, "| PLEG | pods | when | VmRSS MiB | anonymous MiB | file-backed MiB | working set MiB | Go heap in use MiB | heap objects | goroutines | CPU s | % of one core | containerd CPU s |")
+	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, m := range o.modes {
 		for _, s := range r.Memory[m] {
 			cpu, pct, cd := "", "", ""
 			if s.IdleSeconds > 0 {
 				cpu, pct, cd = fmt.Sprintf("%.2f", s.CPUSeconds), fmt.Sprintf("%.2f", s.CPUPercent), fmt.Sprintf("%.2f", s.ContainerdCPUSeconds)
 			}
-			fmt.Fprintf(w, "| %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %s | %s | %s |\n", modeTitle[m], s.Pods, s.When,
-				s.RSSMiB, s.AnonMiB, s.FileMiB, s.HeapInuse, s.HeapObjects, s.Goroutines, cpu, pct, cd)
+			fmt.Fprintf(w, "| %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %s | %s | %s |\n", modeTitle[m], s.Pods, s.When,
+				s.RSSMiB, s.AnonMiB, s.FileMiB, s.WorkingSetMiB, s.HeapInuse, s.HeapObjects, s.Goroutines, cpu, pct, cd)
 		}
 	}
 	if len(r.Floor) > 0 {
