@@ -15,8 +15,9 @@ import (
 // starts it again with the same command line, for fault and scale tests.
 // The component's previous log is kept as <name>.log.prev. It returns once
 // the new process is up: for kube-apiserver, once /readyz answers; for
-// etcd, once /health does. stopped is when the old process was gone.
-func (s *State) Restart(ctx context.Context, name string) (stopped time.Time, err error) {
+// etcd, once /health does. stopped is when the old process was gone;
+// onStopped (may be nil) is called then, before the new one starts.
+func (s *State) Restart(ctx context.Context, name string, onStopped func()) (stopped time.Time, err error) {
 	pid, ok := s.Pids[name]
 	if !ok {
 		return time.Time{}, fmt.Errorf("localcluster: no component %q", name)
@@ -31,6 +32,9 @@ func (s *State) Restart(ctx context.Context, name string) (stopped time.Time, er
 	}
 	stop(pid, 10*time.Second)
 	stopped = time.Now()
+	if onStopped != nil {
+		onStopped()
+	}
 	logPath := filepath.Join(s.Dir, "logs", name+".log")
 	_ = os.Rename(logPath, logPath+".prev")
 	if err := s.spawn(name, args[0], args[1:]...); err != nil {

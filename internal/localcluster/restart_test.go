@@ -21,8 +21,12 @@ func TestRestartReexecutesTheCommandLine(t *testing.T) {
 	}
 	old := s.Pids["sleeper"]
 	t.Cleanup(func() { stop(s.Pids["sleeper"], 0) })
-	if _, err := s.Restart(context.Background(), "sleeper"); err != nil {
+	called := false
+	if _, err := s.Restart(context.Background(), "sleeper", func() { called = !alive(old) }); err != nil {
 		t.Fatal(err)
+	}
+	if !called {
+		t.Error("onStopped was not called after the old process was gone")
 	}
 	if alive(old) {
 		t.Errorf("old process %d still alive", old)
@@ -48,7 +52,7 @@ func TestRestartReexecutesTheCommandLine(t *testing.T) {
 	if saved.Pids["sleeper"] != pid {
 		t.Errorf("state file has pid %d, want %d", saved.Pids["sleeper"], pid)
 	}
-	if _, err := s.Restart(context.Background(), "nothing"); err == nil {
+	if _, err := s.Restart(context.Background(), "nothing", nil); err == nil {
 		t.Error("restarting an unknown component succeeded")
 	}
 }
