@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/nodeagent/nodeagent/heartbeat"
 	"github.com/nodeagent/nodeagent/internal/fleetsim"
@@ -172,6 +173,7 @@ func run(ctx context.Context, f flags) error {
 		defer lf.Close()
 		agentLog = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	klog.SetSlogLogger(agentLog.With("logger", "client-go")) // client-go's own complaints go with the agents' logs
 	fleet := &fleetsim.Fleet{
 		State: s.state, Host: host, RootDir: hostDir, Images: fleetsim.Images(f.images),
 		Log: agentLog, HBMetrics: heartbeat.NewMetrics(s.reg),
