@@ -9,6 +9,10 @@
 //     code path (ensuring the Lease exists included) blocks longer.
 //   - A conflict or NotFound drops the cached Lease; the next attempt re-reads
 //     or re-creates it, so a deleted Lease is back within one renewal.
+//     Creating it (read the Lease, read the Node for the owner reference,
+//     create) resumes across attempts: what an attempt learnt before it
+//     timed out is kept, so against a slow API server each request must fit
+//     into an attempt, not all three.
 //   - From the second failed attempt of a renewal on, OnRepeatedFailure is
 //     called (the agent closes the heartbeat transport's idle connections, so
 //     a dead TCP/HTTP/2 connection is replaced instead of reused).
@@ -39,6 +43,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
@@ -105,6 +110,14 @@ type Controller struct {
 
 	// latest is the Lease as last written or read; only Sync touches it.
 	latest *coordinationv1.Lease
+	// leaseMissing: the last read found no Lease, so the next attempt
+	// creates it without reading again; nodeUID is the Node's UID once
+	// read, for the owner reference. Together they let an attempt resume
+	// the creation (read, read the Node, create) where a timed-out one
+	// stopped: against a slow API server the three requests need not fit
+	// into one attempt. Only Sync touches them.
+	leaseMissing bool
+	nodeUID      types.UID
 
 	mu            sync.Mutex
 	leaseDuration time.Duration
@@ -375,21 +388,32 @@ var errAttemptTimeout = errors.New("attempt timed out")
 // renew writes renewTime=now (and the current duration) to the Lease,
 // creating or re-reading it when the cache is empty.
 func (c *Controller) renew(ctx context.Context, duration time.Duration) error {
-	if c.latest == nil {
+	if c.latest == nil && !c.leaseMissing {
 		lease, err := c.leases.Get(ctx, c.nodeName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			created, cerr := c.leases.Create(ctx, c.desired(ctx, nil, duration), metav1.CreateOptions{})
-			if cerr != nil {
-				return fmt.Errorf("creating lease: %w", cerr)
-			}
-			c.log.Info("created lease", "lease", Namespace+"/"+c.nodeName)
-			c.latest = created
-			return nil
+			c.leaseMissing = true
+			// The garbage collector deletes the Lease of a deleted Node:
+			// read the (new) Node's UID again.
+			c.nodeUID = ""
 		case err != nil:
 			return fmt.Errorf("reading lease: %w", err)
+		default:
+			c.latest = lease
 		}
-		c.latest = lease
+	}
+	if c.latest == nil {
+		created, err := c.leases.Create(ctx, c.desired(ctx, nil, duration), metav1.CreateOptions{})
+		if err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				c.leaseMissing = false // an earlier, timed-out create made it: read it
+			}
+			return fmt.Errorf("creating lease: %w", err)
+		}
+		c.log.Info("created lease", "lease", Namespace+"/"+c.nodeName)
+		c.leaseMissing = false
+		c.latest = created
+		return nil
 	}
 	updated, err := c.leases.Update(ctx, c.desired(ctx, c.latest, duration), metav1.UpdateOptions{})
 	if err != nil {
@@ -417,15 +441,20 @@ func (c *Controller) desired(ctx context.Context, base *coordinationv1.Lease, du
 	if len(l.OwnerReferences) == 0 {
 		// Best effort: the Node may not be registered yet; the next renewal
 		// tries again. Its cost is one GET per renewal until it succeeds.
-		if node, err := c.nodes.Get(ctx, c.nodeName, metav1.GetOptions{}); err == nil {
+		if c.nodeUID == "" {
+			if node, err := c.nodes.Get(ctx, c.nodeName, metav1.GetOptions{}); err == nil {
+				c.nodeUID = node.UID
+			} else if !apierrors.IsNotFound(err) {
+				c.log.Warn("cannot read node for the lease owner reference", "err", err)
+			}
+		}
+		if c.nodeUID != "" {
 			l.OwnerReferences = []metav1.OwnerReference{{
 				APIVersion: corev1.SchemeGroupVersion.String(),
 				Kind:       "Node",
 				Name:       c.nodeName,
-				UID:        node.UID,
+				UID:        c.nodeUID,
 			}}
-		} else if !apierrors.IsNotFound(err) {
-			c.log.Warn("cannot read node for the lease owner reference", "err", err)
 		}
 	}
 	return l

@@ -453,3 +453,110 @@ func TestNodeRegisteredRenewsOnlyAnOwnerlessLease(t *testing.T) {
 		})
 	}
 }
+
+// slowCreate makes the first Create of a Lease fail as a slow API server
+// makes it fail: it hangs until the attempt times out (lost: the Lease is
+// not created), or it creates the Lease and then loses the answer (written:
+// the Lease exists, the client saw a timeout).
+type slowCreate struct {
+	LeaseClient
+	written bool
+	calls   atomic.Int32
+}
+
+func (s *slowCreate) Create(ctx context.Context, l *coordinationv1.Lease, o metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	if s.calls.Add(1) > 1 {
+		return s.LeaseClient.Create(ctx, l, o)
+	}
+	if s.written {
+		if _, err := s.LeaseClient.Create(ctx, l, o); err != nil {
+			return nil, err
+		}
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Creating the Lease takes three requests (read the Lease, read the Node,
+// create). Against a slow API server they may not fit into one attempt; the
+// next attempt must resume with the create, not start over, or a node under
+// load never gets its Lease.
+func TestLeaseCreationResumesAfterATimeout(t *testing.T) {
+	for _, tc := range []struct {
+		desc        string
+		written     bool // the timed-out create was carried out
+		wantCreates int32
+		wantGets    int // of the Lease
+	}{
+		{"create lost", false, 2, 1},
+		{"create carried out, answer lost", true, 2, 2}, // AlreadyExists, then read and update
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := newFixture(t, true)
+			sc := &slowCreate{LeaseClient: f.cs.CoordinationV1().Leases(Namespace), written: tc.written}
+			c, err := New(Options{NodeName: node, Leases: sc, Nodes: f.cs.CoreV1().Nodes(), Clock: f.clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error)
+			go func() { done <- c.Sync(context.Background()) }()
+			if err := stepUntil(t, f.clock, done); err != nil {
+				t.Fatalf("Sync() = %v", err)
+			}
+			if got := sc.calls.Load(); got != tc.wantCreates {
+				t.Errorf("creates = %d, want %d", got, tc.wantCreates)
+			}
+			var leaseGets, nodeGets int
+			for _, a := range f.cs.Actions() {
+				if a.GetVerb() == "get" && a.GetResource().Resource == "leases" {
+					leaseGets++
+				}
+				if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+					nodeGets++
+				}
+			}
+			if leaseGets != tc.wantGets {
+				t.Errorf("lease GETs = %d, want %d", leaseGets, tc.wantGets)
+			}
+			if nodeGets != 1 {
+				t.Errorf("node GETs = %d, want 1 (its UID is kept between attempts)", nodeGets)
+			}
+			l := f.lease(t)
+			if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != "uid-1" {
+				t.Errorf("owner references = %+v", l.OwnerReferences)
+			}
+			if !c.Status().LastRenew.After(t0) {
+				t.Errorf("renewal not recorded: %+v", c.Status())
+			}
+		})
+	}
+}
+
+// A deleted Lease (the garbage collector deletes a deleted Node's Lease) is
+// re-created with the owner read again, not with a remembered UID.
+func TestRecreatedLeaseRereadsTheNode(t *testing.T) {
+	f := newFixture(t, true)
+	ctx := context.Background()
+	if err := f.c.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cs.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "uid-new"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cs.CoordinationV1().Leases(Namespace).Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Step(10 * time.Second)
+	// The first attempt's update finds the Lease gone; the next re-creates it.
+	done := make(chan error)
+	go func() { done <- f.c.Sync(ctx) }()
+	if err := stepUntil(t, f.clock, done); err != nil {
+		t.Fatal(err)
+	}
+	if refs := f.lease(t).OwnerReferences; len(refs) != 1 || refs[0].UID != "uid-new" {
+		t.Errorf("owner references = %+v, want the new Node's UID", refs)
+	}
+}

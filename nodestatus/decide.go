@@ -16,11 +16,15 @@ import (
 //
 // jitter is the offset drawn by ReportJitter after a change or the first
 // report, and 0 afterwards, so a fleet restarted at once spreads its
-// unchanged reports over the period and then keeps a fixed cadence.
+// unchanged reports over the period and then keeps a fixed cadence. It is
+// bounded by ±reportFrequency/2 of the frequency in force, so a jitter drawn
+// for an older, longer frequency (SetFrequencies lowering 5m to 10s) cannot
+// hold the next report back by minutes.
 func ShouldReport(now, lastReport time.Time, changed bool, reportFrequency, jitter time.Duration) bool {
 	if lastReport.IsZero() || changed {
 		return true
 	}
+	jitter = min(max(jitter, -reportFrequency/2), reportFrequency/2)
 	return now.Sub(lastReport) >= reportFrequency+jitter
 }
 

@@ -36,6 +36,11 @@ func TestShouldReport(t *testing.T) {
 		{"unchanged, negative jitter advances", t0.Add(3 * time.Minute), t0, false, 5 * time.Minute, -2 * time.Minute, true},
 		{"legacy 10s", t0.Add(10 * time.Second), t0, false, 10 * time.Second, 0, true},
 		{"legacy 10s, too early", t0.Add(9 * time.Second), t0, false, 10 * time.Second, 0, false},
+		// A jitter drawn for 5m after the frequency was lowered to 10s.
+		{"stale positive jitter bounded by the new frequency", t0.Add(15 * time.Second), t0, false, 10 * time.Second, 2 * time.Minute, true},
+		{"stale positive jitter, before the bound", t0.Add(14 * time.Second), t0, false, 10 * time.Second, 2 * time.Minute, false},
+		{"stale negative jitter bounded", t0.Add(4 * time.Second), t0, false, 10 * time.Second, -2 * time.Minute, false},
+		{"stale negative jitter, at the bound", t0.Add(5 * time.Second), t0, false, 10 * time.Second, -2 * time.Minute, true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			if got := ShouldReport(tc.now, tc.last, tc.changed, tc.freq, tc.jitt); got != tc.want {

@@ -26,14 +26,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -42,21 +39,18 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodeagent/nodeagent/heartbeat"
+	"github.com/nodeagent/nodeagent/internal/fleetsim"
 	"github.com/nodeagent/nodeagent/internal/localcluster"
 	"github.com/nodeagent/nodeagent/nodestatus"
 )
@@ -161,7 +155,7 @@ func run(ctx context.Context, f flags) error {
 			return fmt.Errorf("phase %s: %w", phases[i].name, err)
 		}
 	}
-	sizes, err := b.objectSizes(ctx)
+	sizes, err := fleetsim.ObjectSizes(ctx, b.admin, b.names[0])
 	if err != nil {
 		return err
 	}
@@ -304,7 +298,7 @@ func (b *bench) runPhase(ctx context.Context, p *phase) error {
 		return err
 	}
 	p.elapsed = time.Since(start)
-	p.etcd, p.requests = delta(e0, e1), delta(r0, r1)
+	p.etcd, p.requests = fleetsim.Delta(e0, e1), fleetsim.Delta(r0, r1)
 	fmt.Fprintf(os.Stderr, "bench: phase %s: etcd %v\n", p.name, p.etcd)
 	return nil
 }
@@ -318,36 +312,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func delta(a, b map[string]float64) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range b {
-		out[k] = v - a[k]
-	}
-	return out
-}
-
-// standInImages is what the bench agents' runtime reports: the first n of a
-// typical worker's images (pause, kube-proxy, CNI, CSI, DNS, monitoring).
-func standInImages(n int) []nodestatus.Image {
-	names := []string{"registry.k8s.io/pause:3.10", "registry.k8s.io/kube-proxy:v1.34.4", "docker.io/calico/node:v3.29.1",
-		"docker.io/calico/cni:v3.29.1", "registry.k8s.io/coredns/coredns:v1.12.0", "quay.io/prometheus/node-exporter:v1.8.2",
-		"registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.12.0", "docker.io/library/busybox:1.36",
-		"registry.k8s.io/metrics-server/metrics-server:v0.7.2", "docker.io/fluent/fluent-bit:3.2.2"}
-	var out []nodestatus.Image
-	for i := 0; i < n; i++ {
-		name := names[i%len(names)]
-		if i >= len(names) {
-			name = fmt.Sprintf("%s-%d", name, i)
-		}
-		repo, _, _ := strings.Cut(name, ":")
-		digest := fmt.Sprintf("%s@sha256:%064x", repo, i+1)
-		out = append(out, nodestatus.Image{ID: fmt.Sprintf("sha256:%064x", i+1), Names: []string{digest, name}, SizeBytes: int64(1+i) * 9_876_543})
-	}
-	return out
-}
-
 func (b *bench) manager(name string, c kubernetes.Interface, report time.Duration) (*nodestatus.Manager, error) {
-	images := standInImages(b.f.images)
+	images := fleetsim.Images(b.f.images)
 	dir, err := os.MkdirTemp("", "na-bench-root-")
 	if err != nil {
 		return nil, err
@@ -368,147 +334,18 @@ func (b *bench) manager(name string, c kubernetes.Interface, report time.Duratio
 	})
 }
 
-var etcdMetrics = []string{
-	"etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total",
-	"etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes",
-	"etcd_debugging_mvcc_db_total_size_in_bytes", "etcd_mvcc_db_total_size_in_bytes",
-}
-
-var labelRe = regexp.MustCompile(`(\w+)="([^"]*)"`)
-
 // scrape reads etcd's counters and the apiserver's request counts for nodes and leases.
 func (b *bench) scrape(ctx context.Context) (etcd, requests map[string]float64, err error) {
-	etcd = map[string]float64{}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.state.EtcdURL+"/metrics", nil)
-	if err != nil {
+	if etcd, err = fleetsim.ScrapeEtcd(ctx, b.state.EtcdURL); err != nil {
 		return nil, nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("etcd metrics: %w", err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, nil, err
-	}
-	for name, v := range parseMetrics(body, func(name string) bool {
-		for _, m := range etcdMetrics {
-			if name == m {
-				return true
-			}
-		}
-		return false
-	}) {
-		etcd[name] += v
-	}
-	raw, err := b.admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("apiserver metrics: %w", err)
-	}
-	requests = map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		end := strings.LastIndex(line, "}")
-		labels := map[string]string{}
-		for _, m := range labelRe.FindAllStringSubmatch(line[:end], -1) {
-			labels[m[1]] = m[2]
-		}
-		if labels["resource"] != "nodes" && labels["resource"] != "leases" {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-		if err != nil {
-			continue
-		}
-		key := labels["verb"] + " " + labels["resource"]
-		if labels["subresource"] != "" {
-			key += "/" + labels["subresource"]
-		}
-		requests[key] += v
-	}
-	return etcd, requests, sc.Err()
-}
-
-func parseMetrics(body []byte, want func(string) bool) map[string]float64 {
-	out := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
-		}
-		name := f[0]
-		if i := strings.Index(name, "{"); i >= 0 {
-			name = name[:i]
-		}
-		if !want(name) {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
-			out[name] += v
-		}
-	}
-	return out
-}
-
-type sizes struct{ node, lease int }
-
-// objectSizes encodes one bench Node and its Lease as the apiserver stores
-// them in etcd (protobuf with the "k8s\0" prefix), managedFields included.
-func (b *bench) objectSizes(ctx context.Context) (sizes, error) {
-	name := b.names[0]
-	n, err := b.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return sizes{}, err
-	}
-	l, err := b.admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return sizes{}, err
-	}
-	enc := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	size := func(obj k8sruntime.Object) (int, error) {
-		var buf bytes.Buffer
-		codec := scheme.Codecs.EncoderForVersion(enc, obj.GetObjectKind().GroupVersionKind().GroupVersion())
-		if err := codec.Encode(obj, &buf); err != nil {
-			return 0, err
-		}
-		return buf.Len(), nil
-	}
-	n.APIVersion, n.Kind = "v1", "Node"
-	l.APIVersion, l.Kind = "coordination.k8s.io/v1", "Lease"
-	ns, err := size(n)
-	if err != nil {
-		return sizes{}, err
-	}
-	ls, err := size(l)
-	if err != nil {
-		return sizes{}, err
-	}
-	return sizes{node: ns, lease: ls}, nil
-}
-
-func metric(m map[string]float64, names ...string) float64 {
-	for _, n := range names {
-		if v, ok := m[n]; ok {
-			return v
-		}
-	}
-	return 0
+	requests, err = fleetsim.ScrapeRequests(ctx, b.admin)
+	return etcd, requests, err
 }
 
 type rates struct{ puts, bytes float64 }
 
-func (b *bench) report(phases []phase, sz sizes) string {
+func (b *bench) report(phases []phase, sz fleetsim.Sizes) string {
 	by := map[string]*phase{}
 	for i := range phases {
 		by[phases[i].name] = &phases[i]
@@ -517,10 +354,10 @@ func (b *bench) report(phases []phase, sz sizes) string {
 	perHour := func(p *phase) rates {
 		h := p.elapsed.Hours()
 		bh := base.elapsed.Hours()
-		puts := metric(p.etcd, "etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total")/h -
-			metric(base.etcd, "etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total")/bh
-		bytes := metric(p.etcd, "etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes")/h -
-			metric(base.etcd, "etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes")/bh
+		puts := fleetsim.Metric(p.etcd, "etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total")/h -
+			fleetsim.Metric(base.etcd, "etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total")/bh
+		bytes := fleetsim.Metric(p.etcd, "etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes")/h -
+			fleetsim.Metric(base.etcd, "etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes")/bh
 		n := float64(b.f.nodes)
 		return rates{puts / n, bytes / n}
 	}
@@ -531,17 +368,17 @@ func (b *bench) report(phases []phase, sz sizes) string {
 	fmt.Fprintf(&w, "Machine: %s.\n\n", machine(b))
 	fmt.Fprintf(&w, "%d agents (distinct nodes, node credentials, %d images each); windows: baseline and lease %v, default and legacy %v, after %v warm-up each.\n",
 		b.f.nodes, b.f.images, by["lease"].elapsed.Round(time.Second), by["default"].elapsed.Round(time.Second), b.f.warmup)
-	fmt.Fprintf(&w, "Stored sizes (protobuf, managedFields included): Node %d B, Lease %d B.\n\n", sz.node, sz.lease)
+	fmt.Fprintf(&w, "Stored sizes (protobuf, managedFields included): Node %d B, Lease %d B.\n\n", sz.Node, sz.Lease)
 	fmt.Fprintf(&w, "etcd writes per node-hour (baseline of %.0f puts/h, %.0f B/h from the control plane itself subtracted):\n\n",
-		metric(base.etcd, "etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total")/base.elapsed.Hours(),
-		metric(base.etcd, "etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes")/base.elapsed.Hours())
+		fleetsim.Metric(base.etcd, "etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total")/base.elapsed.Hours(),
+		fleetsim.Metric(base.etcd, "etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes")/base.elapsed.Hours())
 	fmt.Fprintf(&w, "| mode | puts / node-h | bytes / node-h | × Lease floor (bytes) | legacy ÷ mode (bytes) |\n|---|---:|---:|---:|---:|\n")
 	row := func(name string, r rates) {
-		fmt.Fprintf(&w, "| %s | %.0f | %.0f | %.2f | %.1f |\n", name, r.puts, r.bytes, ratio(r.bytes, lease.bytes), ratio(legacy.bytes, r.bytes))
+		fmt.Fprintf(&w, "| %s | %.0f | %.0f | %.2f | %.1f |\n", name, r.puts, r.bytes, fleetsim.Ratio(r.bytes, lease.bytes), fleetsim.Ratio(legacy.bytes, r.bytes))
 	}
 	row("Lease only (floor, measured)", lease)
-	fmt.Fprintf(&w, "| Lease only (floor, computed: %d B × 360 renewals) | 360 | %d | %.2f | %.1f |\n", sz.lease, sz.lease*360,
-		ratio(float64(sz.lease*360), lease.bytes), ratio(legacy.bytes, float64(sz.lease*360)))
+	fmt.Fprintf(&w, "| Lease only (floor, computed: %d B × 360 renewals) | 360 | %d | %.2f | %.1f |\n", sz.Lease, sz.Lease*360,
+		fleetsim.Ratio(float64(sz.Lease*360), lease.bytes), fleetsim.Ratio(legacy.bytes, float64(sz.Lease*360)))
 	row("default (Lease + status on change or 5m)", def)
 	row("legacy (Lease + status every 10s)", legacy)
 	pre := rates{legacy.puts - lease.puts, legacy.bytes - lease.bytes}
@@ -576,7 +413,7 @@ func (b *bench) report(phases []phase, sz sizes) string {
 		}
 	}
 	fmt.Fprintf(&w, "\nTargets: default writes ≥5× fewer bytes than legacy: %s (%.1f×); default within 1.3× of the Lease floor: %s (%.2f×).\n",
-		yes(ratio(legacy.bytes, def.bytes) >= 5), ratio(legacy.bytes, def.bytes), yes(ratio(def.bytes, lease.bytes) <= 1.3), ratio(def.bytes, lease.bytes))
+		yes(fleetsim.Ratio(legacy.bytes, def.bytes) >= 5), fleetsim.Ratio(legacy.bytes, def.bytes), yes(fleetsim.Ratio(def.bytes, lease.bytes) <= 1.3), fleetsim.Ratio(def.bytes, lease.bytes))
 	return w.String()
 }
 
@@ -585,13 +422,6 @@ func yes(ok bool) string {
 		return "met"
 	}
 	return "NOT met"
-}
-
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return a / b
 }
 
 func (b *bench) argsString() string {

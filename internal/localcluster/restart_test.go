@@ -1,0 +1,58 @@
+package localcluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// Restart re-executes a component's own command line as a new process and
+// keeps the old log.
+func TestRestartReexecutesTheCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &State{Dir: dir, Pids: map[string]int{}}
+	if err := s.spawn("sleeper", "sh", "-c", "echo started; exec sleep 300"); err != nil {
+		t.Fatal(err)
+	}
+	old := s.Pids["sleeper"]
+	t.Cleanup(func() { stop(s.Pids["sleeper"], 0) })
+	called := false
+	if _, err := s.Restart(context.Background(), "sleeper", func() { called = !alive(old) }); err != nil {
+		t.Fatal(err)
+	}
+	if !called {
+		t.Error("onStopped was not called after the old process was gone")
+	}
+	if alive(old) {
+		t.Errorf("old process %d still alive", old)
+	}
+	pid := s.Pids["sleeper"]
+	if pid == old || !alive(pid) {
+		t.Fatalf("new process %d (old %d) not running", pid, old)
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "sleep\x00300\x00"; string(cmdline) != want {
+		t.Errorf("new command line %q, want %q", cmdline, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs", "sleeper.log.prev")); err != nil {
+		t.Errorf("old log not kept: %v", err)
+	}
+	saved, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved.Pids["sleeper"] != pid {
+		t.Errorf("state file has pid %d, want %d", saved.Pids["sleeper"], pid)
+	}
+	if _, err := s.Restart(context.Background(), "nothing", nil); err == nil {
+		t.Error("restarting an unknown component succeeded")
+	}
+}
