@@ -209,6 +209,11 @@ EOF
 	! cgd_file "${cg%/*}" pids cgroup.procs cgroup.procs >/dev/null 2>&1 ||
 		fail "$slice's cgroup is still there after the pod was removed"
 	log "ok: removing the static pod removed $slice"
+	# The PLEG watched the container's scope (in the unified hierarchy,
+	# where systemd puts it on a hybrid host) without falling back.
 	cin journalctl -u nodeagent --no-pager -o cat >"$WORK/journal-cgroup-driver"
+	! grep -E 'PLEG event source failed|cannot watch pod cgroup parent' "$WORK/journal-cgroup-driver" >&2 ||
+		fail "the PLEG's cgroup event source failed under the systemd driver"
+	log "ok: the PLEG's cgroup event source did not fail"
 	cin systemctl stop nodeagent.service na-containerd.service
 }
