@@ -14,8 +14,9 @@ import (
 
 // The systemd driver against a real systemd, skipped where PID 1 is not
 // systemd: the slices are made through D-Bus with the pod's limits and
-// removed again. (In a systemd-nspawn container on a cgroup v1 host the
-// controller hierarchies are read-only, so it cannot run there.)
+// removed again. hack/test-systemd.sh runs it (go test -c) inside its
+// systemd-nspawn container, after making the container's cgroup v1
+// controller hierarchies writable (hack/systemd-test/cgroup-driver.sh).
 func TestManagerSystemdSlices(t *testing.T) {
 	if os.Geteuid() != 0 || testing.Short() || !systemd.IsRunningSystemd() {
 		t.Skip("needs root and systemd as PID 1")

@@ -19,6 +19,9 @@
 #    `systemctl stop` exits cleanly; an upgrade keeps an edited config.yaml and
 #    restarts the running agent on the new binary; purge removes the state
 #    directory.
+# 5. cgroupDriver: systemd against the container's systemd
+#    (hack/systemd-test/cgroup-driver.sh): cm's slices test, and a pod through
+#    a containerd inside the container and the reinstalled agent.
 #
 # Needs root, systemd-nspawn, debootstrap, rpm, busybox-static and the local
 # cluster (started with hack/localcluster.sh up if it is not running, and
@@ -90,6 +93,7 @@ cleanup() {
 		kill -KILL "$NSPAWN_PID" 2>/dev/null
 		wait "$NSPAWN_PID" 2>/dev/null
 	fi
+	cgd_cleanup
 	if [[ -n $OVERLAY ]]; then
 		umount "$OVERLAY" || umount -l "$OVERLAY"
 	fi
@@ -130,6 +134,7 @@ expect_eq() { # DESCRIPTION GOT WANT
 	[[ $2 == "$3" ]] || fail "$1: got '$2', want '$3'"
 	log "ok: $1 = $3"
 }
+source hack/systemd-test/cgroup-driver.sh
 
 # --- build -----------------------------------------------------------------
 
@@ -155,6 +160,7 @@ DEB_UPGRADE=upgrade/nodeagent_${UPGRADE_VERSION}_amd64.deb
 RPM=$DIST/nodeagent-${VERSION}.x86_64.rpm
 for f in "$DIST/$DEB" "$DIST/$DEB_UPGRADE" "$RPM"; do [[ -f $f ]] || fail "package.sh did not write $f"; done
 go build -o "$APICHECK" ./hack/systemd-test/apicheck
+go build -o _output/bin/systemd-test-testimage ./hack/systemd-test/testimage
 
 # --- rpm ---------------------------------------------------------------------
 
@@ -243,6 +249,7 @@ if [[ -S $CONTAINERD_SOCK ]]; then
 	mkdir -p "$WORK/root/run/containerd"
 	binds+=("--bind=$CONTAINERD_SOCK:/run/containerd/containerd.sock")
 fi
+cgd_before_boot
 # --register=no --keep-unit: this host's PID 1 may not be systemd (no
 # machined, no system bus); the container needs neither.
 systemd-nspawn --quiet --boot --register=no --keep-unit --machine="$MACHINE" \
@@ -399,5 +406,8 @@ done
 log "ok: purge stopped the agent and removed the binary, unit, config and /var/lib/nodeagent"
 c test -e /etc/nodeagent/kubeconfig || fail "purge removed the operator's kubeconfig"
 log "ok: the operator's kubeconfig is left alone"
+
+step "cgroupDriver: systemd"
+cgd_test
 
 step "cleanup"

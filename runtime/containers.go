@@ -480,6 +480,15 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 			if err := task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
 				return fmt.Errorf("runtime: stop %s: SIGKILL: %w", id, convertErr(err))
 			}
+			// And to the init process itself, as kubelet's runtime does: runc
+			// finds "all" processes in the container's devices cgroup, and
+			// on cgroup v1 with the systemd driver systemd can move them out
+			// of their scope's (into the pod slice's), so that the signal
+			// above reaches none. Killing init takes the container's PID
+			// namespace with it. (Already gone: not found, ignored.)
+			if err := task.Kill(ctx, syscall.SIGKILL); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
+				return fmt.Errorf("runtime: stop %s: SIGKILL init: %w", id, convertErr(err))
+			}
 			select {
 			case exit = <-statusC:
 			case <-ctx.Done():
