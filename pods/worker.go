@@ -91,6 +91,7 @@ type worker struct {
 
 	messages    map[string]string // termination messages by container ID
 	deadlineHit *status.Waiting   // the pod passed its activeDeadlineSeconds
+	pausePID    uint32            // the pod's pause process (podns.go; 0: none)
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -399,6 +400,9 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err := w.setupNameFiles(pod); err != nil {
 		return nil, err
 	}
+	if err := w.setupPodNamespaces(ctx, pod); err != nil {
+		return nil, err
+	}
 	return vols, nil
 }
 
@@ -447,6 +451,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	if err == nil {
 		spec.RuntimeType = w.runtimeType
 		err = w.applySecurity(ctx, pod, c, &spec)
+		w.joinPodNamespaces(pod, &spec)
 		ephemeralSpec(s, &spec)
 	}
 	if err != nil {
@@ -704,6 +709,9 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 		if err := w.d.rt.RemoveContainer(ctx, c.ID); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := w.teardownPodNamespaces(ctx, pod); err != nil {
+		errs = append(errs, err)
 	}
 	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
 		errs = append(errs, err)
