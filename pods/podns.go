@@ -90,7 +90,10 @@ func pauseDecision(ps []runtime.Pause) (use *runtime.Pause, remove []string) {
 func (w *worker) podNSDir() string { return filepath.Join(w.d.podNSDir, string(w.uid)) }
 
 // setupPodNamespaces makes the pod's IPC and UTS namespaces and, for a
-// shareProcessNamespace pod, makes sure its pause runs (w.pausePID).
+// shareProcessNamespace pod, finds its running pause (w.pausePID),
+// removing dead or duplicate ones, and the running one too once the pod
+// is terminal (as kubelet stops a finished pod's sandbox). ensurePause
+// starts one when a container is about to start.
 func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
 	w.pausePID = 0
 	if w.d.podNS == nil {
@@ -113,6 +116,13 @@ func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
 		return fmt.Errorf("pod PID namespace: %w", err)
 	}
 	use, remove := pauseDecision(ps)
+	if use != nil && w.terminal.Load() {
+		w.log.Info("stopping the pause of a finished pod", "containerID", use.ID)
+		if err := w.d.pauses.StopContainer(ctx, use.ID, gracePeriod(pod)); err != nil {
+			return fmt.Errorf("pod PID namespace: %w", err)
+		}
+		remove, use = append(remove, use.ID), nil
+	}
 	for _, id := range remove {
 		// A dead pause took the PID namespace and its processes with it
 		// (the kernel kills them); a duplicate holds nothing.
@@ -123,7 +133,31 @@ func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
 	}
 	if use != nil {
 		w.pausePID = use.Pid
+	}
+	return nil
+}
+
+// ensurePause starts the pause of a shareProcessNamespace pod when one of
+// its containers is about to start (starting says so) and none runs.
+func (w *worker) ensurePause(ctx context.Context, pod *v1.Pod, starting bool) error {
+	if !starting || w.pausePID != 0 || w.d.podNS == nil {
 		return nil
+	}
+	p := podNamespacesFor(pod, w.names.utsHostname)
+	if !p.pause {
+		return nil
+	}
+	if err := w.startPause(ctx, pod, p); err != nil {
+		w.sandboxEvents(pod, err)
+		return err
+	}
+	return nil
+}
+
+// startPause creates and starts the pod's pause and sets w.pausePID.
+func (w *worker) startPause(ctx context.Context, pod *v1.Pod, p podNSPlan) error {
+	if w.d.pauses == nil {
+		return errors.New("pod PID namespace: shareProcessNamespace needs a runtime with pause containers")
 	}
 	spec := runtime.PauseSpec{
 		Pod:         runtime.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace},
@@ -146,15 +180,16 @@ func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("pod PID namespace: %w", err)
 	}
-	ps, err = w.d.pauses.ListPauses(ctx, w.uid)
+	ps, err := w.d.pauses.ListPauses(ctx, w.uid)
 	if err != nil {
 		return fmt.Errorf("pod PID namespace: %w", err)
 	}
-	if use, _ = pauseDecision(ps); use == nil || use.ID != id {
+	use, _ := pauseDecision(ps)
+	if use == nil || use.ID != id {
 		return fmt.Errorf("pod PID namespace: pause container %s is not running", id)
 	}
 	w.pausePID = use.Pid
-	w.log.Info("started the pod's pause process", "containerID", id, "pid", use.Pid)
+	w.log.Info("started the pod's pause process", "containerID", id, "pid", w.pausePID)
 	return nil
 }
 

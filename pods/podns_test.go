@@ -180,11 +180,38 @@ func TestWorkerSharesPodNamespaces(t *testing.T) {
 	if len(fp.specs) != 1 {
 		t.Errorf("a second pause after a restart: %+v", fp.ps)
 	}
-	// The pause died: replaced.
+	// The pause died, and the kernel killed the namespace's processes:
+	// a new pause for the restarted containers.
 	fp.ps[0].State, fp.ps[0].Pid = runtime.StateExited, 0
-	e.sync(w)
+	for _, c := range e.rt.running() {
+		if c.Pod.UID == pod.UID {
+			e.rt.exit(c.ID, 137)
+		}
+	}
+	e.settle(w)
 	if len(fp.ps) != 1 || fp.ps[0].ID != "pause-2" || fp.ps[0].State != runtime.StateRunning {
 		t.Errorf("after the pause died: %+v", fp.ps)
+	}
+	pidNS = fmt.Sprintf("/proc/%d/ns/pid", fp.ps[0].Pid)
+	for _, c := range e.rt.running() {
+		if s := e.rt.specs[c.ID]; c.Pod.UID == pod.UID && s.Security.PIDNSPath != pidNS {
+			t.Errorf("restarted %s joins %q, want the new pause's %q", c.Name, s.Security.PIDNSPath, pidNS)
+		}
+	}
+	// A finished pod's pause is stopped (kubelet stops its sandbox); a
+	// finished pod starts none.
+	w.terminal.Store(true)
+	e.sync(w)
+	if len(fp.ps) != 0 || len(fp.stopped) != 1 {
+		t.Errorf("a terminal pod's pauses %+v, stopped %v", fp.ps, fp.stopped)
+	}
+	if err := w.ensurePause(context.Background(), pod, false); err != nil || len(fp.ps) != 0 {
+		t.Errorf("ensurePause without a container to start: %v, pauses %+v", err, fp.ps)
+	}
+	w.terminal.Store(false)
+	fp.stopped = nil
+	if _, err := fp.CreatePause(context.Background(), runtime.PauseSpec{Pod: runtime.PodRef{UID: pod.UID}}); err != nil {
+		t.Fatal(err)
 	}
 	// Removed with the pod.
 	w.remove()

@@ -325,6 +325,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 			errs = append(errs, err)
 		}
 	}
+	if err := w.ensurePause(ctx, pod, len(p.start) > 0); err != nil {
+		errs, p.start = append(errs, err), nil
+	}
 	for _, s := range p.start {
 		if err := w.start(ctx, pod, s, vols); err != nil {
 			errs = append(errs, err)
