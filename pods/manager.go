@@ -566,9 +566,9 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 	for _, p := range pods {
 		refs[p.UID] = p.PodRef
 	}
+	m.pauseOrphans(lctx, refs)
 	// Pod directories and network namespaces without containers (the agent
 	// stopped in the middle of a cleanup) are orphans too.
-	m.pauseOrphans(lctx, refs)
 	for _, dir := range []string{filepath.Join(m.opts.RootDir, "pods"), m.opts.NetNSDir, m.opts.PodNSDir} {
 		es, _ := os.ReadDir(dir)
 		for _, e := range es {
