@@ -148,7 +148,25 @@ func TestShareProcessNamespace(t *testing.T) {
 	}
 
 	// The agent is SIGKILLed and restarted: the same pause, no second one.
+	// A second such pod, force-deleted while the agent is down, is an
+	// orphan: its pause and namespaces go.
+	orphan := a.node + "-pidns-orphan"
+	kubectl(t, a.env, podYAML(orphan, a.node, fmt.Sprintf(`  shareProcessNamespace: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: a
+    image: %s
+    command: ["sleep", "3601"]
+`, testimage.Ref)), "apply", "-f", "-")
+	op := a.waitPod(ctx, orphan, 60*time.Second, "running", running)
+	if ps, _ := rt.ListPauses(ctx, op.UID); len(ps) != 1 {
+		t.Fatalf("pauses of the second pod: %+v", ps)
+	}
 	a.stop(syscall.SIGKILL)
+	zero := int64(0)
+	if err := a.env.Admin.CoreV1().Pods("default").Delete(ctx, orphan, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
 	a.start()
 	a.waitReady(ctx, 30*time.Second)
 	for deadline := time.Now().Add(15 * time.Second); !a.out.contains("pod sources synced") && time.Now().Before(deadline); {
@@ -164,6 +182,15 @@ func TestShareProcessNamespace(t *testing.T) {
 	p = a.waitPod(ctx, name, 10*time.Second, "running", running)
 	if rc := p.Status.ContainerStatuses[0].RestartCount + p.Status.ContainerStatuses[1].RestartCount; rc != 1 {
 		t.Errorf("restart counts after the agent restart: %+v", p.Status.ContainerStatuses)
+	}
+
+	orphanDir := filepath.Join("/run/nodeagent/pods-e2e-"+a.node, string(op.UID))
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		ps, err := rt.ListPauses(ctx, op.UID)
+		return err == nil && len(ps) == 0 && !fileExists(orphanDir), nil
+	})
+	if err != nil {
+		t.Errorf("the orphan's pause or namespaces are left after the restart: %v", err)
 	}
 
 	// Deleted: the pause, its namespaces and mounts are gone.
