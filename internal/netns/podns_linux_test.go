@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,9 +58,11 @@ func TestPodNamespacesLifecycle(t *testing.T) {
 	needRoot(t)
 	dir := filepath.Join(t.TempDir(), "pod")
 	o := PodNamespaces{IPC: true, UTS: true, Hostname: "web-0"}
+	start := time.Now()
 	if err := CreatePod(dir, o); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("CreatePod (IPC, UTS, shm) took %v", time.Since(start))
 	t.Cleanup(func() { _ = RemovePod(dir) })
 	ipc, uts, shm := filepath.Join(dir, IPCFile), filepath.Join(dir, UTSFile), filepath.Join(dir, ShmDir)
 	if !IsNS(ipc, unix.CLONE_NEWIPC) || !IsNS(uts, unix.CLONE_NEWUTS) {
