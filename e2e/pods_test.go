@@ -52,6 +52,10 @@ func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
 		for _, c := range cs {
 			_ = rt.RemoveContainer(cctx, c.ID)
 		}
+		ps, _ := rt.ListPauses(cctx, "")
+		for _, p := range ps {
+			_ = rt.RemoveContainer(cctx, p.ID)
+		}
 		_ = rt.Close()
 		// The agent's cgroup root (its namespace's, see cgroupRoot).
 		_ = removeCgroupTree("/nodeagent-" + ns)
@@ -89,6 +93,12 @@ func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
 		}
 		// The directory is the test's alone; empty, it goes.
 		_ = os.Remove(netnsDir)
+		podNSDir := "/run/nodeagent/pods-" + ns // the agent's (see podNSDirFor)
+		es, _ = os.ReadDir(podNSDir)
+		for _, e := range es {
+			_ = netns.RemovePod(filepath.Join(podNSDir, e.Name()))
+		}
+		_ = os.Remove(podNSDir)
 	})
 	return a, rt
 }

@@ -131,7 +131,9 @@ type workerDeps struct {
 	rec     Recorder     // nil: no API server
 	volumes Volumes
 	netns   NetNS
-	net     PodNetwork // nil: loopback only
+	podNS   PodNamespaceHolder // nil: containers keep their own IPC/UTS
+	pauses  PauseRuntime       // nil: no shareProcessNamespace
+	net     PodNetwork         // nil: loopback only
 	host    workerHost
 	probes  Prober     // nil: no probes
 	hooks   HookRunner // nil: no lifecycle hooks
@@ -141,6 +143,7 @@ type workerDeps struct {
 	nodeName string
 	rootDir  string
 	netnsDir string
+	podNSDir string
 	resync   time.Duration // sync this often without news
 	hostIP   func() string
 

@@ -49,6 +49,10 @@ type Options struct {
 	// NetNSDir holds the pods' network namespace mounts (default
 	// /run/nodeagent/netns).
 	NetNSDir string
+	// PodNSDir holds the pods' IPC and UTS namespace mounts and /dev/shm
+	// (default: NetNSDir + "-pods"). Like NetNSDir it is the agent's own:
+	// its entries without a pod are orphans.
+	PodNSDir string
 	// MaxPods is the pod capacity (default 110).
 	MaxPods int
 	// Node returns the node as last seen (the node's UID for mirror pods
@@ -70,6 +74,8 @@ type Options struct {
 	// PodCache is the PLEG's view of the pods (its Cache()).
 	PodCache PodCache
 	NetNS    NetNS // default: internal/netns
+	// PodNS holds pods' IPC and UTS namespaces (default: internal/netns).
+	PodNS PodNamespaceHolder
 	// Network is the pod network (CNI); nil: pods without hostNetwork have
 	// loopback only.
 	Network PodNetwork
@@ -148,6 +154,12 @@ func New(o Options) (*Manager, error) {
 	if o.NetNSDir == "" {
 		o.NetNSDir = "/run/nodeagent/netns"
 	}
+	if o.PodNSDir == "" {
+		o.PodNSDir = o.NetNSDir + "-pods"
+	}
+	if o.PodNS == nil {
+		o.PodNS = hostPodNS{}
+	}
 	if o.MaxPods <= 0 {
 		o.MaxPods = 110
 	}
@@ -198,6 +210,10 @@ func New(o Options) (*Manager, error) {
 	}
 	m.deps.hostIPs, m.deps.nodeAnyway, m.deps.names = m.hostIPs, o.NodeAnyway, o.Names
 	m.deps.cgroups = o.Cgroups
+	m.deps.podNS, m.deps.podNSDir = o.PodNS, o.PodNSDir
+	if p, ok := o.Runtime.(PauseRuntime); ok {
+		m.deps.pauses = p
+	}
 	m.deps.runtimeHandlers = o.RuntimeHandlers
 	m.deps.nodeKeyring = NewNodeKeyring(o)
 	if o.Client != nil {
@@ -554,9 +570,10 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 	for _, p := range pods {
 		refs[p.UID] = p.PodRef
 	}
+	m.pauseOrphans(lctx, refs)
 	// Pod directories and network namespaces without containers (the agent
 	// stopped in the middle of a cleanup) are orphans too.
-	for _, dir := range []string{filepath.Join(m.opts.RootDir, "pods"), m.opts.NetNSDir} {
+	for _, dir := range []string{filepath.Join(m.opts.RootDir, "pods"), m.opts.NetNSDir, m.opts.PodNSDir} {
 		es, _ := os.ReadDir(dir)
 		for _, e := range es {
 			if uid := types.UID(e.Name()); refs[uid].UID == "" {

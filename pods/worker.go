@@ -90,6 +90,7 @@ type worker struct {
 
 	messages    map[string]string // termination messages by container ID
 	deadlineHit *status.Waiting   // the pod passed its activeDeadlineSeconds
+	pausePID    uint32            // the pod's pause process (podns.go; 0: none)
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -320,6 +321,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 			errs = append(errs, err)
 		}
 	}
+	if err := w.ensurePause(ctx, pod, len(p.start) > 0); err != nil {
+		errs, p.start = append(errs, err), nil
+	}
 	for _, s := range p.start {
 		if err := w.start(ctx, pod, s, vols); err != nil {
 			errs = append(errs, err)
@@ -395,6 +399,9 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err := w.setupNameFiles(pod); err != nil {
 		return nil, err
 	}
+	if err := w.setupPodNamespaces(ctx, pod); err != nil {
+		return nil, err
+	}
 	return vols, nil
 }
 
@@ -443,6 +450,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	if err == nil {
 		spec.RuntimeType = w.runtimeType
 		err = w.applySecurity(ctx, pod, c, &spec)
+		w.joinPodNamespaces(pod, &spec)
 		ephemeralSpec(s, &spec)
 	}
 	if err != nil {
@@ -700,6 +708,9 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 		if err := w.d.rt.RemoveContainer(ctx, c.ID); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := w.teardownPodNamespaces(ctx, pod); err != nil {
+		errs = append(errs, err)
 	}
 	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
 		errs = append(errs, err)

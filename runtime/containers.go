@@ -225,6 +225,9 @@ func (s *ContainerSpec) Validate() error {
 	if err := validateStdio(s); err != nil {
 		errs = append(errs, err)
 	}
+	if err := s.PodNamespaces.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.Security.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("security: %w", err))
 	}
@@ -343,6 +346,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	default:
 		sopts = append(sopts, oci.WithHostname(hostname))
 	}
+	sopts = append(sopts, podNamespaceOpts(spec.PodNamespaces)...)
 	res := spec.Resources
 	if res.CPUShares > 0 {
 		sopts = append(sopts, oci.WithCPUShares(res.CPUShares))

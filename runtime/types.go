@@ -171,6 +171,9 @@ type ContainerSpec struct {
 	// Hostname is set in the container's UTS namespace (default: the pod
 	// name); ignored with HostNetwork.
 	Hostname string
+	// PodNamespaces are the pod's IPC and UTS namespaces and /dev/shm the
+	// container joins (see sandbox.go).
+	PodNamespaces PodNamespaces
 	// Security is the container's user, capabilities, seccomp, sysctls
 	// and namespaces (see Security).
 	Security Security

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/nodeagent/nodeagent/crilog"
+	"github.com/nodeagent/nodeagent/internal/pause"
 )
 
 // version is set at build time: -ldflags "-X main.version=$(git describe ...)".
@@ -28,6 +29,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// writer, with its arguments in no fixed order (see crilog).
 	if crilog.IsLoggerInvocation(args) {
 		return crilog.RunLogger(args, stderr)
+	}
+	// PID 1 of a shareProcessNamespace pod, when the small binary beside
+	// the agent is missing (see internal/pause).
+	if pause.IsInvocation(args) {
+		return pause.Run(stderr)
 	}
 	if len(args) > 0 {
 		switch args[0] {

@@ -144,6 +144,7 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 		StaticPodPath:   a.cfg.StaticPodPath,
 		RootDir:         a.cfg.RootDir,
 		NetNSDir:        netnsDirFor(a.cfg.ContainerRuntimeNamespace),
+		PodNSDir:        podNSDirFor(a.cfg.ContainerRuntimeNamespace),
 		MaxPods:         int(a.cfg.MaxPods),
 		Node:            a.ns.Node,
 		NodeAnyway:      a.ns.NodeAnyway,
@@ -223,4 +224,14 @@ func netnsDirFor(ns string) string {
 		return "/run/nodeagent/netns"
 	}
 	return "/run/nodeagent/netns-" + ns
+}
+
+// podNSDirFor is where the pods' IPC and UTS namespaces and /dev/shm of
+// the agent that uses containerd namespace ns are mounted
+// (<dir>/<pod UID>/{ipc,uts,shm}), one directory per agent as netnsDirFor.
+func podNSDirFor(ns string) string {
+	if ns == "" || ns == config.DefaultContainerRuntimeNamespace {
+		return "/run/nodeagent/pods"
+	}
+	return "/run/nodeagent/pods-" + ns
 }

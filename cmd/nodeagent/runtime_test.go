@@ -79,4 +79,7 @@ func TestNetNSDirPerContainerdNamespace(t *testing.T) {
 	if a == b || a == netnsDirFor("k8s.io") {
 		t.Errorf("namespaces share a directory: %s %s", a, b)
 	}
+	if a, b := podNSDirFor("test-a"), podNSDirFor("test-b"); a == b || a == podNSDirFor("k8s.io") || podNSDirFor("") != "/run/nodeagent/pods" {
+		t.Errorf("pod namespace directories: %s %s %s", a, b, podNSDirFor(""))
+	}
 }

@@ -3,6 +3,10 @@
 // a file, so it outlives the thread that created it and can be joined by
 // path (an OCI runtime's linux.namespaces[].path, setns(2)).
 //
+// CreatePod and RemovePod do the same for the IPC and UTS namespaces a
+// pod's containers share (with the pod's hostname set in the UTS one) and
+// the pod's /dev/shm tmpfs.
+//
 // # What it promises
 //
 // No function changes the calling goroutine's (or any reusable thread's)

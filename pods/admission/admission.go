@@ -166,6 +166,9 @@ var podSpecAccepted = []string{
 	// Host namespaces and the OS (AdmitSecurity refuses OSes other than
 	// linux) are in the security subset (see Unsupported).
 	"hostPID", "hostIPC",
+	// One PID namespace for the pod, held by a pause process
+	// (pods/podns.go).
+	"shareProcessNamespace",
 	// runtimeClassName picks the containerd runtime (config
 	// runtimeHandlers); its overhead counts in FitsNode.
 	"runtimeClassName", "overhead",
@@ -177,7 +180,6 @@ var podSpecAccepted = []string{
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
-	{"shareProcessNamespace", func(s *v1.PodSpec) bool { return s.ShareProcessNamespace != nil && *s.ShareProcessNamespace }},
 	// hostUsers: true is what nodeagent does anyway.
 	{"hostUsers", func(s *v1.PodSpec) bool { return s.HostUsers != nil && !*s.HostUsers }},
 	{"resourceClaims", func(s *v1.PodSpec) bool { return len(s.ResourceClaims) > 0 }},
@@ -435,7 +437,8 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // supplementalGroups and its policy, fsGroup, sysctls, capabilities,
 // privileged, allowPrivilegeEscalation, readOnlyRootFilesystem, procMount
 // Default, seccompProfile, appArmorProfile; seLinuxOptions and
-// windowsOptions ignored), hostPID and hostIPC; runtimeClassName (its
+// windowsOptions ignored), hostPID, hostIPC and shareProcessNamespace;
+// runtimeClassName (its
 // handler must be in the config's runtimeHandlers, or the pod does not
 // start) and overhead (counted by FitsNode); os (AdmitSecurity refuses
 // an OS other than linux, sysctls that are not allowed and AppArmor
@@ -446,7 +449,7 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // automountServiceAccountToken, ...) are accepted and ignored.
 //
 // Everything else is unsupported: valueFrom fileKeyRef and fieldRefs
-// other than the above, procMount Unmasked, shareProcessNamespace,
+// other than the above, procMount Unmasked,
 // a restartPolicy on a regular container or other than Always on an init
 // container (ContainerRestartRules), mount propagation, pod-level
 // resources, every other volume

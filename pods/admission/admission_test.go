@@ -238,7 +238,6 @@ var unsupportedCases = []struct {
 	mutate func(p *v1.Pod)
 }{
 	// Pod spec.
-	{"spec.shareProcessNamespace", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = utilptr.To(true) }},
 	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
 	{"spec.resourceClaims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c"}} }},
 	{"spec.resources", func(p *v1.Pod) { p.Spec.Resources = &v1.ResourceRequirements{} }},
@@ -379,6 +378,7 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 				v1.EnvVar{Name: "E", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations['x.io/y']"}}},
 			)
 		}},
+		{"shareProcessNamespace", func(p *v1.Pod) { p.Spec.ShareProcessNamespace = utilptr.To(true) }},
 		{"false booleans", func(p *v1.Pod) {
 			p.Spec.ShareProcessNamespace = utilptr.To(false)
 			p.Spec.SetHostnameAsFQDN = utilptr.To(false)
@@ -692,7 +692,6 @@ func TestUnsupportedAPIPodWithServiceAccountToken(t *testing.T) {
 
 func TestUnsupportedManySorted(t *testing.T) {
 	pod := supportedPod()
-	pod.Spec.ShareProcessNamespace = utilptr.To(true)
 	pod.Spec.Containers[1].TTY = true
 	pod.Spec.Containers[1].SecurityContext.ProcMount = utilptr.To(v1.UnmaskedProcMount)
 	pod.Spec.Containers[0].Stdin = true
@@ -701,7 +700,6 @@ func TestUnsupportedManySorted(t *testing.T) {
 	want := []string{
 		"spec.containers[1].securityContext.procMount",
 		"spec.initContainers[0].restartPolicy",
-		"spec.shareProcessNamespace",
 		"spec.volumes[1].nfs",
 	}
 	if d := cmp.Diff(want, Unsupported(pod)); d != "" {

@@ -1,0 +1,264 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeagent/nodeagent/internal/netns"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// The namespaces a pod's containers share, as kubelet asks a CRI runtime
+// for them (NamespaceOption: network, IPC and UTS are the pod's unless
+// hostNetwork/hostIPC; PID is the container's own, the pod's with
+// shareProcessNamespace, the host's with hostPID). Where a CRI runtime
+// keeps them alive with its sandbox's pause process, nodeagent holds
+// network, IPC and UTS namespaces with bind mounts (no process; see
+// internal/netns), and starts a pause container only for a
+// shareProcessNamespace pod: a PID namespace lives only as long as its
+// PID 1.
+//
+// The files of pod UID are in PodNSDir/UID (ipc, uts, shm: the pod's
+// /dev/shm); its pause container carries the label
+// runtime.LabelPausePodUID and no pod container labels, so the PLEG and
+// pod status never see it. An agent restart finds both again.
+
+// PodNamespaceHolder keeps pods' IPC and UTS namespaces and /dev/shm;
+// the default is internal/netns.
+type PodNamespaceHolder interface {
+	Create(dir string, o netns.PodNamespaces) error
+	Remove(dir string) error
+}
+
+// PauseRuntime runs pods' pause containers; *runtime.Runtime implements
+// it.
+type PauseRuntime interface {
+	CreatePause(ctx context.Context, spec runtime.PauseSpec) (string, error)
+	ListPauses(ctx context.Context, uid types.UID) ([]runtime.Pause, error)
+	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	RemoveContainer(ctx context.Context, id string) error
+}
+
+var _ PauseRuntime = (*runtime.Runtime)(nil)
+
+type hostPodNS struct{}
+
+func (hostPodNS) Create(dir string, o netns.PodNamespaces) error { return netns.CreatePod(dir, o) }
+func (hostPodNS) Remove(dir string) error                        { return netns.RemovePod(dir) }
+
+// podNSPlan is which shared namespaces a pod gets.
+type podNSPlan struct {
+	ns netns.PodNamespaces
+	// pause: the pod's PID namespace, held by a pause container.
+	pause bool
+}
+
+// podNamespacesFor decides a pod's shared namespaces: IPC (and /dev/shm)
+// unless hostIPC, UTS (with hostname) unless hostNetwork, a PID
+// namespace with shareProcessNamespace unless hostPID (the API refuses
+// both at once).
+func podNamespacesFor(pod *v1.Pod, hostname string) podNSPlan {
+	p := podNSPlan{ns: netns.PodNamespaces{IPC: !pod.Spec.HostIPC, UTS: !pod.Spec.HostNetwork}}
+	if p.ns.UTS {
+		p.ns.Hostname = hostname
+	}
+	sp := pod.Spec.ShareProcessNamespace
+	p.pause = sp != nil && *sp && !pod.Spec.HostPID
+	return p
+}
+
+// pauseDecision picks the pause to use among a pod's pauses (the running
+// one, nil: start one) and those to remove (exited ones, duplicates).
+func pauseDecision(ps []runtime.Pause) (use *runtime.Pause, remove []string) {
+	for i := range ps {
+		if use == nil && ps[i].State == runtime.StateRunning && ps[i].Pid != 0 {
+			use = &ps[i]
+			continue
+		}
+		remove = append(remove, ps[i].ID)
+	}
+	return use, remove
+}
+
+func (w *worker) podNSDir() string { return filepath.Join(w.d.podNSDir, string(w.uid)) }
+
+// setupPodNamespaces makes the pod's IPC and UTS namespaces and, for a
+// shareProcessNamespace pod, finds its running pause (w.pausePID),
+// removing dead or duplicate ones, and the running one too once the pod
+// is terminal (as kubelet stops a finished pod's sandbox). ensurePause
+// starts one when a container is about to start.
+func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
+	w.pausePID = 0
+	if w.d.podNS == nil {
+		return nil
+	}
+	p := podNamespacesFor(pod, w.names.utsHostname)
+	if p.ns.IPC || p.ns.UTS {
+		if err := w.d.podNS.Create(w.podNSDir(), p.ns); err != nil {
+			return fmt.Errorf("pod namespaces: %w", err)
+		}
+	}
+	if !p.pause {
+		return nil
+	}
+	if w.d.pauses == nil {
+		return errors.New("pod PID namespace: shareProcessNamespace needs a runtime with pause containers")
+	}
+	ps, err := w.d.pauses.ListPauses(ctx, w.uid)
+	if err != nil {
+		return fmt.Errorf("pod PID namespace: %w", err)
+	}
+	use, remove := pauseDecision(ps)
+	if use != nil && w.terminal.Load() {
+		w.log.Info("stopping the pause of a finished pod", "containerID", use.ID)
+		if err := w.d.pauses.StopContainer(ctx, use.ID, gracePeriod(pod)); err != nil {
+			return fmt.Errorf("pod PID namespace: %w", err)
+		}
+		remove, use = append(remove, use.ID), nil
+	}
+	for _, id := range remove {
+		// A dead pause took the PID namespace and its processes with it
+		// (the kernel kills them); a duplicate holds nothing.
+		w.log.Info("removing a pause container", "containerID", id)
+		if err := w.d.pauses.RemoveContainer(ctx, id); err != nil {
+			return fmt.Errorf("pod PID namespace: %w", err)
+		}
+	}
+	if use != nil {
+		w.pausePID = use.Pid
+	}
+	return nil
+}
+
+// ensurePause starts the pause of a shareProcessNamespace pod when one of
+// its containers is about to start (starting says so) and none runs.
+func (w *worker) ensurePause(ctx context.Context, pod *v1.Pod, starting bool) error {
+	if !starting || w.pausePID != 0 || w.d.podNS == nil {
+		return nil
+	}
+	p := podNamespacesFor(pod, w.names.utsHostname)
+	if !p.pause {
+		return nil
+	}
+	if err := w.startPause(ctx, pod, p); err != nil {
+		w.sandboxEvents(pod, err)
+		return err
+	}
+	return nil
+}
+
+// startPause creates and starts the pod's pause and sets w.pausePID.
+func (w *worker) startPause(ctx context.Context, pod *v1.Pod, p podNSPlan) error {
+	if w.d.pauses == nil {
+		return errors.New("pod PID namespace: shareProcessNamespace needs a runtime with pause containers")
+	}
+	spec := runtime.PauseSpec{
+		Pod:         runtime.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace},
+		RootfsDir:   filepath.Join(w.d.rootDir, "pause-rootfs"),
+		HostNetwork: pod.Spec.HostNetwork,
+		HostIPC:     pod.Spec.HostIPC,
+	}
+	spec.PodNamespaces = w.podNamespacePaths(p)
+	if !pod.Spec.HostNetwork {
+		spec.NetNSPath = w.netnsPath()
+	}
+	if w.d.cgroups != nil {
+		parent, err := w.d.cgroups.EnsurePod(pod)
+		if err != nil {
+			return fmt.Errorf("pod cgroup: %w", err)
+		}
+		spec.CgroupParent = parent
+	}
+	id, err := w.d.pauses.CreatePause(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("pod PID namespace: %w", err)
+	}
+	ps, err := w.d.pauses.ListPauses(ctx, w.uid)
+	if err != nil {
+		return fmt.Errorf("pod PID namespace: %w", err)
+	}
+	use, _ := pauseDecision(ps)
+	if use == nil || use.ID != id {
+		return fmt.Errorf("pod PID namespace: pause container %s is not running", id)
+	}
+	w.pausePID = use.Pid
+	w.log.Info("started the pod's pause process", "containerID", id, "pid", w.pausePID)
+	return nil
+}
+
+// podNamespacePaths are the files of the namespaces p makes.
+func (w *worker) podNamespacePaths(p podNSPlan) runtime.PodNamespaces {
+	var out runtime.PodNamespaces
+	dir := w.podNSDir()
+	if p.ns.IPC {
+		out.IPCPath, out.ShmPath = filepath.Join(dir, netns.IPCFile), filepath.Join(dir, netns.ShmDir)
+	}
+	if p.ns.UTS {
+		out.UTSPath = filepath.Join(dir, netns.UTSFile)
+	}
+	return out
+}
+
+// joinPodNamespaces makes a container join its pod's namespaces (after
+// its security settings are applied: they hold the PID namespace).
+func (w *worker) joinPodNamespaces(pod *v1.Pod, spec *runtime.ContainerSpec) {
+	if w.d.podNS == nil {
+		return
+	}
+	p := podNamespacesFor(pod, w.names.utsHostname)
+	spec.PodNamespaces = w.podNamespacePaths(p)
+	if p.pause && w.pausePID != 0 {
+		spec.Security.PIDNSPath = "/proc/" + strconv.FormatUint(uint64(w.pausePID), 10) + "/ns/pid"
+	}
+}
+
+// teardownPodNamespaces stops and removes the pod's pause containers and
+// removes its namespace files (after its containers are gone).
+func (w *worker) teardownPodNamespaces(ctx context.Context, pod *v1.Pod) error {
+	if w.d.pauses != nil {
+		ps, err := w.d.pauses.ListPauses(ctx, w.uid)
+		if err != nil {
+			return fmt.Errorf("pod PID namespace: %w", err)
+		}
+		for _, p := range ps {
+			if err := w.d.pauses.StopContainer(ctx, p.ID, gracePeriod(pod)); err != nil {
+				return fmt.Errorf("pod PID namespace: %w", err)
+			}
+			if err := w.d.pauses.RemoveContainer(ctx, p.ID); err != nil {
+				return fmt.Errorf("pod PID namespace: %w", err)
+			}
+		}
+	}
+	if w.d.podNS == nil {
+		return nil
+	}
+	if err := w.d.podNS.Remove(w.podNSDir()); err != nil {
+		return fmt.Errorf("pod namespaces: %w", err)
+	}
+	return nil
+}
+
+// pauseOrphans adds the pods whose pause containers are left to refs (a
+// pod deleted while the agent was down).
+func (m *Manager) pauseOrphans(ctx context.Context, refs map[types.UID]runtime.PodRef) {
+	if m.deps.pauses == nil {
+		return
+	}
+	ps, err := m.deps.pauses.ListPauses(ctx, "")
+	if err != nil {
+		m.log.Warn("cannot list pause containers to clean up orphans", "err", err)
+		return
+	}
+	for _, p := range ps {
+		if refs[p.Pod.UID].UID == "" {
+			refs[p.Pod.UID] = p.Pod
+		}
+	}
+}
