@@ -23,6 +23,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 const (
@@ -50,6 +52,8 @@ type Manager struct {
 	readyPosted atomic.Bool  // the last write said Ready=True
 
 	lister atomic.Pointer[corelisters.NodeLister] // set by Run once the informer synced
+
+	observed atomic.Pointer[eviction.Observation] // the last sync's signals (Signals)
 
 	// Owned by whoever holds syncMu (Register, SyncOnce).
 	syncMu       sync.Mutex

@@ -1,0 +1,82 @@
+package nodestatus
+
+import (
+	"maps"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
+)
+
+// readSignals records the imagefs and pid eviction signals in obs (the
+// memory and nodefs ones come with the capacity, readCapacity).
+func (m *Manager) readSignals(obs map[string]observation) {
+	h := m.cfg.Host
+	imagefs := m.cfg.ImageFSDir
+	if fs, err := h.FS(imagefs); err != nil {
+		m.log.Warn("reading imagefs stats", "path", imagefs, "err", err)
+	} else {
+		for _, sig := range []string{eviction.SignalImageFsAvailable, eviction.SignalContainerFsAvailable} {
+			obs[sig] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
+		}
+		if fs.Inodes > 0 {
+			for _, sig := range []string{eviction.SignalImageFsInodesFree, eviction.SignalContainerFsInodesFree} {
+				obs[sig] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
+			}
+		}
+	}
+	if limit, running, err := h.PIDs(); err != nil {
+		m.log.Warn("reading pid stats", "err", err)
+	} else {
+		obs[eviction.SignalPIDAvailable] = observation{limit - running, limit}
+	}
+}
+
+// observationOf joins measured signals with their hard thresholds.
+func observationOf(now time.Time, ts []threshold, obs map[string]observation, pressure map[v1.NodeConditionType]bool) *eviction.Observation {
+	out := &eviction.Observation{Time: now, Signals: map[string]eviction.Observed{}, Pressure: maps.Clone(pressure)}
+	for sig, o := range obs {
+		out.Signals[sig] = eviction.Observed{Available: o.available, Capacity: o.capacity}
+	}
+	for _, t := range ts {
+		o, ok := out.Signals[t.signal]
+		if !ok {
+			continue
+		}
+		o.Threshold = t.value(o.Capacity)
+		if t.quantity != nil {
+			o.ThresholdText = t.quantity.String()
+		} else {
+			o.ThresholdText = resource.NewQuantity(o.Threshold, resource.BinarySI).String()
+		}
+		out.Signals[t.signal] = o
+	}
+	return out
+}
+
+// publish keeps a sync's observation for Signals.
+func (m *Manager) publish(now time.Time, obs map[string]observation, pressure map[v1.NodeConditionType]bool) {
+	m.observed.Store(observationOf(now, m.cfg.thresholds, obs, pressure))
+}
+
+// Signals returns the eviction signals as the last status sync measured
+// them when that is at most maxAge old, else measures the host now (the
+// pressure conditions are then still the last sync's: only a sync moves
+// them). Safe to call concurrently with the manager's loop.
+func (m *Manager) Signals(maxAge time.Duration) eviction.Observation {
+	now := m.clock.Now()
+	last := m.observed.Load()
+	if last != nil && now.Sub(last.Time) <= maxAge {
+		return *last
+	}
+	obs := map[string]observation{}
+	_, _ = m.readCapacity(obs) // what could not be read is missing from obs
+	m.readSignals(obs)
+	var pressure map[v1.NodeConditionType]bool
+	if last != nil {
+		pressure = last.Pressure
+	}
+	return *observationOf(now, m.cfg.thresholds, obs, pressure)
+}
