@@ -30,6 +30,9 @@ type Options struct {
 	// Observe returns the eviction signals measured at most maxAge ago
 	// (nodestatus.Manager.Signals): the status sync's when fresh enough.
 	Observe func(maxAge time.Duration) sig.Observation
+	// Updated, when set, wakes the manager when a new observation is
+	// published (nodestatus.Manager.SignalsUpdated), between intervals.
+	Updated <-chan struct{}
 	// ActivePods are the pods that may run (not terminal, not deleted).
 	ActivePods func() []*v1.Pod
 	// Usage measures the pods' usage (Stats.Usage).
@@ -93,8 +96,9 @@ func (m *Manager) Admit(pod *v1.Pod) (bool, string, string) {
 	return Admit(pod, m.o.Observe(time.Duration(1<<62)).Pressure)
 }
 
-// Run checks the thresholds every interval until ctx is done; after an
-// eviction it checks again at once with a fresh measurement, as kubelet.
+// Run checks the thresholds every interval, and whenever Updated says the
+// signals were measured, until ctx is done; after an eviction it checks
+// again at once with a fresh measurement, as kubelet.
 func (m *Manager) Run(ctx context.Context) {
 	for {
 		evicted, err := m.Synchronize(ctx)
@@ -108,6 +112,7 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.o.Clock.After(m.o.Interval):
+		case <-m.o.Updated: // nil: only the interval
 		}
 		if ctx.Err() != nil {
 			return

@@ -62,6 +62,7 @@ func (m *Manager) gather(now time.Time) {
 
 	// Pressure with hysteresis.
 	met := thresholdsMet(m.cfg.thresholds, in.observations)
+	m.mergeCrossings(met)
 	in.pressure = map[v1.NodeConditionType]bool{}
 	for _, c := range []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure} {
 		if met[c] {

@@ -54,6 +54,9 @@ type Manager struct {
 	lister atomic.Pointer[corelisters.NodeLister] // set by Run once the informer synced
 
 	observed atomic.Pointer[eviction.Observation] // the last sync's signals (Signals)
+	crossMu  sync.Mutex
+	crossed  map[v1.NodeConditionType]time.Time // crossings Signals saw between syncs
+	updated  chan struct{}                      // 1-buffered: a sync published signals (SignalsUpdated)
 
 	// Owned by whoever holds syncMu (Register, SyncOnce).
 	syncMu       sync.Mutex
@@ -99,6 +102,7 @@ func New(o Options) (*Manager, error) {
 		updateFrequency: cfg.UpdateFrequency,
 		reportFrequency: cfg.ReportFrequency,
 		kick:            make(chan struct{}, 1),
+		updated:         make(chan struct{}, 1),
 		pressureSeen:    map[v1.NodeConditionType]time.Time{},
 		setterErrs:      map[int]string{},
 	}

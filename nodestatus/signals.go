@@ -59,7 +59,16 @@ func observationOf(now time.Time, ts []threshold, obs map[string]observation, pr
 // publish keeps a sync's observation for Signals.
 func (m *Manager) publish(now time.Time, obs map[string]observation, pressure map[v1.NodeConditionType]bool) {
 	m.observed.Store(observationOf(now, m.cfg.thresholds, obs, pressure))
+	select {
+	case m.updated <- struct{}{}:
+	default: // coalesced: the reader takes the latest observation
+	}
 }
+
+// SignalsUpdated receives a value after a status sync measured the
+// signals (coalesced: one pending value at most), so the eviction manager
+// acts on a crossing as soon as the node status sees it.
+func (m *Manager) SignalsUpdated() <-chan struct{} { return m.updated }
 
 // Signals returns the eviction signals as the last status sync measured
 // them when that is at most maxAge old, else measures the host now (the
@@ -78,5 +87,30 @@ func (m *Manager) Signals(maxAge time.Duration) eviction.Observation {
 	if last != nil {
 		pressure = last.Pressure
 	}
+	if met := thresholdsMet(m.cfg.thresholds, obs); len(met) > 0 {
+		m.crossMu.Lock()
+		if m.crossed == nil {
+			m.crossed = map[v1.NodeConditionType]time.Time{}
+		}
+		for c := range met {
+			m.crossed[c] = now
+		}
+		m.crossMu.Unlock()
+	}
 	return *observationOf(now, m.cfg.thresholds, obs, pressure)
+}
+
+// mergeCrossings adds to a sync's verdict the thresholds Signals saw
+// crossed since the last sync, so that a crossing the eviction manager
+// acted on between two syncs still sets the pressure condition. The
+// caller holds syncMu.
+func (m *Manager) mergeCrossings(met map[v1.NodeConditionType]bool) {
+	m.crossMu.Lock()
+	defer m.crossMu.Unlock()
+	for c, at := range m.crossed {
+		if at.After(m.pressureSeen[c]) {
+			met[c] = true
+		}
+	}
+	clear(m.crossed)
 }

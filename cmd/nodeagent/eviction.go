@@ -49,6 +49,7 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 	log := a.base.With("component", "eviction", "node", a.nodeName)
 	o := eviction.Options{
 		Observe:    a.ns.Signals,
+		Updated:    a.ns.SignalsUpdated(),
 		ActivePods: pm.ActivePods,
 		Usage: eviction.Stats{
 			RootDir:    a.cfg.RootDir,

@@ -1,0 +1,53 @@
+package pods
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	utilptr "k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
+)
+
+// An eviction stops the pod's containers with the eviction's grace (not
+// the pod's), makes it Failed with the reason, message and condition, and
+// nothing restarts afterwards; ActivePods no longer lists it.
+func TestWorkerEviction(t *testing.T) {
+	e := newWorkerEnv(t)
+	pod := testPod("evict", v1.RestartPolicyAlways, ctr("c"))
+	pod.Spec.TerminationGracePeriodSeconds = utilptr.To[int64](30)
+	w := e.worker(pod, kubetypes.SourceAPI)
+	e.settle(w)
+	id := e.rt.running()["c"].ID
+	cond := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: "low"}
+	req := &evictRequest{grace: time.Second, reason: "Evicted", message: "low", condition: cond, done: make(chan struct{})}
+	w.mu.Lock()
+	w.evictReq = req
+	w.mu.Unlock()
+	e.settle(w)
+	select {
+	case <-req.done:
+	default:
+		t.Fatal("eviction not reported done")
+	}
+	if len(e.rt.running()) != 0 || len(e.rt.stops) != 1 || e.rt.stops[0].id != id || e.rt.stops[0].grace != time.Second {
+		t.Fatalf("running %v stops %+v, want %s stopped with 1s", e.rt.running(), e.rt.stops, id)
+	}
+	st := e.lastStatus(pod.UID)
+	if st.Phase != v1.PodFailed || st.Reason != "Evicted" || st.Message != "low" {
+		t.Errorf("phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
+	}
+	found := false
+	for _, c := range st.Conditions {
+		found = found || (c.Type == v1.DisruptionTarget && c.Reason == cond.Reason && c.Message == "low")
+	}
+	if !found {
+		t.Errorf("conditions %+v lack the DisruptionTarget", st.Conditions)
+	}
+	e.clk.Step(time.Minute)
+	e.settle(w)
+	if len(e.rt.running()) != 0 {
+		t.Errorf("restarted after the eviction: %v", e.rt.running())
+	}
+}
