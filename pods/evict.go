@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/status"
+	"github.com/nodeagent/nodeagent/runtime"
 )
 
 // ErrNoSuchPod: the agent runs no pod with that UID.
@@ -123,4 +124,39 @@ func (m *Manager) ActivePods() []*v1.Pod {
 		}
 	}
 	return out
+}
+
+// RemoveDeadContainers removes the exited containers of pods that are
+// terminal (evicted, failed or completed), freeing their writable layers
+// and logs, as kubelet's DeleteAllUnusedContainers does under disk
+// pressure; their statuses stay as last reported. It returns how many it
+// removed.
+func (m *Manager) RemoveDeadContainers(ctx context.Context) (int, error) {
+	m.mu.Lock()
+	var uids []types.UID
+	for uid, w := range m.workers {
+		if w.terminal.Load() && w.source != sourceOrphan {
+			uids = append(uids, uid)
+		}
+	}
+	m.mu.Unlock()
+	n := 0
+	var errs []error
+	for _, uid := range uids {
+		rs, ok := m.deps.cache.Get(uid)
+		if !ok {
+			continue
+		}
+		for _, c := range rs.Containers {
+			if c.State != runtime.StateExited {
+				continue
+			}
+			if err := m.opts.Runtime.RemoveContainer(ctx, c.ID); err != nil {
+				errs = append(errs, fmt.Errorf("remove dead container %s of pod %s: %w", c.ID, uid, err))
+				continue
+			}
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
 }

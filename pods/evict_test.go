@@ -1,10 +1,12 @@
 package pods
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
@@ -49,5 +51,34 @@ func TestWorkerEviction(t *testing.T) {
 	e.settle(w)
 	if len(e.rt.running()) != 0 {
 		t.Errorf("restarted after the eviction: %v", e.rt.running())
+	}
+	m := &Manager{deps: e.deps, workers: map[types.UID]*worker{pod.UID: w}}
+	if got := m.ActivePods(); len(got) != 0 {
+		t.Errorf("ActivePods lists the evicted pod: %v", got)
+	}
+}
+
+// Under disk pressure the exited containers of terminal pods go; their
+// statuses stay as last reported; running pods keep theirs.
+func TestRemoveDeadContainers(t *testing.T) {
+	e := newWorkerEnv(t)
+	done := testPod("done", v1.RestartPolicyNever, ctr("c"))
+	w := e.worker(done, kubetypes.SourceAPI)
+	e.settle(w)
+	id := e.rt.running()["c"].ID
+	e.rt.exit(id, 0)
+	e.settle(w)
+	if st := e.lastStatus(done.UID); st.Phase != v1.PodSucceeded {
+		t.Fatalf("phase %s, want Succeeded", st.Phase)
+	}
+	m := &Manager{opts: Options{Runtime: e.rt}, deps: w.d, workers: map[types.UID]*worker{done.UID: w}}
+	n, err := m.RemoveDeadContainers(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("RemoveDeadContainers = %d, %v; want 1 removed", n, err)
+	}
+	e.settle(w)
+	st := e.lastStatus(done.UID)
+	if st.Phase != v1.PodSucceeded || st.ContainerStatuses[0].State.Terminated == nil || st.ContainerStatuses[0].State.Terminated.ExitCode != 0 {
+		t.Errorf("status after the removal: %+v", st)
 	}
 }

@@ -56,6 +56,10 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 			Containers: rt.ListContainers,
 		}.Usage,
 		Reclaim: []func(context.Context) error{func(ctx context.Context) error {
+			n, err := pm.RemoveDeadContainers(ctx)
+			log.Info("removed dead containers of terminated pods", "containers", n)
+			return err
+		}, func(ctx context.Context) error {
 			c := a.imageGC.Load()
 			if c == nil {
 				return errors.New("image garbage collector not running")
