@@ -24,12 +24,24 @@ const agentOOMScoreAdj = -999
 
 // protectFromOOMKiller sets the agent's own oom_score_adj.
 func (a *agent) protectFromOOMKiller() {
-	err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(agentOOMScoreAdj)), 0)
-	if err != nil {
+	if err := setOOMScoreAdj("/proc/self/oom_score_adj", agentOOMScoreAdj); err != nil {
 		a.log.Warn("cannot set the agent's oom_score_adj; the OOM killer may choose it before pods", "oomScoreAdj", agentOOMScoreAdj, "err", err)
 		return
 	}
 	a.log.Info("set the agent's oom_score_adj", "oomScoreAdj", agentOOMScoreAdj)
+}
+
+// setOOMScoreAdj writes an oom_score_adj file (/proc/<pid>/oom_score_adj).
+func setOOMScoreAdj(path string, v int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.Itoa(v))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // admitUnderPressure is the eviction admit handler: no new pods (or, under
