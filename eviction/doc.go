@@ -15,5 +15,6 @@
 // Per-pod usage (cgroup memory, process count, disk under the pod's
 // directory and logs) is measured only when a threshold is met.
 //
-// One goroutine (Run) owns the manager; Admit may be called concurrently.
+// One goroutine (Run) owns the manager; Admit is a pure function of the
+// pod and the node's pressure conditions.
 package eviction

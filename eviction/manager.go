@@ -90,12 +90,6 @@ func New(o Options) (*Manager, error) {
 	return &Manager{o: o}, nil
 }
 
-// Admit decides a new pod's admission from the node's pressure
-// conditions (see the package-level Admit).
-func (m *Manager) Admit(pod *v1.Pod) (bool, string, string) {
-	return Admit(pod, m.o.Observe(time.Duration(1<<62)).Pressure)
-}
-
 // Run checks the thresholds every interval, and whenever Updated says the
 // signals were measured, until ctx is done; after an eviction it checks
 // again at once with a fresh measurement, as kubelet.
