@@ -113,6 +113,12 @@ func newAgent(t *testing.T, env *testenv.Env, o agentOpts) *agent {
 		// garbage-collect it under a running test.
 		cfg += "imageGCHighThresholdPercent: 100\n"
 	}
+	if !strings.Contains(o.config, "evictionHard:") {
+		// Agents evict pods under pressure: a shared test host whose disk
+		// is 85% full must not evict (or refuse) the pods of unrelated
+		// tests. The eviction tests set their own thresholds.
+		cfg += "evictionHard:\n  memory.available: 100Mi\n  nodefs.available: 1%\n  imagefs.available: 1%\n"
+	}
 	cfg += o.config
 	a.configPath = filepath.Join(a.dir, "config.yaml")
 	a.configDir = filepath.Join(a.dir, "config.d")

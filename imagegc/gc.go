@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -54,6 +55,7 @@ type Options struct {
 
 // Collector runs the garbage collection; one goroutine (Run) owns it.
 type Collector struct {
+	mu      sync.Mutex // one collection at a time (Run, DeleteUnusedImages)
 	o       Options
 	records map[string]*Record
 	began   time.Time
@@ -164,6 +166,8 @@ func (c *Collector) detect(ctx context.Context, now time.Time) error {
 
 // GarbageCollect runs one collection at the clock's now.
 func (c *Collector) GarbageCollect(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	now := c.o.Clock.Now()
 	if err := c.detect(ctx, now); err != nil {
 		return fmt.Errorf("detecting images: %w", err)

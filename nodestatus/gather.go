@@ -41,24 +41,7 @@ func (m *Manager) gather(now time.Time) {
 	}
 
 	in.capacity, in.capacityErr = m.readCapacity(in.observations)
-	imagefs := m.cfg.ImageFSDir
-	if fs, err := h.FS(imagefs); err != nil {
-		m.log.Warn("reading imagefs stats", "path", imagefs, "err", err)
-	} else {
-		for _, sig := range []string{eviction.SignalImageFsAvailable, eviction.SignalContainerFsAvailable} {
-			in.observations[sig] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
-		}
-		if fs.Inodes > 0 {
-			for _, sig := range []string{eviction.SignalImageFsInodesFree, eviction.SignalContainerFsInodesFree} {
-				in.observations[sig] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
-			}
-		}
-	}
-	if limit, running, err := h.PIDs(); err != nil {
-		m.log.Warn("reading pid stats", "err", err)
-	} else {
-		in.observations[eviction.SignalPIDAvailable] = observation{limit - running, limit}
-	}
+	m.readSignals(in.observations)
 
 	// Node info from the host.
 	var infoErrs []error
@@ -79,6 +62,7 @@ func (m *Manager) gather(now time.Time) {
 
 	// Pressure with hysteresis.
 	met := thresholdsMet(m.cfg.thresholds, in.observations)
+	m.mergeCrossings(met)
 	in.pressure = map[v1.NodeConditionType]bool{}
 	for _, c := range []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure} {
 		if met[c] {
@@ -89,6 +73,7 @@ func (m *Manager) gather(now time.Time) {
 		}
 		in.pressure[c] = PressureActive(now, m.pressureSeen[c], m.cfg.EvictionPressureTransitionPeriod)
 	}
+	m.publish(now, in.observations, in.pressure)
 
 	// Runtime answers.
 	for _, w := range waits {

@@ -23,6 +23,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/eviction"
 )
 
 const (
@@ -50,6 +52,11 @@ type Manager struct {
 	readyPosted atomic.Bool  // the last write said Ready=True
 
 	lister atomic.Pointer[corelisters.NodeLister] // set by Run once the informer synced
+
+	observed atomic.Pointer[eviction.Observation] // the last sync's signals (Signals)
+	crossMu  sync.Mutex
+	crossed  map[v1.NodeConditionType]time.Time // crossings Signals saw between syncs
+	updated  chan struct{}                      // 1-buffered: a sync published signals (SignalsUpdated)
 
 	// Owned by whoever holds syncMu (Register, SyncOnce).
 	syncMu       sync.Mutex
@@ -95,6 +102,7 @@ func New(o Options) (*Manager, error) {
 		updateFrequency: cfg.UpdateFrequency,
 		reportFrequency: cfg.ReportFrequency,
 		kick:            make(chan struct{}, 1),
+		updated:         make(chan struct{}, 1),
 		pressureSeen:    map[v1.NodeConditionType]time.Time{},
 		setterErrs:      map[int]string{},
 	}

@@ -95,6 +95,9 @@ type Options struct {
 	// Admission is the node's pod security admission settings
 	// (allowedUnsafeSysctls, host AppArmor and SELinux).
 	Admission admission.SecurityOptions
+	// Admit, when set, is asked first whether a new pod may run (the
+	// eviction manager's admit handler: no new pods under node pressure).
+	Admit func(pod *v1.Pod) (ok bool, reason, message string)
 	// ResyncPeriod is how often a worker syncs without news (default 1m).
 	ResyncPeriod time.Duration
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
@@ -447,6 +450,11 @@ func (m *Manager) startLocked(w *worker) {
 // supported subset, fit the node's resources and pass kubelet's other
 // predicates (node affinity, node name, host ports, NoExecute taints).
 func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status.Waiting {
+	if f := m.opts.Admit; f != nil {
+		if ok, reason, msg := f(pod); !ok {
+			return &status.Waiting{Reason: reason, Message: msg}
+		}
+	}
 	if ok, reason, msg := admission.AdmitSecurity(pod, m.opts.Admission); !ok {
 		return &status.Waiting{Reason: reason, Message: msg}
 	}

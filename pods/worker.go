@@ -91,6 +91,8 @@ type worker struct {
 	messages    map[string]string // termination messages by container ID
 	deadlineHit *status.Waiting   // the pod passed its activeDeadlineSeconds
 	pausePID    uint32            // the pod's pause process (podns.go; 0: none)
+	evictReq    *evictRequest     // node-pressure eviction asked (under mu; evict.go)
+	evicted     *evictRequest     // the eviction being carried out (worker-owned)
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -238,6 +240,13 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 			w.reaped[c.ID] = true
 		}
 		w.setStatus(ctx, pod, rs, nil, false, now)
+		return w.d.resync, false
+	}
+	if evicted, err := w.enforceEviction(ctx, pod, rs, now); evicted {
+		if err != nil {
+			w.log.Warn("evicting a pod failed; retrying", "err", err)
+			return w.retry.Step(), false
+		}
 		return w.d.resync, false
 	}
 	if past, err := w.enforceDeadline(ctx, pod, rs, now); past {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/heartbeat"
+	"github.com/nodeagent/nodeagent/imagegc"
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
@@ -141,6 +142,8 @@ type agent struct {
 	containerLogger string
 	// apiPods is the node API's view of the pods (see nodeapi.go).
 	apiPods apiPods
+	// imageGC is the image collector once the runtime is connected.
+	imageGC atomic.Pointer[imagegc.Collector]
 }
 
 func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
@@ -300,6 +303,7 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 func (a *agent) run(ctx context.Context) error {
 	a.log.Info("starting nodeagent", "version", version, "leaseDuration", a.hb.LeaseDuration(),
 		"statusUpdate", a.cfg.NodeStatusUpdateFrequency.Duration, "statusReport", a.cfg.NodeStatusReportFrequency.Duration)
+	a.protectFromOOMKiller()
 	srv, err := a.startServer()
 	if err != nil {
 		return err

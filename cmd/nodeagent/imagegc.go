@@ -47,5 +47,7 @@ func (a *agent) runImageGC(ctx context.Context, rt *runtime.Runtime) {
 		defer bc.Shutdown()
 		o.Recorder = bc.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent", Host: a.nodeName})
 	}
-	imagegc.New(o).Run(ctx)
+	c := imagegc.New(o)
+	a.imageGC.Store(c) // the eviction manager frees images under disk pressure
+	c.Run(ctx)
 }

@@ -138,6 +138,7 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 		RuntimeHandlers: a.cfg.RuntimeHandlers,
 		Cgroups:         cgroups,
 		Admission:       admitSec,
+		Admit:           a.admitUnderPressure,
 		Network:         podNet,
 		NodeName:        a.nodeName,
 		Client:          a.client,
@@ -163,9 +164,14 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 		return
 	}
 	a.apiPods.use(pm)
+	evCtx, evStop := context.WithCancel(ctx)
+	evDone := make(chan struct{})
+	go func() { defer close(evDone); a.runEviction(evCtx, rt, pm) }()
 	if err := pm.Run(ctx); err != nil {
 		a.log.Error("pod workers stopped", "err", err)
 	}
+	evStop()
+	<-evDone
 }
 
 var errRuntimeNotConnected = errors.New("container runtime not connected")

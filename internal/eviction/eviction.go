@@ -9,6 +9,12 @@
 // pkg/kubelet/eviction/defaults_linux.go).
 package eviction
 
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
 // Eviction signals, with kubelet's names.
 const (
 	SignalMemoryAvailable            = "memory.available"
@@ -45,4 +51,32 @@ func DefaultHard() map[string]string {
 		SignalImageFsAvailable:  "15%",
 		SignalImageFsInodesFree: "5%",
 	}
+}
+
+// Observed is one signal as measured, with its hard threshold.
+type Observed struct {
+	// Available and Capacity are in the signal's unit (bytes, inodes or
+	// process IDs).
+	Available, Capacity int64
+	// Threshold is the hard threshold's amount for this capacity (a
+	// percentage resolved against Capacity); zero without a threshold.
+	Threshold int64
+	// ThresholdText is the threshold as kubelet prints it in eviction
+	// messages ("100Mi", or the resolved quantity of a percentage).
+	ThresholdText string
+}
+
+// Met reports whether the signal is below its threshold.
+func (o Observed) Met() bool { return o.Threshold > 0 && o.Available < o.Threshold }
+
+// Observation is one measurement of the eviction signals, shared by the
+// node status (pressure conditions) and the eviction manager (which pods
+// to evict): the host is measured once for both.
+type Observation struct {
+	Time    time.Time
+	Signals map[string]Observed
+	// Pressure holds the pressure conditions (MemoryPressure,
+	// DiskPressure, PIDPressure) that are true after
+	// evictionPressureTransitionPeriod, as the node reports them.
+	Pressure map[v1.NodeConditionType]bool
 }

@@ -312,7 +312,7 @@ func WithForeignConditions(cur, want v1.PodStatus) v1.PodStatus {
 			conds = append(conds, c)
 		}
 	}
-	want.Conditions = conds
+	want.Conditions = withSharedConditions(cur, want, conds)
 	return want
 }
 

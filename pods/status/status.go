@@ -179,6 +179,11 @@ func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStat
 	if in.FailReason != "" && !PodIsTerminal(*old) {
 		s.Phase, s.Reason, s.Message = v1.PodFailed, in.FailReason, in.FailMessage
 	}
+	if c := in.FailCondition; c != nil && findCondition(s.Conditions, c.Type) == nil {
+		fc := *c.DeepCopy()
+		fc.LastTransitionTime = apiTime(now)
+		s.Conditions = append(s.Conditions, fc)
+	}
 
 	s.Conditions = append(s.Conditions, ownConditions(pod, &s, in)...)
 	for i := range s.Conditions {

@@ -2,6 +2,8 @@ package status
 
 import (
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // Reasons of pod and container statuses (kubelet's vocabulary).
@@ -70,6 +72,9 @@ type Input struct {
 	// (kubelet's eviction of a pod past its activeDeadlineSeconds).
 	FailReason  string
 	FailMessage string
+	// FailCondition, with FailReason, is a condition the failed pod
+	// carries (DisruptionTarget for a node-pressure eviction).
+	FailCondition *v1.PodCondition
 }
 
 // Probed is what a container's probes say of it while it runs.

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodeagent/nodeagent/eviction"
+	"github.com/nodeagent/nodeagent/pods"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// agentOOMScoreAdj is the agent's own oom_score_adj (kubelet's default
+// oomScoreAdj): the kernel's OOM killer takes pods before the agent.
+const agentOOMScoreAdj = -999
+
+// protectFromOOMKiller sets the agent's own oom_score_adj.
+func (a *agent) protectFromOOMKiller() {
+	if err := setOOMScoreAdj("/proc/self/oom_score_adj", agentOOMScoreAdj); err != nil {
+		a.log.Warn("cannot set the agent's oom_score_adj; the OOM killer may choose it before pods", "oomScoreAdj", agentOOMScoreAdj, "err", err)
+		return
+	}
+	a.log.Info("set the agent's oom_score_adj", "oomScoreAdj", agentOOMScoreAdj)
+}
+
+// setOOMScoreAdj writes an oom_score_adj file (/proc/<pid>/oom_score_adj).
+func setOOMScoreAdj(path string, v int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.Itoa(v))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// admitUnderPressure is the eviction admit handler: no new pods (or, under
+// memory pressure alone, no new BestEffort pods) while the node reports a
+// pressure condition.
+func (a *agent) admitUnderPressure(pod *v1.Pod) (bool, string, string) {
+	return eviction.Admit(pod, a.ns.Signals(time.Duration(1<<62)).Pressure)
+}
+
+// runEviction runs node-pressure eviction over the pods of pm until ctx is
+// done (nothing without hard thresholds).
+func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.Manager) {
+	if len(a.cfg.EvictionHard) == 0 {
+		a.log.Info("node-pressure eviction disabled (evictionHard: {})")
+		return
+	}
+	log := a.base.With("component", "eviction", "node", a.nodeName)
+	o := eviction.Options{
+		Observe:    a.ns.Signals,
+		Updated:    a.ns.SignalsUpdated(),
+		ActivePods: pm.ActivePods,
+		Usage: eviction.Stats{
+			RootDir:    a.cfg.RootDir,
+			Containers: rt.ListContainers,
+		}.Usage,
+		Reclaim: []func(context.Context) error{func(ctx context.Context) error {
+			n, err := pm.RemoveDeadContainers(ctx)
+			log.Info("removed dead containers of terminated pods", "containers", n)
+			return err
+		}, func(ctx context.Context) error {
+			c := a.imageGC.Load()
+			if c == nil {
+				return errors.New("image garbage collector not running")
+			}
+			freed, err := c.DeleteUnusedImages(ctx)
+			log.Info("removed unused images", "freedBytes", freed)
+			return err
+		}},
+		Evict: func(ctx context.Context, pod *v1.Pod, grace time.Duration, msg string, cond v1.PodCondition) error {
+			return pm.Evict(ctx, pod.UID, grace, eviction.Reason, msg, cond)
+		},
+		Node:   &v1.ObjectReference{Kind: "Node", Name: a.nodeName, UID: types.UID(a.nodeName)},
+		Clock:  a.clock,
+		Logger: log,
+	}
+	if a.client != nil {
+		bc := record.NewBroadcaster()
+		bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+		defer bc.Shutdown()
+		o.Recorder = bc.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent", Host: a.nodeName})
+	}
+	m, err := eviction.New(o)
+	if err != nil {
+		log.Error("cannot start node-pressure eviction", "err", err)
+		return
+	}
+	m.Run(ctx)
+}

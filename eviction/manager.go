@@ -1,0 +1,218 @@
+package eviction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+
+	sig "github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
+)
+
+// MonitoringInterval is how often the manager checks the thresholds
+// (kubelet's evictionMonitoringPeriod, its housekeeping interval).
+const MonitoringInterval = 10 * time.Second
+
+// Recorder records events.
+type Recorder interface {
+	Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any)
+	AnnotatedEventf(object k8sruntime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any)
+}
+
+// Options configure a Manager.
+type Options struct {
+	// Observe returns the eviction signals measured at most maxAge ago
+	// (nodestatus.Manager.Signals): the status sync's when fresh enough.
+	Observe func(maxAge time.Duration) sig.Observation
+	// Updated, when set, wakes the manager when a new observation is
+	// published (nodestatus.Manager.SignalsUpdated), between intervals.
+	Updated <-chan struct{}
+	// ActivePods are the pods that may run (not terminal, not deleted).
+	ActivePods func() []*v1.Pod
+	// Usage measures the pods' usage (Stats.Usage).
+	Usage func(ctx context.Context, pods []*v1.Pod) map[string]PodUsage
+	// Reclaim frees node-level disk space before pods are evicted for a
+	// disk signal: removing dead containers, then unused images.
+	Reclaim []func(ctx context.Context) error
+	// Evict stops a pod with grace, its status Failed with reason Evicted,
+	// message and condition; it returns once the pod's containers are
+	// stopped and its volumes released, or ctx ends.
+	Evict func(ctx context.Context, pod *v1.Pod, grace time.Duration, message string, condition v1.PodCondition) error
+	// Recorder and Node receive the events (nil Recorder: none).
+	Recorder Recorder
+	Node     k8sruntime.Object
+	// Interval is the monitoring interval (default MonitoringInterval).
+	Interval time.Duration
+	// CleanupTimeout bounds the wait for an evicted pod (kubelet's 30s).
+	CleanupTimeout time.Duration
+	Clock          clock.WithTicker
+	Logger         *slog.Logger
+}
+
+// Manager runs node-pressure eviction; see the package doc.
+type Manager struct {
+	o Options
+	// evictedAt is when the last eviction finished: observations older
+	// than that are not used again. Owned by Run's goroutine.
+	evictedAt time.Time
+}
+
+// New returns a manager; nothing runs until Run.
+func New(o Options) (*Manager, error) {
+	var errs []error
+	if o.Observe == nil {
+		errs = append(errs, errors.New("eviction: Observe is required"))
+	}
+	if o.ActivePods == nil || o.Usage == nil || o.Evict == nil {
+		errs = append(errs, errors.New("eviction: ActivePods, Usage and Evict are required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if o.Interval <= 0 {
+		o.Interval = MonitoringInterval
+	}
+	if o.CleanupTimeout <= 0 {
+		o.CleanupTimeout = 30 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{o: o}, nil
+}
+
+// Run checks the thresholds every interval, and whenever Updated says the
+// signals were measured, until ctx is done; after an eviction it checks
+// again at once with a fresh measurement, as kubelet.
+func (m *Manager) Run(ctx context.Context) {
+	for {
+		evicted, err := m.Synchronize(ctx)
+		if err != nil {
+			m.o.Logger.Warn("eviction manager: synchronize failed", "err", err)
+		}
+		if evicted != nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.o.Clock.After(m.o.Interval):
+		case <-m.o.Updated: // nil: only the interval
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// metSignals returns the signals below their thresholds, memory first
+// (kubelet's byEvictionPriority), then in the order of sig.Signals.
+func metSignals(obs sig.Observation) []string {
+	var out []string
+	for _, s := range sig.Signals() {
+		if o, ok := obs.Signals[s]; ok && o.Met() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Synchronize is one pass of the manager: when a hard threshold is met it
+// reclaims node-level resources for disk signals and otherwise evicts the
+// first pod in kubelet's ranking that may be evicted. It returns that pod.
+func (m *Manager) Synchronize(ctx context.Context) (*v1.Pod, error) {
+	now := m.o.Clock.Now()
+	maxAge := m.o.Interval
+	if since := now.Sub(m.evictedAt); since < maxAge {
+		maxAge = max(since, 0)
+	}
+	obs := m.o.Observe(maxAge)
+	met := metSignals(obs)
+	if len(met) == 0 {
+		return nil, nil
+	}
+	signal := met[0]
+	res := signalResource[signal]
+	log := m.o.Logger.With("signal", signal, "resource", res)
+	log.Info("eviction manager: attempting to reclaim", "available", obs.Signals[signal].Available, "threshold", obs.Signals[signal].ThresholdText)
+	m.nodeEvent(v1.EventTypeWarning, ReasonThresholdMet, "Attempting to reclaim %s", res)
+
+	if isDiskSignal(signal) && len(m.o.Reclaim) > 0 {
+		before := obs.Signals[signal].Available
+		for _, f := range m.o.Reclaim {
+			if err := f(ctx); err != nil {
+				log.Info("eviction manager: unexpected error when attempting to reduce resource pressure", "err", err)
+			}
+		}
+		obs = m.o.Observe(0)
+		log.Info("eviction manager: node-level reclaim done", "reclaimedBytes", obs.Signals[signal].Available-before)
+		met = metSignals(obs)
+		if len(met) == 0 {
+			log.Info("eviction manager: able to reduce resource pressure without evicting pods")
+			return nil, nil
+		}
+	}
+
+	pods := m.o.ActivePods()
+	if len(pods) == 0 {
+		log.Error("eviction manager: eviction thresholds have been met, but no pods are active to evict")
+		return nil, nil
+	}
+	usage := m.o.Usage(ctx, pods)
+	usageOf := func(p *v1.Pod) (PodUsage, bool) {
+		u, ok := usage[string(p.UID)]
+		return u, ok
+	}
+	Rank(signal, pods, usageOf)
+	for _, pod := range pods {
+		if IsCritical(pod) {
+			log.Error("eviction manager: cannot evict a critical pod", "pod", kubetypes.FullName(pod))
+			continue
+		}
+		u, measured := usageOf(pod)
+		msg, ann := Message(signal, obs.Signals[signal], pod, u, measured)
+		cond := v1.PodCondition{
+			Type:    v1.DisruptionTarget,
+			Status:  v1.ConditionTrue,
+			Reason:  v1.PodReasonTerminationByKubelet,
+			Message: msg,
+		}
+		if m.o.Recorder != nil {
+			m.o.Recorder.AnnotatedEventf(pod, ann, v1.EventTypeWarning, Reason, "%s", msg)
+		}
+		plog := log.With("pod", kubetypes.FullName(pod), "podUID", pod.UID)
+		plog.Info("eviction manager: evicting pod", "message", msg)
+		ectx, cancel := context.WithTimeout(ctx, m.o.CleanupTimeout)
+		err := m.o.Evict(ectx, pod, hardEvictionGracePeriodSecs*time.Second, msg, cond)
+		cancel()
+		m.evictedAt = m.o.Clock.Now()
+		if err != nil {
+			plog.Error("eviction manager: pod failed to evict", "err", err)
+		} else {
+			plog.Info("eviction manager: pod is evicted successfully", "took", m.evictedAt.Sub(now))
+		}
+		return pod, nil
+	}
+	log.Info("eviction manager: unable to evict any pods from the node")
+	return nil, nil
+}
+
+func (m *Manager) nodeEvent(typ, reason, format string, args ...any) {
+	if m.o.Recorder != nil && m.o.Node != nil {
+		m.o.Recorder.Eventf(m.o.Node, typ, reason, format, args...)
+	}
+}
+
+// String is for logs.
+func (u PodUsage) String() string {
+	return fmt.Sprintf("memory=%d disk=%d inodes=%d processes=%d", u.Memory, u.Disk, u.Inodes, u.Processes)
+}

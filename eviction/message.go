@@ -1,0 +1,114 @@
+package eviction
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	sig "github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
+)
+
+// Kubelet's eviction reason, event reasons and annotation keys.
+const (
+	Reason                      = "Evicted"
+	ReasonThresholdMet          = "EvictionThresholdMet"
+	AnnotationOffending         = "offending_containers"
+	AnnotationOffendingUsage    = "offending_containers_usage"
+	AnnotationStarvedResource   = "starved_resource"
+	systemCriticalPriority      = 2000000000 // scheduling.SystemCriticalPriority
+	hardEvictionGracePeriodSecs = 1          // kubelet's immediateEvictionGracePeriodSeconds
+)
+
+// availableText prints a signal's available amount as kubelet does:
+// bytes in binary units, inodes and PIDs as plain numbers.
+func availableText(signal string, v int64) string {
+	switch signalResource[signal] {
+	case resourceInodes, resourcePIDs:
+		return resource.NewQuantity(v, resource.DecimalSI).String()
+	}
+	return resource.NewQuantity(v, resource.BinarySI).String()
+}
+
+// Message is kubelet's eviction message (and event annotations) for a pod
+// evicted to reclaim the resource of signal o: "The node was low on
+// resource: memory. Threshold quantity: 100Mi, available: 90Mi. Container
+// c was using 200Mi, request is 0, has larger consumption of memory. "
+func Message(signal string, o sig.Observed, pod *v1.Pod, u PodUsage, measured bool) (string, map[string]string) {
+	res := signalResource[signal]
+	var b strings.Builder
+	fmt.Fprintf(&b, "The node was low on resource: %v. ", res)
+	fmt.Fprintf(&b, "Threshold quantity: %v, available: %v. ", o.ThresholdText, availableText(signal, o.Available))
+	if !measured {
+		return b.String(), map[string]string{}
+	}
+	specs := append(append([]v1.Container{}, pod.Spec.Containers...), pod.Spec.InitContainers...)
+	var names, usages []string
+	for _, cu := range u.Containers {
+		for i := range specs {
+			if specs[i].Name != cu.Name {
+				continue
+			}
+			req := specs[i].Resources.Requests[res]
+			var used *resource.Quantity
+			switch res {
+			case v1.ResourceMemory:
+				used = resource.NewQuantity(cu.Memory, resource.BinarySI)
+			case v1.ResourceEphemeralStorage:
+				used = resource.NewQuantity(cu.Disk, resource.BinarySI)
+			}
+			if used != nil && used.Cmp(req) > 0 {
+				fmt.Fprintf(&b, "Container %s was using %s, request is %s, has larger consumption of %v. ", cu.Name, used.String(), req.String(), res)
+				names = append(names, cu.Name)
+				usages = append(usages, used.String())
+			}
+			break
+		}
+	}
+	return b.String(), map[string]string{
+		AnnotationOffending:       strings.Join(names, ","),
+		AnnotationOffendingUsage:  strings.Join(usages, ","),
+		AnnotationStarvedResource: string(res),
+	}
+}
+
+// IsCritical reports whether kubelet would refuse to evict the pod (and
+// admit it under pressure): static and mirror pods, and pods at system
+// critical priority or above.
+func IsCritical(pod *v1.Pod) bool {
+	return kubetypes.IsStaticPod(pod) || kubetypes.IsMirrorPod(pod) || podPriority(pod) >= systemCriticalPriority
+}
+
+// conditionOrder is the order pressure conditions are named in messages.
+var conditionOrder = []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
+
+// Admit is kubelet's eviction admit handler: under any pressure condition
+// only critical pods are admitted, except that under memory pressure alone
+// pods that are not BestEffort, and BestEffort pods tolerating the
+// memory-pressure taint, are admitted too. reason and message are
+// kubelet's ("Evicted", "The node had condition: [DiskPressure]. ").
+func Admit(pod *v1.Pod, pressure map[v1.NodeConditionType]bool) (ok bool, reason, message string) {
+	var conds []v1.NodeConditionType
+	for _, c := range conditionOrder {
+		if pressure[c] {
+			conds = append(conds, c)
+		}
+	}
+	if len(conds) == 0 || IsCritical(pod) {
+		return true, "", ""
+	}
+	if len(conds) == 1 && conds[0] == v1.NodeMemoryPressure {
+		if kubetypes.PodQOSClass(pod) != v1.PodQOSBestEffort {
+			return true, "", ""
+		}
+		taint := &v1.Taint{Key: v1.TaintNodeMemoryPressure, Effect: v1.TaintEffectNoSchedule}
+		for i := range pod.Spec.Tolerations {
+			if pod.Spec.Tolerations[i].ToleratesTaint(taint) {
+				return true, "", ""
+			}
+		}
+	}
+	return false, Reason, fmt.Sprintf("The node had condition: %v. ", conds)
+}

@@ -1,0 +1,162 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/status"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// ErrNoSuchPod: the agent runs no pod with that UID.
+var ErrNoSuchPod = errors.New("no such pod")
+
+// evictRequest is a node-pressure eviction asked of a worker.
+type evictRequest struct {
+	grace     time.Duration
+	reason    string
+	message   string
+	condition v1.PodCondition
+	done      chan struct{} // closed once containers stopped and volumes released
+}
+
+// Evict stops a running pod for node pressure as kubelet's eviction
+// manager does: its status becomes Failed with reason and message and the
+// given condition (DisruptionTarget), its containers are stopped with
+// grace and its volumes released (an emptyDir's space is freed). It
+// returns once that is done, or with ctx's error. The pod's API object
+// stays (Failed) until its owner deletes it.
+func (m *Manager) Evict(ctx context.Context, uid types.UID, grace time.Duration, reason, message string, condition v1.PodCondition) error {
+	m.mu.Lock()
+	w := m.workers[uid]
+	m.mu.Unlock()
+	if w == nil || w.source == sourceOrphan {
+		return fmt.Errorf("evict pod %s: %w", uid, ErrNoSuchPod)
+	}
+	w.mu.Lock()
+	if w.evictReq == nil {
+		w.evictReq = &evictRequest{grace: grace, reason: reason, message: message, condition: condition, done: make(chan struct{})}
+	}
+	done := w.evictReq.done
+	w.mu.Unlock()
+	w.poke()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("evict pod %s: %w", uid, ctx.Err())
+	}
+}
+
+// enforceEviction carries out an eviction request: the Failed status,
+// then the containers stopped and the volumes torn down. It reports
+// whether the pod is evicted (the sync is done).
+func (w *worker) enforceEviction(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (bool, error) {
+	w.mu.Lock()
+	e := w.evictReq
+	w.mu.Unlock()
+	if e == nil {
+		return false, nil
+	}
+	if w.evicted == nil {
+		w.evicted = e
+		w.log.Info("evicting pod", "reason", e.reason, "message", e.message, "gracePeriod", e.grace)
+	}
+	w.setStatus(ctx, pod, rs, nil, false, now)
+	var errs []error
+	for _, c := range killPlan(rs) {
+		if w.reaped[c.ID] {
+			continue
+		}
+		if err := w.kill(ctx, pod, c, e.grace, "Stopping container "+c.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.reaped[c.ID] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return true, err
+	}
+	// kubelet releases a terminated pod's volumes at once.
+	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
+		return true, fmt.Errorf("releasing the volumes of an evicted pod: %w", err)
+	}
+	select {
+	case <-e.done:
+	default:
+		close(e.done)
+	}
+	return true, nil
+}
+
+// evictionStatus adds an eviction's reason, message and condition to a
+// status input.
+func (w *worker) evictionStatus(in *status.Input) {
+	if e := w.evicted; e != nil {
+		in.FailReason, in.FailMessage = e.reason, e.message
+		c := e.condition
+		in.FailCondition = &c
+	}
+}
+
+// ActivePods are the pods eviction may choose from: admitted, not
+// terminal, not being deleted and not already evicted (kubelet's
+// GetActivePods). The pods are the workers' own: do not modify them.
+func (m *Manager) ActivePods() []*v1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*v1.Pod
+	for _, w := range m.workers {
+		if w.source == sourceOrphan || w.rejected.Load() || w.terminal.Load() {
+			continue
+		}
+		w.mu.Lock()
+		p, skip := w.pod, w.removed || w.evictReq != nil
+		w.mu.Unlock()
+		if !skip && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// RemoveDeadContainers removes the exited containers of pods that are
+// terminal (evicted, failed or completed), freeing their writable layers
+// and logs, as kubelet's DeleteAllUnusedContainers does under disk
+// pressure; their statuses stay as last reported. It returns how many it
+// removed.
+func (m *Manager) RemoveDeadContainers(ctx context.Context) (int, error) {
+	m.mu.Lock()
+	var uids []types.UID
+	for uid, w := range m.workers {
+		if w.terminal.Load() && w.source != sourceOrphan {
+			uids = append(uids, uid)
+		}
+	}
+	m.mu.Unlock()
+	n := 0
+	var errs []error
+	for _, uid := range uids {
+		rs, ok := m.deps.cache.Get(uid)
+		if !ok {
+			continue
+		}
+		for _, c := range rs.Containers {
+			if c.State != runtime.StateExited {
+				continue
+			}
+			if err := m.opts.Runtime.RemoveContainer(ctx, c.ID); err != nil {
+				errs = append(errs, fmt.Errorf("remove dead container %s of pod %s: %w", c.ID, uid, err))
+				continue
+			}
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
