@@ -7,6 +7,11 @@
 //     Upstream's controller gives each attempt 10s, so five attempts can
 //     outlast a 40s lease; here the whole renewal fits in the interval, and no
 //     code path (ensuring the Lease exists included) blocks longer.
+//   - A failed attempt is retried no earlier than its slot: attempt n starts
+//     at least (n-1) × interval/MaxAttempts after the renewal began, so the
+//     attempts cover the whole interval and a renewal succeeds within
+//     interval/MaxAttempts (2s) of an API server that comes back, instead of
+//     failing five times in a second and waiting for the next interval.
 //   - A conflict or NotFound drops the cached Lease; the next attempt re-reads
 //     or re-creates it, so a deleted Lease is back within one renewal.
 //   - From the second failed attempt of a renewal on, OnRepeatedFailure is
@@ -161,6 +166,12 @@ func RenewInterval(leaseDuration time.Duration) time.Duration {
 // Lease update in that time will not keep the node alive anyway.
 func AttemptTimeout(renewInterval time.Duration, maxAttempts int) time.Duration {
 	return max(renewInterval/time.Duration(maxAttempts), 500*time.Millisecond)
+}
+
+// AttemptStart is the earliest start of attempt n (1-based) of a renewal
+// that started at start: attempts are interval/maxAttempts apart.
+func AttemptStart(start time.Time, interval time.Duration, maxAttempts, n int) time.Time {
+	return start.Add(time.Duration(n-1) * (interval / time.Duration(maxAttempts)))
 }
 
 // SetLeaseDuration changes the lease duration (and so the renew interval)
@@ -325,9 +336,17 @@ func (c *Controller) Sync(ctx context.Context) error {
 		if attempt >= 2 && c.onFailure != nil {
 			c.onFailure()
 		}
-		// A short pause before retrying a fast failure (connection refused),
-		// never past the renewal's deadline.
-		if pause := min(time.Duration(attempt)*100*time.Millisecond, deadline.Sub(c.clock.Now())); pause > 0 && attempt < c.maxAttempts {
+		// The attempts are spread over the interval: a fast failure
+		// (connection refused while the API server restarts) waits for
+		// the next attempt's slot instead of using up every attempt at
+		// once, so the renewal succeeds within one slot of the API
+		// server's return rather than at the next interval.
+		// A conflict or NotFound is answered at once (re-read, re-create).
+		next := AttemptStart(start, interval, c.maxAttempts, attempt+1)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			next = c.clock.Now().Add(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		if pause := min(next.Sub(c.clock.Now()), deadline.Sub(c.clock.Now())); pause > 0 && attempt < c.maxAttempts {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

@@ -453,3 +453,61 @@ func TestNodeRegisteredRenewsOnlyAnOwnerlessLease(t *testing.T) {
 		})
 	}
 }
+
+func TestRetriesAreSpreadOverTheInterval(t *testing.T) {
+	gr := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	refused := errors.New("connect: connection refused")
+	for _, tc := range []struct {
+		desc     string
+		failures []error
+		// want is when each update attempt starts, after the renewal's start.
+		want []time.Duration
+	}{
+		{desc: "refused while the API server is down: one attempt per 2s slot",
+			failures: []error{refused, refused, refused, refused, refused},
+			want:     []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second, 8 * time.Second}},
+		{desc: "API server back after 5s: renewed in the next slot",
+			failures: []error{refused, refused, refused},
+			want:     []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second}},
+		{desc: "a conflict is retried at once",
+			failures: []error{apierrors.NewConflict(gr, node, errors.New("stale"))},
+			want:     []time.Duration{0, 100 * time.Millisecond}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := newFixture(t, true)
+			if err := f.c.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Step(10 * time.Second)
+			start := f.clock.Now()
+			var mu sync.Mutex
+			var at []time.Duration
+			queue := append([]error(nil), tc.failures...)
+			f.cs.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				at = append(at, f.clock.Since(start))
+				if len(queue) == 0 {
+					return false, nil, nil
+				}
+				err := queue[0]
+				queue = queue[1:]
+				return true, nil, err
+			})
+			done := make(chan error)
+			go func() { done <- f.c.Sync(context.Background()) }()
+			_ = stepUntil(t, f.clock, done)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(at) != len(tc.want) {
+				t.Fatalf("update attempts at %v, want %v", at, tc.want)
+			}
+			for i := range at {
+				// stepUntil advances the clock 50ms at a time.
+				if at[i] < tc.want[i] || at[i] > tc.want[i]+50*time.Millisecond {
+					t.Errorf("attempt %d at +%s, want +%s (all: %v)", i+1, at[i], tc.want[i], at)
+				}
+			}
+		})
+	}
+}
