@@ -2,11 +2,11 @@
 // renewing its Lease, kube-node-lease/<nodeName>, as KEP-589 describes.
 //
 // Contract:
-//   - Sync performs one renewal: up to MaxAttempts attempts, each bounded by a
-//     timeout, all of them within one renew interval (leaseDuration × 0.25).
-//     Upstream's controller gives each attempt 10s, so five attempts can
-//     outlast a 40s lease; here the whole renewal fits in the interval, and no
-//     code path (ensuring the Lease exists included) blocks longer.
+//   - Sync performs one renewal: up to MaxAttempts attempts, each bounded by
+//     half the renew interval (leaseDuration × 0.25), all of them within the
+//     interval. Upstream's controller gives each attempt 10s, so five attempts
+//     can outlast a 40s lease; here the whole renewal fits in the interval, and
+//     no code path (ensuring the Lease exists included) blocks longer.
 //   - A failed attempt is retried no earlier than its slot: attempt n starts
 //     at least (n-1) × interval/MaxAttempts after the renewal began, so the
 //     attempts cover the whole interval and a renewal succeeds within
@@ -14,9 +14,12 @@
 //     failing five times in a second and waiting for the next interval.
 //   - A conflict or NotFound drops the cached Lease; the next attempt re-reads
 //     or re-creates it, so a deleted Lease is back within one renewal.
-//   - From the second failed attempt of a renewal on, OnRepeatedFailure is
-//     called (the agent closes the heartbeat transport's idle connections, so
-//     a dead TCP/HTTP/2 connection is replaced instead of reused).
+//   - After an attempt the API server did not answer (timeout, lost or
+//     refused connection), and after every failed attempt from the second
+//     on, OnRepeatedFailure is called (the agent closes the heartbeat
+//     transport's idle connections, so a dead TCP/HTTP/2 connection is
+//     replaced instead of reused, and its other API connections, as kubelet
+//     does).
 //   - The Lease carries holderIdentity=<nodeName>, leaseDurationSeconds,
 //     renewTime and an owner reference to the Node (added as soon as the Node
 //     exists; the Lease is created without one if the Node is not there yet).
@@ -161,11 +164,12 @@ func RenewInterval(leaseDuration time.Duration) time.Duration {
 	return time.Duration(float64(leaseDuration) * RenewIntervalFraction)
 }
 
-// AttemptTimeout bounds one attempt so that maxAttempts of them fit in one
-// renew interval. It never goes below 500ms: an apiserver that cannot answer a
-// Lease update in that time will not keep the node alive anyway.
-func AttemptTimeout(renewInterval time.Duration, maxAttempts int) time.Duration {
-	return max(renewInterval/time.Duration(maxAttempts), 500*time.Millisecond)
+// AttemptTimeout bounds one attempt: half the renew interval, so that a hung
+// attempt leaves room for a second one on a fresh connection within the
+// interval, and a slow API server (2s per response, or an agent starved of
+// CPU) still gets its answer in. It never goes below 500ms.
+func AttemptTimeout(renewInterval time.Duration) time.Duration {
+	return max(renewInterval/2, 500*time.Millisecond)
 }
 
 // AttemptStart is the earliest start of attempt n (1-based) of a renewal
@@ -311,7 +315,7 @@ func (c *Controller) Sync(ctx context.Context) error {
 	duration := c.LeaseDuration()
 	interval := RenewInterval(duration)
 	deadline := start.Add(interval)
-	perAttempt := AttemptTimeout(interval, c.maxAttempts)
+	perAttempt := AttemptTimeout(interval)
 	var err error
 	for attempt := 1; attempt <= c.maxAttempts; attempt++ {
 		if ctx.Err() != nil {
@@ -333,7 +337,11 @@ func (c *Controller) Sync(ctx context.Context) error {
 			return nil
 		}
 		c.log.Warn("lease renewal attempt failed", "attempt", attempt, "maxAttempts", c.maxAttempts, "err", err)
-		if attempt >= 2 && c.onFailure != nil {
+		// An attempt the API server did not answer (a timeout, a lost or
+		// refused connection) replaces the connections before the next
+		// one; API errors do so from the second attempt on.
+		var status apierrors.APIStatus
+		if (attempt >= 2 || !errors.As(err, &status)) && c.onFailure != nil {
 			c.onFailure()
 		}
 		// The attempts are spread over the interval: a fast failure

@@ -192,11 +192,13 @@ func TestAllConnectionsBlackholed(t *testing.T) {
 	a.waitReady(60 * time.Second)
 	o := a.observe()
 	defer o.stop()
+	t0 := time.Now()
 	a.proxy.SetMode(faultproxy.BlackholeAll)
 	time.Sleep(dur)
 	a.proxy.SetMode(faultproxy.Forward)
 	back := time.Now()
 	r := o.waitRenewedAfter(back, 3*renewInterval)
+	o.log(t0)
 	t.Logf("MEASURE blackhole-all: Lease renewed %s after forwarding resumed (blackholed %s)", r.Sub(back).Round(time.Millisecond), dur)
 	if r.Sub(back) > renewInterval {
 		t.Errorf("Lease renewed %s after forwarding resumed, want within %s", r.Sub(back), renewInterval)

@@ -189,7 +189,7 @@ authentication:
 		_ = rt.Close()
 		_ = env.Admin.CoreV1().Nodes().Delete(ctx, a.node, metav1.DeleteOptions{})
 		_ = env.Admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, a.node, metav1.DeleteOptions{})
-		if t.Failed() {
+		if t.Failed() || os.Getenv("NODEAGENT_FAULT_LOGS") != "" {
 			t.Logf("agent %s log:\n%s", a.node, a.out)
 		}
 	})
@@ -286,6 +286,7 @@ type observer struct {
 
 	mu       sync.Mutex
 	renewals []time.Time // distinct renewTimes, in order
+	seen     []time.Time // when each of renewals was first seen
 	notReady []string    // "at: condition" for every sighting of Ready != True
 }
 
@@ -305,6 +306,7 @@ func (a *agent) observe() *observer {
 				o.mu.Lock()
 				if rt := l.Spec.RenewTime.Time; len(o.renewals) == 0 || rt.After(o.renewals[len(o.renewals)-1]) {
 					o.renewals = append(o.renewals, rt)
+					o.seen = append(o.seen, time.Now())
 				}
 				o.mu.Unlock()
 			}
@@ -347,20 +349,35 @@ func (o *observer) stop() {
 	<-o.done
 }
 
-// renewedAfter returns the first renewTime after t (zero if none yet).
+// renewedAfter returns when the first Lease renewal after t was seen (zero
+// if none yet). A renewal counts when the API server has it: its renewTime
+// is the agent's clock when it sent the update, which a delayed request
+// (held by a partition) carries unchanged, so the time it was seen is what
+// the node lifecycle controller goes by.
 func (o *observer) renewedAfter(t time.Time) time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, r := range o.renewals {
-		if r.After(t) {
-			return r
+	for i, s := range o.seen {
+		if s.After(t) && i > 0 {
+			return s
 		}
 	}
 	return time.Time{}
 }
 
-// waitRenewedAfter waits (up to timeout) for a renewTime after t and
-// returns it.
+// log writes every renewal (renewTime, and when it was seen) since from.
+func (o *observer) log(from time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, r := range o.renewals {
+		if o.seen[i].After(from) {
+			o.a.t.Logf("renewal: renewTime %s seen %s (+%s)", r.Format("15:04:05.000"), o.seen[i].Format("15:04:05.000"), o.seen[i].Sub(from).Round(time.Millisecond))
+		}
+	}
+}
+
+// waitRenewedAfter waits (up to timeout) for a renewal seen after t and
+// returns when it was seen.
 func (o *observer) waitRenewedAfter(t time.Time, timeout time.Duration) time.Time {
 	o.a.t.Helper()
 	deadline := time.Now().Add(timeout)
