@@ -52,7 +52,7 @@ conformance: build
 # The fault suite (e2e/fault, docs/reliability.md) with the issue's full
 # durations (~25 min, its own cluster); `make test` runs the short form.
 fault-long: build controlplane
-	NODEAGENT_FAULT_LONG=1 NODEAGENT_BIN=$(CURDIR)/$(BIN)/nodeagent go test -count=1 -v -timeout 60m ./e2e/fault
+	NODEAGENT_FAULT_LONG=1 NODEAGENT_BIN=$(CURDIR)/$(BIN)/nodeagent go test -count=1 -v -parallel 4 -timeout 60m ./e2e/fault
 
 # Quick loop while coding: no cluster, tests that need one are skipped.
 test-unit:

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/nodeagent/nodeagent/internal/faultproxy"
 )
 
@@ -105,6 +107,13 @@ func TestContainerdKilled(t *testing.T) {
 	if err := cl.Stop("containerd", syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// A container exits while containerd is down: its exit event is lost
+	// with containerd, and the agent must still find it and restart it.
+	victim := names[0]
+	victimPID := containerPID(t, strings.TrimPrefix(before[victim+"/sleep"].id, "containerd://"))
+	if err := syscall.Kill(victimPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(2 * time.Second)
 	// The PLEG noticed: its containerd event source failed, it relists fast.
 	if v := a.metric("nodeagent_pleg_fallback_active"); v != 1 {
@@ -137,8 +146,22 @@ func TestContainerdKilled(t *testing.T) {
 	t.Logf("MEASURE containerd-restart: a pod created after the restart ran %s after containerd returned", time.Since(back).Round(time.Millisecond))
 	// Observe a little longer for a delayed NotReady or restart.
 	time.Sleep(5 * time.Second)
-	a.waitPods(names, 10*time.Second)
-	a.checkNoRestart(before, a.podContainers(names))
+	a.waitPods(names, 30*time.Second)
+	after := a.podContainers(names)
+	// The victim restarted once; its old container's exit was not lost.
+	if v := after[victim+"/sleep"]; v.restarts != 1 || v.id == before[victim+"/sleep"].id {
+		t.Errorf("container killed while containerd was down: after the restart %+v, want restartCount 1 and a new container", v)
+	} else {
+		t.Logf("the container killed while containerd was down was restarted (restartCount 1, new ID)")
+	}
+	if p, err := a.env.Admin.CoreV1().Pods("default").Get(context.Background(), victim, metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if lt := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; lt == nil || lt.ExitCode != 137 {
+		t.Errorf("killed container's lastState = %+v, want terminated with exit code 137", p.Status.ContainerStatuses[0].LastTerminationState)
+	}
+	delete(before, victim+"/sleep")
+	delete(after, victim+"/sleep")
+	a.checkNoRestart(before, after)
 	o.stop()
 	o.checkNeverNotReady()
 	a.checkAlive()
@@ -203,6 +226,31 @@ func TestAllConnectionsBlackholed(t *testing.T) {
 	if r.Sub(back) > renewInterval {
 		t.Errorf("Lease renewed %s after forwarding resumed, want within %s", r.Sub(back), renewInterval)
 	}
+	a.checkAlive()
+}
+
+// TestConnectionsReset: every connection of the agent is reset (a
+// middlebox restart). The Lease must be renewed on schedule, the node stay
+// Ready, and the informers reconnect: a pod created just after runs.
+func TestConnectionsReset(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, agentOpts{viaProxy: true})
+	a.waitReady(60 * time.Second)
+	o := a.observe()
+	defer o.stop()
+	t0 := time.Now()
+	n := a.proxy.ResetAll()
+	a.startPods(1)
+	t.Logf("MEASURE reset-all: %d connections reset; a pod created after it ran and was reported %s later", n, time.Since(t0).Round(time.Millisecond))
+	r := o.waitRenewedAfter(t0, 3*renewInterval)
+	time.Sleep(time.Until(t0.Add(2 * renewInterval)))
+	gap, _, _ := o.maxGap(t0, time.Now())
+	t.Logf("MEASURE reset-all: first renewal seen %s after the reset, longest gap %s", r.Sub(t0).Round(time.Millisecond), gap.Round(time.Millisecond))
+	if gap > renewInterval+2*time.Second {
+		t.Errorf("%s without a renewal after a reset, want at most %s", gap, renewInterval+2*time.Second)
+	}
+	o.stop()
+	o.checkNeverNotReady()
 	a.checkAlive()
 }
 
@@ -308,4 +356,26 @@ func write(t *testing.T, path, v string) {
 	if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+}
+
+// containerPID finds the main process of a running container by its
+// cgroup, which ends with the container ID.
+func containerPID(t *testing.T, id string) int {
+	t.Helper()
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + p.Name() + "/cgroup")
+		if err != nil || !strings.Contains(string(b), id) {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline"); strings.HasPrefix(string(cmd), "sleep\x00") {
+			return pid
+		}
+	}
+	t.Fatalf("no process of container %s found", id)
+	return 0
 }

@@ -18,6 +18,15 @@ import (
 func (a *agent) startPods(n int) []string {
 	a.t.Helper()
 	ctx := context.Background()
+	// A fresh cluster's controller manager creates the default service
+	// account a few seconds after start; the API server admits no pod in
+	// the namespace before it exists.
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := a.env.Admin.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		a.t.Fatal("no default service account within 60s")
+	}
 	var names []string
 	for range n {
 		a.pods++
