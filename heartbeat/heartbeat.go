@@ -94,8 +94,9 @@ type Options struct {
 	Clock         Clock         // clock.RealClock{} when nil
 	Logger        *slog.Logger
 	Metrics       *Metrics // may be nil
-	// OnRepeatedFailure is called after the second and later failed attempts
-	// of a renewal. May be nil.
+	// OnRepeatedFailure is called after a failed attempt the API server did
+	// not answer (timeout, lost or refused connection) and after the second
+	// and later failed attempts of a renewal. May be nil.
 	OnRepeatedFailure func()
 }
 
