@@ -189,7 +189,14 @@ func TestEstablishedConnectionsBlackholed(t *testing.T) {
 	t.Logf("blackholed %d established connections", open)
 	created := time.Now()
 	a.startPods(1) // fails the test if it does not run within 90s
-	t.Logf("MEASURE blackhole-established: a pod created during the fault ran and was reported %s after creation", time.Since(created).Round(time.Millisecond))
+	podTook := time.Since(created)
+	t.Logf("MEASURE blackhole-established: a pod created during the fault ran and was reported %s after creation", podTook.Round(time.Millisecond))
+	// The heartbeat finds its connection dead within ~15s and closes the
+	// main client's connections too; without that the informers' watch
+	// waits for client-go's HTTP/2 health check (30s + 15s).
+	if podTook > 30*time.Second {
+		t.Errorf("a pod created on a blackholed watch connection took %s to run, want within 30s", podTook)
+	}
 	r := o.waitRenewedAfter(t0, 3*renewInterval)
 	time.Sleep(window - time.Since(t0))
 	end := time.Now()
