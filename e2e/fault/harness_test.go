@@ -31,6 +31,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/cgroups"
+	cgmanager "github.com/opencontainers/cgroups/manager"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -187,6 +189,10 @@ authentication:
 			_ = rt.RemoveContainer(ctx, c.ID)
 		}
 		_ = rt.Close()
+		// The agent's cgroup root (its namespace's), in every controller.
+		if m, err := cgmanager.New(&cgroups.Cgroup{Path: "/nodeagent-" + a.ns, Resources: &cgroups.Resources{SkipDevices: true}}); err == nil {
+			_ = m.Destroy()
+		}
 		_ = env.Admin.CoreV1().Nodes().Delete(ctx, a.node, metav1.DeleteOptions{})
 		_ = env.Admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, a.node, metav1.DeleteOptions{})
 		if t.Failed() || os.Getenv("NODEAGENT_FAULT_LOGS") != "" {
