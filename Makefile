@@ -9,7 +9,7 @@ GO_LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN := _output/bin
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-unit \
-	test-integration fuzz-smoke conformance lint clean
+	test-integration fuzz-smoke conformance lint clean fault-long
 
 all: build
 
@@ -48,6 +48,11 @@ test: build controlplane
 # $NODEAGENT_CLUSTER_DIR (docs/conformance.md).
 conformance: build
 	hack/conformance.sh
+
+# The fault suite (e2e/fault, docs/reliability.md) with the issue's full
+# durations (~25 min, its own cluster); `make test` runs the short form.
+fault-long: build controlplane
+	NODEAGENT_FAULT_LONG=1 NODEAGENT_BIN=$(CURDIR)/$(BIN)/nodeagent go test -count=1 -v -parallel 4 -timeout 60m ./e2e/fault
 
 # Quick loop while coding: no cluster, tests that need one are skipped.
 test-unit:

@@ -30,13 +30,17 @@ status=0
 phase "go test (unit, integration, e2e)"
 # The PLEG tests lower fs.inotify.max_user_watches for a moment, which would
 # starve other packages' watchers: they run on their own, after the rest.
-pkgs=$(go list ./... | grep -v '/pleg$')
+pkgs=$(go list ./... | grep -v '/pleg$' | grep -v '/e2e/fault$')
 go test -count=1 -timeout 20m $pkgs || status=1
 # The concurrent hearts of the agent also run under the race detector (the
 # pods package drives its manager, workers and static source against a real
 # containerd and PLEG in process).
 go test -race -count=1 -timeout 10m ./pleg || status=1
 go test -race -count=1 -timeout 10m ./pods ./heartbeat || status=1
+# The fault suite (issue 15) stops the API server, etcd and containerd: it
+# starts a cluster of its own and runs alone (docs/reliability.md).
+phase "fault suite (e2e/fault, on its own cluster)"
+go test -count=1 -parallel 4 -timeout 15m ./e2e/fault || status=1
 
 phase "config decoder fuzzing (10s)"
 go test ./config -run='^$' -fuzz=FuzzDecode -fuzztime=10s -fuzzminimizetime=200x || status=1

@@ -43,6 +43,7 @@ func NewClient(base *rest.Config, renewInterval time.Duration) (client kubernete
 	// with TLS options, and adds the auth wrappers itself.
 	cfg.TLSClientConfig = rest.TLSClientConfig{}
 	cfg.Transport = t
+	cfg.Dial = nil // the transport dials; base's dialer serves other clients
 	cfg.WrapTransport = base.WrapTransport
 	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	cfg.QPS, cfg.Burst = -1, 0

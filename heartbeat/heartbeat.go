@@ -2,20 +2,28 @@
 // renewing its Lease, kube-node-lease/<nodeName>, as KEP-589 describes.
 //
 // Contract:
-//   - Sync performs one renewal: up to MaxAttempts attempts, each bounded by a
-//     timeout, all of them within one renew interval (leaseDuration × 0.25).
-//     Upstream's controller gives each attempt 10s, so five attempts can
-//     outlast a 40s lease; here the whole renewal fits in the interval, and no
-//     code path (ensuring the Lease exists included) blocks longer.
+//   - Sync performs one renewal: up to MaxAttempts attempts, each bounded by
+//     half the renew interval (leaseDuration × 0.25), all of them within the
+//     interval. Upstream's controller gives each attempt 10s, so five attempts
+//     can outlast a 40s lease; here the whole renewal fits in the interval, and
+//     no code path (ensuring the Lease exists included) blocks longer.
+//   - A failed attempt is retried no earlier than its slot: attempt n starts
+//     at least (n-1) × interval/MaxAttempts after the renewal began, so the
+//     attempts cover the whole interval and a renewal succeeds within
+//     interval/MaxAttempts (2s) of an API server that comes back, instead of
+//     failing five times in a second and waiting for the next interval.
 //   - A conflict or NotFound drops the cached Lease; the next attempt re-reads
 //     or re-creates it, so a deleted Lease is back within one renewal.
 //     Creating it (read the Lease, read the Node for the owner reference,
 //     create) resumes across attempts: what an attempt learnt before it
 //     timed out is kept, so against a slow API server each request must fit
 //     into an attempt, not all three.
-//   - From the second failed attempt of a renewal on, OnRepeatedFailure is
-//     called (the agent closes the heartbeat transport's idle connections, so
-//     a dead TCP/HTTP/2 connection is replaced instead of reused).
+//   - After an attempt the API server did not answer (timeout, lost or
+//     refused connection), and after every failed attempt from the second
+//     on, OnRepeatedFailure is called (the agent closes the heartbeat
+//     transport's idle connections, so a dead TCP/HTTP/2 connection is
+//     replaced instead of reused, and its other API connections, as kubelet
+//     does).
 //   - The Lease carries holderIdentity=<nodeName>, leaseDurationSeconds,
 //     renewTime and an owner reference to the Node (added as soon as the Node
 //     exists; the Lease is created without one if the Node is not there yet).
@@ -91,8 +99,9 @@ type Options struct {
 	Clock         Clock         // clock.RealClock{} when nil
 	Logger        *slog.Logger
 	Metrics       *Metrics // may be nil
-	// OnRepeatedFailure is called after the second and later failed attempts
-	// of a renewal. May be nil.
+	// OnRepeatedFailure is called after a failed attempt the API server did
+	// not answer (timeout, lost or refused connection) and after the second
+	// and later failed attempts of a renewal. May be nil.
 	OnRepeatedFailure func()
 }
 
@@ -169,11 +178,18 @@ func RenewInterval(leaseDuration time.Duration) time.Duration {
 	return time.Duration(float64(leaseDuration) * RenewIntervalFraction)
 }
 
-// AttemptTimeout bounds one attempt so that maxAttempts of them fit in one
-// renew interval. It never goes below 500ms: an apiserver that cannot answer a
-// Lease update in that time will not keep the node alive anyway.
-func AttemptTimeout(renewInterval time.Duration, maxAttempts int) time.Duration {
-	return max(renewInterval/time.Duration(maxAttempts), 500*time.Millisecond)
+// AttemptTimeout bounds one attempt: half the renew interval, so that a hung
+// attempt leaves room for a second one on a fresh connection within the
+// interval, and a slow API server (2s per response, or an agent starved of
+// CPU) still gets its answer in. It never goes below 500ms.
+func AttemptTimeout(renewInterval time.Duration) time.Duration {
+	return max(renewInterval/2, 500*time.Millisecond)
+}
+
+// AttemptStart is the earliest start of attempt n (1-based) of a renewal
+// that started at start: attempts are interval/maxAttempts apart.
+func AttemptStart(start time.Time, interval time.Duration, maxAttempts, n int) time.Time {
+	return start.Add(time.Duration(n-1) * (interval / time.Duration(maxAttempts)))
 }
 
 // SetLeaseDuration changes the lease duration (and so the renew interval)
@@ -313,7 +329,7 @@ func (c *Controller) Sync(ctx context.Context) error {
 	duration := c.LeaseDuration()
 	interval := RenewInterval(duration)
 	deadline := start.Add(interval)
-	perAttempt := AttemptTimeout(interval, c.maxAttempts)
+	perAttempt := AttemptTimeout(interval)
 	var err error
 	for attempt := 1; attempt <= c.maxAttempts; attempt++ {
 		if ctx.Err() != nil {
@@ -335,12 +351,24 @@ func (c *Controller) Sync(ctx context.Context) error {
 			return nil
 		}
 		c.log.Warn("lease renewal attempt failed", "attempt", attempt, "maxAttempts", c.maxAttempts, "err", err)
-		if attempt >= 2 && c.onFailure != nil {
+		// An attempt the API server did not answer (a timeout, a lost or
+		// refused connection) replaces the connections before the next
+		// one; API errors do so from the second attempt on.
+		var status apierrors.APIStatus
+		if (attempt >= 2 || !errors.As(err, &status)) && c.onFailure != nil {
 			c.onFailure()
 		}
-		// A short pause before retrying a fast failure (connection refused),
-		// never past the renewal's deadline.
-		if pause := min(time.Duration(attempt)*100*time.Millisecond, deadline.Sub(c.clock.Now())); pause > 0 && attempt < c.maxAttempts {
+		// The attempts are spread over the interval: a fast failure
+		// (connection refused while the API server restarts) waits for
+		// the next attempt's slot instead of using up every attempt at
+		// once, so the renewal succeeds within one slot of the API
+		// server's return rather than at the next interval.
+		// A conflict or NotFound is answered at once (re-read, re-create).
+		next := AttemptStart(start, interval, c.maxAttempts, attempt+1)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			next = c.clock.Now().Add(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		if pause := min(next.Sub(c.clock.Now()), deadline.Sub(c.clock.Now())); pause > 0 && attempt < c.maxAttempts {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

@@ -31,12 +31,23 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 type hangingLeases struct {
 	LeaseClient
 	hang atomic.Bool
+	// slow, when set, delays every answer by this long on clock (a slow
+	// API server or link).
+	slow  atomic.Int64
+	clock *testingclock.FakeClock
 }
 
 func (h *hangingLeases) wait(ctx context.Context) error {
 	if h.hang.Load() {
 		<-ctx.Done()
 		return ctx.Err()
+	}
+	if d := time.Duration(h.slow.Load()); d > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.clock.After(d):
+		}
 	}
 	return nil
 }
@@ -68,7 +79,7 @@ func newFixture(t *testing.T, withNode bool, objs ...runtime.Object) *fixture {
 		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "uid-1"}})
 	}
 	f := &fixture{cs: fake.NewClientset(objs...), clock: testingclock.NewFakeClock(t0), reg: prometheus.NewRegistry()}
-	f.leases = &hangingLeases{LeaseClient: f.cs.CoordinationV1().Leases(Namespace)}
+	f.leases = &hangingLeases{LeaseClient: f.cs.CoordinationV1().Leases(Namespace), clock: f.clock}
 	c, err := New(Options{
 		NodeName: node, Leases: f.leases, Nodes: f.cs.CoreV1().Nodes(), Clock: f.clock,
 		Metrics: NewMetrics(f.reg), OnRepeatedFailure: func() { f.failures.Add(1) },
@@ -193,8 +204,9 @@ func TestSyncRecoversWithinOneRenewal(t *testing.T) {
 				if got := testutil.ToFloat64(f.c.metrics.failures); got != 1 {
 					t.Errorf("failures metric = %v", got)
 				}
-				if f.failures.Load() != 4 {
-					t.Errorf("OnRepeatedFailure called %d times, want 4 (attempts 2..5)", f.failures.Load())
+				// Transport errors: after every attempt.
+				if f.failures.Load() != 5 {
+					t.Errorf("OnRepeatedFailure called %d times, want 5 (every unanswered attempt)", f.failures.Load())
 				}
 			}
 		})
@@ -239,8 +251,10 @@ func TestHungAPIServerRenewalFitsInInterval(t *testing.T) {
 	if took := f.clock.Since(start); took > RenewInterval(DefaultLeaseDuration)+100*time.Millisecond {
 		t.Errorf("a renewal against a hung apiserver took %s, more than the %s renew interval", took, RenewInterval(DefaultLeaseDuration))
 	}
-	if got := testutil.ToFloat64(f.c.metrics.attempts.WithLabelValues("timeout")); got != 5 {
-		t.Errorf("timeout attempts = %v, want 5", got)
+	// Two attempts of half an interval each: the second on a fresh
+	// connection (OnRepeatedFailure after the first timeout).
+	if got := testutil.ToFloat64(f.c.metrics.attempts.WithLabelValues("timeout")); got != 2 {
+		t.Errorf("timeout attempts = %v, want 2", got)
 	}
 	if f.failures.Load() == 0 {
 		t.Error("idle connections were never closed")
@@ -355,18 +369,14 @@ func TestNextWait(t *testing.T) {
 func TestAttemptTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		interval time.Duration
-		attempts int
 		want     time.Duration
 	}{
-		{10 * time.Second, 5, 2 * time.Second},
-		{15 * time.Second, 5, 3 * time.Second},
-		{time.Second, 5, 500 * time.Millisecond},
+		{10 * time.Second, 5 * time.Second},
+		{15 * time.Second, 7500 * time.Millisecond},
+		{time.Second, 500 * time.Millisecond},
 	} {
-		if got := AttemptTimeout(tc.interval, tc.attempts); got != tc.want {
-			t.Errorf("AttemptTimeout(%s, %d) = %s, want %s", tc.interval, tc.attempts, got, tc.want)
-		}
-		if tc.want*time.Duration(tc.attempts) > tc.interval && tc.want != 500*time.Millisecond {
-			t.Errorf("attempts do not fit the interval")
+		if got := AttemptTimeout(tc.interval); got != tc.want {
+			t.Errorf("AttemptTimeout(%s) = %s, want %s", tc.interval, got, tc.want)
 		}
 	}
 }
@@ -449,6 +459,130 @@ func TestNodeRegisteredRenewsOnlyAnOwnerlessLease(t *testing.T) {
 				if tc.wantNow {
 					t.Fatal("an ownerless Lease was not renewed at the registration")
 				}
+			}
+		})
+	}
+}
+
+func TestRetriesAreSpreadOverTheInterval(t *testing.T) {
+	gr := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	refused := errors.New("connect: connection refused")
+	for _, tc := range []struct {
+		desc     string
+		failures []error
+		// want is when each update attempt starts, after the renewal's start.
+		want []time.Duration
+	}{
+		{desc: "refused while the API server is down: one attempt per 2s slot",
+			failures: []error{refused, refused, refused, refused, refused},
+			want:     []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second, 8 * time.Second}},
+		{desc: "API server back after 5s: renewed in the next slot",
+			failures: []error{refused, refused, refused},
+			want:     []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second}},
+		{desc: "a conflict is retried at once",
+			failures: []error{apierrors.NewConflict(gr, node, errors.New("stale"))},
+			want:     []time.Duration{0, 100 * time.Millisecond}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := newFixture(t, true)
+			if err := f.c.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Step(10 * time.Second)
+			start := f.clock.Now()
+			var mu sync.Mutex
+			var at []time.Duration
+			queue := append([]error(nil), tc.failures...)
+			f.cs.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				at = append(at, f.clock.Since(start))
+				if len(queue) == 0 {
+					return false, nil, nil
+				}
+				err := queue[0]
+				queue = queue[1:]
+				return true, nil, err
+			})
+			done := make(chan error)
+			go func() { done <- f.c.Sync(context.Background()) }()
+			_ = stepUntil(t, f.clock, done)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(at) != len(tc.want) {
+				t.Fatalf("update attempts at %v, want %v", at, tc.want)
+			}
+			for i := range at {
+				// stepUntil advances the clock 50ms at a time.
+				if at[i] < tc.want[i] || at[i] > tc.want[i]+50*time.Millisecond {
+					t.Errorf("attempt %d at +%s, want +%s (all: %v)", i+1, at[i], tc.want[i], at)
+				}
+			}
+		})
+	}
+}
+
+// An API server that takes 3s per answer (issue 15's latency fault: 2s per
+// response, plus a new connection's handshake) still gets the Lease renewed,
+// at the first attempt.
+func TestSlowAPIServerStillRenews(t *testing.T) {
+	f := newFixture(t, true)
+	if err := f.c.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.leases.slow.Store(int64(3 * time.Second))
+	f.clock.Step(10 * time.Second)
+	start := f.clock.Now()
+	done := make(chan error)
+	go func() { done <- f.c.Sync(context.Background()) }()
+	if err := stepUntil(t, f.clock, done); err != nil {
+		t.Fatalf("Sync against a 3s API server: %v", err)
+	}
+	if got := f.lease(t).Spec.RenewTime.Time; got.Before(start) {
+		t.Errorf("renewTime %v not advanced", got)
+	}
+	if got := testutil.ToFloat64(f.c.metrics.attempts.WithLabelValues("timeout")); got != 0 {
+		t.Errorf("%v attempts timed out, want 0", got)
+	}
+}
+
+func TestOnRepeatedFailure(t *testing.T) {
+	gr := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	for _, tc := range []struct {
+		desc     string
+		failures []error
+		want     int32
+	}{
+		{"a lost connection closes connections at once", []error{errors.New("http2: client connection lost")}, 1},
+		{"one API error does not", []error{apierrors.NewInternalError(errors.New("etcd"))}, 0},
+		{"a second API error does", []error{apierrors.NewInternalError(errors.New("etcd")), apierrors.NewServiceUnavailable("x")}, 1},
+		{"a conflict is answered, not a connection problem", []error{apierrors.NewConflict(gr, node, errors.New("stale"))}, 0},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := newFixture(t, true)
+			if err := f.c.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			queue := append([]error(nil), tc.failures...)
+			f.cs.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(queue) == 0 {
+					return false, nil, nil
+				}
+				err := queue[0]
+				queue = queue[1:]
+				return true, nil, err
+			})
+			f.clock.Step(10 * time.Second)
+			done := make(chan error)
+			go func() { done <- f.c.Sync(context.Background()) }()
+			if err := stepUntil(t, f.clock, done); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.failures.Load(); got != tc.want {
+				t.Errorf("OnRepeatedFailure called %d times, want %d", got, tc.want)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -160,6 +162,12 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	restCfg.UserAgent = "nodeagent/" + version
 	// kubelet's defaults for its main client (kubeAPIQPS, kubeAPIBurst).
 	restCfg.QPS, restCfg.Burst = 50, 100
+	// As kubelet: the main client's connections (informer watches, status
+	// writes) are tracked so that repeated heartbeat failures close them
+	// all, not only the idle ones: a watch on a silently dead connection
+	// would otherwise wait for HTTP/2's 30s+15s health check.
+	mainDialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	restCfg.Dial = mainDialer.DialContext
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
@@ -186,7 +194,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		LeaseDuration:     leaseDuration,
 		Logger:            base.With("component", "heartbeat"),
 		Metrics:           heartbeat.NewMetrics(reg),
-		OnRepeatedFailure: closeIdle,
+		OnRepeatedFailure: func() { closeIdle(); mainDialer.CloseAll() },
 	})
 	if err != nil {
 		return nil, err

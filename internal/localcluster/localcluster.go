@@ -61,6 +61,8 @@ type State struct {
 	CACert            string         `json:"caCert"`
 	Pids              map[string]int `json:"pids"`
 	Ports             map[string]int `json:"ports"`
+	// Args are the command lines of components stopped with Stop, for Start.
+	Args map[string][]string `json:"args,omitempty"`
 }
 
 const stateFile = "state.json"
