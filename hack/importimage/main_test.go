@@ -81,6 +81,14 @@ func TestRunE2EImports(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The host's busybox stands in for the one hack/conformance.sh builds.
+	bb, err := os.ReadFile(testimage.BusyboxPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "busybox"), bb, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	const ns = "importimage-e2e"
 	want := []string{testimage.E2EBusyboxRef, testimage.E2EAgnhostRef, testimage.E2EPauseRef, testimage.E2ENonewprivsRef, testimage.E2ENonRootRef}
 	var first []imported
