@@ -95,6 +95,16 @@ func (s *State) Start(ctx context.Context, name string) error {
 			}
 			return c.Close()
 		})
+	default:
+		// Nothing to ask: give it a second to fail at start.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		if !alive(s.Pids[name]) {
+			return fmt.Errorf("localcluster: %s exited right after its start again", name)
+		}
 	}
 	return nil
 }

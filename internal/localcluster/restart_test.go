@@ -5,11 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
 // Restart re-executes a component's own command line as a new process and
-// keeps the old log.
+// goes on with the same log.
 func TestRestartReexecutesTheCommandLine(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
@@ -42,8 +43,12 @@ func TestRestartReexecutesTheCommandLine(t *testing.T) {
 	if want := "sleep\x00300\x00"; string(cmdline) != want {
 		t.Errorf("new command line %q, want %q", cmdline, want)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "logs", "sleeper.log.prev")); err != nil {
-		t.Errorf("old log not kept: %v", err)
+	log, err := os.ReadFile(filepath.Join(dir, "logs", "sleeper.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "started\n") || !strings.Contains(string(log), "started again") {
+		t.Errorf("log %q lacks the first run's output or the restart marker", log)
 	}
 	saved, err := Load(dir)
 	if err != nil {
