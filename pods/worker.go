@@ -91,6 +91,9 @@ type worker struct {
 
 	messages    map[string]string // termination messages by container ID
 	deadlineHit *status.Waiting   // the pod passed its activeDeadlineSeconds
+
+	stopReq *stopRequest // StopPods asked to stop the pod (under mu)
+	stopHit *stopRequest // the request being enforced (worker-owned)
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -241,6 +244,13 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		}
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return w.d.resync, false
+	}
+	if next, stopped, err := w.enforceStop(ctx, pod, rs, now); stopped {
+		if err != nil {
+			w.log.Warn("stopping a pod for the agent failed; retrying", "err", err)
+			return w.retry.Step(), false
+		}
+		return next, false
 	}
 	if past, err := w.enforceDeadline(ctx, pod, rs, now); past {
 		if err != nil {

@@ -312,6 +312,7 @@ func WithForeignConditions(cur, want v1.PodStatus) v1.PodStatus {
 			conds = append(conds, c)
 		}
 	}
+	conds = keepDisruption(conds, want.Conditions)
 	want.Conditions = conds
 	return want
 }

@@ -70,6 +70,10 @@ type Input struct {
 	// (kubelet's eviction of a pod past its activeDeadlineSeconds).
 	FailReason  string
 	FailMessage string
+	// Disruption, when set, is the message of the DisruptionTarget
+	// condition (True, reason TerminationByKubelet) the agent adds when it
+	// stops a pod on its own initiative (node shutdown), as kubelet.
+	Disruption string
 }
 
 // Probed is what a container's probes say of it while it runs.
