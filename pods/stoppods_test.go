@@ -55,7 +55,9 @@ func TestStopPodsForNodeShutdown(t *testing.T) {
 	}
 
 	errc := make(chan error, 1)
-	go func() { errc <- m.StopPods(context.Background(), []types.UID{pod.UID, "unknown"}, 5*time.Second, StopForNodeShutdown) }()
+	go func() {
+		errc <- m.StopPods(context.Background(), []types.UID{pod.UID, "unknown"}, 5*time.Second, StopForNodeShutdown)
+	}()
 	// Wait for the request, then run the worker's syncs by hand.
 	for i := 0; ; i++ {
 		w.mu.Lock()
