@@ -89,6 +89,9 @@ type Options struct {
 	// Admission is the node's pod security admission settings
 	// (allowedUnsafeSysctls, host AppArmor and SELinux).
 	Admission admission.SecurityOptions
+	// ShuttingDown reports non-nil while the node shuts down (graceful
+	// node shutdown): new pods are rejected (NodeShutdown). nil: never.
+	ShuttingDown func() error
 	// ResyncPeriod is how often a worker syncs without news (default 1m).
 	ResyncPeriod time.Duration
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
@@ -430,6 +433,9 @@ func (m *Manager) startLocked(w *worker) {
 // admitLocked decides whether a new pod may run: its spec must be in the
 // supported subset and fit the node.
 func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status.Waiting {
+	if r := m.shutdownRejection(); r != nil {
+		return r
+	}
 	if ok, reason, msg := admission.AdmitSecurity(pod, m.opts.Admission); !ok {
 		return &status.Waiting{Reason: reason, Message: msg}
 	}

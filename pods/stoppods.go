@@ -31,6 +31,21 @@ var StopForNodeShutdown = StopReason{
 	Message: "Pod was terminated in response to imminent node shutdown.",
 }
 
+// Kubelet's rejection of a pod while the node shuts down
+// (nodeshutdown.NodeShutdownNotAdmittedReason and its message).
+const (
+	ReasonNodeShutdown          = "NodeShutdown"
+	messageNodeShutdownRejected = "Pod was rejected as the node is shutting down."
+)
+
+// shutdownRejection is admission's refusal while the node shuts down.
+func (m *Manager) shutdownRejection() *status.Waiting {
+	if f := m.opts.ShuttingDown; f != nil && f() != nil {
+		return &status.Waiting{Reason: ReasonNodeShutdown, Message: messageNodeShutdownRejected}
+	}
+	return nil
+}
+
 // stopRequest is one StopPods call's demand on one pod's worker.
 type stopRequest struct {
 	why   StopReason

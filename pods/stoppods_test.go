@@ -139,3 +139,21 @@ func TestStopPodsTimesOut(t *testing.T) {
 		t.Errorf("ActivePods = %v, want none (deleted)", got)
 	}
 }
+
+// While the node shuts down, new pods are rejected as kubelet rejects them.
+func TestAdmissionWhileShuttingDown(t *testing.T) {
+	var shutting error
+	m := &Manager{opts: Options{ShuttingDown: func() error { return shutting }}, workers: map[types.UID]*worker{}}
+	if r := m.shutdownRejection(); r != nil {
+		t.Fatalf("rejected before the shutdown: %+v", r)
+	}
+	shutting = errors.New("node is shutting down")
+	r := m.shutdownRejection()
+	if r == nil || r.Reason != "NodeShutdown" || r.Message != "Pod was rejected as the node is shutting down." {
+		t.Fatalf("rejection %+v", r)
+	}
+	pod := testPod("new", v1.RestartPolicyAlways, ctr("c"))
+	if got := m.admitLocked(pod, &v1.Node{}, nil); got == nil || got.Reason != "NodeShutdown" {
+		t.Errorf("admitLocked = %+v, want NodeShutdown", got)
+	}
+}

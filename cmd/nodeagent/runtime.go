@@ -138,6 +138,7 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 		RuntimeHandlers: a.cfg.RuntimeHandlers,
 		Cgroups:         cgroups,
 		Admission:       admitSec,
+		ShuttingDown:    a.shutdown.ShuttingDown,
 		Network:         podNet,
 		NodeName:        a.nodeName,
 		Client:          a.client,
@@ -162,6 +163,7 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 		return
 	}
 	a.apiPods.use(pm)
+	a.shutdown.usePods(pm)
 	if err := pm.Run(ctx); err != nil {
 		a.log.Error("pod workers stopped", "err", err)
 	}
