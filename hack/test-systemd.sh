@@ -400,4 +400,7 @@ log "ok: purge stopped the agent and removed the binary, unit, config and /var/l
 c test -e /etc/nodeagent/kubeconfig || fail "purge removed the operator's kubeconfig"
 log "ok: the operator's kubeconfig is left alone"
 
+# Graceful node shutdown (issue 15): last, it powers the container off.
+source hack/systemd-test/shutdown.sh
+
 step "cleanup"
