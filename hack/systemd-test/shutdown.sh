@@ -36,6 +36,9 @@ ln -s "$WORK/root$SHARED" "$SHARED"
 [[ -d $SHARED/evidence ]] || fail "cannot share $SHARED between the host and the container"
 
 c dpkg -i "/pkgs/$DEB" </dev/null >"$WORK/dpkg-shutdown.log" 2>&1 || { cat "$WORK/dpkg-shutdown.log" >&2; fail "dpkg -i (shutdown)"; }
+# postinst started the agent (the kubeconfig is there) with the packaged
+# settings and the default node name: stop it until it is configured.
+c systemctl stop nodeagent.service
 c cp /usr/bin/nodeagent /usr/bin/nodeagent-container-logger "$SHARED/bin/"
 printf 'cniConfDir: ""\nrootDir: %s/state\nshutdownGracePeriod: 20s\nshutdownGracePeriodCriticalPods: 5s\n' "$SHARED" |
 	c tee -a /etc/nodeagent/config.yaml >/dev/null
