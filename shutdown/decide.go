@@ -70,9 +70,9 @@ func decideDelay(current, wanted time.Duration) delayAction {
 	return delayEnough
 }
 
-// dropInName is the logind drop-in the agent writes (kubelet's is
-// 99-kubelet.conf; both may exist, the larger value wins only if it sorts
-// last, so the agent's name sorts after kubelet's).
+// dropInName is the logind drop-in the agent writes. kubelet's is
+// 99-kubelet.conf; logind takes the value of the drop-in that sorts last,
+// which is the agent's if both exist.
 const dropInName = "99-nodeagent.conf"
 
 // dropIn is the content of the logind drop-in raising InhibitDelayMaxSec

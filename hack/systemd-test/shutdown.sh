@@ -40,7 +40,9 @@ c dpkg -i "/pkgs/$DEB" </dev/null >"$WORK/dpkg-shutdown.log" 2>&1 || { cat "$WOR
 # settings and the default node name: stop it until it is configured.
 c systemctl stop nodeagent.service
 c cp /usr/bin/nodeagent /usr/bin/nodeagent-container-logger "$SHARED/bin/"
-printf 'cniConfDir: ""\nrootDir: %s/state\nshutdownGracePeriod: 20s\nshutdownGracePeriodCriticalPods: 5s\n' "$SHARED" |
+# The container's cgroup tree is read-only (and not the host's, where the
+# host's runc puts the containers): no kubepods hierarchy.
+printf 'cniConfDir: ""\ncgroupsPerQOS: false\nenforceNodeAllocatable: [none]\nrootDir: %s/state\nshutdownGracePeriod: 20s\nshutdownGracePeriodCriticalPods: 5s\n' "$SHARED" |
 	c tee -a /etc/nodeagent/config.yaml >/dev/null
 c sed -i "s|^NODEAGENT_EXTRA_ARGS=.*|NODEAGENT_EXTRA_ARGS=\"--hostname-override=$NODE\"|" /etc/default/nodeagent
 printf '[Service]\nExecStart=\nExecStart=%s/bin/nodeagent --config=/etc/nodeagent/config.yaml --kubeconfig=/etc/nodeagent/kubeconfig $NODEAGENT_EXTRA_ARGS\n' "$SHARED" |
