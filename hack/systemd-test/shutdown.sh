@@ -48,6 +48,8 @@ c sed -i "s|^NODEAGENT_EXTRA_ARGS=.*|NODEAGENT_EXTRA_ARGS=\"--hostname-override=
 printf '[Service]\nExecStart=\nExecStart=%s/bin/nodeagent --config=/etc/nodeagent/config.yaml --kubeconfig=/etc/nodeagent/kubeconfig $NODEAGENT_EXTRA_ARGS\n' "$SHARED" |
 	c tee /etc/systemd/system/nodeagent.service.d/60-shutdown.conf >/dev/null
 c systemctl daemon-reload
+# hostNetwork pods get the node's /etc/hosts; debootstrap's root has none.
+c sh -c 'test -e /etc/hosts || printf "127.0.0.1 localhost\n::1 localhost\n" >/etc/hosts'
 expect_eq "logind's InhibitDelayMaxUSec before the agent" "$(c busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec)" "t 5000000"
 c systemctl start nodeagent.service || fail "systemctl start nodeagent (shutdown)"
 "$APICHECK" ready "$NODE" 60s
