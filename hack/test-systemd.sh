@@ -242,6 +242,9 @@ binds=()
 if [[ -S $CONTAINERD_SOCK ]]; then
 	mkdir -p "$WORK/root/run/containerd"
 	binds+=("--bind=$CONTAINERD_SOCK:/run/containerd/containerd.sock")
+	# containerd's directory at its own path: the agent mounts image
+	# snapshots itself to create a container (the shutdown test runs a pod).
+	binds+=("--bind=$(dirname "$CONTAINERD_SOCK")")
 fi
 # --register=no --keep-unit: this host's PID 1 may not be systemd (no
 # machined, no system bus); the container needs neither.

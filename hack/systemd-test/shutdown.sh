@@ -79,7 +79,11 @@ t0=$(date +%s.%N)
 c systemctl poweroff || fail "systemctl poweroff"
 deadline=$((SECONDS + 90))
 while kill -0 "$NSPAWN_PID" 2>/dev/null; do
-	((SECONDS < deadline)) || fail "the container did not power off within 90s"
+	if ((SECONDS >= deadline)); then
+		cat "$WORK/shutdown-watch.log" "$WORK/shutdown-journal.log" >&2
+		tail -n 40 "$WORK/console.log" >&2
+		fail "the container did not power off within 90s"
+	fi
 	sleep 0.1
 done
 t1=$(date +%s.%N)
@@ -106,7 +110,7 @@ done
 at() { awk -v w="$1" '$1 == w { print $2; exit }' "$SHARED/evidence/log"; }
 read -r poweroff sigterm handler <<<"$(awk -v t0="$t0" -v t1="$t1" -v s="$(at sigterm)" -v e="$(at exit)" \
 	'BEGIN { printf "%.1f %.0f %.0f\n", t1 - t0, s - t0, e - s }')"
-log "poweroff took ${poweroff}s; SIGTERM ~${sigterm}s after it; the handler ran ${handler}s (its 3s)"
+log "poweroff took ${poweroff}s; SIGTERM ${sigterm}s after it (whole seconds); the handler ran ${handler}s (its 3s)"
 # The handler's end is in the file, so the poweroff waited for it; evidence
 # times are whole seconds.
 (($(at exit) <= ${t1%.*} + 1)) || fail "the pod's handler ended after the container powered off"
