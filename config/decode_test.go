@@ -306,7 +306,7 @@ func TestKubeletConfiguration(t *testing.T) {
 	if len(unsupported) != 1 {
 		t.Fatalf("want one warning about unsupported fields, got %q", warnings)
 	}
-	wantList := "testdata/kubelet-config.yaml: cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, logging.flushFrequency, logging.options, memorySwap, rotateCertificates, runtimeRequestTimeout, shutdownGracePeriod, shutdownGracePeriodCriticalPods, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
+	wantList := "testdata/kubelet-config.yaml: cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, logging.flushFrequency, logging.options, memorySwap, rotateCertificates, runtimeRequestTimeout, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
 	if !strings.Contains(unsupported[0], wantList) {
 		t.Errorf("warning %q\ndoes not list %q", unsupported[0], wantList)
 	}

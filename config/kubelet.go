@@ -49,6 +49,8 @@ var kubeletSupported = map[string]bool{
 	"cgroupsPerQOS":                    true,
 	"enforceNodeAllocatable":           true,
 	"podPidsLimit":                     true,
+	"shutdownGracePeriod":              true,
+	"shutdownGracePeriodCriticalPods":  true,
 }
 
 // kubeletLoggingSupported are the fields of KubeletConfiguration.logging

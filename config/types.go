@@ -170,6 +170,14 @@ type NodeAgentConfiguration struct {
 	// runtimes in its own configuration).
 	RuntimeHandlers map[string]string `json:"runtimeHandlers"`
 
+	// ShutdownGracePeriod is how long the node's shutdown is delayed (a
+	// systemd-logind delay inhibitor) for its pods to stop; 0 disables
+	// graceful node shutdown (kubelet's).
+	ShutdownGracePeriod metav1.Duration `json:"shutdownGracePeriod"`
+	// ShutdownGracePeriodCriticalPods is the part of ShutdownGracePeriod
+	// kept for critical pods, which stop after the others (kubelet's).
+	ShutdownGracePeriodCriticalPods metav1.Duration `json:"shutdownGracePeriodCriticalPods"`
+
 	// Logging configures the agent's logs, like kubelet's logging section.
 	Logging LoggingConfiguration `json:"logging"`
 	// PLEG tunes the pod lifecycle event generator (nodeagent).

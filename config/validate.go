@@ -101,6 +101,7 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 		errs = append(errs, field.Invalid(field.NewPath("evictionPressureTransitionPeriod"), c.EvictionPressureTransitionPeriod.Duration.String(), "must be greater than or equal to 0"))
 	}
 	errs = append(errs, validateImageGC(c)...)
+	errs = append(errs, validateShutdown(c)...)
 
 	// Endpoints.
 	if c.HealthzPort < 0 || c.HealthzPort > 65535 {

@@ -248,6 +248,9 @@ binds=()
 if [[ -S $CONTAINERD_SOCK ]]; then
 	mkdir -p "$WORK/root/run/containerd"
 	binds+=("--bind=$CONTAINERD_SOCK:/run/containerd/containerd.sock")
+	# containerd's directory at its own path: the agent mounts image
+	# snapshots itself to create a container (the shutdown test runs a pod).
+	binds+=("--bind=$(dirname "$CONTAINERD_SOCK")")
 fi
 cgd_before_boot
 # --register=no --keep-unit: this host's PID 1 may not be systemd (no
@@ -409,5 +412,7 @@ log "ok: the operator's kubeconfig is left alone"
 
 step "cgroupDriver: systemd"
 cgd_test
+# Graceful node shutdown (issue 15): last, it powers the container off.
+source hack/systemd-test/shutdown.sh
 
 step "cleanup"

@@ -103,6 +103,10 @@ type Options struct {
 	// reason:NetworkPluginNotReady message:..."), and is reported at once,
 	// without the runtime grace period.
 	NetworkReady func() error
+	// ShuttingDown returns nil unless the node is shutting down (graceful
+	// node shutdown); its error text ("node is shutting down") is a cause
+	// of Ready False, as kubelet's shutdown manager errors. nil = not wired.
+	ShuttingDown func() error
 
 	// RuntimeCallTimeout bounds every call above. Default 5s.
 	RuntimeCallTimeout time.Duration

@@ -105,27 +105,6 @@ func (w *worker) evictionStatus(in *status.Input) {
 	}
 }
 
-// ActivePods are the pods eviction may choose from: admitted, not
-// terminal, not being deleted and not already evicted (kubelet's
-// GetActivePods). The pods are the workers' own: do not modify them.
-func (m *Manager) ActivePods() []*v1.Pod {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []*v1.Pod
-	for _, w := range m.workers {
-		if w.source == sourceOrphan || w.rejected.Load() || w.terminal.Load() {
-			continue
-		}
-		w.mu.Lock()
-		p, skip := w.pod, w.removed || w.evictReq != nil
-		w.mu.Unlock()
-		if !skip && p.DeletionTimestamp == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // RemoveDeadContainers removes the exited containers of pods that are
 // terminal (evicted, failed or completed), freeing their writable layers
 // and logs, as kubelet's DeleteAllUnusedContainers does under disk

@@ -98,6 +98,9 @@ type Options struct {
 	// Admit, when set, is asked first whether a new pod may run (the
 	// eviction manager's admit handler: no new pods under node pressure).
 	Admit func(pod *v1.Pod) (ok bool, reason, message string)
+	// ShuttingDown reports non-nil while the node shuts down (graceful
+	// node shutdown): new pods are rejected (NodeShutdown). nil: never.
+	ShuttingDown func() error
 	// ResyncPeriod is how often a worker syncs without news (default 1m).
 	ResyncPeriod time.Duration
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
@@ -454,6 +457,9 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 		if ok, reason, msg := f(pod); !ok {
 			return &status.Waiting{Reason: reason, Message: msg}
 		}
+	}
+	if r := m.shutdownRejection(); r != nil {
+		return r
 	}
 	if ok, reason, msg := admission.AdmitSecurity(pod, m.opts.Admission); !ok {
 		return &status.Waiting{Reason: reason, Message: msg}

@@ -195,7 +195,7 @@ func containerSpecOf(pod *v1.Pod, name string) *v1.Container {
 // messages and the active deadline say.
 func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, in *status.Input) {
 	if w.d.probes != nil {
-		if w.deadlineHit != nil || w.evicted != nil || w.rejection != nil || status.PodIsTerminal(w.withStatus(pod).Status) {
+		if w.deadlineHit != nil || w.evicted != nil || w.stopHit != nil || w.rejection != nil || status.PodIsTerminal(w.withStatus(pod).Status) {
 			w.d.probes.RemovePod(w.uid)
 		} else {
 			in.Probed = w.probed(pod, rs)
@@ -206,6 +206,9 @@ func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatu
 		in.FailReason, in.FailMessage = d.Reason, d.Message
 	}
 	w.evictionStatus(in)
+	if r := w.stopHit; r != nil {
+		in.FailReason, in.FailMessage, in.Disruption = r.why.Reason, r.why.Message, r.why.Message
+	}
 }
 
 // withProbeCommands returns pod with the $(VAR) references of its exec

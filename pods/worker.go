@@ -93,6 +93,8 @@ type worker struct {
 	pausePID    uint32            // the pod's pause process (podns.go; 0: none)
 	evictReq    *evictRequest     // node-pressure eviction asked (under mu; evict.go)
 	evicted     *evictRequest     // the eviction being carried out (worker-owned)
+	stopReq     *stopRequest      // StopPods asked to stop the pod (under mu; stoppods.go)
+	stopHit     *stopRequest      // the request being enforced (worker-owned)
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -248,6 +250,13 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 			return w.retry.Step(), false
 		}
 		return w.d.resync, false
+	}
+	if next, stopped, err := w.enforceStop(ctx, pod, rs, now); stopped {
+		if err != nil {
+			w.log.Warn("stopping a pod for the agent failed; retrying", "err", err)
+			return w.retry.Step(), false
+		}
+		return next, false
 	}
 	if past, err := w.enforceDeadline(ctx, pod, rs, now); past {
 		if err != nil {

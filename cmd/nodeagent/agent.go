@@ -146,6 +146,8 @@ type agent struct {
 	apiPods apiPods
 	// imageGC is the image collector once the runtime is connected.
 	imageGC atomic.Pointer[imagegc.Collector]
+	// shutdown is graceful node shutdown; nil when off (see shutdown.go).
+	shutdown *nodeShutdown
 }
 
 func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
@@ -239,6 +241,10 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		nsOpts.ListImages = a.listImages
 		nsOpts.RuntimeHealthy = a.runtimeHealthy
 	}
+	if a.shutdown, err = a.newShutdown(); err != nil {
+		return nil, err
+	}
+	nsOpts.ShuttingDown = a.shutdown.ShuttingDown
 	if a.ns, err = nodestatus.New(nsOpts); err != nil {
 		return nil, err
 	}
@@ -349,6 +355,7 @@ func (a *agent) run(ctx context.Context) error {
 		systemd.RunWatchdog(ctx, a.log.With("component", "watchdog"), a.clock, a.live)
 	})
 	goLoop(a.watchConfig)
+	goLoop(a.shutdown.run)
 	if a.net != nil {
 		goLoop(a.net.Run)
 	}

@@ -139,6 +139,7 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 		Cgroups:         cgroups,
 		Admission:       admitSec,
 		Admit:           a.admitUnderPressure,
+		ShuttingDown:    a.shutdown.ShuttingDown,
 		Network:         podNet,
 		NodeName:        a.nodeName,
 		Client:          a.client,
@@ -167,6 +168,7 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 	evCtx, evStop := context.WithCancel(ctx)
 	evDone := make(chan struct{})
 	go func() { defer close(evDone); a.runEviction(evCtx, rt, pm) }()
+	a.shutdown.usePods(pm)
 	if err := pm.Run(ctx); err != nil {
 		a.log.Error("pod workers stopped", "err", err)
 	}

@@ -104,6 +104,8 @@ var conditionsOwned = []v1.PodConditionType{
 //     while the condition of a readiness gate is missing or not True.
 //   - in.FailReason makes a running pod Failed with that reason and
 //     in.FailMessage (activeDeadlineSeconds).
+//   - in.Disruption adds the DisruptionTarget condition (True,
+//     TerminationByKubelet) with that message (node shutdown).
 //   - While in.Terminating, once nothing runs any more the pod is
 //     terminal: Succeeded if every app container exited 0, Failed
 //     otherwise; containers that never reported an end are terminated with
@@ -186,6 +188,7 @@ func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStat
 	}
 
 	s.Conditions = append(s.Conditions, ownConditions(pod, &s, in)...)
+	s.Conditions = withDisruption(s.Conditions, old.Conditions, in.Disruption, now)
 	for i := range s.Conditions {
 		c := &s.Conditions[i]
 		if !slices.Contains(conditionsOwned, c.Type) {

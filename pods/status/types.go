@@ -75,6 +75,10 @@ type Input struct {
 	// FailCondition, with FailReason, is a condition the failed pod
 	// carries (DisruptionTarget for a node-pressure eviction).
 	FailCondition *v1.PodCondition
+	// Disruption, when set, is the message of the DisruptionTarget
+	// condition (True, reason TerminationByKubelet) the agent adds when it
+	// stops a pod on its own initiative (node shutdown), as kubelet.
+	Disruption string
 }
 
 // Probed is what a container's probes say of it while it runs.
