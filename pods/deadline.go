@@ -49,11 +49,11 @@ func (w *worker) deadline(pod *v1.Pod) time.Time {
 // enforceDeadline fails a pod past its activeDeadlineSeconds as kubelet
 // does (Failed, DeadlineExceeded, an event) and stops its containers. It
 // reports whether the pod is past its deadline (the sync is done).
-func (w *worker) enforceDeadline(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (bool, error) {
+func (w *worker) enforceDeadline(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (time.Duration, bool, error) {
 	if w.deadlineHit == nil {
 		at := w.deadline(pod)
 		if at.IsZero() || now.Before(at) {
-			return false, nil
+			return 0, false, nil
 		}
 		w.deadlineHit = &status.Waiting{Reason: ReasonDeadlineExceeded, Message: messageDeadlineExceeded}
 		w.log.Info("pod is past its active deadline; stopping it", "activeDeadlineSeconds", *pod.Spec.ActiveDeadlineSeconds)
@@ -61,6 +61,7 @@ func (w *worker) enforceDeadline(ctx context.Context, pod *v1.Pod, rs pleg.PodSt
 	}
 	w.setStatus(ctx, pod, rs, nil, true, now)
 	var errs []error
+	stopped := 0
 	for _, c := range killPlan(rs) {
 		if w.reaped[c.ID] {
 			continue
@@ -70,6 +71,12 @@ func (w *worker) enforceDeadline(ctx context.Context, pod *v1.Pod, rs pleg.PodSt
 			continue
 		}
 		w.reaped[c.ID] = true
+		stopped++
 	}
-	return true, errors.Join(errs...)
+	if stopped > 0 {
+		// The next sync, at once, waits for the containers' ends and
+		// writes them into the status.
+		return 0, true, errors.Join(errs...)
+	}
+	return w.d.resync, true, errors.Join(errs...)
 }

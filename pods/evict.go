@@ -57,12 +57,12 @@ func (m *Manager) Evict(ctx context.Context, uid types.UID, grace time.Duration,
 // enforceEviction carries out an eviction request: the Failed status,
 // then the containers stopped and the volumes torn down. It reports
 // whether the pod is evicted (the sync is done).
-func (w *worker) enforceEviction(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (bool, error) {
+func (w *worker) enforceEviction(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (time.Duration, bool, error) {
 	w.mu.Lock()
 	e := w.evictReq
 	w.mu.Unlock()
 	if e == nil {
-		return false, nil
+		return 0, false, nil
 	}
 	if w.evicted == nil {
 		w.evicted = e
@@ -70,6 +70,7 @@ func (w *worker) enforceEviction(ctx context.Context, pod *v1.Pod, rs pleg.PodSt
 	}
 	w.setStatus(ctx, pod, rs, nil, false, now)
 	var errs []error
+	stopped := 0
 	for _, c := range killPlan(rs) {
 		if w.reaped[c.ID] {
 			continue
@@ -79,20 +80,26 @@ func (w *worker) enforceEviction(ctx context.Context, pod *v1.Pod, rs pleg.PodSt
 			continue
 		}
 		w.reaped[c.ID] = true
+		stopped++
 	}
 	if err := errors.Join(errs...); err != nil {
-		return true, err
+		return 0, true, err
 	}
 	// kubelet releases a terminated pod's volumes at once.
 	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
-		return true, fmt.Errorf("releasing the volumes of an evicted pod: %w", err)
+		return 0, true, fmt.Errorf("releasing the volumes of an evicted pod: %w", err)
 	}
 	select {
 	case <-e.done:
 	default:
 		close(e.done)
 	}
-	return true, nil
+	if stopped > 0 {
+		// The next sync, at once, waits for the containers' ends and
+		// writes them into the status.
+		return 0, true, nil
+	}
+	return w.d.resync, true, nil
 }
 
 // evictionStatus adds an eviction's reason, message and condition to a

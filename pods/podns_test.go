@@ -183,18 +183,22 @@ func TestWorkerSharesPodNamespaces(t *testing.T) {
 	// The pause died, and the kernel killed the namespace's processes:
 	// a new pause for the restarted containers.
 	fp.ps[0].State, fp.ps[0].Pid = runtime.StateExited, 0
-	for _, c := range e.rt.running() {
-		if c.Pod.UID == pod.UID {
-			e.rt.exit(c.ID, 137)
-		}
+	// (running() is keyed by container name, and the plain pod has an "a"
+	// too: walk the pod's own containers.)
+	for _, c := range podRunning(e.rt, pod.UID) {
+		e.rt.exit(c.ID, 137)
 	}
 	e.settle(w)
 	if len(fp.ps) != 1 || fp.ps[0].ID != "pause-2" || fp.ps[0].State != runtime.StateRunning {
 		t.Errorf("after the pause died: %+v", fp.ps)
 	}
 	pidNS = fmt.Sprintf("/proc/%d/ns/pid", fp.ps[0].Pid)
-	for _, c := range e.rt.running() {
-		if s := e.rt.specs[c.ID]; c.Pod.UID == pod.UID && s.Security.PIDNSPath != pidNS {
+	restarted := podRunning(e.rt, pod.UID)
+	if len(restarted) != 2 {
+		t.Errorf("%d containers of the shared pod running after the pause died, want 2", len(restarted))
+	}
+	for _, c := range restarted {
+		if s := e.rt.specs[c.ID]; s.Security.PIDNSPath != pidNS {
 			t.Errorf("restarted %s joins %q, want the new pause's %q", c.Name, s.Security.PIDNSPath, pidNS)
 		}
 	}
@@ -224,4 +228,17 @@ func TestWorkerSharesPodNamespaces(t *testing.T) {
 	if got := fns.removed; len(got) != 1 || got[0] != filepath.Join(e.deps.podNSDir, string(pod.UID)) {
 		t.Errorf("namespace directories removed: %v", got)
 	}
+}
+
+// podRunning lists the running containers of one pod in the fake runtime.
+func podRunning(r *fakeRuntime, uid types.UID) []runtime.Container {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []runtime.Container
+	for _, c := range r.cs {
+		if c.Pod.UID == uid && c.State == runtime.StateRunning {
+			out = append(out, *c)
+		}
+	}
+	return out
 }

@@ -244,12 +244,12 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return w.d.resync, false
 	}
-	if evicted, err := w.enforceEviction(ctx, pod, rs, now); evicted {
+	if next, evicted, err := w.enforceEviction(ctx, pod, rs, now); evicted {
 		if err != nil {
 			w.log.Warn("evicting a pod failed; retrying", "err", err)
 			return w.retry.Step(), false
 		}
-		return w.d.resync, false
+		return next, false
 	}
 	if next, stopped, err := w.enforceStop(ctx, pod, rs, now); stopped {
 		if err != nil {
@@ -258,12 +258,12 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		}
 		return next, false
 	}
-	if past, err := w.enforceDeadline(ctx, pod, rs, now); past {
+	if next, past, err := w.enforceDeadline(ctx, pod, rs, now); past {
 		if err != nil {
 			w.log.Warn("stopping a pod past its deadline failed; retrying", "err", err)
 			return w.retry.Step(), false
 		}
-		return w.d.resync, false
+		return next, false
 	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
 	if err != nil {
