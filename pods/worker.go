@@ -234,14 +234,22 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 	if w.rejection != nil {
 		// Nothing of a rejected pod runs (it may have run before an agent
 		// restart re-admitted it).
+		stopped := 0
 		for _, c := range killPlan(rs) {
+			if w.reaped[c.ID] {
+				continue
+			}
 			if err := w.stop(ctx, pod, c, gracePeriod(pod)); err != nil {
 				w.log.Warn("cannot stop a container of a rejected pod", "container", c.Name, "err", err)
 				continue
 			}
 			w.reaped[c.ID] = true
+			stopped++
 		}
 		w.setStatus(ctx, pod, rs, nil, false, now)
+		if stopped > 0 {
+			return 0, false // the next sync sees their ends
+		}
 		return w.d.resync, false
 	}
 	if next, evicted, err := w.enforceEviction(ctx, pod, rs, now); evicted {
