@@ -153,6 +153,8 @@ cgd_test() {
 	cin systemctl stop nodeagent.service
 	# (the container shares the host's network: no fixed ports, which other
 	# agents on the host may hold)
+	# (kept, and put back at the end: the next step configures its own)
+	cin cp /etc/nodeagent/config.yaml /etc/nodeagent/config.yaml.before-cgroup-driver
 	printf '%s\n' 'cniConfDir: ""' 'cgroupDriver: systemd' 'podPidsLimit: 64' "hostnameOverride: $NODE" 'port: 0' 'healthzPort: 0' \
 		'containerRuntimeEndpoint: unix:///run/na-containerd/containerd.sock' | cin tee -a /etc/nodeagent/config.yaml >/dev/null
 	# hostNetwork: nspawn keeps CAP_NET_ADMIN from the container, so the
@@ -216,4 +218,5 @@ EOF
 		fail "the PLEG's cgroup event source failed under the systemd driver"
 	log "ok: the PLEG's cgroup event source did not fail"
 	cin systemctl stop nodeagent.service na-containerd.service
+	cin mv /etc/nodeagent/config.yaml.before-cgroup-driver /etc/nodeagent/config.yaml
 }
