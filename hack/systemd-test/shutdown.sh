@@ -72,15 +72,18 @@ wait_for 10 "the pod's first log line" grep -q started "$SHARED/evidence/log"
 # Watch from outside, follow the agent's journal, power off.
 "$SHUTDOWNCHECK" watch "$NODE" graceful 60s >"$WORK/shutdown-watch.log" 2>&1 &
 WATCH_PID=$!
-c journalctl -u nodeagent -f -n 0 -o short-precise >"$WORK/shutdown-journal.log" 2>&1 &
-JOURNAL_PID=$!
+# As a unit of the container's systemd, which stops it at the poweroff: a
+# journalctl started with nsenter is outside its units, ignored the final
+# SIGTERM, and held the poweroff for 90s.
+c systemd-run --quiet --unit=na-journal-follow --property=StandardOutput="file:$SHARED/shutdown-journal.log" \
+	journalctl -u nodeagent -f -n 0 -o short-precise || fail "follow the agent's journal"
 sleep 0.5
 t0=$(date +%s.%N)
 c systemctl poweroff || fail "systemctl poweroff"
 deadline=$((SECONDS + 90))
 while kill -0 "$NSPAWN_PID" 2>/dev/null; do
 	if ((SECONDS >= deadline)); then
-		cat "$WORK/shutdown-watch.log" "$WORK/shutdown-journal.log" >&2
+		cat "$WORK/shutdown-watch.log" "$SHARED/shutdown-journal.log" >&2
 		tail -n 40 "$WORK/console.log" >&2
 		fail "the container did not power off within 90s"
 	fi
@@ -89,13 +92,12 @@ done
 t1=$(date +%s.%N)
 wait "$NSPAWN_PID" 2>/dev/null || true
 NSPAWN_PID= LEADER=
-wait "$JOURNAL_PID" 2>/dev/null || true
 watch_rc=0
 wait "$WATCH_PID" || watch_rc=$?
 log "--- the Node and the pod seen from outside (seconds since the watch began)"
 cat "$WORK/shutdown-watch.log" >&2
 log "--- the agent's journal during the shutdown"
-grep -E 'shutting down|stopping pod|pods stopped|inhibitor|shutdown handled|Stopping container' "$WORK/shutdown-journal.log" >&2 || true
+grep -E 'shutting down|stopping pod|pods stopped|inhibitor|shutdown handled|Stopping container' "$SHARED/shutdown-journal.log" >&2 || true
 log "--- the pod's evidence file"
 cat "$SHARED/evidence/log" >&2
 ((watch_rc == 0)) || fail "the Node and the pod did not both show the shutdown"

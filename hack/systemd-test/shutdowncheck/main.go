@@ -77,8 +77,13 @@ func runPod(ctx context.Context, cs kubernetes.Interface, node, name, dir, image
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: corev1.PodSpec{
-			NodeName:                      node,
+			NodeName: node,
+			// The agent runs in the container and the pod on the host's
+			// containerd: it cannot hand the host's runc namespace files
+			// it holds under the container's /run, so the pod uses the
+			// host's network and IPC namespaces.
 			HostNetwork:                   true,
+			HostIPC:                       true,
 			AutomountServiceAccountToken:  new(bool),
 			TerminationGracePeriodSeconds: ptr[int64](30),
 			RestartPolicy:                 corev1.RestartPolicyAlways,
