@@ -401,6 +401,13 @@ func (p *PLEG) tick(ctx context.Context) {
 	p.deliverLocked(deliver, expired, nil, now)
 	due := !now.Before(p.lastRelistStart.Add(p.periodLocked()))
 	p.unlock()
+	// An expected event that did not come means this PLEG's view of the
+	// container may be stale (a signal lost, or overtaken by an older
+	// inspection): look at the container again rather than wait for the
+	// next relist. The worker that expected it syncs with the result.
+	for _, e := range expired {
+		p.trigger(ctx, e.ContainerID, SourceRelist, now, "")
+	}
 	if due {
 		if err := p.Relist(ctx); err != nil {
 			p.log.Error("relist failed", "err", err)

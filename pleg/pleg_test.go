@@ -582,3 +582,31 @@ func plegGoroutines(except map[string]string) map[string]string {
 	}
 	return out
 }
+
+// An expected event that does not come (its signal lost) makes the PLEG
+// inspect that container again at the expiry instead of keeping a stale
+// view until the next relist: a removed container is reported removed.
+func TestExpiredExpectationReinspects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
+		ctx, cancel := context.WithCancel(context.Background())
+		runDone := make(chan struct{})
+		go func() { defer close(runDone); p.Run(ctx) }()
+		defer func() { cancel(); <-runDone }()
+		rt.set("old", "p", runtime.StateExited, 1)
+		rt.events <- runtime.Event{Type: runtime.EventStreamUp}
+		synctest.Wait()
+		if s, _ := p.Cache().Get("uid-p"); len(s.Containers) != 1 {
+			t.Fatalf("cache before: %+v", s)
+		}
+		// Removed without any event reaching the PLEG.
+		p.ExpectWithin("uid-p", "old", ContainerRemoved, 10*time.Second)
+		rt.remove("old")
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		if s, _ := p.Cache().Get("uid-p"); len(s.Containers) != 0 {
+			t.Fatalf("the removed container is still in the cache after its expectation expired: %+v", s.Containers)
+		}
+	})
+}
