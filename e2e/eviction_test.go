@@ -122,7 +122,7 @@ func TestMemoryPressureEvictsBestEffortPod(t *testing.T) {
 		return evicted(p), nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s not evicted within 2m (threshold %dMi crossed at %v): %+v", hog, threshold, crossed, p.Status)
+		t.Fatalf("pod %s not evicted within 2m (threshold %dMi crossed at %v): %s", hog, threshold, crossed, podStatusOf(p))
 	}
 	evictedAt := time.Now()
 	if crossed.IsZero() {
@@ -255,7 +255,7 @@ func TestDiskPressureEvictsPodFillingRootDir(t *testing.T) {
 		return evicted(p), nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s not evicted within 2m (min available %dKi): %+v", filler, minAvail>>10, p.Status)
+		t.Fatalf("pod %s not evicted within 2m (min available %dKi): %s", filler, minAvail>>10, podStatusOf(p))
 	}
 	if crossed.IsZero() {
 		t.Errorf("evicted, but the test never saw nodefs.available below 40Mi")
@@ -309,4 +309,13 @@ func TestDiskPressureEvictsPodFillingRootDir(t *testing.T) {
 	if p2, err := a.env.Admin.CoreV1().Pods("default").Get(ctx, filler, metav1.GetOptions{}); err != nil || !evicted(p2) {
 		t.Errorf("evicted pod after the restart: %v %+v", err, p2.Status)
 	}
+}
+
+// podStatusOf prints a pod's status for a failure message; nil when the
+// pod was never read.
+func podStatusOf(p *corev1.Pod) string {
+	if p == nil {
+		return "(the pod was never read)"
+	}
+	return fmt.Sprintf("%+v", p.Status)
 }

@@ -115,21 +115,28 @@ fi
 bb_version=1.37.0
 bb_sha256=3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4
 bb_url=http://deb.debian.org/debian/pool/main/b/busybox/busybox_$bb_version.orig.tar.bz2
-bbkey=$( (echo "$bb_sha256"; gcc --version | head -n1) | sha256sum | cut -c1-16)
+# The build's own settings are part of the key.
+bb_config='s/^# CONFIG_STATIC is not set/CONFIG_STATIC=y/; s/^CONFIG_TC=y/# CONFIG_TC is not set/'
+bbkey=$( (echo "$bb_sha256"; echo "$bb_config"; gcc --version | head -n1) | sha256sum | cut -c1-16)
 bbcache=$cache_root/busybox/$bbkey
 if [ ! -x "$bbcache/busybox" ]; then
-  log "compiling busybox $bb_version (cold about 2-4 minutes on 2 cores, cached afterwards in $bbcache)"
+  log "compiling busybox $bb_version (cold about 2-4 minutes on 2 idle cores, cached afterwards in $bbcache)"
   s=$(now)
   mkdir -p "$bbcache"
+  rm -rf "$bbcache"/tmp.* # an interrupted build's
   t=$(mktemp -d "$bbcache/tmp.XXXXXX")
-  curl -fsSL --retry 3 -o "$t/src.tar.bz2" "$bb_url" ||
+  curl -fsSL --connect-timeout 20 --max-time 300 --retry 3 -o "$t/src.tar.bz2" "$bb_url" ||
     die "downloading $bb_url failed (Debian's mirror must be reachable once; the build is cached afterwards)"
   echo "$bb_sha256  $t/src.tar.bz2" | sha256sum -c --quiet - || die "$bb_url: sha256 mismatch"
   tar -xjf "$t/src.tar.bz2" -C "$t"
   (cd "$t/busybox-$bb_version" &&
     make -s defconfig >/dev/null &&
-    sed -i 's/^# CONFIG_STATIC is not set/CONFIG_STATIC=y/; s/^CONFIG_TC=y/# CONFIG_TC is not set/' .config &&
-    make -s -j"$(nproc)" busybox >/dev/null 2>&1) || die "compiling busybox $bb_version failed (needs gcc, make, bzip2, libc6-dev)"
+    sed -i "$bb_config" .config &&
+    grep -qx 'CONFIG_STATIC=y' .config &&
+    make -s -j"$(nproc)" busybox >"$t/build.log" 2>&1) || {
+    tail -n 30 "$t/build.log" >&2 2>/dev/null
+    die "compiling busybox $bb_version failed (needs gcc, make, bzip2, libc6-dev)"
+  }
   mv -f "$t/busybox-$bb_version/busybox" "$bbcache/busybox"
   rm -rf "$t"
   log "compiled in $(( $(now) - s ))s"

@@ -22,6 +22,9 @@
 # 5. cgroupDriver: systemd against the container's systemd
 #    (hack/systemd-test/cgroup-driver.sh): cm's slices test, and a pod through
 #    a containerd inside the container and the reinstalled agent.
+# 6. Graceful node shutdown (hack/systemd-test/shutdown.sh; skipped with
+#    NODEAGENT_TEST_SHUTDOWN=0): the agent's logind delay lock, a pod with a
+#    preStop hook and a SIGTERM handler, and `systemctl poweroff`.
 #
 # Needs root, systemd-nspawn, debootstrap, rpm, busybox-static and the local
 # cluster (started with hack/localcluster.sh up if it is not running, and
@@ -83,6 +86,10 @@ cleanup() {
 	fi
 	if [[ -n ${KUBECONFIG:-} && -x $APICHECK ]]; then
 		"$APICHECK" delete "$NODE" 2>/dev/null
+	fi
+	# The shutdown step's pod, if that step failed before deleting it.
+	if [[ -n ${KUBECONFIG:-} && -n ${SHUTDOWNCHECK:-} && -x $SHUTDOWNCHECK ]]; then
+		"$SHUTDOWNCHECK" delete graceful 2>/dev/null
 	fi
 	if [[ -n $NSPAWN_PID ]] && kill -0 "$NSPAWN_PID" 2>/dev/null; then
 		# The container is thrown away: no need for a clean halt. Killing its
