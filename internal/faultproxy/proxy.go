@@ -36,7 +36,9 @@
 package faultproxy
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -254,7 +256,16 @@ func (p *Proxy) pipe(c *pconn, d Direction, src, dst net.Conn) {
 			}
 		}
 	}()
+	eof := false
 	defer func() {
+		if eof && p.forwarding(c) {
+			// src closed cleanly: deliver what it sent before its close
+			// (a response, an HTTP/2 GOAWAY), then close both sides.
+			close(queue)
+			<-done
+			p.closeConn(c)
+			return
+		}
 		p.closeConn(c) // wakes a writer held by a blackhole
 		close(queue)
 		<-done
@@ -276,9 +287,18 @@ func (p *Proxy) pipe(c *pconn, d Direction, src, dst net.Conn) {
 			}
 		}
 		if err != nil {
-			return // EOF, a reset or our own close: the connection is over
+			// EOF, a reset or our own close: the connection is over.
+			eof = errors.Is(err, io.EOF)
+			return
 		}
 	}
+}
+
+// forwarding reports whether c is open and not held by a blackhole.
+func (p *Proxy) forwarding(c *pconn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !c.closed && !c.lost && p.mode != BlackholeAll
 }
 
 // waitForwarding blocks while c may not forward; false once c is closed.

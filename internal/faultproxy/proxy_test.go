@@ -247,3 +247,42 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Error("the listener still accepts after Close")
 	}
 }
+
+// What a server sends right before it closes the connection reaches the
+// client whole, with and without latency: the close waits for the bytes.
+func TestDataBeforeACloseIsDelivered(t *testing.T) {
+	payload := make([]byte, 100<<10)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = c.Write(payload); c.Close() }()
+		}
+	}()
+	p, err := New(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	for _, delay := range []time.Duration{0, 50 * time.Millisecond} {
+		p.SetLatency(Down, delay)
+		for i := 0; i < 10; i++ {
+			c := dial(t, p)
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(c)
+			if err != nil || len(got) != len(payload) {
+				t.Fatalf("latency %v, try %d: read %d of %d bytes before the close (err %v)", delay, i, len(got), len(payload), err)
+			}
+		}
+	}
+}
