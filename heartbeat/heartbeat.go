@@ -353,9 +353,11 @@ func (c *Controller) Sync(ctx context.Context) error {
 		c.log.Warn("lease renewal attempt failed", "attempt", attempt, "maxAttempts", c.maxAttempts, "err", err)
 		// An attempt the API server did not answer (a timeout, a lost or
 		// refused connection) replaces the connections before the next
-		// one; API errors do so from the second attempt on.
+		// one; API errors do so from the second attempt on, except the
+		// answers about the Lease itself (a conflict, NotFound,
+		// AlreadyExists: the connection works, the next attempt re-reads).
 		var status apierrors.APIStatus
-		if (attempt >= 2 || !errors.As(err, &status)) && c.onFailure != nil {
+		if (attempt >= 2 || !errors.As(err, &status)) && !leaseAnswer(err) && c.onFailure != nil {
 			c.onFailure()
 		}
 		// The attempts are spread over the interval: a fast failure
@@ -363,9 +365,9 @@ func (c *Controller) Sync(ctx context.Context) error {
 		// the next attempt's slot instead of using up every attempt at
 		// once, so the renewal succeeds within one slot of the API
 		// server's return rather than at the next interval.
-		// A conflict or NotFound is answered at once (re-read, re-create).
+		// An answer about the Lease is retried at once (re-read, re-create).
 		next := AttemptStart(start, interval, c.maxAttempts, attempt+1)
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		if leaseAnswer(err) {
 			next = c.clock.Now().Add(time.Duration(attempt) * 100 * time.Millisecond)
 		}
 		if pause := min(next.Sub(c.clock.Now()), deadline.Sub(c.clock.Now())); pause > 0 && attempt < c.maxAttempts {
@@ -486,4 +488,12 @@ func (c *Controller) desired(ctx context.Context, base *coordinationv1.Lease, du
 		}
 	}
 	return l
+}
+
+// leaseAnswer reports whether err is the API server's answer about the
+// Lease itself (a conflict, NotFound, AlreadyExists after a create whose
+// answer was lost): the next attempt re-reads or re-creates it at once, on
+// the same connections.
+func leaseAnswer(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err)
 }

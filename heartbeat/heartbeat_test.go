@@ -557,6 +557,8 @@ func TestOnRepeatedFailure(t *testing.T) {
 		{"one API error does not", []error{apierrors.NewInternalError(errors.New("etcd"))}, 0},
 		{"a second API error does", []error{apierrors.NewInternalError(errors.New("etcd")), apierrors.NewServiceUnavailable("x")}, 1},
 		{"a conflict is answered, not a connection problem", []error{apierrors.NewConflict(gr, node, errors.New("stale"))}, 0},
+		{"two conflicts in a row are not either", []error{apierrors.NewConflict(gr, node, errors.New("stale")), apierrors.NewConflict(gr, node, errors.New("stale"))}, 0},
+		{"a timeout then AlreadyExists closes once", []error{errors.New("context deadline exceeded"), apierrors.NewAlreadyExists(gr, node)}, 1},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			f := newFixture(t, true)
