@@ -48,7 +48,9 @@
 // before an expected ContainerStarted, ContainerDied before an expected
 // ContainerRemoved) are absorbed; later stages meet it and are news. News is
 // held and delivered in order once all the pod's expectations are met or
-// expired. Expiries are logged and counted (nodeagent_pleg_expectations_total).
+// expired. Expiries are logged and counted (nodeagent_pleg_expectations_total), and the
+// expired expectation's container is inspected again at once: its signal may have been
+// lost, and the PLEG's view of it would otherwise stay stale until the next relist.
 //
 // # Delivery
 //

@@ -150,9 +150,13 @@ type PLEG struct {
 
 	// mu guards the fields below. It is never held during I/O (runtime
 	// calls, file reads, inotify, logging): collect under it, act outside.
-	mu                 sync.Mutex
-	logs               []logLine // written by unlock
-	stopped            bool      // Run has ended: no new inspections
+	mu   sync.Mutex
+	logs []logLine // written by unlock
+	// reinspect are containers whose expected event expired: unlock has
+	// them inspected again (with runCtx, Run's context) once mu is free.
+	reinspect          []string
+	runCtx             context.Context
+	stopped            bool // Run has ended: no new inspections
 	records            map[string]*record
 	exp                *expectations
 	expDone            chan struct{} // closed and replaced when expectations are met or expire
@@ -206,11 +210,16 @@ func (p *PLEG) logLocked(level slog.Level, msg string, args ...any) {
 
 // unlock releases p.mu, then writes the log records queued meanwhile.
 func (p *PLEG) unlock() {
-	logs := p.logs
-	p.logs = nil
+	logs, ids, ctx := p.logs, p.reinspect, p.runCtx
+	p.logs, p.reinspect = nil, nil
 	p.mu.Unlock()
 	for _, l := range logs {
 		p.log.Log(context.Background(), l.level, l.msg, l.args...)
+	}
+	if ctx != nil {
+		for _, id := range ids {
+			p.trigger(ctx, id, SourceRelist, p.clock.Now(), "")
+		}
 	}
 }
 
@@ -307,6 +316,9 @@ func poke(ch chan struct{}) {
 // inspections) has ended, so the runtime may be closed once it returned.
 // Runtime calls get deadlines derived from ctx.
 func (p *PLEG) Run(ctx context.Context) {
+	p.mu.Lock()
+	p.runCtx = ctx
+	p.mu.Unlock()
 	var sources sync.WaitGroup
 	defer func() {
 		sources.Wait() // no more signals, hence no new inspections
@@ -401,13 +413,6 @@ func (p *PLEG) tick(ctx context.Context) {
 	p.deliverLocked(deliver, expired, nil, now)
 	due := !now.Before(p.lastRelistStart.Add(p.periodLocked()))
 	p.unlock()
-	// An expected event that did not come means this PLEG's view of the
-	// container may be stale (a signal lost, or overtaken by an older
-	// inspection): look at the container again rather than wait for the
-	// next relist. The worker that expected it syncs with the result.
-	for _, e := range expired {
-		p.trigger(ctx, e.ContainerID, SourceRelist, now, "")
-	}
 	if due {
 		if err := p.Relist(ctx); err != nil {
 			p.log.Error("relist failed", "err", err)
@@ -559,6 +564,11 @@ func (p *PLEG) deliverLocked(deliver []Event, expired, met []Expectation, now ti
 	for _, e := range expired {
 		p.m.expectations.WithLabelValues("expired").Inc()
 		p.logLocked(slog.LevelInfo, "expected pod lifecycle event did not come in time", "podUID", e.PodUID, "containerID", e.ContainerID, "type", e.Type)
+		// This PLEG's view of the container may be stale (a signal lost,
+		// or overtaken by an older inspection): look at it again rather
+		// than wait for the next relist. The worker stopped waiting at the
+		// expiry; what the inspection finds reaches it as an event.
+		p.reinspect = append(p.reinspect, e.ContainerID)
 	}
 	if len(met) > 0 {
 		p.m.expectations.WithLabelValues("met").Add(float64(len(met)))
