@@ -69,8 +69,15 @@ func TestProbedMessagesAndFailure(t *testing.T) {
 	if st := Compute(pod, rs(run, done), in, at(3)); *st.ContainerStatuses[0].Started {
 		t.Error("started before the startup probe passed")
 	}
+	// The agent's failure is held back while a container still runs (as
+	// kubelet's mergePodStatus), and is the phase once none does.
 	in.FailReason, in.FailMessage = "DeadlineExceeded", "too long"
 	st = Compute(pod, rs(run, done), in, at(3))
+	if st.Phase == v1.PodFailed {
+		t.Errorf("Failed (%q) while container a still runs", st.Reason)
+	}
+	stopped := exited("a", 0, 137, "", at(0), at(3))
+	st = Compute(pod, rs(stopped, done), in, at(4))
 	if st.Phase != v1.PodFailed || st.Reason != "DeadlineExceeded" || st.Message != "too long" {
 		t.Errorf("phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
 	}

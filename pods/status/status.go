@@ -178,7 +178,10 @@ func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStat
 	if s.Phase == old.Phase {
 		s.Reason, s.Message = old.Reason, old.Message
 	}
-	if in.FailReason != "" && !PodIsTerminal(*old) {
+	// As kubelet's mergePodStatus, the failure the agent decided (deadline,
+	// eviction, node shutdown) becomes the phase only once no container
+	// runs: a terminal pod never has running containers.
+	if in.FailReason != "" && !PodIsTerminal(*old) && !anyRunning(rs.Containers) {
 		s.Phase, s.Reason, s.Message = v1.PodFailed, in.FailReason, in.FailMessage
 	}
 	if c := in.FailCondition; c != nil && findCondition(s.Conditions, c.Type) == nil {
