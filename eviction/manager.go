@@ -43,7 +43,7 @@ type Options struct {
 	// Evict stops a pod with grace, its status Failed with reason Evicted,
 	// message and condition; it returns once the pod's containers are
 	// stopped and its volumes released, or ctx ends.
-	Evict func(ctx context.Context, pod *v1.Pod, grace time.Duration, message string, condition v1.PodCondition) error
+	Evict func(ctx context.Context, pod *v1.Pod, grace time.Duration, message string) error
 	// Recorder and Node receive the events (nil Recorder: none).
 	Recorder Recorder
 	Node     k8sruntime.Object
@@ -180,19 +180,13 @@ func (m *Manager) Synchronize(ctx context.Context) (*v1.Pod, error) {
 		}
 		u, measured := usageOf(pod)
 		msg, ann := Message(signal, obs.Signals[signal], pod, u, measured)
-		cond := v1.PodCondition{
-			Type:    v1.DisruptionTarget,
-			Status:  v1.ConditionTrue,
-			Reason:  v1.PodReasonTerminationByKubelet,
-			Message: msg,
-		}
 		if m.o.Recorder != nil {
 			m.o.Recorder.AnnotatedEventf(pod, ann, v1.EventTypeWarning, Reason, "%s", msg)
 		}
 		plog := log.With("pod", kubetypes.FullName(pod), "podUID", pod.UID)
 		plog.Info("eviction manager: evicting pod", "message", msg)
 		ectx, cancel := context.WithTimeout(ctx, m.o.CleanupTimeout)
-		err := m.o.Evict(ectx, pod, hardEvictionGracePeriodSecs*time.Second, msg, cond)
+		err := m.o.Evict(ectx, pod, hardEvictionGracePeriodSecs*time.Second, msg)
 		cancel()
 		m.evictedAt = m.o.Clock.Now()
 		if err != nil {

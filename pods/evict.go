@@ -19,20 +19,20 @@ var ErrNoSuchPod = errors.New("no such pod")
 
 // evictRequest is a node-pressure eviction asked of a worker.
 type evictRequest struct {
-	grace     time.Duration
-	reason    string
-	message   string
-	condition v1.PodCondition
-	done      chan struct{} // closed once containers stopped and volumes released
+	grace   time.Duration
+	reason  string
+	message string
+	done    chan struct{} // closed once containers stopped and volumes released
 }
 
 // Evict stops a running pod for node pressure as kubelet's eviction
 // manager does: its status becomes Failed with reason and message and the
-// given condition (DisruptionTarget), its containers are stopped with
+// DisruptionTarget condition (TerminationByKubelet, the message), its
+// containers are stopped with
 // grace and its volumes released (an emptyDir's space is freed). It
 // returns once that is done, or with ctx's error. The pod's API object
 // stays (Failed) until its owner deletes it.
-func (m *Manager) Evict(ctx context.Context, uid types.UID, grace time.Duration, reason, message string, condition v1.PodCondition) error {
+func (m *Manager) Evict(ctx context.Context, uid types.UID, grace time.Duration, reason, message string) error {
 	m.mu.Lock()
 	w := m.workers[uid]
 	m.mu.Unlock()
@@ -41,7 +41,7 @@ func (m *Manager) Evict(ctx context.Context, uid types.UID, grace time.Duration,
 	}
 	w.mu.Lock()
 	if w.evictReq == nil {
-		w.evictReq = &evictRequest{grace: grace, reason: reason, message: message, condition: condition, done: make(chan struct{})}
+		w.evictReq = &evictRequest{grace: grace, reason: reason, message: message, done: make(chan struct{})}
 	}
 	done := w.evictReq.done
 	w.mu.Unlock()
@@ -106,9 +106,7 @@ func (w *worker) enforceEviction(ctx context.Context, pod *v1.Pod, rs pleg.PodSt
 // status input.
 func (w *worker) evictionStatus(in *status.Input) {
 	if e := w.evicted; e != nil {
-		in.FailReason, in.FailMessage = e.reason, e.message
-		c := e.condition
-		in.FailCondition = &c
+		in.FailReason, in.FailMessage, in.Disruption = e.reason, e.message, e.message
 	}
 }
 

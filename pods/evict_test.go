@@ -23,7 +23,7 @@ func TestWorkerEviction(t *testing.T) {
 	e.settle(w)
 	id := e.rt.running()["c"].ID
 	cond := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: "low"}
-	req := &evictRequest{grace: time.Second, reason: "Evicted", message: "low", condition: cond, done: make(chan struct{})}
+	req := &evictRequest{grace: time.Second, reason: "Evicted", message: "low", done: make(chan struct{})}
 	w.mu.Lock()
 	w.evictReq = req
 	w.mu.Unlock()

@@ -80,8 +80,8 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 			log.Info("removed unused images", "freedBytes", freed)
 			return err
 		}},
-		Evict: func(ctx context.Context, pod *v1.Pod, grace time.Duration, msg string, cond v1.PodCondition) error {
-			return pm.Evict(ctx, pod.UID, grace, eviction.Reason, msg, cond)
+		Evict: func(ctx context.Context, pod *v1.Pod, grace time.Duration, msg string) error {
+			return pm.Evict(ctx, pod.UID, grace, eviction.Reason, msg)
 		},
 		Node:   &v1.ObjectReference{Kind: "Node", Name: a.nodeName, UID: types.UID(a.nodeName)},
 		Clock:  a.clock,

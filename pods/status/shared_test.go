@@ -41,11 +41,11 @@ func TestDisruptionTargetSharedWithControllers(t *testing.T) {
 	}
 }
 
-func TestComputeFailCondition(t *testing.T) {
+func TestComputeEvictionDisruption(t *testing.T) {
 	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}
 	pod.Status.Phase = v1.PodRunning
 	c := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: "m"}
-	in := Input{FailReason: "Evicted", FailMessage: "m", FailCondition: &c}
+	in := Input{FailReason: "Evicted", FailMessage: "m", Disruption: "m"}
 	s := Compute(pod, pleg.PodStatus{}, in, t0)
 	count := func(s v1.PodStatus) int {
 		n := 0

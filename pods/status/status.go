@@ -184,11 +184,6 @@ func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStat
 	if in.FailReason != "" && !PodIsTerminal(*old) && !anyRunning(rs.Containers) {
 		s.Phase, s.Reason, s.Message = v1.PodFailed, in.FailReason, in.FailMessage
 	}
-	if c := in.FailCondition; c != nil && findCondition(s.Conditions, c.Type) == nil {
-		fc := *c.DeepCopy()
-		fc.LastTransitionTime = apiTime(now)
-		s.Conditions = append(s.Conditions, fc)
-	}
 
 	s.Conditions = append(s.Conditions, ownConditions(pod, &s, in)...)
 	s.Conditions = withDisruption(s.Conditions, old.Conditions, in.Disruption, now)

@@ -2,8 +2,6 @@ package status
 
 import (
 	"time"
-
-	v1 "k8s.io/api/core/v1"
 )
 
 // Reasons of pod and container statuses (kubelet's vocabulary).
@@ -72,12 +70,10 @@ type Input struct {
 	// (kubelet's eviction of a pod past its activeDeadlineSeconds).
 	FailReason  string
 	FailMessage string
-	// FailCondition, with FailReason, is a condition the failed pod
-	// carries (DisruptionTarget for a node-pressure eviction).
-	FailCondition *v1.PodCondition
 	// Disruption, when set, is the message of the DisruptionTarget
 	// condition (True, reason TerminationByKubelet) the agent adds when it
-	// stops a pod on its own initiative (node shutdown), as kubelet.
+	// stops a pod on its own initiative (node-pressure eviction, node
+	// shutdown), as kubelet.
 	Disruption string
 }
 
