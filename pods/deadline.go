@@ -2,7 +2,6 @@ package pods
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -60,23 +59,10 @@ func (w *worker) enforceDeadline(ctx context.Context, pod *v1.Pod, rs pleg.PodSt
 		w.d.event(pod, v1.EventTypeNormal, ReasonDeadlineExceeded, messageDeadlineExceeded)
 	}
 	w.setStatus(ctx, pod, rs, nil, true, now)
-	var errs []error
-	stopped := 0
-	for _, c := range killPlan(rs) {
-		if w.reaped[c.ID] {
-			continue
-		}
-		if err := w.stop(ctx, pod, c, gracePeriod(pod)); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		w.reaped[c.ID] = true
-		stopped++
-	}
-	if stopped > 0 {
+	if running := w.toStop(rs); len(running) > 0 {
 		// The next sync, at once, waits for the containers' ends and
 		// writes them into the status.
-		return 0, true, errors.Join(errs...)
+		return 0, true, w.stopRunning(ctx, pod, running, gracePeriod(pod))
 	}
-	return w.d.resync, true, errors.Join(errs...)
+	return w.d.resync, true, w.stopFinishedPause(ctx, pod)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,7 +23,20 @@ type evictRequest struct {
 	grace   time.Duration
 	reason  string
 	message string
+	once    sync.Once
 	done    chan struct{} // closed once containers stopped and volumes released
+}
+
+func (r *evictRequest) finish() { r.once.Do(func() { close(r.done) }) }
+
+// finished reports whether the eviction was carried out.
+func (r *evictRequest) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Evict stops a running pod for node pressure as kubelet's eviction
@@ -68,36 +82,21 @@ func (w *worker) enforceEviction(ctx context.Context, pod *v1.Pod, rs pleg.PodSt
 		w.evicted = e
 		w.log.Info("evicting pod", "reason", e.reason, "message", e.message, "gracePeriod", e.grace)
 	}
+	if running := w.toStop(rs); len(running) > 0 {
+		w.setStatus(ctx, pod, rs, nil, false, now)
+		// The next sync sees the containers' ends and writes the status.
+		return 0, true, w.stopRunning(ctx, pod, running, e.grace)
+	}
 	w.setStatus(ctx, pod, rs, nil, false, now)
-	var errs []error
-	stopped := 0
-	for _, c := range killPlan(rs) {
-		if w.reaped[c.ID] {
-			continue
+	if !e.finished() {
+		// kubelet releases a terminated pod's volumes at once.
+		if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
+			return 0, true, fmt.Errorf("releasing the volumes of an evicted pod: %w", err)
 		}
-		if err := w.kill(ctx, pod, c, e.grace, "Stopping container "+c.Name); err != nil {
-			errs = append(errs, err)
-			continue
+		if err := w.stopFinishedPause(ctx, pod); err != nil {
+			return 0, true, err
 		}
-		w.reaped[c.ID] = true
-		stopped++
-	}
-	if err := errors.Join(errs...); err != nil {
-		return 0, true, err
-	}
-	// kubelet releases a terminated pod's volumes at once.
-	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
-		return 0, true, fmt.Errorf("releasing the volumes of an evicted pod: %w", err)
-	}
-	select {
-	case <-e.done:
-	default:
-		close(e.done)
-	}
-	if stopped > 0 {
-		// The next sync, at once, waits for the containers' ends and
-		// writes them into the status.
-		return 0, true, nil
+		w.settleRequests()
 	}
 	return w.d.resync, true, nil
 }

@@ -82,3 +82,29 @@ func TestRemoveDeadContainers(t *testing.T) {
 		t.Errorf("status after the removal: %+v", st)
 	}
 }
+
+// A pod being evicted that is also asked to stop for a node shutdown ends
+// both requests once its containers stopped: the eviction path runs first
+// in every sync, and StopPods must not wait until its context ends.
+func TestEvictedPodSettlesAStopRequest(t *testing.T) {
+	e := newWorkerEnv(t)
+	pod := testPod("both", v1.RestartPolicyAlways, ctr("c"))
+	w := e.worker(pod, kubetypes.SourceAPI)
+	e.settle(w)
+	ev := &evictRequest{grace: time.Second, reason: "Evicted", message: "low", done: make(chan struct{})}
+	stop := &stopRequest{grace: 5 * time.Second, done: make(chan struct{})}
+	w.mu.Lock()
+	w.evictReq, w.stopReq = ev, stop
+	w.mu.Unlock()
+	e.settle(w)
+	for name, done := range map[string]chan struct{}{"eviction": ev.done, "stop": stop.done} {
+		select {
+		case <-done:
+		default:
+			t.Errorf("the %s request was not ended after the pod stopped", name)
+		}
+	}
+	if len(e.rt.running()) != 0 {
+		t.Errorf("still running: %v", e.rt.running())
+	}
+}

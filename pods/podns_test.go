@@ -242,3 +242,26 @@ func podRunning(r *fakeRuntime, uid types.UID) []runtime.Container {
 	}
 	return out
 }
+
+// A shareProcessNamespace pod the agent stops itself (here an eviction)
+// is not synced again, yet its pause is stopped and removed once its
+// containers have stopped, as kubelet stops a finished pod's sandbox.
+func TestAgentStoppedPodLosesItsPause(t *testing.T) {
+	e := newWorkerEnv(t)
+	fns, fp := &fakePodNS{created: map[string]netns.PodNamespaces{}}, &fakePauses{}
+	e.deps.podNS, e.deps.pauses, e.deps.podNSDir = fns, fp, t.TempDir()
+	pod := testPod("evicted", v1.RestartPolicyAlways, ctr("a"))
+	pod.Spec.ShareProcessNamespace = utilptr.To(true)
+	w := e.worker(pod, kubetypes.SourceAPI)
+	e.settle(w)
+	if len(fp.ps) != 1 {
+		t.Fatalf("pauses %+v", fp.ps)
+	}
+	w.mu.Lock()
+	w.evictReq = &evictRequest{grace: time.Second, reason: "Evicted", message: "low", done: make(chan struct{})}
+	w.mu.Unlock()
+	e.settle(w)
+	if len(fp.ps) != 0 || len(fp.stopped) != 1 {
+		t.Errorf("after the eviction: pauses %+v stopped %v, want the pause stopped and removed", fp.ps, fp.stopped)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/status"
+	"github.com/nodeagent/nodeagent/runtime"
 )
 
 // StopReason is why the agent stops a pod that nobody deleted: the pod's
@@ -90,8 +91,8 @@ func (m *Manager) ActivePods() []*v1.Pod {
 // them as why says, and returns once every one has stopped and its status
 // was written (nil), or when ctx ends (ctx's error; the stops go on). A
 // stopped pod is not started again. Pods the agent does not run are
-// skipped; a pod deleted meanwhile stops as its deletion says, and is
-// waited for until ctx ends.
+// skipped; a pod deleted or evicted meanwhile stops as that says, and
+// counts as stopped once nothing of it runs.
 func (m *Manager) StopPods(ctx context.Context, uids []types.UID, maxGrace time.Duration, why StopReason) error {
 	var reqs []*stopRequest
 	m.mu.Lock()
@@ -147,24 +148,11 @@ func (w *worker) enforceStop(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 	if w.stopHit == nil {
 		w.stopHit = req
 	}
-	running := w.toStop(rs)
-	if len(running) > 0 {
+	if running := w.toStop(rs); len(running) > 0 {
 		grace := stopGrace(pod, req.grace)
 		w.log.Info("stopping pod", "reason", req.why.Reason, "gracePeriod", grace, "containers", len(running))
-		var wg sync.WaitGroup
-		errs := make([]error, len(running))
-		w.stopAll(ctx, pod, running, grace, &wg, errs)
-		w.whileStopping(ctx, pod, &wg)
-		for i, c := range running {
-			if errs[i] == nil {
-				w.reaped[c.ID] = true
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
-			return 0, true, err
-		}
 		// The next sync sees the containers' ends and writes the status.
-		return 0, true, nil
+		return 0, true, w.stopRunning(ctx, pod, running, grace)
 	}
 	st := w.setStatus(ctx, pod, rs, nil, true, now)
 	if !status.PodIsTerminal(st) {
@@ -173,6 +161,53 @@ func (w *worker) enforceStop(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 	if err := w.d.status.Flush(ctx, w.uid); err != nil {
 		return 0, true, fmt.Errorf("pod status not written: %w", err)
 	}
-	req.finish()
+	if err := w.stopFinishedPause(ctx, pod); err != nil {
+		return 0, true, err
+	}
+	w.settleRequests()
 	return w.d.resync, true, nil
+}
+
+// stopRunning stops the given running containers of the pod all at once,
+// in kubelet's order (sidecars after the app containers), each with at
+// most grace (preStop hooks included), keeping the status current
+// meanwhile. Every stop path of the worker uses it: deletion, eviction,
+// node shutdown, the active deadline, a rejected pod.
+func (w *worker) stopRunning(ctx context.Context, pod *v1.Pod, running []runtime.Container, grace time.Duration) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(running))
+	w.stopAll(ctx, pod, running, grace, &wg, errs)
+	w.whileStopping(ctx, pod, &wg)
+	for i, c := range running {
+		if errs[i] == nil {
+			w.reaped[c.ID] = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// settleRequests ends what waits for the pod to stop (Evict, StopPods)
+// once nothing of it runs, whichever path stopped it: an evicted pod asked
+// to stop for a node shutdown, or a pod deleted meanwhile, does not keep
+// its caller waiting until its context ends.
+func (w *worker) settleRequests() {
+	w.mu.Lock()
+	e, r := w.evictReq, w.stopReq
+	w.mu.Unlock()
+	if e != nil {
+		e.finish()
+	}
+	if r != nil {
+		r.finish()
+	}
+}
+
+// stopFinishedPause stops and removes the pause of a finished pod the
+// agent stopped itself (such a pod is not synced again), as kubelet stops
+// a finished pod's sandbox.
+func (w *worker) stopFinishedPause(ctx context.Context, pod *v1.Pod) error {
+	if !w.terminal.Load() || pod.Spec.ShareProcessNamespace == nil || !*pod.Spec.ShareProcessNamespace {
+		return nil
+	}
+	return w.setupPodNamespaces(ctx, pod)
 }

@@ -234,22 +234,14 @@ func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
 	if w.rejection != nil {
 		// Nothing of a rejected pod runs (it may have run before an agent
 		// restart re-admitted it).
-		stopped := 0
-		for _, c := range killPlan(rs) {
-			if w.reaped[c.ID] {
-				continue
+		if running := w.toStop(rs); len(running) > 0 {
+			if err := w.stopRunning(ctx, pod, running, gracePeriod(pod)); err != nil {
+				w.log.Warn("cannot stop the containers of a rejected pod", "err", err)
 			}
-			if err := w.stop(ctx, pod, c, gracePeriod(pod)); err != nil {
-				w.log.Warn("cannot stop a container of a rejected pod", "container", c.Name, "err", err)
-				continue
-			}
-			w.reaped[c.ID] = true
-			stopped++
-		}
-		w.setStatus(ctx, pod, rs, nil, false, now)
-		if stopped > 0 {
 			return 0, false // the next sync sees their ends
 		}
+		w.setStatus(ctx, pod, rs, nil, false, now)
+		w.settleRequests()
 		return w.d.resync, false
 	}
 	if next, evicted, err := w.enforceEviction(ctx, pod, rs, now); evicted {
@@ -680,26 +672,17 @@ func (w *worker) reap(ctx context.Context, rs pleg.PodStatus) {
 // once the source forgot the pod, its containers, volumes and namespace.
 func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pleg.PodStatus) (time.Duration, bool) {
 	now := w.d.clock.Now()
-	running := w.toStop(rs)
-	if len(running) > 0 {
+	if running := w.toStop(rs); len(running) > 0 {
 		w.probed(pod, rs) // liveness and startup probes end with the deletion
 		grace := gracePeriod(pod)
 		w.log.Info("stopping pod", "gracePeriod", grace, "containers", len(running))
-		var wg sync.WaitGroup
-		errs := make([]error, len(running))
-		w.stopAll(ctx, pod, running, grace, &wg, errs)
-		w.whileStopping(ctx, pod, &wg)
-		for i, c := range running {
-			if errs[i] == nil {
-				w.reaped[c.ID] = true
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
+		if err := w.stopRunning(ctx, pod, running, grace); err != nil {
 			w.log.Warn("stopping pod failed; retrying", "err", err)
 			return w.retry.Step(), false
 		}
 		return 0, false
 	}
+	w.settleRequests() // nothing of the pod runs any more
 	if w.source == kubetypes.SourceAPI && !removed {
 		if w.deleted {
 			return w.d.resync, false // waiting for the API to drop it
