@@ -27,15 +27,10 @@ const (
 // SystemNodeCritical is the priority class of pods the node needs most.
 const SystemNodeCritical = "system-node-critical"
 
-// systemCriticalPriority is the lowest priority of a critical pod.
-const systemCriticalPriority = 2000000000
-
 // isNodeCritical: a critical pod (static, mirror, or of critical priority)
 // of the system-node-critical class.
 func isNodeCritical(pod *v1.Pod) bool {
-	critical := kubetypes.IsStaticPod(pod) || kubetypes.IsMirrorPod(pod) ||
-		pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
-	return critical && pod.Spec.PriorityClassName == SystemNodeCritical
+	return kubetypes.IsCriticalPod(pod) && pod.Spec.PriorityClassName == SystemNodeCritical
 }
 
 // OOMScoreAdj is the oom_score_adj of container c of pod on a node with

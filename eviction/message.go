@@ -18,8 +18,7 @@ const (
 	AnnotationOffending         = "offending_containers"
 	AnnotationOffendingUsage    = "offending_containers_usage"
 	AnnotationStarvedResource   = "starved_resource"
-	systemCriticalPriority      = 2000000000 // scheduling.SystemCriticalPriority
-	hardEvictionGracePeriodSecs = 1          // kubelet's immediateEvictionGracePeriodSeconds
+	hardEvictionGracePeriodSecs = 1 // kubelet's immediateEvictionGracePeriodSeconds
 )
 
 // availableText prints a signal's available amount as kubelet does:
@@ -78,7 +77,7 @@ func Message(signal string, o sig.Observed, pod *v1.Pod, u PodUsage, measured bo
 // admit it under pressure): static and mirror pods, and pods at system
 // critical priority or above.
 func IsCritical(pod *v1.Pod) bool {
-	return kubetypes.IsStaticPod(pod) || kubetypes.IsMirrorPod(pod) || podPriority(pod) >= systemCriticalPriority
+	return kubetypes.IsCriticalPod(pod)
 }
 
 // conditionOrder is the order pressure conditions are named in messages.

@@ -7,6 +7,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	sig "github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 // Resources kubelet names in eviction messages besides memory and
@@ -142,14 +143,7 @@ func larger(usage UsageFunc, name v1.ResourceName, of func(PodUsage) int64) cmpF
 
 // priority puts lower-priority pods first.
 func priority(p1, p2 *v1.Pod) int {
-	return cmpInt(int64(podPriority(p1)), int64(podPriority(p2)))
-}
-
-func podPriority(p *v1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
+	return cmpInt(int64(kubetypes.Priority(p1)), int64(kubetypes.Priority(p2)))
 }
 
 // cmpBool puts true before false.

@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	v1 "k8s.io/api/core/v1"
 )
 
-// SystemCriticalPriority is the priority from which a pod is critical
-// (scheduling.SystemCriticalPriority: system-cluster-critical and
-// system-node-critical).
-const SystemCriticalPriority int32 = 2000000000
+// SystemCriticalPriority is the priority from which a pod is stopped with
+// the critical pods. Unlike eviction, shutdown goes by priority alone, as
+// kubelet's groupByPriority does: a static pod without a critical
+// priority is stopped with the regular pods.
+const SystemCriticalPriority = kubetypes.SystemCriticalPriority
 
 // Group is a set of pods stopped together, with at most Grace each; the
 // group is waited for at most Grace.
@@ -34,11 +36,7 @@ func Groups(pods []*v1.Pod, total, critical time.Duration) []Group {
 	regular := Group{Grace: (total - critical).Truncate(time.Second)}
 	crit := Group{Critical: true, Grace: critical.Truncate(time.Second)}
 	for _, p := range pods {
-		var prio int32
-		if p.Spec.Priority != nil {
-			prio = *p.Spec.Priority
-		}
-		if prio >= SystemCriticalPriority {
+		if kubetypes.Priority(p) >= SystemCriticalPriority {
 			crit.Pods = append(crit.Pods, p)
 		} else {
 			regular.Pods = append(regular.Pods, p)

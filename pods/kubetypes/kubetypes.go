@@ -44,6 +44,27 @@ func IsStaticPod(p *v1.Pod) bool {
 	return p.Annotations[AnnotationConfigSource] == SourceFile
 }
 
+// SystemCriticalPriority is the lowest priority of a critical pod
+// (scheduling.SystemCriticalPriority: the system-cluster-critical and
+// system-node-critical classes are at or above it).
+const SystemCriticalPriority int32 = 2000000000
+
+// Priority is the pod's priority, 0 when it has none (as kubelet counts it).
+func Priority(p *v1.Pod) int32 {
+	if p.Spec.Priority == nil {
+		return 0
+	}
+	return *p.Spec.Priority
+}
+
+// IsCriticalPod is kubelet's critical pod: static, mirror, or at
+// SystemCriticalPriority or above. Critical pods are not evicted, are
+// admitted under node pressure, and (if node-critical) score as Guaranteed
+// for the OOM killer.
+func IsCriticalPod(p *v1.Pod) bool {
+	return IsStaticPod(p) || IsMirrorPod(p) || Priority(p) >= SystemCriticalPriority
+}
+
 // MetadataField is the value of a fieldRef to the pod's identity
 // (metadata.name, metadata.namespace, metadata.uid); false for other paths.
 func MetadataField(pod *v1.Pod, path string) (string, bool) {
