@@ -352,22 +352,48 @@ func TestSynchronize(t *testing.T) {
 	})
 }
 
-// Run waits an interval between passes on the injected clock.
+// Run waits an interval between passes on the injected clock; with an
+// Updated channel (the status sync measuring for both) a quarter interval
+// more, so its timer does not race the sync.
 func TestRunWaitsTheInterval(t *testing.T) {
-	f := newFixture(t, nil, nil, observation(sig.SignalMemoryAvailable, 200*mi, 100*mi))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.m.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !f.clk.HasWaiters() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	f.clk.Step(MonitoringInterval - time.Second)
-	time.Sleep(20 * time.Millisecond)
-	cancel()
-	<-done
-	if n := f.passes.Load(); n != 1 {
-		t.Errorf("%d passes before the interval passed, want 1", n)
+	for _, tc := range []struct {
+		name    string
+		updated chan struct{}
+		wait    time.Duration
+	}{
+		{"alone", nil, MonitoringInterval},
+		{"fed by the status sync", make(chan struct{}), MonitoringInterval * 5 / 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil, nil, observation(sig.SignalMemoryAvailable, 200*mi, 100*mi))
+			if tc.updated != nil {
+				f.m.o.Updated = tc.updated
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); f.m.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			waitFor := func(cond func() bool) bool {
+				for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+					if cond() {
+						return true
+					}
+				}
+				return false
+			}
+			if !waitFor(func() bool { return f.passes.Load() == 1 && f.clk.HasWaiters() }) {
+				t.Fatalf("no first pass")
+			}
+			f.clk.Step(tc.wait - time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
+			if n := f.passes.Load(); n != 1 {
+				t.Fatalf("%d passes before %v passed, want 1", n, tc.wait)
+			}
+			f.clk.Step(time.Millisecond)
+			if !waitFor(func() bool { return f.passes.Load() == 2 }) {
+				t.Errorf("%d passes after %v, want 2", f.passes.Load(), tc.wait)
+			}
+		})
 	}
 }
 

@@ -93,7 +93,16 @@ func New(o Options) (*Manager, error) {
 // Run checks the thresholds every interval, and whenever Updated says the
 // signals were measured, until ctx is done; after an eviction it checks
 // again at once with a fresh measurement, as kubelet.
+//
+// With Updated set the status sync measures the host for both: the
+// interval's timer then waits a quarter interval longer, so that it fires
+// only when no sync came (a stalled or slower status loop) and does not
+// race the sync it would otherwise measure the host again beside.
 func (m *Manager) Run(ctx context.Context) {
+	wait := m.o.Interval
+	if m.o.Updated != nil {
+		wait += m.o.Interval / 4
+	}
 	for {
 		evicted, err := m.Synchronize(ctx)
 		if err != nil {
@@ -105,7 +114,7 @@ func (m *Manager) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.o.Clock.After(m.o.Interval):
+		case <-m.o.Clock.After(wait):
 		case <-m.o.Updated: // nil: only the interval
 		}
 		if ctx.Err() != nil {

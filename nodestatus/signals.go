@@ -70,6 +70,16 @@ func (m *Manager) publish(now time.Time, obs map[string]observation, pressure ma
 // acts on a crossing as soon as the node status sees it.
 func (m *Manager) SignalsUpdated() <-chan struct{} { return m.updated }
 
+// Pressure returns the pressure conditions the node reports as of the last
+// status sync (nil before the first): what kubelet's eviction admit handler
+// goes by. Safe to call concurrently with the manager's loop.
+func (m *Manager) Pressure() map[v1.NodeConditionType]bool {
+	if last := m.observed.Load(); last != nil {
+		return last.Pressure
+	}
+	return nil
+}
+
 // Signals returns the eviction signals as the last status sync measured
 // them when that is at most maxAge old, else measures the host now (the
 // pressure conditions are then still the last sync's: only a sync moves

@@ -48,7 +48,7 @@ func setOOMScoreAdj(path string, v int) error {
 // memory pressure alone, no new BestEffort pods) while the node reports a
 // pressure condition.
 func (a *agent) admitUnderPressure(pod *v1.Pod) (bool, string, string) {
-	return eviction.Admit(pod, a.ns.Signals(time.Duration(1<<62)).Pressure)
+	return eviction.Admit(pod, a.ns.Pressure())
 }
 
 // runEviction runs node-pressure eviction over the pods of pm until ctx is
