@@ -64,7 +64,7 @@ func (s *Server) runningContainer(ctx context.Context, pod *v1.Pod, name string)
 	if s.opts.Containers == nil {
 		return runtime.Container{}, notRunning
 	}
-	cs, err := s.opts.Containers.ListContainers(ctx)
+	cs, err := s.opts.Containers.PodContainers(ctx, pod.UID)
 	if err != nil {
 		return runtime.Container{}, fmt.Errorf("container %q in pod %q: %w", name, pod.Name, err)
 	}

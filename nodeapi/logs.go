@@ -225,7 +225,7 @@ func (a *attemptState) running(ctx context.Context) bool {
 		case err != nil:
 			return true
 		}
-		return c.State == runtime.StateRunning
+		return mayRun(c.State)
 	}
 	cs, err := a.s.opts.Containers.ListContainers(ctx)
 	if err != nil {
@@ -234,11 +234,16 @@ func (a *attemptState) running(ctx context.Context) bool {
 	for _, c := range cs {
 		if c.Pod.UID == a.uid && c.Name == a.name && c.Attempt == a.attempt {
 			a.id = c.ID
-			return c.State == runtime.StateRunning
+			return mayRun(c.State)
 		}
 	}
 	return false
 }
+
+// mayRun: a running container, or one whose state the runtime could not
+// tell (containerd says unknown when the shim is slow to answer): a
+// follow keeps going, as it does on errors.
+func mayRun(s runtime.State) bool { return s == runtime.StateRunning || s == runtime.StateUnknown }
 
 // flushWriter sends what a follow reads at once.
 type flushWriter struct{ w http.ResponseWriter }

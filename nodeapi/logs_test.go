@@ -33,6 +33,10 @@ func TestAttemptStateListsOnce(t *testing.T) {
 		t.Fatal("a runtime that cannot tell must not end the follow")
 	}
 	f.inspectErr = nil
+	f.cs[1].State = runtime.StateUnknown // a shim slow to answer
+	if !st.running(ctx) {
+		t.Fatal("a container in unknown state must not end the follow")
+	}
 	f.cs[1].State = runtime.StateExited
 	if st.running(ctx) {
 		t.Fatal("exited attempt reported running")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -32,9 +33,16 @@ type Pods interface {
 // Containers lists the runtime's containers and inspects one (to tell
 // whether a followed container still runs). InspectContainer's error
 // matches runtime.ErrNotFound for a container that is gone.
+//
+// PodContainers are one pod's containers as the agent last saw them (the
+// PLEG's cache, as kubelet's runtime cache): exec, attach and port-forward
+// find their container there. Listing the runtime asks every shim for its
+// task's state, which containerd reports as unknown when a shim is slow to
+// answer (a busy node), and a running container would look stopped.
 type Containers interface {
 	ListContainers(ctx context.Context) ([]runtime.Container, error)
 	InspectContainer(ctx context.Context, id string) (runtime.Container, error)
+	PodContainers(ctx context.Context, uid types.UID) ([]runtime.Container, error)
 }
 
 // Options configure a Server.

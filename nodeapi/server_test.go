@@ -74,6 +74,10 @@ type fakeContainers struct {
 	mu              sync.Mutex
 	cs              []runtime.Container
 	lists, inspects int
+	podLists        int
+	// listUnknown makes ListContainers report every container's state as
+	// unknown, as containerd's task list does when shims are slow.
+	listUnknown bool
 	inspectErr      error
 }
 
@@ -81,7 +85,26 @@ func (f *fakeContainers) ListContainers(context.Context) ([]runtime.Container, e
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lists++
-	return append([]runtime.Container{}, f.cs...), nil
+	out := append([]runtime.Container{}, f.cs...)
+	if f.listUnknown {
+		for i := range out {
+			out[i].State = runtime.StateUnknown
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeContainers) PodContainers(_ context.Context, uid types.UID) ([]runtime.Container, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.podLists++
+	var out []runtime.Container
+	for _, c := range f.cs {
+		if c.Pod.UID == uid {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeContainers) InspectContainer(_ context.Context, id string) (runtime.Container, error) {
@@ -462,6 +485,9 @@ func TestExecRequests(t *testing.T) {
 	pod := testPod()
 	e.pods.pods = []*v1.Pod{pod}
 	e.conts.cs = []runtime.Container{{ID: "c1", Pod: runtime.PodRef{UID: pod.UID}, Name: "app", State: runtime.StateRunning}}
+	// A busy node: the runtime's list says unknown, the agent's cache
+	// knows the container runs.
+	e.conts.listUnknown = true
 	admin := bearer("good-admin")
 	for _, tc := range []struct {
 		method, path string
@@ -486,6 +512,9 @@ func TestExecRequests(t *testing.T) {
 	}
 	if fe.calls.Load() != 0 {
 		t.Errorf("exec ran without streams")
+	}
+	if w := e.do("POST", "/exec/default/web/app?command=ls&output=1", admin); strings.Contains(w.Body.String(), "not running") {
+		t.Errorf("a running container found not running (the runtime's list, not the pod cache): %q", w.Body.String())
 	}
 	// Exec needs nodes/proxy with verb create (POST).
 	if w := e.do("POST", "/exec/default/web/app?command=ls", bearer("good-pods-reader")); w.Code != 403 || !strings.Contains(w.Body.String(), "verb=create") {

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeagent/nodeagent/nodeapi"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -148,6 +149,27 @@ func (r runtimeContainers) ListContainers(ctx context.Context) ([]runtime.Contai
 		return nil, err
 	}
 	return rt.ListContainers(ctx)
+}
+
+// PodContainers are the pod's containers in the PLEG's cache once the PLEG
+// runs (kept current by events, no runtime call), else as listed now.
+func (r runtimeContainers) PodContainers(ctx context.Context, uid types.UID) ([]runtime.Container, error) {
+	if p := r.a.pl.Load(); p != nil {
+		if s, ok := p.Cache().Get(uid); ok {
+			return s.Containers, nil
+		}
+	}
+	cs, err := r.ListContainers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := cs[:0]
+	for _, c := range cs {
+		if c.Pod.UID == uid {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 func (r runtimeContainers) InspectContainer(ctx context.Context, id string) (runtime.Container, error) {
