@@ -78,7 +78,7 @@ type fakeContainers struct {
 	// listUnknown makes ListContainers report every container's state as
 	// unknown, as containerd's task list does when shims are slow.
 	listUnknown bool
-	inspectErr      error
+	inspectErr  error
 }
 
 func (f *fakeContainers) ListContainers(context.Context) ([]runtime.Container, error) {
