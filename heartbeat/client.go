@@ -7,18 +7,18 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
-// NewClient builds the heartbeat's own API client from base: its own
-// connection (so other traffic cannot queue in front of it), no client-side
+// NewClientConfig builds the heartbeat's own API client configuration from
+// base: its own connection (so other traffic cannot queue in front of it), no client-side
 // rate limiting, and HTTP/2 health pings after renewInterval of silence, so a
 // dead connection is detected within one renewal instead of client-go's
 // default 30s+15s. closeIdle closes its idle connections; pass it as
-// Options.OnRepeatedFailure.
-func NewClient(base *rest.Config, renewInterval time.Duration) (client kubernetes.Interface, closeIdle func(), err error) {
+// Options.OnRepeatedFailure. Build the Lease and Node clients from the
+// returned config (with any typed client); they share the transport.
+func NewClientConfig(base *rest.Config, renewInterval time.Duration) (config *rest.Config, closeIdle func(), err error) {
 	cfg := rest.CopyConfig(base)
 	tlsCfg, err := rest.TLSConfigFor(cfg)
 	if err != nil {
@@ -48,9 +48,5 @@ func NewClient(base *rest.Config, renewInterval time.Duration) (client kubernete
 	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	cfg.QPS, cfg.Burst = -1, 0
 	cfg.UserAgent = rest.DefaultKubernetesUserAgent() + " nodeagent-heartbeat"
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cs, t.CloseIdleConnections, nil
+	return cfg, t.CloseIdleConnections, nil
 }

@@ -15,7 +15,6 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 )
 
@@ -123,7 +122,7 @@ func (c *ttlCache[V]) put(k string, v V, ttl time.Duration) {
 
 // tokenReviewer authenticates bearer tokens with TokenReview.
 type tokenReviewer struct {
-	client kubernetes.Interface
+	client TokenReviewCreator
 	ttl    time.Duration
 	cache  *ttlCache[*User] // nil value: the token was rejected
 }
@@ -139,7 +138,7 @@ func (t *tokenReviewer) review(ctx context.Context, token string) (*User, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	res, err := t.client.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
+	res, err := t.client.Create(ctx, &authnv1.TokenReview{
 		Spec: authnv1.TokenReviewSpec{Token: token},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -220,7 +219,7 @@ func isSubpath(subpath, path string) bool {
 // authorizer decides with SubjectAccessReview, or allows everyone.
 type authorizer struct {
 	alwaysAllow bool
-	client      kubernetes.Interface
+	client      SubjectAccessReviewCreator
 	nodeName    string
 	allowTTL    time.Duration
 	denyTTL     time.Duration
@@ -256,7 +255,7 @@ func (z *authorizer) authorize(ctx context.Context, u *User, verb, subresource s
 			spec.Extra[k] = v
 		}
 	}
-	res, err := z.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+	res, err := z.client.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return false, fmt.Errorf("SubjectAccessReview: %w", err)
 	}

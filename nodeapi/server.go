@@ -17,7 +17,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/runtime"
@@ -68,8 +67,9 @@ type Options struct {
 
 	// ClientCAFile verifies client certificates; "" accepts none.
 	ClientCAFile string
-	// Client is used for TokenReview and SubjectAccessReview.
-	Client                 kubernetes.Interface
+	// Client is used for TokenReview, SubjectAccessReview and the serving
+	// certificate's CSRs.
+	Client                 *Client
 	WebhookAuthentication  bool
 	AuthenticationCacheTTL time.Duration
 	Anonymous              bool
@@ -154,14 +154,20 @@ func New(opts Options) (*Server, error) {
 	if needClient && opts.Client == nil {
 		return nil, errors.New("nodeapi: an API client is required for webhook authentication or authorization")
 	}
+	if opts.WebhookAuthentication && opts.Client.TokenReviews == nil {
+		return nil, errors.New("nodeapi: webhook authentication needs Client.TokenReviews")
+	}
+	if needClient && opts.AuthorizationMode != "AlwaysAllow" && opts.Client.SubjectAccessReviews == nil {
+		return nil, errors.New("nodeapi: webhook authorization needs Client.SubjectAccessReviews")
+	}
 	if opts.WebhookAuthentication {
-		s.authn.tokens = &tokenReviewer{client: opts.Client, ttl: opts.AuthenticationCacheTTL, cache: newTTLCache[*User](opts.Clock)}
+		s.authn.tokens = &tokenReviewer{client: opts.Client.TokenReviews, ttl: opts.AuthenticationCacheTTL, cache: newTTLCache[*User](opts.Clock)}
 	}
 	switch opts.AuthorizationMode {
 	case "AlwaysAllow":
 		s.authz = &authorizer{alwaysAllow: true}
 	case "Webhook", "":
-		s.authz = &authorizer{client: opts.Client, nodeName: opts.NodeName, allowTTL: opts.AuthorizedCacheTTL,
+		s.authz = &authorizer{client: opts.Client.SubjectAccessReviews, nodeName: opts.NodeName, allowTTL: opts.AuthorizedCacheTTL,
 			denyTTL: opts.UnauthorizedCacheTTL, cache: newTTLCache[bool](opts.Clock)}
 	default:
 		return nil, fmt.Errorf("nodeapi: unknown authorization mode %q", opts.AuthorizationMode)
@@ -186,10 +192,10 @@ func New(opts Options) (*Server, error) {
 	s.certs = &servingCerts{}
 	s.certs.cur.Store(&cert)
 	if opts.ServerTLSBootstrap && opts.TLSCertFile == "" {
-		if opts.Client == nil || opts.Node == nil {
+		if opts.Client == nil || opts.Client.CertificateSigningRequests == nil || opts.Node == nil {
 			return nil, errors.New("nodeapi: serverTLSBootstrap needs an API client and the Node")
 		}
-		s.boot = &bootstrapper{client: opts.Client, nodeName: opts.NodeName, dir: opts.CertDir, node: opts.Node,
+		s.boot = &bootstrapper{client: opts.Client.CertificateSigningRequests, nodeName: opts.NodeName, dir: opts.CertDir, node: opts.Node,
 			certs: s.certs, clock: opts.Clock, log: s.log.With("component", "servingcert"), rand: rand.Float64}
 	}
 	s.tls = &tls.Config{

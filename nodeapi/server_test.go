@@ -155,6 +155,15 @@ func newFakeAPI(allow func(spec authzv1.SubjectAccessReviewSpec) bool) *fakeAPI 
 	return f
 }
 
+// client is the server's Client over the fake Clientset.
+func (f *fakeAPI) client() *Client {
+	return &Client{
+		TokenReviews:               f.AuthenticationV1().TokenReviews(),
+		SubjectAccessReviews:       f.AuthorizationV1().SubjectAccessReviews(),
+		CertificateSigningRequests: f.CertificatesV1().CertificateSigningRequests(),
+	}
+}
+
 type testEnv struct {
 	s     *Server
 	api   *fakeAPI
@@ -182,7 +191,7 @@ func newTestEnv(t *testing.T, mutate func(*Options)) *testEnv {
 	opts := Options{
 		NodeName: "node-a", Address: "127.0.0.1", Port: 0,
 		CertDir: filepath.Join(dir, "pki"), Hosts: []string{"node-a", "127.0.0.1"},
-		ClientCAFile: filepath.Join(dir, "ca", "ca.crt"), Client: e.api,
+		ClientCAFile: filepath.Join(dir, "ca", "ca.crt"), Client: e.api.client(),
 		WebhookAuthentication: true, AuthenticationCacheTTL: time.Minute,
 		AuthorizationMode: "Webhook", AuthorizedCacheTTL: time.Minute, UnauthorizedCacheTTL: 10 * time.Second,
 		Pods: e.pods, Containers: e.conts, LogRoot: e.logs,

@@ -23,7 +23,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 )
 
@@ -56,7 +55,7 @@ func RotateAt(notBefore, notAfter time.Time, frac float64) time.Time {
 // (signer kubernetes.io/kubelet-serving) and renews them before they
 // expire, keeping the old certificate in use until the new one is issued.
 type bootstrapper struct {
-	client   kubernetes.Interface
+	client   CSRClient
 	nodeName string
 	dir      string
 	// node returns the Node as last seen (its addresses become the SANs).
@@ -165,14 +164,14 @@ func (b *bootstrapper) request(ctx context.Context) (*tls.Certificate, error) {
 			Usages:     []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth},
 		},
 	}
-	created, err := b.client.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+	created, err := b.client.Create(ctx, csr, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("create serving CSR: %w", err)
 	}
 	b.log.Info("serving certificate requested; waiting for approval", "csr", created.Name)
 	var certPEM []byte
 	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := b.client.CertificatesV1().CertificateSigningRequests().Get(ctx, created.Name, metav1.GetOptions{})
+		got, err := b.client.Get(ctx, created.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil // retried
 		}

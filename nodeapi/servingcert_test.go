@@ -78,7 +78,7 @@ func TestBootstrapperRenews(t *testing.T) {
 	})
 	node := &v1.Node{Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.7"}, {Type: v1.NodeHostName, Address: "node-a"}}}}
 	certs := &servingCerts{}
-	b := &bootstrapper{client: client, nodeName: "node-a", dir: t.TempDir(), node: func() *v1.Node { return node },
+	b := &bootstrapper{client: client.CertificatesV1().CertificateSigningRequests(), nodeName: "node-a", dir: t.TempDir(), node: func() *v1.Node { return node },
 		certs: certs, clock: clk, log: slog.New(slog.NewTextHandler(io.Discard, nil)), rand: func() float64 { return 0.5 }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

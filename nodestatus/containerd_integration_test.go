@@ -9,8 +9,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/internal/testenv"
 	"github.com/nodeagent/nodeagent/internal/testimage"
 	"github.com/nodeagent/nodeagent/nodestatus"
@@ -36,7 +37,7 @@ func TestIntegrationContainerdImages(t *testing.T) {
 	const update = time.Second
 	m, err := nodestatus.New(nodestatus.Options{
 		NodeName:        name,
-		Client:          kubernetes.NewForConfigOrDie(cfg),
+		Nodes:           mustClient(t, cfg).Nodes(),
 		Logger:          log,
 		UpdateFrequency: update,
 		RootDir:         t.TempDir(),
@@ -113,3 +114,13 @@ func readyOf(n *v1.Node) v1.NodeCondition {
 type tWriter struct{ t *testing.T }
 
 func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// mustClient is the agent's own API client for cfg.
+func mustClient(t *testing.T, cfg *rest.Config) *kubeclient.Clientset {
+	t.Helper()
+	c, err := kubeclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -281,7 +281,7 @@ func TestSignalConditionCoversEverySignal(t *testing.T) {
 // TestNilEvictionHardIsDefault: Options without EvictionHard get kubelet's
 // defaults, the same map config.Default sets, imagefs.inodesFree included.
 func TestNilEvictionHardIsDefault(t *testing.T) {
-	o := Options{NodeName: "n", Client: fake.NewClientset()}
+	o := Options{NodeName: "n", Nodes: fake.NewClientset().CoreV1().Nodes()}
 	c, err := o.validate()
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/internal/testenv"
 )
 
@@ -46,7 +46,7 @@ func integrationManager(t *testing.T, mutate func(*Options)) (*Manager, *testenv
 	env := testenv.Cluster(t)
 	name := testenv.NodeName(t)
 	cfg, _ := env.NodeConfig(t, name)
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func integrationManager(t *testing.T, mutate func(*Options)) (*Manager, *testenv
 	}}
 	o := Options{
 		NodeName:       name,
-		Client:         client,
+		Nodes:          client.Nodes(),
 		Logger:         slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 		RootDir:        t.TempDir(),
 		AgentVersion:   "v0.0.0-test",
@@ -228,8 +228,11 @@ func TestIntegrationNodeCredentials(t *testing.T) {
 	}
 	// A restarted agent with another label reconciles it (allowed by NodeRestriction).
 	cfg, _ := env.NodeConfig(t, name)
-	client := kubernetes.NewForConfigOrDie(cfg)
-	m2, err := New(Options{NodeName: name, Client: client, RootDir: t.TempDir(), Labels: map[string]string{"node.kubernetes.io/pool": "other"},
+	client, err := kubeclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := New(Options{NodeName: name, Nodes: client.Nodes(), RootDir: t.TempDir(), Labels: map[string]string{"node.kubernetes.io/pool": "other"},
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +253,11 @@ func TestIntegrationNodeCredentials(t *testing.T) {
 	// Another node's credentials cannot register this node.
 	other := testenv.NodeName(t)
 	ocfg, _ := env.NodeConfig(t, other)
-	m3, err := New(Options{NodeName: name + "-x", Client: kubernetes.NewForConfigOrDie(ocfg), RootDir: t.TempDir(),
+	oclient, err := kubeclient.NewForConfig(ocfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3, err := New(Options{NodeName: name + "-x", Nodes: oclient.Nodes(), RootDir: t.TempDir(),
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)

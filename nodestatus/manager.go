@@ -16,10 +16,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -291,7 +289,7 @@ func (m *Manager) registerLocked(ctx context.Context) (*v1.Node, error) {
 	node.Spec.ProviderID = m.cfg.ProviderID
 	m.applySetters(ctx, node)
 
-	nodes := m.cfg.Client.CoreV1().Nodes()
+	nodes := m.cfg.Nodes
 	created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
 	if err == nil {
 		m.log.Info("registered node", "ready", isReady(created))
@@ -363,14 +361,10 @@ func (m *Manager) Run(ctx context.Context) {
 }
 
 func (m *Manager) startInformer(ctx context.Context) {
-	f := informers.NewSharedInformerFactoryWithOptions(m.cfg.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", m.cfg.NodeName).String()
-		}))
-	inf := f.Core().V1().Nodes()
-	lister := inf.Lister()
-	synced := inf.Informer().HasSynced
-	f.Start(ctx.Done())
+	inf := newNodeInformer(m.cfg.Nodes, m.cfg.NodeName)
+	lister := corelisters.NewNodeLister(inf.GetIndexer())
+	synced := inf.HasSynced
+	go inf.Run(ctx.Done())
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), synced) {
 			m.lister.Store(&lister)
@@ -417,7 +411,7 @@ func (m *Manager) baseNode(ctx context.Context, try int) (*v1.Node, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
-	n, err := m.cfg.Client.CoreV1().Nodes().Get(rctx, m.cfg.NodeName, metav1.GetOptions{})
+	n, err := m.cfg.Nodes.Get(rctx, m.cfg.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("getting node: %w", err)
 	}
@@ -467,7 +461,7 @@ func (m *Manager) tryReport(ctx context.Context, try int, now time.Time) error {
 	}
 	first := m.LastReport().IsZero()
 	pctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
-	updated, patch, err := patchStatus(pctx, m.cfg.Client, m.cfg.NodeName, base, node)
+	updated, patch, err := patchStatus(pctx, m.cfg.Nodes, m.cfg.NodeName, base, node)
 	cancel()
 	if err != nil {
 		return err

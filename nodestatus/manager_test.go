@@ -48,7 +48,7 @@ func newTestEnv(t *testing.T, mutate func(*Options), objects ...runtime.Object) 
 	}
 	o := Options{
 		NodeName:     testNode,
-		Client:       e.client,
+		Nodes:        e.client.CoreV1().Nodes(),
 		Clock:        e.clock,
 		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		AgentVersion: "v0.1.0",
@@ -676,7 +676,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"ok", func(o *Options) {}, ""},
 		{"no name", func(o *Options) { o.NodeName = "" }, "nodeName: required"},
 		{"bad name", func(o *Options) { o.NodeName = "Node_A" }, "nodeName"},
-		{"no client", func(o *Options) { o.Client = nil }, "client: required"},
+		{"no client", func(o *Options) { o.Nodes = nil }, "nodes: required"},
 		{"negative frequency", func(o *Options) { o.UpdateFrequency = -time.Second }, "nodeStatusUpdateFrequency"},
 		{"bad node ip", func(o *Options) { o.NodeIP = "10.0.0" }, "not an IP"},
 		{"loopback node ip", func(o *Options) { o.NodeIP = "127.0.0.1" }, "loopback"},
@@ -695,7 +695,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"max images", func(o *Options) { o.MaxImages = -2 }, "nodeStatusMaxImages"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			o := Options{NodeName: "node-a", Client: client}
+			o := Options{NodeName: "node-a", Nodes: client.CoreV1().Nodes()}
 			tc.mutate(&o)
 			_, err := New(o)
 			if tc.wantErr == "" {

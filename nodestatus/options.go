@@ -13,7 +13,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/clock"
 
@@ -52,9 +51,9 @@ type Options struct {
 	// Hostname is reported as the Hostname address and the kubernetes.io/hostname
 	// label. Default: NodeName (kubelet uses the hostname override, which is the node name).
 	Hostname string
-	Client   kubernetes.Interface // required; with the node's own credentials
-	Clock    clock.Clock          // default: the real clock
-	Logger   *slog.Logger         // default: slog.Default()
+	Nodes    NodeClient   // required; with the node's own credentials
+	Clock    clock.Clock  // default: the real clock
+	Logger   *slog.Logger // default: slog.Default()
 
 	UpdateFrequency time.Duration // compute period; default 10s
 	ReportFrequency time.Duration // write when unchanged; default 5m
@@ -146,8 +145,8 @@ func (o Options) validate() (*config, error) {
 	if msgs := validation.IsValidLabelValue(c.Hostname); len(msgs) > 0 && c.Hostname != "" {
 		errs = append(errs, fmt.Errorf("hostname %q: %s", c.Hostname, strings.Join(msgs, "; ")))
 	}
-	if o.Client == nil {
-		errs = append(errs, errors.New("client: required"))
+	if o.Nodes == nil {
+		errs = append(errs, errors.New("nodes: required"))
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

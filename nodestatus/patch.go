@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes"
 )
 
 // StatusPatch returns the strategic merge patch that turns old's status into
@@ -58,12 +57,12 @@ func StatusPatch(old, new *v1.NodeStatus) ([]byte, error) {
 
 // patchStatus sends StatusPatch(old, new) to the status subresource of node
 // name, bounded by ctx.
-func patchStatus(ctx context.Context, c kubernetes.Interface, name string, old, new *v1.Node) (*v1.Node, []byte, error) {
+func patchStatus(ctx context.Context, c NodeClient, name string, old, new *v1.Node) (*v1.Node, []byte, error) {
 	patch, err := StatusPatch(&old.Status, &new.Status)
 	if err != nil {
 		return nil, nil, err
 	}
-	updated, err := c.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	updated, err := c.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return nil, patch, fmt.Errorf("patching status of node %s: %w", name, err)
 	}

@@ -15,9 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
@@ -41,7 +38,7 @@ type Options struct {
 	NodeName string
 	// Client is the node's API client; nil runs static pods only, without
 	// mirror pods or status.
-	Client kubernetes.Interface
+	Client *Client
 	// StaticPodPath is the static manifest directory; "" disables it.
 	StaticPodPath string
 	// RootDir holds pod directories (volumes) and container logs.
@@ -154,6 +151,9 @@ func New(o Options) (*Manager, error) {
 	if o.Client == nil && o.StaticPodPath == "" {
 		errs = append(errs, errors.New("no pod source: neither an API client nor a staticPodPath"))
 	}
+	if err := o.Client.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("pods: %w", errors.Join(errs...))
 	}
@@ -195,15 +195,15 @@ func New(o Options) (*Manager, error) {
 		log:       o.Logger,
 		workers:   map[types.UID]*worker{},
 		staticSet: map[types.UID]bool{},
-		status:    status.NewManager(o.Client, o.Logger),
+		status:    status.NewManager(o.Client.statusPods(), o.Logger),
 	}
 	var rec Recorder
 	if o.Client != nil {
-		m.api = source.NewAPISource(o.Client, o.NodeName, m, o.NodeSynced, o.Clock, o.Logger.With("source", "api"))
+		m.api = source.NewAPISource(o.Client.Pods(""), o.NodeName, m, o.NodeSynced, o.Clock, o.Logger.With("source", "api"))
 		m.status.SetLister(m.api.Lister())
-		m.mirror = mirror.New(o.Client, m.api.Lister(), o.Node, o.Logger)
+		m.mirror = mirror.New(o.Client.mirrorPods(), m.api.Lister(), o.Node, o.Logger)
 		m.bc = record.NewBroadcaster()
-		rec = m.bc.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent", Host: o.NodeName})
+		rec = m.bc.NewRecorder(o.Client.Scheme, v1.EventSource{Component: "nodeagent", Host: o.NodeName})
 	}
 	m.deps = &workerDeps{
 		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: m.status, rec: rec,
@@ -225,9 +225,9 @@ func New(o Options) (*Manager, error) {
 	if o.Client != nil {
 		// The caches of volumes (objects.go) serve the env too.
 		m.deps.configMaps, m.deps.secrets = m.configMaps, m.secrets
-		m.services = newServiceInformer(o.Client)
+		m.services = newServiceInformer(o.Client.Services)
 		m.deps.services = m.services
-		m.deps.runtimeClass = apiRuntimeClassHandler(o.Client)
+		m.deps.runtimeClass = apiRuntimeClassHandler(o.Client.RuntimeClasses)
 	}
 	m.setupProbes(rec)
 	return m, nil
@@ -262,7 +262,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); f() }()
 	}
 	if m.bc != nil {
-		m.bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: m.opts.Client.CoreV1().Events("")})
+		m.bc.StartRecordingToSink(m.opts.Client.Events)
 		defer m.bc.Shutdown()
 	}
 	var synced []chan struct{}

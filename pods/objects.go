@@ -16,10 +16,11 @@ import (
 // are updated at once rather than at the next periodic sync.
 func (m *Manager) newProjector() *volume.Projector {
 	o := m.opts
-	po := volume.ProjectorOptions{Client: o.Client, Node: o.Node, Clock: o.Clock, Logger: o.Logger}
+	po := volume.ProjectorOptions{Node: o.Node, Clock: o.Clock, Logger: o.Logger}
 	if o.Client != nil {
-		m.secrets = objcache.NewSecrets(o.Client, o.Logger.With("cache", "secrets"))
-		m.configMaps = objcache.NewConfigMaps(o.Client, o.Logger.With("cache", "configmaps"))
+		po.Client = o.Client.ServiceAccounts
+		m.secrets = objcache.NewSecrets(o.Client.Secrets, o.Logger.With("cache", "secrets"))
+		m.configMaps = objcache.NewConfigMaps(o.Client.ConfigMaps, o.Logger.With("cache", "configmaps"))
 		m.secrets.OnChange(m.pokeUIDs)
 		m.configMaps.OnChange(m.pokeUIDs)
 		po.Secrets, po.ConfigMaps = m.secrets, m.configMaps

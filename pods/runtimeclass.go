@@ -6,16 +6,15 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 // runtimeClassHandler returns the handler of a RuntimeClass (from the API
 // server, as kubelet's RuntimeClass manager).
 type runtimeClassHandler func(ctx context.Context, name string) (string, error)
 
-func apiRuntimeClassHandler(c kubernetes.Interface) runtimeClassHandler {
+func apiRuntimeClassHandler(c RuntimeClassGetter) runtimeClassHandler {
 	return func(ctx context.Context, name string) (string, error) {
-		rc, err := c.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{})
+		rc, err := c.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return "", fmt.Errorf("RuntimeClass %q: %w", name, err)
 		}

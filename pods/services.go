@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -24,7 +24,7 @@ const serviceSyncWait = 5 * time.Second
 // each Service (name, namespace, cluster IP, ports), so a cluster with
 // many Services costs little memory.
 type serviceInformer struct {
-	client kubernetes.Interface
+	client ServiceListWatcher
 
 	mu      sync.Mutex
 	ctx     context.Context // the Manager's run context; nil before Run
@@ -33,7 +33,7 @@ type serviceInformer struct {
 	started bool
 }
 
-func newServiceInformer(c kubernetes.Interface) *serviceInformer {
+func newServiceInformer(c ServiceListWatcher) *serviceInformer {
 	return &serviceInformer{client: c}
 }
 
@@ -54,10 +54,18 @@ func (s *serviceInformer) start() (corelisters.ServiceLister, cache.InformerSync
 	if s.ctx == nil {
 		return nil, nil, false
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(s.client, 0, informers.WithTransform(trimService))
-	inf := f.Core().V1().Services()
-	s.lister, s.synced = inf.Lister(), inf.Informer().HasSynced
-	f.Start(s.ctx.Done())
+	c := s.client
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (k8sruntime.Object, error) {
+			return c.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, o)
+		},
+	}, &v1.Service{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = inf.SetTransform(trimService) // fails only once running
+	s.lister, s.synced = corelisters.NewServiceLister(inf.GetIndexer()), inf.HasSynced
+	go inf.Run(s.ctx.Done())
 	s.started = true
 	return s.lister, s.synced, true
 }

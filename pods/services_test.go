@@ -48,7 +48,7 @@ func TestServiceInformer(t *testing.T) {
 		objs = append(objs, bigService("ns", i))
 	}
 	cs := fake.NewClientset(objs...)
-	s := newServiceInformer(cs)
+	s := newServiceInformer(cs.CoreV1().Services(""))
 	if _, err := s.List(context.Background(), false); err == nil {
 		t.Fatal("List before run: want an error")
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/connrotation"
@@ -31,6 +30,7 @@ import (
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/heartbeat"
 	"github.com/nodeagent/nodeagent/imagegc"
+	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
@@ -127,7 +127,7 @@ type agent struct {
 	nodeName string
 	reg      *prometheus.Registry
 
-	client kubernetes.Interface
+	client *kubeclient.Clientset
 	hb     *heartbeat.Controller
 	ns     *nodestatus.Manager
 	// net is the CNI runtime; nil when cniConfDir is "" (pod networking
@@ -170,14 +170,18 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	// would otherwise wait for HTTP/2's 30s+15s health check.
 	mainDialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	restCfg.Dial = mainDialer.DialContext
-	client, err := kubernetes.NewForConfig(restCfg)
+	client, err := kubeclient.NewForConfig(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
 	leaseDuration := time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second
-	hbClient, closeIdle, err := heartbeat.NewClient(restCfg, heartbeat.RenewInterval(leaseDuration))
+	hbCfg, closeIdle, err := heartbeat.NewClientConfig(restCfg, heartbeat.RenewInterval(leaseDuration))
 	if err != nil {
 		return nil, err
+	}
+	hbClient, err := kubeclient.NewForConfig(hbCfg)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat API client: %w", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -191,8 +195,8 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	}
 	a.hb, err = heartbeat.New(heartbeat.Options{
 		NodeName:          nodeName,
-		Leases:            hbClient.CoordinationV1().Leases(heartbeat.Namespace),
-		Nodes:             hbClient.CoreV1().Nodes(),
+		Leases:            hbClient.Leases(heartbeat.Namespace),
+		Nodes:             hbClient.Nodes(),
 		LeaseDuration:     leaseDuration,
 		Logger:            base.With("component", "heartbeat"),
 		Metrics:           heartbeat.NewMetrics(reg),
@@ -203,7 +207,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	}
 	nsOpts := nodestatus.Options{
 		NodeName:                         nodeName,
-		Client:                           client,
+		Nodes:                            client.Nodes(),
 		Logger:                           base.With("component", "nodestatus"),
 		UpdateFrequency:                  cfg.NodeStatusUpdateFrequency.Duration,
 		ReportFrequency:                  cfg.NodeStatusReportFrequency.Duration,

@@ -9,11 +9,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeagent/nodeagent/eviction"
+	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -89,9 +88,9 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 	}
 	if a.client != nil {
 		bc := record.NewBroadcaster()
-		bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+		bc.StartRecordingToSink(a.client.Events())
 		defer bc.Shutdown()
-		o.Recorder = bc.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent", Host: a.nodeName})
+		o.Recorder = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: "nodeagent", Host: a.nodeName})
 	}
 	m, err := eviction.New(o)
 	if err != nil {

@@ -6,11 +6,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeagent/nodeagent/imagegc"
+	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -43,9 +42,9 @@ func (a *agent) runImageGC(ctx context.Context, rt *runtime.Runtime) {
 	}
 	if a.client != nil && !policy.Disabled() {
 		bc := record.NewBroadcaster()
-		bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.client.CoreV1().Events("")})
+		bc.StartRecordingToSink(a.client.Events())
 		defer bc.Shutdown()
-		o.Recorder = bc.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent", Host: a.nodeName})
+		o.Recorder = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: "nodeagent", Host: a.nodeName})
 	}
 	c := imagegc.New(o)
 	a.imageGC.Store(c) // the eviction manager frees images under disk pressure

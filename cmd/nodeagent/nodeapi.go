@@ -39,7 +39,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		CertDir:                filepath.Join(c.RootDir, "pki"),
 		Hosts:                  hosts,
 		ClientCAFile:           c.Authentication.X509.ClientCAFile,
-		Client:                 a.client,
+		Client:                 nodeAPIClient(a.client),
 		WebhookAuthentication:  c.Authentication.Webhook.Enabled,
 		AuthenticationCacheTTL: c.Authentication.Webhook.CacheTTL.Duration,
 		Anonymous:              c.Authentication.Anonymous.Enabled,

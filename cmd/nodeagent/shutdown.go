@@ -7,10 +7,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/shutdown"
 )
@@ -68,9 +67,9 @@ func (s *nodeShutdown) run(ctx context.Context) {
 	}
 	if s.a.client != nil {
 		bc := record.NewBroadcaster()
-		bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.a.client.CoreV1().Events("")})
+		bc.StartRecordingToSink(s.a.client.Events())
 		defer bc.Shutdown()
-		s.rec = bc.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent", Host: s.a.nodeName})
+		s.rec = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: "nodeagent", Host: s.a.nodeName})
 	}
 	s.m.Run(ctx)
 }

@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodeagent/nodeagent/heartbeat"
+	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/internal/localcluster"
 	"github.com/nodeagent/nodeagent/nodestatus"
 )
@@ -70,7 +70,8 @@ func (f *Fleet) RestConfig(name string) (*rest.Config, error) {
 
 // Start starts node n as cmd/nodeagent wires an agent: a main client
 // (kubelet's QPS 50, burst 100) for nodestatus, the heartbeat's own client
-// and connection (heartbeat.NewClient), the heartbeat running at once, and
+// and connection (heartbeat.NewClientConfig), both the agent's own
+// client (internal/kubeclient), the heartbeat running at once, and
 // registration followed by the status loop. rec (may be nil) observes its
 // Lease and status writes. base is the node's rest config (RestConfig).
 func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recorder) (*Agent, error) {
@@ -81,26 +82,30 @@ func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recor
 	leaseDuration := heartbeat.DefaultLeaseDuration
 	restCfg := rest.CopyConfig(base)
 	restCfg.UserAgent = "nodeagent/fleetsim"
-	hbClient, closeIdle, err := heartbeat.NewClient(restCfg, heartbeat.RenewInterval(leaseDuration))
+	hbCfg, closeIdle, err := heartbeat.NewClientConfig(restCfg, heartbeat.RenewInterval(leaseDuration))
 	if err != nil {
 		return nil, err
+	}
+	hbClient, err := kubeclient.NewForConfig(hbCfg)
+	if err != nil {
+		return nil, fmt.Errorf("node %s heartbeat client: %w", n.Name, err)
 	}
 	restCfg.QPS, restCfg.Burst = 50, 100
 	if rec != nil {
 		restCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return rec.WrapTransport(rt) }
 	}
-	client, err := kubernetes.NewForConfig(restCfg)
+	client, err := kubeclient.NewForConfig(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("node %s API client: %w", n.Name, err)
 	}
-	var leases heartbeat.LeaseClient = hbClient.CoordinationV1().Leases(heartbeat.Namespace)
+	var leases heartbeat.LeaseClient = hbClient.Leases(heartbeat.Namespace)
 	if rec != nil {
 		leases = rec.Leases(n.Index, leases)
 	}
 	hb, err := heartbeat.New(heartbeat.Options{
 		NodeName:          n.Name,
 		Leases:            leases,
-		Nodes:             hbClient.CoreV1().Nodes(),
+		Nodes:             hbClient.Nodes(),
 		LeaseDuration:     leaseDuration,
 		Logger:            log.With("component", "heartbeat"),
 		Metrics:           f.HBMetrics,
@@ -112,7 +117,7 @@ func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recor
 	images := f.Images
 	ns, err := nodestatus.New(nodestatus.Options{
 		NodeName:        n.Name,
-		Client:          client,
+		Nodes:           client.Nodes(),
 		Logger:          log.With("component", "nodestatus"),
 		ReportFrequency: n.ReportFrequency,
 		NodeIP:          NodeIP(n.Index),

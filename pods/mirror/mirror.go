@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	utilptr "k8s.io/utils/ptr"
 
@@ -30,15 +29,26 @@ const requestTimeout = 10 * time.Second
 
 // Client creates and deletes mirror pods.
 type Client struct {
-	client kubernetes.Interface
+	client PodsGetter
 	lister corelisters.PodLister // the node's pods, mirror pods included
 	node   func() *v1.Node       // the registered Node; nil until then
 	log    *slog.Logger
 }
 
+// PodClient is what the mirror client uses of one namespace's Pods:
+// client-go's typed client (and its fake) and internal/kubeclient's satisfy
+// it.
+type PodClient interface {
+	Create(ctx context.Context, pod *v1.Pod, opts metav1.CreateOptions) (*v1.Pod, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// PodsGetter returns the Pods client of a namespace.
+type PodsGetter func(namespace string) PodClient
+
 // New returns a Client. lister lists the API server's pods of this node;
 // node returns the registered Node (for the owner reference), nil before.
-func New(client kubernetes.Interface, lister corelisters.PodLister, node func() *v1.Node, log *slog.Logger) *Client {
+func New(client PodsGetter, lister corelisters.PodLister, node func() *v1.Node, log *slog.Logger) *Client {
 	return &Client{client: client, lister: lister, node: node, log: log}
 }
 
@@ -75,7 +85,7 @@ func (c *Client) Ensure(ctx context.Context, pod *v1.Pod) bool {
 	}}
 	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	if _, err := c.client.CoreV1().Pods(pod.Namespace).Create(cctx, mp, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := c.client(pod.Namespace).Create(cctx, mp, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		c.log.Warn("cannot create the mirror pod", "pod", kubetypes.FullName(pod), "err", err)
 		return false
 	}
@@ -120,7 +130,7 @@ func (c *Client) DeleteOrphans(ctx context.Context, static map[string]string) {
 func (c *Client) delete(ctx context.Context, mp *v1.Pod) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	err := c.client.CoreV1().Pods(mp.Namespace).Delete(ctx, mp.Name, metav1.DeleteOptions{
+	err := c.client(mp.Namespace).Delete(ctx, mp.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: utilptr.To[int64](0),
 		Preconditions:      metav1.NewUIDPreconditions(string(mp.UID)),
 	})

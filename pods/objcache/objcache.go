@@ -35,7 +35,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -94,26 +93,28 @@ func New[T runtime.Object](resource schema.GroupResource, expected T, newLW List
 	}
 }
 
-// NewSecrets returns a Cache of Secrets read through client. A missing
-// Secret is apierrors.NotFound for resource "secret", as kubelet reports
-// it (`secret "x" not found`).
-func NewSecrets(client kubernetes.Interface, log *slog.Logger) *Cache[*v1.Secret] {
-	return New(schema.GroupResource{Resource: "secret"}, &v1.Secret{}, byName(func(ns string) namespaced[*v1.SecretList] {
-		return client.CoreV1().Secrets(ns)
+// NewSecrets returns a Cache of Secrets read through client, the Secrets
+// client of a namespace (client-go's CoreV1().Secrets, its fake's, or
+// internal/kubeclient's). A missing Secret is apierrors.NotFound for
+// resource "secret", as kubelet reports it (`secret "x" not found`).
+func NewSecrets[C Namespaced[*v1.SecretList]](client func(namespace string) C, log *slog.Logger) *Cache[*v1.Secret] {
+	return New(schema.GroupResource{Resource: "secret"}, &v1.Secret{}, byName(func(ns string) Namespaced[*v1.SecretList] {
+		return client(ns)
 	}), log)
 }
 
-// NewConfigMaps returns a Cache of ConfigMaps read through client. A
-// missing ConfigMap is apierrors.NotFound for resource "configmap".
-func NewConfigMaps(client kubernetes.Interface, log *slog.Logger) *Cache[*v1.ConfigMap] {
-	return New(schema.GroupResource{Resource: "configmap"}, &v1.ConfigMap{}, byName(func(ns string) namespaced[*v1.ConfigMapList] {
-		return client.CoreV1().ConfigMaps(ns)
+// NewConfigMaps returns a Cache of ConfigMaps read through client, the
+// ConfigMaps client of a namespace. A missing ConfigMap is
+// apierrors.NotFound for resource "configmap".
+func NewConfigMaps[C Namespaced[*v1.ConfigMapList]](client func(namespace string) C, log *slog.Logger) *Cache[*v1.ConfigMap] {
+	return New(schema.GroupResource{Resource: "configmap"}, &v1.ConfigMap{}, byName(func(ns string) Namespaced[*v1.ConfigMapList] {
+		return client(ns)
 	}), log)
 }
 
-// namespaced is the part of a typed client for one namespace that a watch
+// Namespaced is the part of a typed client for one namespace that a watch
 // by name needs.
-type namespaced[L runtime.Object] interface {
+type Namespaced[L runtime.Object] interface {
 	List(ctx context.Context, o metav1.ListOptions) (L, error)
 	Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error)
 }
@@ -121,7 +122,7 @@ type namespaced[L runtime.Object] interface {
 // byName lists and watches one object by name (a field selector on
 // metadata.name, which the Node authorizer allows for objects a bound pod
 // references).
-func byName[L runtime.Object](client func(ns string) namespaced[L]) ListWatchFunc {
+func byName[L runtime.Object](client func(ns string) Namespaced[L]) ListWatchFunc {
 	return func(ns, name string) *cache.ListWatch {
 		c := client(ns)
 		return &cache.ListWatch{

@@ -44,7 +44,7 @@ func TestSecretsWatched(t *testing.T) {
 		watches.Add(1)
 		return false, nil, nil
 	})
-	c := NewSecrets(client, testlog.New(t))
+	c := NewSecrets(client.CoreV1().Secrets, testlog.New(t))
 	var mu sync.Mutex
 	var changes [][]types.UID
 	c.OnChange(func(uids []types.UID, ns, name string) {
@@ -122,7 +122,7 @@ func TestGetForbidden(t *testing.T) {
 	client.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "c", nil)
 	})
-	c := NewConfigMaps(client, testlog.New(t))
+	c := NewConfigMaps(client.CoreV1().ConfigMaps, testlog.New(t))
 	start := time.Now()
 	_, err := c.Get(context.Background(), "pod", "ns", "c")
 	if !apierrors.IsForbidden(err) {
@@ -142,7 +142,7 @@ func TestImmutableStopsWatching(t *testing.T) {
 		watches.Add(1)
 		return false, nil, nil
 	})
-	c := NewConfigMaps(client, testlog.New(t))
+	c := NewConfigMaps(client.CoreV1().ConfigMaps, testlog.New(t))
 	cm, err := c.Get(context.Background(), "pod", "ns", "c")
 	if err != nil || cm.Data["k"] != "v" {
 		t.Fatalf("Get = %v, %v", cm, err)

@@ -8,9 +8,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -37,7 +37,6 @@ type Handler interface {
 // node's own informer has synced, so that pods are admitted against the
 // registered Node.
 type APISource struct {
-	factory    informers.SharedInformerFactory
 	informer   cache.SharedIndexInformer
 	lister     corelisters.PodLister
 	nodeSynced func() bool
@@ -49,17 +48,32 @@ type APISource struct {
 // informer has synced.
 const nodeSyncPoll = 100 * time.Millisecond
 
+// PodListWatcher lists and watches the Pods of all namespaces: client-go's
+// typed client CoreV1().Pods("") (and its fake) and internal/kubeclient's
+// Pods("") satisfy it.
+type PodListWatcher interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*v1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
 // NewAPISource returns a source that tells h about the pods of nodeName.
 // nodeSynced reports whether the Node informer has synced (nil: always).
-func NewAPISource(client kubernetes.Interface, nodeName string, h Handler, nodeSynced func() bool, clk clock.Clock, log *slog.Logger) *APISource {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-	}))
-	inf := f.Core().V1().Pods()
+func NewAPISource(client PodListWatcher, nodeName string, h Handler, nodeSynced func() bool, clk clock.Clock, log *slog.Logger) *APISource {
+	sel := fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return client.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return client.Watch(ctx, o)
+		},
+	}, &v1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	if nodeSynced == nil {
 		nodeSynced = func() bool { return true }
 	}
-	s := &APISource{factory: f, informer: inf.Informer(), lister: inf.Lister(), nodeSynced: nodeSynced, clock: clk, log: log}
+	s := &APISource{informer: inf, lister: corelisters.NewPodLister(inf.GetIndexer()), nodeSynced: nodeSynced, clock: clk, log: log}
 	_, _ = s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { changed(h, obj) },
 		UpdateFunc: func(_, obj any) { changed(h, obj) },
@@ -112,10 +126,11 @@ func (s *APISource) Run(ctx context.Context, synced chan<- struct{}) {
 		case <-s.clock.After(nodeSyncPoll):
 		}
 	}
-	s.factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { defer close(done); s.informer.Run(ctx.Done()) }()
 	if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
 		close(synced)
 	}
 	<-ctx.Done()
-	s.factory.Shutdown()
+	<-done
 }

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	utilptr "k8s.io/utils/ptr"
@@ -31,7 +30,7 @@ import (
 // rate limiter (requestRetry*). Set, Forget and MirrorChanged are safe to
 // call concurrently and never block on the API server.
 type Manager struct {
-	client kubernetes.Interface
+	client PodsGetter
 	log    *slog.Logger
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
 
@@ -60,11 +59,22 @@ const (
 	requestTimeout = 10 * time.Second
 )
 
-// NewManager returns a Manager; a nil client makes it discard statuses
+// PodClient is what the manager uses of one namespace's Pods: client-go's
+// typed client (and its fake) and internal/kubeclient's satisfy it.
+type PodClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Pod, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.Pod, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// PodsGetter returns the Pods client of a namespace.
+type PodsGetter func(namespace string) PodClient
+
+// NewManager returns a Manager; a nil pods makes it discard statuses
 // (static pods without an API server).
-func NewManager(client kubernetes.Interface, log *slog.Logger) *Manager {
+func NewManager(pods PodsGetter, log *slog.Logger) *Manager {
 	return &Manager{
-		client:  client,
+		client:  pods,
 		log:     log,
 		entries: map[types.UID]*entry{},
 		waiters: map[types.UID][]chan error{},
@@ -205,7 +215,7 @@ func (s *Manager) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	err := s.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+	err := s.client(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: utilptr.To[int64](0),
 		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
 	})
@@ -260,7 +270,7 @@ func (s *Manager) sync(ctx context.Context, uid types.UID) error {
 	}
 	if fresh {
 		gctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		got, err := s.client.CoreV1().Pods(cur.Namespace).Get(gctx, cur.Name, metav1.GetOptions{})
+		got, err := s.client(cur.Namespace).Get(gctx, cur.Name, metav1.GetOptions{})
 		cancel()
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -285,7 +295,7 @@ func (s *Manager) sync(ctx context.Context, uid types.UID) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	got, err := s.client.CoreV1().Pods(cur.Namespace).Patch(pctx, cur.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	got, err := s.client(cur.Namespace).Patch(pctx, cur.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // the pod is gone (or replaced); nothing to write to
 	}

@@ -44,7 +44,7 @@ func listerOf(t *testing.T, pods ...*v1.Pod) corelisters.PodLister {
 func TestStatusManagerReadsBackWhenInformerLags(t *testing.T) {
 	current := apiPod("rv-b", v1.PodReady) // what our last write left
 	client := fake.NewClientset(current)
-	s := NewManager(client, testlog.New(t))
+	s := NewManager(fakePods(client), testlog.New(t))
 	stale := apiPod("rv-a") // the informer has not seen our write yet
 	stale.Status.Phase = v1.PodPending
 	s.SetLister(listerOf(t, stale))
@@ -99,7 +99,7 @@ func TestStatusManagerNeverPatchesOnePodConcurrently(t *testing.T) {
 		inflight.Add(-1)
 		return false, nil, nil
 	})
-	s := NewManager(client, testlog.New(t))
+	s := NewManager(fakePods(client), testlog.New(t))
 	s.SetLister(listerOf(t, pod))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -126,4 +126,9 @@ func TestStatusManagerNeverPatchesOnePodConcurrently(t *testing.T) {
 	if n := overlaps.Load(); n > 0 {
 		t.Errorf("%d patches of one pod ran concurrently", n)
 	}
+}
+
+// fakePods is the Pods getter of client-go's fake Clientset.
+func fakePods(c *fake.Clientset) PodsGetter {
+	return func(ns string) PodClient { return c.CoreV1().Pods(ns) }
 }

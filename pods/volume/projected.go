@@ -36,12 +36,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
-	"github.com/nodeagent/nodeagent/pods/objcache"
 )
 
 const (
@@ -90,7 +88,7 @@ const (
 // be called concurrently for different pods; calls for one pod must not
 // overlap (one worker per pod).
 type Projector struct {
-	client     kubernetes.Interface // nil: no API server
+	client     ServiceAccountsGetter // nil: no API server
 	secrets    SecretGetter
 	configMaps ConfigMapGetter
 	node       func() *v1.Node
@@ -115,13 +113,24 @@ type cachedToken struct {
 	refreshAt time.Time // request a new token from then on
 }
 
+// ServiceAccountClient requests tokens for one namespace's service
+// accounts: client-go's typed client (CoreV1().ServiceAccounts, and its
+// fake) and internal/kubeclient's satisfy it.
+type ServiceAccountClient interface {
+	CreateToken(ctx context.Context, name string, tr *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error)
+}
+
+// ServiceAccountsGetter returns the ServiceAccounts client of a namespace.
+type ServiceAccountsGetter func(namespace string) ServiceAccountClient
+
 // ProjectorOptions configure a Projector.
 type ProjectorOptions struct {
-	// Client requests tokens; nil without an API server (tokens, Secrets
-	// and ConfigMaps then fail to mount).
-	Client kubernetes.Interface
-	// Secrets and ConfigMaps read the objects pods reference; nil: watched
-	// caches of their own through Client (objcache).
+	// Client requests tokens; nil without an API server (tokens then fail
+	// to mount).
+	Client ServiceAccountsGetter
+	// Secrets and ConfigMaps read the objects pods reference (watched
+	// caches: objcache); nil without an API server (they then fail to
+	// mount).
 	Secrets    SecretGetter
 	ConfigMaps ConfigMapGetter
 	// Node returns the Node, whose allocatable is the default of unset
@@ -132,11 +141,6 @@ type ProjectorOptions struct {
 	Logger *slog.Logger
 }
 
-// NewProjector returns a Projector that reads through client.
-func NewProjector(client kubernetes.Interface, clk clock.Clock, log *slog.Logger) *Projector {
-	return NewProjectorWithOptions(ProjectorOptions{Client: client, Clock: clk, Logger: log})
-}
-
 // NewProjectorWithOptions returns a Projector configured by o.
 func NewProjectorWithOptions(o ProjectorOptions) *Projector {
 	if o.Logger == nil {
@@ -144,12 +148,6 @@ func NewProjectorWithOptions(o ProjectorOptions) *Projector {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
-	}
-	if o.Client != nil && o.Secrets == nil {
-		o.Secrets = objcache.NewSecrets(o.Client, o.Logger)
-	}
-	if o.Client != nil && o.ConfigMaps == nil {
-		o.ConfigMaps = objcache.NewConfigMaps(o.Client, o.Logger)
 	}
 	return &Projector{
 		client:     o.Client,
@@ -373,7 +371,7 @@ func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v
 		return cached.token, cached.refreshAt, nil
 	}
 
-	tr, err := p.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+	tr, err := p.client(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
 	if err == nil {
 		err = checkTokenResponse(tr)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,11 +26,13 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/internal/testlog"
 	"github.com/nodeagent/nodeagent/pods/internal/podtest"
+	"github.com/nodeagent/nodeagent/pods/objcache"
 )
 
 var projT0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -108,7 +111,7 @@ func newProjFixture(t *testing.T, objs ...runtime.Object) *projFixture {
 			t.Errorf("TeardownVolumes: %v", err)
 		}
 	})
-	return &projFixture{clk: clk, client: client, tokens: ts, p: NewProjector(client, clk, testlog.New(t)), podDir: podDir}
+	return &projFixture{clk: clk, client: client, tokens: ts, p: newFakeProjector(client, clk, testlog.New(t)), podDir: podDir}
 }
 
 func rootCA(data string) *v1.ConfigMap {
@@ -637,7 +640,7 @@ func TestDownwardAPIValueErrors(t *testing.T) {
 func TestProjectorErrors(t *testing.T) {
 	ctx := context.Background()
 	t.Run("relative pod directory", func(t *testing.T) {
-		p := NewProjector(fake.NewClientset(), clocktesting.NewFakeClock(projT0), testlog.New(t))
+		p := newFakeProjector(fake.NewClientset(), clocktesting.NewFakeClock(projT0), testlog.New(t))
 		if _, _, err := p.Setup(ctx, apiPod(), "pod"); err == nil || !strings.Contains(err.Error(), "must be absolute") {
 			t.Errorf("Setup = %v, want an error about the relative directory", err)
 		}
@@ -833,4 +836,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// newFakeProjector is a Projector that reads through client-go's fake
+// Clientset, as cmd/nodeagent wires it to the agent's own client: tokens
+// from the TokenRequest API, Secrets and ConfigMaps through watched caches.
+func newFakeProjector(client *fake.Clientset, clk clock.Clock, log *slog.Logger) *Projector {
+	return NewProjectorWithOptions(ProjectorOptions{
+		Client:     func(ns string) ServiceAccountClient { return client.CoreV1().ServiceAccounts(ns) },
+		Secrets:    objcache.NewSecrets(client.CoreV1().Secrets, log),
+		ConfigMaps: objcache.NewConfigMaps(client.CoreV1().ConfigMaps, log),
+		Clock:      clk,
+		Logger:     log,
+	})
 }

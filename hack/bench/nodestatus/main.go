@@ -320,7 +320,7 @@ func (b *bench) manager(name string, c kubernetes.Interface, report time.Duratio
 	}
 	return nodestatus.New(nodestatus.Options{
 		NodeName:        name,
-		Client:          c,
+		Nodes:           c.CoreV1().Nodes(),
 		Logger:          b.log,
 		ReportFrequency: report,
 		RootDir:         dir,

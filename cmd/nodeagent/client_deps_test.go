@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// apiGroups are the only API type packages the binary may link: those of
+// internal/kubeclient's scheme. Adding one is a decision (the typed client
+// in kubeclient, its group in the scheme, and this list).
+var apiGroups = []string{
+	"k8s.io/api/core/v1",
+	"k8s.io/api/coordination/v1",
+	"k8s.io/api/node/v1",
+	"k8s.io/api/certificates/v1",
+	"k8s.io/api/authentication/v1",
+	"k8s.io/api/authorization/v1",
+}
+
+// clientGoWhole are client-go's packages that link or register every API
+// group: the Clientset and its typed clients (which import the scheme
+// package), the scheme, the informer factory, the apply configurations
+// and discovery.
+var clientGoWhole = []string{
+	"k8s.io/client-go/kubernetes",
+	"k8s.io/client-go/informers",
+	"k8s.io/client-go/applyconfigurations",
+	"k8s.io/client-go/discovery",
+}
+
+// TestClientLinksOnlyTheAgentsGroups: the agent talks to the API server
+// through internal/kubeclient, so neither client-go's Clientset, its
+// scheme or informer factory, nor any API group the agent does not use is
+// linked into the binary (each would add its types and its init to every
+// start of the agent).
+func TestClientLinksOnlyTheAgentsGroups(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	importers := map[string][]string{}
+	var pkgs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		pkgs = append(pkgs, pkg)
+		for _, imp := range strings.Fields(imports) {
+			importers[imp] = append(importers[imp], pkg)
+		}
+	}
+	if !slices.Contains(pkgs, "github.com/nodeagent/nodeagent/internal/kubeclient") || !slices.Contains(pkgs, "k8s.io/api/core/v1") {
+		t.Fatalf("go list did not list the agent's client:\n%s", out)
+	}
+	for _, pkg := range pkgs {
+		for _, whole := range clientGoWhole {
+			if pkg == whole || strings.HasPrefix(pkg, whole+"/") {
+				t.Errorf("the binary links %s (imported by %v); use internal/kubeclient", pkg, importers[pkg])
+			}
+		}
+		if strings.HasPrefix(pkg, "k8s.io/api/") && !slices.Contains(apiGroups, pkg) {
+			t.Errorf("the binary links API group %s (imported by %v)", pkg, importers[pkg])
+		}
+	}
+}
