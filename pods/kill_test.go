@@ -90,3 +90,24 @@ func TestWorkerReleasesAFinishedPodsSandbox(t *testing.T) {
 		t.Errorf("a restarted agent's worker: netns created %d→%d, removed %v", created, len(e.netns.created), e.netns.removed)
 	}
 }
+
+// Found by TestAgentSIGKILLedDuringPodChurn on a loaded host: a pause
+// whose shim did not answer in time was taken for dead and removed (with
+// the pod's PID namespace), again and again. A pause of unknown state is
+// neither used, removed nor replaced; the sync asks again.
+func TestPauseOfUnknownStateIsKept(t *testing.T) {
+	unknown := runtime.Pause{ID: "u", State: runtime.StateUnknown}
+	running := runtime.Pause{ID: "r", State: runtime.StateRunning, Pid: 7}
+	if use, remove := pauseDecision([]runtime.Pause{unknown}); use != nil || len(remove) != 0 {
+		t.Errorf("unknown alone: use %v remove %v, want neither", use, remove)
+	}
+	if use, remove := pauseDecision([]runtime.Pause{running, unknown}); use == nil || use.ID != "r" || len(remove) != 0 {
+		t.Errorf("running and unknown: use %v remove %v, want r and nothing removed", use, remove)
+	}
+	if err := pauseUnknown([]runtime.Pause{running, unknown}); err == nil {
+		t.Error("pauseUnknown: nil, want an error naming the pause")
+	}
+	if err := pauseUnknown([]runtime.Pause{running}); err != nil {
+		t.Errorf("pauseUnknown without an unknown pause: %v", err)
+	}
+}

@@ -1,6 +1,8 @@
 package pods
 
 import (
+	"fmt"
+
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -49,4 +51,19 @@ func (w *worker) waitForStarts(rs pleg.PodStatus) bool {
 		w.log.Info("the pod status does not show containers this worker started as started yet; waiting for the PLEG", "containerIDs", ids)
 	}
 	return len(ids) > 0
+}
+
+// pauseUnknown fails a sync while the state of one of the pod's pauses is
+// unknown (containerd could not ask its shim in time): neither started
+// again (a duplicate) nor removed (that kills the pod's PID namespace and
+// every container in it), it is asked about again at the next sync. The
+// fault suite saw a loaded host's slow shims make the agent remove one
+// healthy pause after the other.
+func pauseUnknown(ps []runtime.Pause) error {
+	for _, p := range ps {
+		if p.State == runtime.StateUnknown {
+			return fmt.Errorf("pod PID namespace: the state of pause container %s is unknown; asking again", p.ID)
+		}
+	}
+	return nil
 }
