@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testenv"
 	"github.com/nodeagent/nodeagent/internal/testimage"
 	"github.com/nodeagent/nodeagent/pods/volume"
@@ -86,19 +85,14 @@ func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
 		// Whatever the agent did not clean up (it was not running, or a
 		// static pod's file outlived the test).
 		es, _ := os.ReadDir(podsDir)
-		netnsDir := "/run/nodeagent/netns-" + ns // the agent's (see netnsDirFor)
 		for _, e := range es {
 			_ = volume.TeardownVolumes(filepath.Join(podsDir, e.Name()))
-			_ = netns.Remove(filepath.Join(netnsDir, e.Name()))
 		}
-		// The directory is the test's alone; empty, it goes.
-		_ = os.Remove(netnsDir)
-		podNSDir := "/run/nodeagent/pods-" + ns // the agent's (see podNSDirFor)
-		es, _ = os.ReadDir(podNSDir)
-		for _, e := range es {
-			_ = netns.RemovePod(filepath.Join(podNSDir, e.Name()))
-		}
-		_ = os.Remove(podNSDir)
+		// The agent's network and pod namespace directories are the
+		// test's alone: whatever is mounted there (namespaces of pods
+		// whose directory is gone with rootDir, e.g. a tmpfs rootDir
+		// unmounted first) is unmounted, and they go.
+		testenv.CleanAgentRunDirs(t, ns)
 	})
 	return a, rt
 }

@@ -40,7 +40,7 @@ go test -race -count=1 -timeout 10m ./pods ./heartbeat || status=1
 # The fault suite (issue 15) stops the API server, etcd and containerd: it
 # starts a cluster of its own and runs alone (docs/reliability.md).
 phase "fault suite (e2e/fault, on its own cluster)"
-go test -count=1 -parallel 4 -timeout 15m ./e2e/fault || status=1
+go test -count=1 -parallel 4 -timeout 25m ./e2e/fault || status=1
 
 phase "config decoder fuzzing (10s)"
 go test ./config -run='^$' -fuzz=FuzzDecode -fuzztime=10s -fuzzminimizetime=200x || status=1

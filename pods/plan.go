@@ -238,9 +238,11 @@ func computePlanProbed(pod *v1.Pod, rs pleg.PodStatus, bo map[string]crashLoop, 
 				p.start = append(p.start, startAction{container: c, attempt: cur.Attempt + 1})
 			}
 		case runtime.StateCreated:
-			// Created but never started (the agent stopped in between).
+			// Created but never started (the agent stopped in between):
+			// replaced by the same attempt, as it never ran (not a
+			// restart; an agent SIGKILL must not count as one).
 			p.remove = append(p.remove, *cur)
-			p.start = append(p.start, startAction{container: c, attempt: cur.Attempt + 1})
+			p.start = append(p.start, startAction{container: c, attempt: cur.Attempt})
 		case runtime.StateExited:
 			if shouldRestart(policy, cur.ExitCode) {
 				p.restartOrWait(pod, c, false, cur, bo[c.Name], now)

@@ -135,11 +135,16 @@ func TestComputePlan(t *testing.T) {
 			cs: func(p *v1.Pod) []runtime.Container {
 				return []runtime.Container{rc(p, "a", 0, runtime.StateExited, 2, t0, t0)}
 			}},
-		{name: "created but never started: replaced", pod: always(nil, "a"),
+		{name: "created but never started: replaced by the same attempt (not a restart)", pod: always(nil, "a"),
 			cs: func(p *v1.Pod) []runtime.Container {
 				return []runtime.Container{rc(p, "a", 0, runtime.StateCreated, 0, time.Time{}, time.Time{})}
 			},
-			removes: []string{"a-0"}, starts: []string{"a#1"}},
+			removes: []string{"a-0"}, starts: []string{"a#0"}},
+		{name: "a restarted container created but never started: the same attempt", pod: always(nil, "a"),
+			cs: func(p *v1.Pod) []runtime.Container {
+				return []runtime.Container{rc(p, "a", 2, runtime.StateCreated, 0, time.Time{}, time.Time{})}
+			},
+			removes: []string{"a-2"}, starts: []string{"a#2"}},
 		{name: "terminal pod starts nothing", pod: always(nil, "a"), phase: v1.PodSucceeded},
 		{name: "containers of names not in the spec go", pod: always(nil, "a"),
 			cs: func(p *v1.Pod) []runtime.Container {

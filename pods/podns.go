@@ -75,9 +75,13 @@ func podNamespacesFor(pod *v1.Pod, hostname string) podNSPlan {
 }
 
 // pauseDecision picks the pause to use among a pod's pauses (the running
-// one, nil: start one) and those to remove (exited ones, duplicates).
+// one, nil: start one) and those to remove (exited ones, duplicates). A
+// pause whose state is unknown is neither (see errPauseUnknown).
 func pauseDecision(ps []runtime.Pause) (use *runtime.Pause, remove []string) {
 	for i := range ps {
+		if ps[i].State == runtime.StateUnknown {
+			continue
+		}
 		if use == nil && ps[i].State == runtime.StateRunning && ps[i].Pid != 0 {
 			use = &ps[i]
 			continue
@@ -114,6 +118,9 @@ func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
 	ps, err := w.d.pauses.ListPauses(ctx, w.uid)
 	if err != nil {
 		return fmt.Errorf("pod PID namespace: %w", err)
+	}
+	if err := pauseUnknown(ps); err != nil {
+		return err
 	}
 	use, remove := pauseDecision(ps)
 	if use != nil && w.terminal.Load() {

@@ -205,7 +205,7 @@ func TestWorkerSharesPodNamespaces(t *testing.T) {
 	// A finished pod's pause is stopped (kubelet stops its sandbox); a
 	// finished pod starts none.
 	w.terminal.Store(true)
-	e.sync(w)
+	e.settle(w)
 	if len(fp.ps) != 0 || len(fp.stopped) != 1 {
 		t.Errorf("a terminal pod's pauses %+v, stopped %v", fp.ps, fp.stopped)
 	}
@@ -213,7 +213,8 @@ func TestWorkerSharesPodNamespaces(t *testing.T) {
 		t.Errorf("ensurePause without a container to start: %v, pauses %+v", err, fp.ps)
 	}
 	w.terminal.Store(false)
-	fp.stopped = nil
+	w.released = false
+	fp.stopped, fns.removed = nil, nil
 	if _, err := fp.CreatePause(context.Background(), runtime.PauseSpec{Pod: runtime.PodRef{UID: pod.UID}}); err != nil {
 		t.Fatal(err)
 	}

@@ -71,9 +71,10 @@ func (p *plan) initActions(pod *v1.Pod, named map[string]*attempts, bo map[strin
 		done := false
 		switch cur.State {
 		case runtime.StateCreated:
-			// Created but never started (the agent stopped in between).
+			// Created but never started (the agent stopped in between):
+			// the same attempt again (see plan.go).
 			p.remove = append(p.remove, *cur)
-			p.start = append(p.start, startAction{container: c, init: true, attempt: cur.Attempt + 1})
+			p.start = append(p.start, startAction{container: c, init: true, attempt: cur.Attempt})
 		case runtime.StateRunning:
 			if !sidecar || !started(c.Name, cur.ID) {
 				break // wait for it to exit, or to start

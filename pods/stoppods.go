@@ -202,12 +202,13 @@ func (w *worker) settleRequests() {
 	}
 }
 
-// stopFinishedPause stops and removes the pause of a finished pod the
-// agent stopped itself (such a pod is not synced again), as kubelet stops
-// a finished pod's sandbox.
+// stopFinishedPause releases the sandbox (pause, namespaces, network,
+// volumes, cgroup: releaseFinished) of a finished pod the agent stopped
+// itself (such a pod is not synced again), as kubelet stops a finished
+// pod's sandbox.
 func (w *worker) stopFinishedPause(ctx context.Context, pod *v1.Pod) error {
-	if !w.terminal.Load() || pod.Spec.ShareProcessNamespace == nil || !*pod.Spec.ShareProcessNamespace {
+	if !w.terminal.Load() {
 		return nil
 	}
-	return w.setupPodNamespaces(ctx, pod)
+	return w.releaseFinished(ctx, pod)
 }

@@ -95,6 +95,8 @@ type worker struct {
 	evicted     *evictRequest     // the eviction being carried out (worker-owned)
 	stopReq     *stopRequest      // StopPods asked to stop the pod (under mu; stoppods.go)
 	stopHit     *stopRequest      // the request being enforced (worker-owned)
+	released    bool              // a finished pod's sandbox was released (finished.go)
+	startedIDs  map[string]bool   // containers this worker started (stalestart.go)
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -301,6 +303,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	if w.source == kubetypes.SourceFile && !w.d.ensureMirror(ctx, pod) {
 		retryAt = now.Add(mirrorRetry)
 	}
+	if w.finished(pod) {
+		return w.syncFinished(ctx, pod, rs, now, retryAt)
+	}
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
 	if sandboxErr != nil {
 		w.sandboxEvents(pod, sandboxErr)
@@ -310,6 +315,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	if acted, err := w.killUnhealthy(ctx, pod, rs); acted || err != nil {
 		return true, time.Time{}, err
 	}
+	if w.waitForStarts(rs) {
+		return true, time.Time{}, nil
+	}
 	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.sidecarStarted, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
@@ -317,6 +325,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	if p.empty() {
 		w.reap(ctx, rs)
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
+		if w.finished(pod) {
+			return true, p.wakeAt, nil // the next sync releases its sandbox
+		}
 		return false, p.wakeAt, nil
 	}
 	if w.status == nil {
@@ -491,6 +502,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		_ = w.d.rt.RemoveContainer(ctx, id)
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
+	w.noteStarted(id)
 	delete(w.errs, c.Name)
 	kind := "new"
 	if s.attempt > 0 {

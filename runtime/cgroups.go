@@ -58,3 +58,20 @@ func cgroupMounts() []string {
 	}
 	return mountinfo.CgroupMountPoints(ms)
 }
+
+// removeContainerCgroup removes a removed container's own cgroup
+// (cgroupfs driver) from every hierarchy, if it is still there and empty.
+// runc removes it when it deletes a task, but a task whose creation was
+// cut short (the agent SIGKILLed while it waited for containerd) leaves
+// it behind: the next agent removes the container, never started, and
+// without this its empty cgroup stayed in the pod's for the pod's life
+// (found by e2e/fault's TestAgentSIGKILLedDuringPodChurn). A cgroup that
+// still has processes is left alone (rmdir fails).
+func (r *Runtime) removeContainerCgroup(cgroupsPath string) {
+	if r.opts.SystemdCgroup || !strings.HasPrefix(cgroupsPath, "/") || strings.Contains(cgroupsPath, "..") {
+		return
+	}
+	for _, root := range cgroupMounts() {
+		_ = syscall.Rmdir(filepath.Join(root, cgroupsPath))
+	}
+}

@@ -571,6 +571,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
 	}
 	removeStdio(labels, id)
+	r.removeContainerCgroup(labels[labelCgroupsPath])
 	return nil
 }
 

@@ -256,8 +256,9 @@ func (r *Runtime) ListPauses(ctx context.Context, uid types.UID) ([]Pause, error
 		resp, err := r.client.TaskService().Get(ctx, &tasksapi.GetRequest{ContainerID: c.ID})
 		switch err = convertErr(err); {
 		case err == nil:
-			if resp.Process.Status == tasktypes.Status_RUNNING {
-				p.State, p.Pid = StateRunning, resp.Process.Pid
+			p.State = pauseState(resp.Process.Status)
+			if p.State == StateRunning {
+				p.Pid = resp.Process.Pid
 			}
 		case errors.Is(err, ErrNotFound):
 		default:
@@ -267,6 +268,21 @@ func (r *Runtime) ListPauses(ctx context.Context, uid types.UID) ([]Pause, error
 	}
 	slices.SortFunc(out, func(a, b Pause) int { return cmpState(a, b) })
 	return out, nil
+}
+
+// pauseState is a pause's state from its task's status. UNKNOWN is what
+// containerd answers when the shim did not answer in time (a loaded host):
+// the pause may well run, so it is not taken for dead (whoever sees it dead
+// removes it, killing the pod's PID namespace with every process in it).
+// A task created but not started (the agent died in between) is dead.
+func pauseState(s tasktypes.Status) State {
+	switch s {
+	case tasktypes.Status_RUNNING, tasktypes.Status_PAUSED, tasktypes.Status_PAUSING:
+		return StateRunning
+	case tasktypes.Status_UNKNOWN:
+		return StateUnknown
+	}
+	return StateExited
 }
 
 // cmpState orders running pauses first.

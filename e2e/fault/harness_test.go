@@ -110,6 +110,9 @@ type agent struct {
 
 type agentOpts struct {
 	viaProxy bool // the kubeconfig points at a faultproxy in front of the API server
+	// config is extra YAML for the agent's config file; one that sets
+	// cniConfDir replaces the default (no pod network).
+	config string
 }
 
 func newAgent(t *testing.T, o agentOpts) *agent {
@@ -152,12 +155,15 @@ healthzPort: %d
 port: %d
 containerRuntimeEndpoint: unix://%s
 containerRuntimeNamespace: %s
-cniConfDir: ""
 imageGCHighThresholdPercent: 100
 authentication:
   x509:
     clientCAFile: %s
 `, filepath.Join(a.dir, "root"), port, freePort(t), env.ContainerdAddress, a.ns, env.CACert)
+	if !strings.Contains(o.config, "cniConfDir:") {
+		cfg += "cniConfDir: \"\"\n"
+	}
+	cfg += o.config
 	cfgPath := filepath.Join(a.dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -174,10 +180,11 @@ authentication:
 			for _, p := range pods.Items {
 				_ = env.Admin.CoreV1().Pods("default").Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 			}
-			// Let the agent stop them (its volumes, cgroups), briefly.
+			// Let the agent stop them and clean up after them (volumes,
+			// namespaces, cgroups), briefly.
 			_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 				cs, err := rt.ListContainers(ctx)
-				return err == nil && len(cs) == 0, nil
+				return err == nil && len(cs) == 0 && emptyDirs(append(testenv.AgentRunDirs(a.ns), filepath.Join(a.dir, "root", "pods"))...), nil
 			})
 		}
 		if a.cmd.Process != nil {
@@ -189,6 +196,12 @@ authentication:
 			_ = rt.RemoveContainer(ctx, c.ID)
 		}
 		_ = rt.Close()
+		// What the agent did not clean up: mounts under its pod
+		// directories (volumes) and its namespace directories.
+		if _, err := testenv.RemoveHostLeftovers(filepath.Join(a.dir, "root", "pods")); err != nil {
+			t.Errorf("host cleanup: %v", err)
+		}
+		testenv.CleanAgentRunDirs(t, a.ns)
 		// The agent's cgroup root (its namespace's), in every controller.
 		if m, err := cgmanager.New(&cgroups.Cgroup{Path: "/nodeagent-" + a.ns, Resources: &cgroups.Resources{SkipDevices: true}}); err == nil {
 			_ = m.Destroy()
@@ -459,6 +472,16 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// emptyDirs reports whether every one of dirs is empty or missing.
+func emptyDirs(dirs ...string) bool {
+	for _, d := range dirs {
+		if es, _ := os.ReadDir(d); len(es) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // cluster is the test's cluster as a localcluster.State, for fault control.

@@ -1,0 +1,104 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeagent/nodeagent/internal/mountinfo"
+)
+
+// AgentRunDirs are the directories under /run/nodeagent that an agent
+// using containerd namespace ns keeps for itself (cmd/nodeagent's
+// netnsDirFor and podNSDirFor): its pods' network namespaces, and their
+// IPC/UTS namespaces and /dev/shm. They outlive the agent, so a test that
+// runs an agent in a namespace of its own must remove them.
+func AgentRunDirs(ns string) []string {
+	return []string{"/run/nodeagent/netns-" + ns, "/run/nodeagent/pods-" + ns}
+}
+
+// MountsUnder returns the mounts strictly below any of dirs ("fstype
+// mountpoint", in the kernel's order).
+func MountsUnder(dirs ...string) ([]string, error) {
+	ms, err := mountinfo.Read()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range ms {
+		for _, d := range dirs {
+			if strings.HasPrefix(m.MountPoint, filepath.Clean(d)+"/") {
+				out = append(out, m.FSType+" "+m.MountPoint)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// RemoveHostLeftovers unmounts everything mounted below dirs (deepest
+// first, lazily: a namespace some process still uses stays alive for it)
+// and removes the directories. It is for tests' cleanups, once the agent
+// that made them has stopped: an agent killed before it cleaned up after
+// its pods leaves nsfs bind mounts and tmpfs mounts there, which nothing
+// else would ever release. It returns what it unmounted.
+func RemoveHostLeftovers(dirs ...string) ([]string, error) {
+	ms, err := mountinfo.Read()
+	if err != nil {
+		return nil, err
+	}
+	var points []string
+	for _, d := range dirs {
+		points = append(points, mountinfo.MountPointsUnder(ms, d)...)
+	}
+	// Deepest first; a path mounted twice (stacked) is unmounted twice.
+	sort.SliceStable(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	var errs []error
+	var done []string
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+			continue
+		}
+		done = append(done, p)
+	}
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
+// CleanAgentRunDirs is RemoveHostLeftovers on AgentRunDirs(ns) for a
+// test's cleanup: it logs what the agent left mounted and fails the test
+// if anything stays mounted or the directories stay.
+func CleanAgentRunDirs(t testing.TB, ns string) {
+	t.Helper()
+	dirs := AgentRunDirs(ns)
+	done, err := RemoveHostLeftovers(dirs...)
+	if len(done) > 0 {
+		t.Logf("host cleanup: unmounted %d mounts the agent left under %v: %v", len(done), dirs, done)
+	}
+	if err != nil {
+		t.Errorf("host cleanup: %v", err)
+	}
+	left, err := MountsUnder(dirs...)
+	if err != nil {
+		t.Errorf("host cleanup: %v", err)
+	}
+	if len(left) > 0 {
+		t.Errorf("host cleanup: still mounted under %v: %v", dirs, left)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("host cleanup: %s still exists", d)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/status"
+)
+
+// finished reports whether the pod is terminal (Succeeded or Failed): as
+// last computed, or as the API has it (an agent restarted after the pod
+// ended). Nothing of a finished pod starts again (plan.go).
+func (w *worker) finished(pod *v1.Pod) bool {
+	return w.terminal.Load() || status.PodIsTerminal(pod.Status)
+}
+
+// releaseFinished releases what the containers of a finished pod shared,
+// as kubelet stops a finished pod's sandbox (StopPodSandbox: the pause
+// process, the network torn down, the network namespace removed) and then
+// (SyncTerminatedPod) unmounts its volumes and removes its pod cgroup. The
+// pod's containers, directory and logs stay for its status and logs until
+// the pod is deleted (cleanup). Without this, a pod that completed, was
+// evicted, passed its deadline or was stopped for a node shutdown kept its
+// pod IP reserved, its veth, its network namespace and /dev/shm mounts and
+// its memory-backed volumes for as long as its API object lived (evicted
+// pods may stay for days). It is idempotent; a worker releases once.
+func (w *worker) releaseFinished(ctx context.Context, pod *v1.Pod) error {
+	if w.released {
+		return nil
+	}
+	var errs []error
+	if err := w.teardownPodNamespaces(ctx, pod); err != nil {
+		errs = append(errs, err)
+	}
+	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
+		errs = append(errs, err)
+	}
+	if !pod.Spec.HostNetwork {
+		// The network first: plugins find what they made through the
+		// pod's interface (see cleanup).
+		if w.d.net != nil {
+			if err := w.d.net.TearDown(ctx, w.netRef(pod), w.netnsPath()); err != nil {
+				errs = append(errs, fmt.Errorf("pod network: %w", err))
+			}
+		}
+		if len(errs) == 0 {
+			if err := w.d.netns.Remove(w.netnsPath()); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		if err := w.removePodCgroup(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("releasing a finished pod: %w", errors.Join(errs...))
+	}
+	w.released = true
+	w.pausePID = 0
+	w.log.Info("released the sandbox of a finished pod")
+	return nil
+}
+
+// syncFinished is a finished pod's sync: whatever still runs of it is
+// stopped (nothing should), its exited containers' tasks are released,
+// then its sandbox, and its status is kept current.
+func (w *worker) syncFinished(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now, retryAt time.Time) (bool, time.Time, error) {
+	if running := w.toStop(rs); len(running) > 0 {
+		w.log.Info("stopping the containers of a finished pod", "containers", len(running))
+		return true, time.Time{}, w.stopRunning(ctx, pod, running, gracePeriod(pod))
+	}
+	w.reap(ctx, rs)
+	err := w.releaseFinished(ctx, pod)
+	w.setStatus(ctx, pod, rs, nil, !w.released, now)
+	return false, retryAt, err
+}
