@@ -438,6 +438,10 @@ func (s *sim) sampleLoop(ctx context.Context) {
 	}
 }
 
+// fleetNodeCIDRMaskSize gives each simulated node a /29 of the local
+// cluster's /16: pod CIDRs for 8,192 nodes (the e2e tests' /24s stop at 256).
+const fleetNodeCIDRMaskSize = 29
+
 // cluster loads the running cluster or starts one in a temporary directory.
 func (s *sim) cluster(ctx context.Context) (func(), error) {
 	noop := func() {}
@@ -446,6 +450,10 @@ func (s *sim) cluster(ctx context.Context) (func(), error) {
 		err = st.Healthy(hctx)
 		cancel()
 		if err == nil {
+			if st.MaxNodes() < s.f.nodes {
+				return noop, fmt.Errorf("the cluster in %s gives pod CIDRs to %d nodes, %d wanted: start it with `localcluster up --node-cidr-mask-size %d`",
+					s.f.clusterDir, st.MaxNodes(), s.f.nodes, fleetNodeCIDRMaskSize)
+			}
 			s.state = st
 			logf("using the running cluster in %s", s.f.clusterDir)
 			return noop, s.adminClient()
@@ -460,7 +468,7 @@ func (s *sim) cluster(ctx context.Context) (func(), error) {
 		return noop, err
 	}
 	logf("starting a local cluster in %s", dir)
-	st, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, BinDir: bin, NoContainerd: true, Log: os.Stderr})
+	st, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, BinDir: bin, NoContainerd: true, Log: os.Stderr, NodeCIDRMaskSize: fleetNodeCIDRMaskSize})
 	if err != nil {
 		_ = localcluster.Down(dir)
 		_ = os.RemoveAll(dir)

@@ -43,9 +43,9 @@ type Agent struct {
 	Status    *nodestatus.Manager
 	Heartbeat *heartbeat.Controller
 
-	cancel    context.CancelFunc
-	done      sync.WaitGroup
-	closeIdle []func()
+	cancel     context.CancelFunc
+	done       sync.WaitGroup
+	closeConns func()
 }
 
 // NodeIP is the simulated InternalIP of node i (10.64.0.0/10, distinct for
@@ -70,7 +70,8 @@ func (f *Fleet) RestConfig(name string) (*rest.Config, error) {
 
 // Start starts node n as cmd/nodeagent wires an agent: a main client
 // (kubelet's QPS 50, burst 100) for nodestatus, the heartbeat's own client
-// and connection (heartbeat.NewClient), the heartbeat running at once, and
+// and connection and the main client's connection rotation
+// (heartbeat.NewClients), the heartbeat running at once, and
 // registration followed by the status loop. rec (may be nil) observes its
 // Lease and status writes. base is the node's rest config (RestConfig).
 func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recorder) (*Agent, error) {
@@ -81,7 +82,9 @@ func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recor
 	leaseDuration := heartbeat.DefaultLeaseDuration
 	restCfg := rest.CopyConfig(base)
 	restCfg.UserAgent = "nodeagent/fleetsim"
-	hbClient, closeIdle, err := heartbeat.NewClient(restCfg, heartbeat.RenewInterval(leaseDuration))
+	// The agent's own wiring: the heartbeat's client and connection, and
+	// the main client's connections closed when a renewal goes unanswered.
+	hbClient, onHeartbeatFailure, err := heartbeat.NewClients(restCfg, heartbeat.RenewInterval(leaseDuration))
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +107,7 @@ func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recor
 		LeaseDuration:     leaseDuration,
 		Logger:            log.With("component", "heartbeat"),
 		Metrics:           f.HBMetrics,
-		OnRepeatedFailure: closeIdle,
+		OnRepeatedFailure: onHeartbeatFailure,
 	})
 	if err != nil {
 		return nil, err
@@ -131,7 +134,7 @@ func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recor
 		return nil, err
 	}
 	actx, cancel := context.WithCancel(ctx)
-	a := &Agent{Name: n.Name, Status: ns, Heartbeat: hb, cancel: cancel, closeIdle: []func(){closeIdle}}
+	a := &Agent{Name: n.Name, Status: ns, Heartbeat: hb, cancel: cancel, closeConns: onHeartbeatFailure}
 	if rec != nil {
 		rec.Started(n.Index)
 	}
@@ -153,7 +156,5 @@ func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recor
 func (a *Agent) Stop() {
 	a.cancel()
 	a.done.Wait()
-	for _, f := range a.closeIdle {
-		f()
-	}
+	a.closeConns()
 }
