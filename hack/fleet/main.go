@@ -350,7 +350,7 @@ type restartResult struct {
 func (s *sim) restartAPIServer(ctx context.Context) (*restartResult, error) {
 	logf("restarting kube-apiserver")
 	s.mu.Lock()
-	s.procs.sampleNow(s.state.Pids) // the old process's last CPU figures
+	s.procs.sampleNow(s.pids()) // the old process's last CPU figures
 	t0 := time.Now()
 	var from time.Time
 	stopped, err := s.state.Restart(ctx, "kube-apiserver", func() { from = s.rec.MarkRecovery() })
@@ -404,11 +404,15 @@ type sample struct {
 	rss     map[string]int64   // component → RSS of the current process
 	rec     fleetsim.Counts
 	hb      hbCounts
+	etcdDB  fleetsim.EtcdStatus // absolute, not differenced
+	load    string              // /proc/loadavg at the sample
+	busy    machineCPU          // whole machine, for its busy share
 }
 
 func (a sample) sub(b sample) sample {
 	d := sample{at: a.at, elapsed: a.at.Sub(b.at), etcd: fleetsim.Delta(b.etcd, a.etcd), cpu: map[string]float64{}, rss: a.rss,
-		rec: a.rec.Sub(b.rec), hb: hbCounts{renewed: a.hb.renewed - b.hb.renewed, failed: a.hb.failed - b.hb.failed}}
+		rec: a.rec.Sub(b.rec), hb: hbCounts{renewed: a.hb.renewed - b.hb.renewed, failed: a.hb.failed - b.hb.failed},
+		etcdDB: a.etcdDB, load: a.load, busy: a.busy.sub(b.busy)}
 	for k, v := range a.cpu {
 		d.cpu[k] = v - b.cpu[k]
 	}
@@ -421,10 +425,14 @@ func (s *sim) sample(ctx context.Context) (sample, error) {
 	if out.etcd, err = fleetsim.ScrapeEtcd(ctx, s.state.EtcdURL); err != nil {
 		return out, err
 	}
+	if out.etcdDB, err = fleetsim.Status(ctx, s.state.EtcdURL); err != nil {
+		return out, err
+	}
 	s.mu.Lock()
-	s.procs.sampleNow(s.state.Pids)
+	s.procs.sampleNow(s.pids())
 	s.mu.Unlock()
 	out.cpu, out.rss = s.procs.totals()
+	out.load, out.busy = loadavg(), readMachineCPU()
 	out.rec = s.rec.Snapshot()
 	out.hb = readHB(s.reg)
 	return out, nil
@@ -433,9 +441,19 @@ func (s *sim) sample(ctx context.Context) (sample, error) {
 func (s *sim) sampleLoop(ctx context.Context) {
 	for sleep(ctx, 2*time.Second) == nil {
 		s.mu.Lock()
-		s.procs.sampleNow(s.state.Pids)
+		s.procs.sampleNow(s.pids())
 		s.mu.Unlock()
 	}
+}
+
+// pids are the processes whose CPU and RSS are followed: the control
+// plane's and the simulator's own. Call with s.mu held.
+func (s *sim) pids() map[string]int {
+	m := map[string]int{"simulator": os.Getpid()}
+	for k, v := range s.state.Pids {
+		m[k] = v
+	}
+	return m
 }
 
 // fleetNodeCIDRMaskSize gives each simulated node a /29 of the local
