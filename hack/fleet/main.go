@@ -53,6 +53,7 @@ type flags struct {
 	clusterDir        string
 	nodes             int
 	duration          time.Duration
+	legacyDuration    time.Duration
 	mode              string
 	rampRate          float64
 	warmup            time.Duration
@@ -75,6 +76,7 @@ func main() {
 	flag.StringVar(&f.clusterDir, "cluster-dir", def, "directory of a running local cluster (a temporary one is started if none runs there)")
 	flag.IntVar(&f.nodes, "nodes", 100, "simulated nodes")
 	flag.DurationVar(&f.duration, "duration", 10*time.Minute, "measured window of each mode")
+	flag.DurationVar(&f.legacyDuration, "legacy-duration", 0, "measured window of the legacy mode under --mode both (0: --duration)")
 	flag.StringVar(&f.mode, "mode", "default", "default (report on change or 5m), legacy (report every 10s) or both (default, then legacy, same nodes)")
 	flag.Float64Var(&f.rampRate, "ramp-rate", 20, "nodes started per second")
 	flag.DurationVar(&f.warmup, "warmup", 30*time.Second, "wait after the ramp (and after switching modes) before a window")
@@ -86,6 +88,9 @@ func main() {
 	flag.BoolVar(&f.keep, "keep", false, "keep the Nodes and Leases at the end (a running cluster's are deleted otherwise)")
 	flag.Parse()
 	f.legacyFrequency = 10 * time.Second
+	if f.legacyDuration == 0 {
+		f.legacyDuration = f.duration
+	}
 	f.recoveryTimeLimit = 2 * heartbeat.DefaultLeaseDuration
 	if err := f.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
@@ -109,6 +114,8 @@ func (f flags) validate() error {
 		return fmt.Errorf("--ramp-rate: must be positive, got %v", f.rampRate)
 	case f.duration <= 0:
 		return fmt.Errorf("--duration: must be positive, got %v", f.duration)
+	case f.legacyDuration < 0:
+		return fmt.Errorf("--legacy-duration: must not be negative, got %v", f.legacyDuration)
 	case f.restartAPIServer >= f.duration:
 		return fmt.Errorf("--restart-apiserver-at %v: must fall inside --duration %v", f.restartAPIServer, f.duration)
 	case f.defragAt >= f.duration:
@@ -296,7 +303,11 @@ type window struct {
 }
 
 func (s *sim) runWindow(ctx context.Context, mode string, first bool) (*window, error) {
-	logf("window %s: %v", mode, s.f.duration)
+	d := s.f.duration
+	if mode == "legacy" && s.f.mode == "both" {
+		d = s.f.legacyDuration
+	}
+	logf("window %s: %v", mode, d)
 	w := &window{mode: mode, start: time.Now()}
 	var err error
 	if w.s0, err = s.sample(ctx); err != nil {
@@ -324,7 +335,7 @@ func (s *sim) runWindow(ctx context.Context, mode string, first bool) (*window, 
 			w.defrag, defragErr = s.defrag(ctx)
 		}()
 	}
-	if err := sleep(ctx, s.f.duration); err != nil {
+	if err := sleep(ctx, d); err != nil {
 		return nil, err
 	}
 	wg.Wait()
