@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -166,18 +164,15 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	restCfg.QPS, restCfg.Burst = 50, 100
 	// As kubelet: the main client's connections (informer watches, status
 	// writes) are tracked so that repeated heartbeat failures close them
-	// all, not only the idle ones: a watch on a silently dead connection
-	// would otherwise wait for HTTP/2's 30s+15s health check.
-	mainDialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	restCfg.Dial = mainDialer.DialContext
+	// all, not only the idle ones (heartbeat.NewClientConfigs).
+	leaseDuration := time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second
+	hbCfg, onHeartbeatFailure, err := heartbeat.NewClientConfigs(restCfg, heartbeat.RenewInterval(leaseDuration))
+	if err != nil {
+		return nil, err
+	}
 	client, err := kubeclient.NewForConfig(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
-	}
-	leaseDuration := time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second
-	hbCfg, closeIdle, err := heartbeat.NewClientConfig(restCfg, heartbeat.RenewInterval(leaseDuration))
-	if err != nil {
-		return nil, err
 	}
 	hbClient, err := kubeclient.NewForConfig(hbCfg)
 	if err != nil {
@@ -200,7 +195,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		LeaseDuration:     leaseDuration,
 		Logger:            base.With("component", "heartbeat"),
 		Metrics:           heartbeat.NewMetrics(reg),
-		OnRepeatedFailure: func() { closeIdle(); mainDialer.CloseAll() },
+		OnRepeatedFailure: onHeartbeatFailure,
 	})
 	if err != nil {
 		return nil, err

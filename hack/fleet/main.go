@@ -53,6 +53,7 @@ type flags struct {
 	clusterDir        string
 	nodes             int
 	duration          time.Duration
+	legacyDuration    time.Duration
 	mode              string
 	rampRate          float64
 	warmup            time.Duration
@@ -75,6 +76,7 @@ func main() {
 	flag.StringVar(&f.clusterDir, "cluster-dir", def, "directory of a running local cluster (a temporary one is started if none runs there)")
 	flag.IntVar(&f.nodes, "nodes", 100, "simulated nodes")
 	flag.DurationVar(&f.duration, "duration", 10*time.Minute, "measured window of each mode")
+	flag.DurationVar(&f.legacyDuration, "legacy-duration", 0, "measured window of the legacy mode under --mode both (0: --duration)")
 	flag.StringVar(&f.mode, "mode", "default", "default (report on change or 5m), legacy (report every 10s) or both (default, then legacy, same nodes)")
 	flag.Float64Var(&f.rampRate, "ramp-rate", 20, "nodes started per second")
 	flag.DurationVar(&f.warmup, "warmup", 30*time.Second, "wait after the ramp (and after switching modes) before a window")
@@ -86,6 +88,9 @@ func main() {
 	flag.BoolVar(&f.keep, "keep", false, "keep the Nodes and Leases at the end (a running cluster's are deleted otherwise)")
 	flag.Parse()
 	f.legacyFrequency = 10 * time.Second
+	if f.legacyDuration == 0 {
+		f.legacyDuration = f.duration
+	}
 	f.recoveryTimeLimit = 2 * heartbeat.DefaultLeaseDuration
 	if err := f.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
@@ -109,6 +114,8 @@ func (f flags) validate() error {
 		return fmt.Errorf("--ramp-rate: must be positive, got %v", f.rampRate)
 	case f.duration <= 0:
 		return fmt.Errorf("--duration: must be positive, got %v", f.duration)
+	case f.legacyDuration < 0:
+		return fmt.Errorf("--legacy-duration: must not be negative, got %v", f.legacyDuration)
 	case f.restartAPIServer >= f.duration:
 		return fmt.Errorf("--restart-apiserver-at %v: must fall inside --duration %v", f.restartAPIServer, f.duration)
 	case f.defragAt >= f.duration:
@@ -296,7 +303,11 @@ type window struct {
 }
 
 func (s *sim) runWindow(ctx context.Context, mode string, first bool) (*window, error) {
-	logf("window %s: %v", mode, s.f.duration)
+	d := s.f.duration
+	if mode == "legacy" && s.f.mode == "both" {
+		d = s.f.legacyDuration
+	}
+	logf("window %s: %v", mode, d)
 	w := &window{mode: mode, start: time.Now()}
 	var err error
 	if w.s0, err = s.sample(ctx); err != nil {
@@ -324,7 +335,7 @@ func (s *sim) runWindow(ctx context.Context, mode string, first bool) (*window, 
 			w.defrag, defragErr = s.defrag(ctx)
 		}()
 	}
-	if err := sleep(ctx, s.f.duration); err != nil {
+	if err := sleep(ctx, d); err != nil {
 		return nil, err
 	}
 	wg.Wait()
@@ -350,7 +361,7 @@ type restartResult struct {
 func (s *sim) restartAPIServer(ctx context.Context) (*restartResult, error) {
 	logf("restarting kube-apiserver")
 	s.mu.Lock()
-	s.procs.sampleNow(s.state.Pids) // the old process's last CPU figures
+	s.procs.sampleNow(s.pids()) // the old process's last CPU figures
 	t0 := time.Now()
 	var from time.Time
 	stopped, err := s.state.Restart(ctx, "kube-apiserver", func() { from = s.rec.MarkRecovery() })
@@ -404,11 +415,15 @@ type sample struct {
 	rss     map[string]int64   // component → RSS of the current process
 	rec     fleetsim.Counts
 	hb      hbCounts
+	etcdDB  fleetsim.EtcdStatus // absolute, not differenced
+	load    string              // /proc/loadavg at the sample
+	busy    machineCPU          // whole machine, for its busy share
 }
 
 func (a sample) sub(b sample) sample {
 	d := sample{at: a.at, elapsed: a.at.Sub(b.at), etcd: fleetsim.Delta(b.etcd, a.etcd), cpu: map[string]float64{}, rss: a.rss,
-		rec: a.rec.Sub(b.rec), hb: hbCounts{renewed: a.hb.renewed - b.hb.renewed, failed: a.hb.failed - b.hb.failed}}
+		rec: a.rec.Sub(b.rec), hb: hbCounts{renewed: a.hb.renewed - b.hb.renewed, failed: a.hb.failed - b.hb.failed},
+		etcdDB: a.etcdDB, load: a.load, busy: a.busy.sub(b.busy)}
 	for k, v := range a.cpu {
 		d.cpu[k] = v - b.cpu[k]
 	}
@@ -421,10 +436,14 @@ func (s *sim) sample(ctx context.Context) (sample, error) {
 	if out.etcd, err = fleetsim.ScrapeEtcd(ctx, s.state.EtcdURL); err != nil {
 		return out, err
 	}
+	if out.etcdDB, err = fleetsim.Status(ctx, s.state.EtcdURL); err != nil {
+		return out, err
+	}
 	s.mu.Lock()
-	s.procs.sampleNow(s.state.Pids)
+	s.procs.sampleNow(s.pids())
 	s.mu.Unlock()
 	out.cpu, out.rss = s.procs.totals()
+	out.load, out.busy = loadavg(), readMachineCPU()
 	out.rec = s.rec.Snapshot()
 	out.hb = readHB(s.reg)
 	return out, nil
@@ -433,10 +452,24 @@ func (s *sim) sample(ctx context.Context) (sample, error) {
 func (s *sim) sampleLoop(ctx context.Context) {
 	for sleep(ctx, 2*time.Second) == nil {
 		s.mu.Lock()
-		s.procs.sampleNow(s.state.Pids)
+		s.procs.sampleNow(s.pids())
 		s.mu.Unlock()
 	}
 }
+
+// pids are the processes whose CPU and RSS are followed: the control
+// plane's and the simulator's own. Call with s.mu held.
+func (s *sim) pids() map[string]int {
+	m := map[string]int{"simulator": os.Getpid()}
+	for k, v := range s.state.Pids {
+		m[k] = v
+	}
+	return m
+}
+
+// fleetNodeCIDRMaskSize gives each simulated node a /29 of the local
+// cluster's /16: pod CIDRs for 8,192 nodes (the e2e tests' /24s stop at 256).
+const fleetNodeCIDRMaskSize = 29
 
 // cluster loads the running cluster or starts one in a temporary directory.
 func (s *sim) cluster(ctx context.Context) (func(), error) {
@@ -446,6 +479,10 @@ func (s *sim) cluster(ctx context.Context) (func(), error) {
 		err = st.Healthy(hctx)
 		cancel()
 		if err == nil {
+			if st.MaxNodes() < s.f.nodes {
+				return noop, fmt.Errorf("the cluster in %s gives pod CIDRs to %d nodes, %d wanted: start it with `localcluster up --node-cidr-mask-size %d`",
+					s.f.clusterDir, st.MaxNodes(), s.f.nodes, fleetNodeCIDRMaskSize)
+			}
 			s.state = st
 			logf("using the running cluster in %s", s.f.clusterDir)
 			return noop, s.adminClient()
@@ -460,7 +497,7 @@ func (s *sim) cluster(ctx context.Context) (func(), error) {
 		return noop, err
 	}
 	logf("starting a local cluster in %s", dir)
-	st, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, BinDir: bin, NoContainerd: true, Log: os.Stderr})
+	st, err := localcluster.Up(ctx, localcluster.Options{Dir: dir, BinDir: bin, NoContainerd: true, Log: os.Stderr, NodeCIDRMaskSize: fleetNodeCIDRMaskSize})
 	if err != nil {
 		_ = localcluster.Down(dir)
 		_ = os.RemoveAll(dir)

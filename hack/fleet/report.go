@@ -25,7 +25,7 @@ func newProcTracker() *procTracker {
 	return &procTracker{first: map[int]fleetsim.ProcUsage{}, last: map[int]fleetsim.ProcUsage{}, comp: map[int]string{}, current: map[string]int{}}
 }
 
-var tracked = []string{"kube-apiserver", "etcd", "kube-controller-manager"}
+var tracked = []string{"kube-apiserver", "etcd", "kube-controller-manager", "simulator"}
 
 func (p *procTracker) sampleNow(pids map[string]int) {
 	for _, name := range tracked {
@@ -179,6 +179,14 @@ func (s *sim) report(in reportInput) string {
 	row("kube-controller-manager CPU cores / 1k nodes", func(win *window) string {
 		return fmt.Sprintf("%.3f", cores(win, "kube-controller-manager"))
 	})
+	row("simulator CPU cores / 1k nodes", func(win *window) string { return fmt.Sprintf("%.3f", cores(win, "simulator")) })
+	row("machine CPU busy (all processes, all helpers)", func(win *window) string {
+		return fmt.Sprintf("%.0f %% of %d cores", 100*win.d.busy.share(), runtime.NumCPU())
+	})
+	row("load average at start / end", func(win *window) string { return win.s0.load + " / " + win.s1.load })
+	row("etcd DB size start → end (in use)", func(win *window) string {
+		return fmt.Sprintf("%.1f → %.1f MiB (%.1f → %.1f)", mib(win.s0.etcdDB.DBSize), mib(win.s1.etcdDB.DBSize), mib(win.s0.etcdDB.DBSizeInUse), mib(win.s1.etcdDB.DBSizeInUse))
+	})
 	row("kube-apiserver RSS at the end", func(win *window) string { return rss(win, "kube-apiserver") })
 	row("etcd RSS at the end", func(win *window) string { return rss(win, "etcd") })
 	row("false NotReady transitions", func(win *window) string {
@@ -267,4 +275,39 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// machineCPU is the machine's CPU time from /proc/stat, in ticks.
+type machineCPU struct{ busy, total float64 }
+
+func (a machineCPU) sub(b machineCPU) machineCPU {
+	return machineCPU{a.busy - b.busy, a.total - b.total}
+}
+
+func (a machineCPU) share() float64 {
+	if a.total <= 0 {
+		return 0
+	}
+	return a.busy / a.total
+}
+
+func readMachineCPU() machineCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineCPU{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var c machineCPU
+	for i, v := range f[1:] {
+		var x float64
+		fmt.Sscan(v, &x)
+		c.total += x
+		if i != 3 && i != 4 { // idle, iowait
+			c.busy += x
+		}
+	}
+	return c
 }

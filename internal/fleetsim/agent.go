@@ -43,9 +43,9 @@ type Agent struct {
 	Status    *nodestatus.Manager
 	Heartbeat *heartbeat.Controller
 
-	cancel    context.CancelFunc
-	done      sync.WaitGroup
-	closeIdle []func()
+	cancel     context.CancelFunc
+	done       sync.WaitGroup
+	closeConns func()
 }
 
 // NodeIP is the simulated InternalIP of node i (10.64.0.0/10, distinct for
@@ -70,8 +70,9 @@ func (f *Fleet) RestConfig(name string) (*rest.Config, error) {
 
 // Start starts node n as cmd/nodeagent wires an agent: a main client
 // (kubelet's QPS 50, burst 100) for nodestatus, the heartbeat's own client
-// and connection (heartbeat.NewClientConfig), both the agent's own
-// client (internal/kubeclient), the heartbeat running at once, and
+// and connection and the main client's connection rotation
+// (heartbeat.NewClientConfigs), both the agent's own client
+// (internal/kubeclient), the heartbeat running at once, and
 // registration followed by the status loop. rec (may be nil) observes its
 // Lease and status writes. base is the node's rest config (RestConfig).
 func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recorder) (*Agent, error) {
@@ -82,7 +83,9 @@ func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recor
 	leaseDuration := heartbeat.DefaultLeaseDuration
 	restCfg := rest.CopyConfig(base)
 	restCfg.UserAgent = "nodeagent/fleetsim"
-	hbCfg, closeIdle, err := heartbeat.NewClientConfig(restCfg, heartbeat.RenewInterval(leaseDuration))
+	// The agent's own wiring: the heartbeat's client and connection, and
+	// the main client's connections closed when a renewal goes unanswered.
+	hbCfg, onHeartbeatFailure, err := heartbeat.NewClientConfigs(restCfg, heartbeat.RenewInterval(leaseDuration))
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +112,7 @@ func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recor
 		LeaseDuration:     leaseDuration,
 		Logger:            log.With("component", "heartbeat"),
 		Metrics:           f.HBMetrics,
-		OnRepeatedFailure: closeIdle,
+		OnRepeatedFailure: onHeartbeatFailure,
 	})
 	if err != nil {
 		return nil, err
@@ -136,7 +139,7 @@ func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recor
 		return nil, err
 	}
 	actx, cancel := context.WithCancel(ctx)
-	a := &Agent{Name: n.Name, Status: ns, Heartbeat: hb, cancel: cancel, closeIdle: []func(){closeIdle}}
+	a := &Agent{Name: n.Name, Status: ns, Heartbeat: hb, cancel: cancel, closeConns: onHeartbeatFailure}
 	if rec != nil {
 		rec.Started(n.Index)
 	}
@@ -158,7 +161,5 @@ func (f *Fleet) Start(ctx context.Context, n Node, base *rest.Config, rec *Recor
 func (a *Agent) Stop() {
 	a.cancel()
 	a.done.Wait()
-	for _, f := range a.closeIdle {
-		f()
-	}
+	a.closeConns()
 }

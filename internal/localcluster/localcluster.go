@@ -49,6 +49,11 @@ type Options struct {
 	NoContainerd bool
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// NodeCIDRMaskSize is the size of the pod CIDR each node gets out of
+	// ClusterCIDR (kube-controller-manager's --node-cidr-mask-size); 0 is
+	// DefaultNodeCIDRMaskSize (a /24 per node, 256 nodes). A fleet of
+	// simulated nodes needs a longer mask: 29 gives 8,192 nodes a /29 each.
+	NodeCIDRMaskSize int
 }
 
 // State describes a running cluster. It is saved as Dir/state.json.
@@ -63,6 +68,9 @@ type State struct {
 	Ports             map[string]int `json:"ports"`
 	// Args are the command lines of components stopped with Stop, for Start.
 	Args map[string][]string `json:"args,omitempty"`
+	// NodeCIDRMaskSize is Options.NodeCIDRMaskSize in force (0 in state
+	// files written before it existed: DefaultNodeCIDRMaskSize).
+	NodeCIDRMaskSize int `json:"nodeCIDRMaskSize,omitempty"`
 }
 
 const stateFile = "state.json"
@@ -70,6 +78,33 @@ const stateFile = "state.json"
 // ClusterCIDR is the pod network the controller manager allocates node pod
 // CIDRs (/24s) from.
 const ClusterCIDR = "10.244.0.0/16"
+
+// DefaultNodeCIDRMaskSize is the pod CIDR size per node unless
+// Options.NodeCIDRMaskSize says otherwise: what the e2e tests' CNI networks get.
+const DefaultNodeCIDRMaskSize = 24
+
+// clusterCIDRBits is ClusterCIDR's prefix length.
+const clusterCIDRBits = 16
+
+// checkNodeCIDRMaskSize rejects a mask kube-controller-manager would refuse
+// (not longer than the cluster's, or more than 16 bits longer) or that
+// leaves a node's pod CIDR without addresses.
+func checkNodeCIDRMaskSize(mask int) error {
+	if mask <= clusterCIDRBits || mask > clusterCIDRBits+16 || mask > 30 {
+		return fmt.Errorf("localcluster: NodeCIDRMaskSize %d: must be between %d and 30 (ClusterCIDR is %s)", mask, clusterCIDRBits+1, ClusterCIDR)
+	}
+	return nil
+}
+
+// MaxNodes is how many nodes the controller manager can give a pod CIDR
+// (the rest get none and events about it).
+func (s *State) MaxNodes() int {
+	mask := s.NodeCIDRMaskSize
+	if mask == 0 {
+		mask = DefaultNodeCIDRMaskSize
+	}
+	return 1 << (mask - clusterCIDRBits)
+}
 
 // Component names, in start order.
 var components = []string{"etcd", "containerd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
@@ -111,13 +146,22 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		return nil, err
 	}
 	o.Dir = dir
+	if o.NodeCIDRMaskSize == 0 {
+		o.NodeCIDRMaskSize = DefaultNodeCIDRMaskSize
+	}
+	if err := checkNodeCIDRMaskSize(o.NodeCIDRMaskSize); err != nil {
+		return nil, err
+	}
 	if s, err := Load(dir); err == nil {
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		herr := s.Healthy(hctx)
 		cancel()
-		if herr == nil && (o.NoContainerd || s.ContainerdAddress != "") {
+		if herr == nil && (o.NoContainerd || s.ContainerdAddress != "") && s.MaxNodes() == 1<<(o.NodeCIDRMaskSize-clusterCIDRBits) {
 			fmt.Fprintf(o.Log, "localcluster: reusing the running cluster in %s (%s)\n", dir, s.APIServerURL)
 			return s, nil
+		}
+		if herr == nil {
+			herr = fmt.Errorf("it allocates pod CIDRs for %d nodes, %d wanted", s.MaxNodes(), 1<<(o.NodeCIDRMaskSize-clusterCIDRBits))
 		}
 		fmt.Fprintf(o.Log, "localcluster: restarting the cluster in %s: %v\n", dir, herr)
 		if err := Down(dir); err != nil {
@@ -194,13 +238,14 @@ func start(ctx context.Context, o Options) (*State, error) {
 		return nil, err
 	}
 	s := &State{
-		Dir:             dir,
-		APIServerURL:    fmt.Sprintf("https://127.0.0.1:%d", ports["kube-apiserver"]),
-		EtcdURL:         fmt.Sprintf("http://127.0.0.1:%d", ports["etcd"]),
-		AdminKubeconfig: filepath.Join(dir, "kubeconfig", "admin.kubeconfig"),
-		CACert:          filepath.Join(dir, "pki", "ca.crt"),
-		Pids:            map[string]int{},
-		Ports:           ports,
+		Dir:              dir,
+		APIServerURL:     fmt.Sprintf("https://127.0.0.1:%d", ports["kube-apiserver"]),
+		EtcdURL:          fmt.Sprintf("http://127.0.0.1:%d", ports["etcd"]),
+		AdminKubeconfig:  filepath.Join(dir, "kubeconfig", "admin.kubeconfig"),
+		NodeCIDRMaskSize: o.NodeCIDRMaskSize,
+		CACert:           filepath.Join(dir, "pki", "ca.crt"),
+		Pids:             map[string]int{},
+		Ports:            ports,
 	}
 	if err := s.writePKI(); err != nil {
 		return nil, err
@@ -275,7 +320,7 @@ func start(ctx context.Context, o Options) (*State, error) {
 		// Node pod CIDRs (spec.podCIDR) for the tests' CNI networks: a
 		// private /16 nothing else on the test hosts uses (the network
 		// package's own tests take /24s of 10.245.0.0/16).
-		"--allocate-node-cidrs=true", "--cluster-cidr="+ClusterCIDR, "--node-cidr-mask-size=24",
+		"--allocate-node-cidrs=true", "--cluster-cidr="+ClusterCIDR, "--node-cidr-mask-size="+strconv.Itoa(s.NodeCIDRMaskSize),
 	); err != nil {
 		return s, err
 	}
