@@ -559,7 +559,7 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 		return nil, err
 	}
 	a.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\nport: 0\ncniConfDir: \"\"\ncontainerRuntimeEndpoint: unix://%s\ncontainerRuntimeNamespace: %s\nlogging:\n  format: json\n",
+	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\nport: 0\ncniConfDir: \"\"\ncontainerRuntimeEndpoint: unix://%s\ncontainerRuntimeNamespace: %s\nlogging:\n  format: json\n\n# The machine is shared: other work fills its disk to near the 15 %% imagefs default.\nevictionHard:\n  memory.available: 100Mi\n  nodefs.available: 5%%\n  imagefs.available: 5%%\n",
 		a.rootDir(), port, b.state.ContainerdAddress, a.ns)
 	if mode == modeRelist {
 		cfg += "pleg:\n  eventSources: []\n"
