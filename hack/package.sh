@@ -100,15 +100,11 @@ for arch in $ARCHES; do
 		;;
 	esac
 	bin=$OUT/package/$arch/nodeagent
-	log "building nodeagent $VERSION for linux/$arch"
-	mkdir -p "$(dirname "$bin")"
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath \
-		-ldflags "-s -w -X main.version=$VERSION" -o "$bin" "${GO_PACKAGE:-./cmd/nodeagent}"
-	# The per-container log writer the agent finds beside itself. The flags
-	# are make build's (Makefile), so that the two builds are identical.
+	# The per-container log writer the agent finds beside itself.
 	logger=$OUT/package/$arch/nodeagent-container-logger
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath \
-		-ldflags "-s -w -X main.version=$VERSION" -o "$logger" ./cmd/nodeagent-container-logger
+	log "building nodeagent $VERSION for linux/$arch"
+	# make build's build: one definition (hack/build.sh), the same binaries.
+	GOARCH=$arch hack/build.sh "$OUT/package/$arch"
 	for pkg in deb rpm; do
 		if [[ $pkg == deb ]]; then
 			target=$DIST/nodeagent_${VERSION}_${arch}.deb

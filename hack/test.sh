@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make test: every test against one shared, freshly started local cluster
 # (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd).
-#   1. go test ./... (unit, integration, e2e; pleg, pods and heartbeat again
-#      under -race)   2. config fuzzer, briefly
+#   1. make lint, go test ./... (unit, integration, e2e; pleg, pods and
+#      heartbeat again under -race)   2. config fuzzer, briefly
 #   3. upstream conformance specs (NodeLease and the [NodeConformance] specs
 #      of test/e2e/common/node, judged against hack/conformance/known-failures.txt)
 #   4. packages under systemd-nspawn
@@ -27,6 +27,10 @@ export NODEAGENT_CLUSTER_DIR=$dir
 export NODEAGENT_BIN=$PWD/_output/bin/nodeagent
 
 status=0
+# gofmt, go vet and the build checks (hack/check-build.sh: one build
+# definition, the linker's dead-code elimination on).
+phase "make lint"
+make lint || status=1
 phase "go test (unit, integration, e2e)"
 # The PLEG tests lower fs.inotify.max_user_watches for a moment, which would
 # starve other packages' watchers: they run on their own, after the rest.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/containerd/containerd"
 	"github.com/containerd/containerd/containers"
-	"github.com/containerd/containerd/contrib/apparmor"
 	"github.com/containerd/containerd/contrib/seccomp"
 	"github.com/containerd/containerd/mount"
 	"github.com/containerd/containerd/oci"
@@ -233,7 +232,7 @@ func securitySpecOpts(s Security, allCaps []string) []oci.SpecOpts {
 		}
 		switch {
 		case s.AppArmorRuntimeDefault:
-			opts = append(opts, apparmor.WithDefaultProfile(appArmorDefaultProfile))
+			opts = append(opts, withDefaultAppArmorProfile(appArmorDefaultProfile))
 		case s.AppArmorProfile != "":
 			opts = append(opts, oci.WithApparmorProfile(s.AppArmorProfile))
 		}

@@ -12,7 +12,7 @@
 // when one is running there, else starts one in a temporary directory and
 // stops it at the end. Each PLEG mode gets its own agent process (the real
 // binary), node name with node credentials, root directory and containerd
-// namespace (bench-pods-<mode>, with the busybox test image imported, so no
+// namespace (bench-pods-<mode>-<run>, so that runs can share a cluster, with the busybox test image imported, so no
 // pull is measured). Phases, one mode after the other so that the two agents
 // never work at the same time:
 //
@@ -23,10 +23,19 @@
 //     Running before the next), wait -settle, then RSS, Go heap (from
 //     /metrics) and CPU over the idle window; delete them, wait -settle,
 //     RSS again;
+//   - with -hold, the many pods are kept that long while the run watches
+//     the agent's Lease renewals, /healthz and memory PSI (pressure.go);
+//     with -memory-limit every agent runs under that limit from its start
+//     (the pressure test of issue 16: memcg.go says what the limit is on
+//     cgroup v1 and v2);
 //   - runtime floor: the same container starts without the agent, through
 //     the runtime adapter in this process (network namespace, image lookup,
 //     create, start), one after the other and all at once, in a containerd
 //     namespace of their own: what containerd, the shim and runc cost.
+//
+// -baseline-agent adds mode "baseline": a previous build, event-driven, in
+// the same run (issue 16 compares memory against the build before). -pods 0
+// leaves the latency phases out.
 //
 // Latency of a pod: from just before its Create call to the moment an
 // informer (a watch on the node's pods, as admin) first sees phase Running
@@ -57,6 +66,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,6 +76,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -86,9 +97,11 @@ import (
 const (
 	modeEvent  = "event"
 	modeRelist = "relist"
+	// modeBaseline is event-driven, with the -baseline-agent binary.
+	modeBaseline = "baseline"
 )
 
-var modeTitle = map[string]string{modeEvent: "event-driven", modeRelist: "relist-only 1s", modeCNI: "event-driven + CNI"}
+var modeTitle = map[string]string{modeEvent: "event-driven", modeRelist: "relist-only 1s", modeCNI: "event-driven + CNI", modeBaseline: "baseline build, event-driven"}
 
 // Latency phases: pods one at a time, the same with a workload's pod spec
 // (probes and a restricted securityContext), and all at once.
@@ -115,6 +128,11 @@ type options struct {
 	logDir     string
 	floor      int
 	rssBatch   int
+	// baselineAgent runs as mode "baseline" (event-driven PLEG), the
+	// previous build measured in the same run (issue 16).
+	baselineAgent string
+	memoryLimit   int64         // bytes, on each agent's memory cgroup from its start; 0: none
+	hold          time.Duration // keep the memory phase's pods this long, watching the agent (pressure.go)
 }
 
 func main() {
@@ -133,16 +151,38 @@ func main() {
 	fs.IntVar(&o.rssBatch, "rss-batch", 10, "the memory phase creates its pods in batches of this many, each batch Running before the next (bursts of 100 overload containerd on a small machine and the retries would distort the memory figures)")
 	fs.IntVar(&o.floor, "floor", 50, "containers for the runtime floor phase (0: skip it)")
 	fs.StringVar(&o.logDir, "logs", "", "copy the agents' logs (JSON) to this directory at the end, also after an error")
+	fs.StringVar(&o.baselineAgent, "baseline-agent", "", "a previous nodeagent binary to measure in the same run, as mode \"baseline\" (event-driven; added to -modes)")
+	limit := fs.String("memory-limit", "", "memory limit of each agent's cgroup from its start, e.g. 32M (cgroup v2: memory.high; v1: memory.limit_in_bytes)")
+	fs.DurationVar(&o.hold, "hold", 0, "keep the memory phase's pods running this long, watching Lease renewals, /healthz and memory PSI (0: no hold)")
 	_ = fs.Parse(os.Args[1:])
 	for _, m := range strings.Split(*modes, ",") {
-		if m != modeEvent && m != modeRelist && m != modeCNI {
-			fmt.Fprintf(os.Stderr, "pods: bad -modes %q: each must be %q, %q or %q\n", *modes, modeEvent, modeRelist, modeCNI)
+		if m != modeEvent && m != modeRelist && m != modeCNI && m != modeBaseline {
+			fmt.Fprintf(os.Stderr, "pods: bad -modes %q: each must be %q, %q, %q or %q\n", *modes, modeEvent, modeRelist, modeCNI, modeBaseline)
 			os.Exit(2)
 		}
 		o.modes = append(o.modes, m)
 	}
-	if o.pods <= 0 || o.rssPods < 0 || o.floor < 0 || o.rssBatch <= 0 || o.settle < 0 || o.idle <= 0 || o.podTimeout <= 0 {
-		fmt.Fprintln(os.Stderr, "pods: -pods, -idle and -pod-timeout must be positive; -rss-pods and -settle not negative")
+	if o.baselineAgent != "" && !slices.Contains(o.modes, modeBaseline) {
+		o.modes = append(o.modes, modeBaseline)
+	}
+	if slices.Contains(o.modes, modeBaseline) && o.baselineAgent == "" {
+		fmt.Fprintln(os.Stderr, "pods: mode baseline needs -baseline-agent")
+		os.Exit(2)
+	}
+	if *limit != "" {
+		q, err := resource.ParseQuantity(*limit)
+		if err != nil || q.Value() <= 0 {
+			fmt.Fprintf(os.Stderr, "pods: bad -memory-limit %q: want a positive quantity such as 32M or 32Mi\n", *limit)
+			os.Exit(2)
+		}
+		o.memoryLimit = q.Value()
+	}
+	if o.hold < 0 || (o.hold > 0 && o.rssPods == 0) {
+		fmt.Fprintln(os.Stderr, "pods: -hold must not be negative, and needs -rss-pods")
+		os.Exit(2)
+	}
+	if o.pods < 0 || o.rssPods < 0 || o.floor < 0 || o.rssBatch <= 0 || o.settle < 0 || o.idle <= 0 || o.podTimeout <= 0 {
+		fmt.Fprintln(os.Stderr, "pods: -idle and -pod-timeout must be positive; -pods (0: no latency phases), -rss-pods and -settle not negative")
 		os.Exit(2)
 	}
 	if os.Geteuid() != 0 {
@@ -208,6 +248,11 @@ type memSample struct {
 	RSSMiB  float64 `json:"rssMiB"`
 	AnonMiB float64 `json:"anonymousMiB"`
 	FileMiB float64 `json:"fileBackedMiB"`
+	// CgroupAnonMiB is the anonymous memory of the agent's cgroup (v2
+	// anon, v1 total_rss); CgroupUsageMiB its usage (file pages included).
+	CgroupAnonMiB  float64 `json:"cgroupAnonMiB"`
+	CgroupUsageMiB float64 `json:"cgroupUsageMiB"`
+	LoadAvg        string  `json:"loadAverage"` // when the sample was taken
 	// WorkingSetMiB is the working set of the agent's memory cgroup as
 	// kubelet and cAdvisor compute it (usage − inactive file pages).
 	WorkingSetMiB float64 `json:"workingSetMiB"`
@@ -235,6 +280,8 @@ type result struct {
 	Latency   []latencyResult        `json:"latency"`
 	Memory    map[string][]memSample `json:"memory"` // mode → samples
 	Floor     []floorResult          `json:"runtimeFloor"`
+	Pressure  []pressureResult       `json:"pressure,omitempty"`
+	Binaries  map[string]int64       `json:"agentBinaryBytes"` // mode → size of the binary it ran
 	// Warnings counts the agents' WARN log lines by message, per mode.
 	Warnings    map[string]map[string]int `json:"agentWarnings"`
 	Containerd  string                    `json:"containerd"`
@@ -255,9 +302,13 @@ func run(ctx context.Context, o options) error {
 	b := &bench{o: o, agents: map[string]*agentProc{}, runID: strconv.Itoa(os.Getpid()),
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	res := result{Started: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(), LoadStart: loadavg(),
-		Idle: o.idle.String(), Settle: o.settle.String(), Memory: map[string][]memSample{}}
-	if _, err := os.Stat(o.agentBin); err != nil {
-		return fmt.Errorf("agent binary: %w (build it with hack/bench/pods/pods.sh or make build)", err)
+		Idle: o.idle.String(), Settle: o.settle.String(), Memory: map[string][]memSample{}, Binaries: map[string]int64{}}
+	for _, m := range o.modes {
+		fi, err := os.Stat(o.binary(m))
+		if err != nil {
+			return fmt.Errorf("agent binary: %w (build it with hack/bench/pods/pods.sh or make build)", err)
+		}
+		res.Binaries[m] = fi.Size()
 	}
 	var err error
 	if b.workDir, err = os.MkdirTemp("", "na-benchpods-"); err != nil {
@@ -299,6 +350,9 @@ func run(ctx context.Context, o options) error {
 	}
 
 	for _, phase := range []string{phaseSequential, phaseWorkload, phaseBurst} {
+		if o.pods == 0 {
+			break
+		}
 		for _, m := range o.modes {
 			lr, err := b.latencyPhase(ctx, b.agents[m], phase, o.pods)
 			if err != nil {
@@ -334,6 +388,13 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		res.Memory[m] = append(res.Memory[m], s[m])
+		if o.hold > 0 {
+			pr, err := b.hold(ctx, a, names, o.hold)
+			if err != nil {
+				return err
+			}
+			res.Pressure = append(res.Pressure, pr)
+		}
 		if err := b.deletePods(ctx, a, names); err != nil {
 			return err
 		}
@@ -460,11 +521,19 @@ type agentProc struct {
 	cg             *memCgroup // the agent's own memory cgroup
 }
 
+// binary is the agent binary mode runs.
+func (o options) binary(mode string) string {
+	if mode == modeBaseline {
+		return o.baselineAgent
+	}
+	return o.agentBin
+}
+
 func (a *agentProc) rootDir() string { return filepath.Join(a.dir, "root") }
 func (a *agentProc) logPath() string { return filepath.Join(a.dir, "agent.log") }
 
 func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error) {
-	a := &agentProc{mode: mode, node: fmt.Sprintf("bench-pods-%s-%s", mode, b.runID), ns: "bench-pods-" + mode,
+	a := &agentProc{mode: mode, node: fmt.Sprintf("bench-pods-%s-%s", mode, b.runID), ns: "bench-pods-" + mode + "-" + b.runID,
 		dir: filepath.Join(b.workDir, mode)}
 	if err := os.MkdirAll(a.dir, 0o755); err != nil {
 		return nil, err
@@ -490,7 +559,7 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 		return nil, err
 	}
 	a.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\nport: 0\ncniConfDir: \"\"\ncontainerRuntimeEndpoint: unix://%s\ncontainerRuntimeNamespace: %s\nlogging:\n  format: json\n",
+	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\nport: 0\ncniConfDir: \"\"\ncontainerRuntimeEndpoint: unix://%s\ncontainerRuntimeNamespace: %s\nlogging:\n  format: json\n\n# The machine is shared: other work fills its disk to near the 15 %% imagefs default.\nevictionHard:\n  memory.available: 100Mi\n  nodefs.available: 5%%\n  imagefs.available: 5%%\n",
 		a.rootDir(), port, b.state.ContainerdAddress, a.ns)
 	if mode == modeRelist {
 		cfg += "pleg:\n  eventSources: []\n"
@@ -508,10 +577,10 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 	}
 	defer logf.Close()
 	bin := filepath.Join(a.dir, "nodeagent")
-	if err := freshCopy(b.o.agentBin, bin); err != nil {
+	if err := freshCopy(b.o.binary(mode), bin); err != nil {
 		return nil, err
 	}
-	if a.cg, err = newMemCgroup("nodeagent-bench-pods-" + mode + "-" + b.runID); err != nil {
+	if a.cg, err = newMemCgroup("nodeagent-bench-pods-"+mode+"-"+b.runID, b.o.memoryLimit); err != nil {
 		return nil, err
 	}
 	argv := a.cg.wrap(bin, "--config", cfgPath, "--kubeconfig", kc, "--hostname-override", a.node)
@@ -592,12 +661,13 @@ type tracker struct {
 	ready   map[string]time.Time
 	failed  map[string]string
 	live    map[string]bool
-	changed chan struct{} // closed and replaced on every change
+	now     map[string]bool // running now (podRunning on the latest update)
+	changed chan struct{}   // closed and replaced on every change
 }
 
 func newTracker() *tracker {
 	return &tracker{status: map[string]time.Time{}, running: map[string]time.Time{}, ready: map[string]time.Time{}, failed: map[string]string{},
-		live: map[string]bool{}, changed: make(chan struct{})}
+		live: map[string]bool{}, now: map[string]bool{}, changed: make(chan struct{})}
 }
 
 func (t *tracker) run(ctx context.Context, c kubernetes.Interface, node string) error {
@@ -642,6 +712,7 @@ func (t *tracker) observe(obj any, deleted bool) {
 	if _, ok := t.status[name]; !ok && p.Status.StartTime != nil {
 		t.status[name] = now
 	}
+	t.now[name] = !deleted && podRunning(p)
 	if _, ok := t.running[name]; !ok && podRunning(p) {
 		t.running[name] = now
 	}
@@ -653,6 +724,13 @@ func (t *tracker) observe(obj any, deleted bool) {
 	}
 	close(t.changed)
 	t.changed = make(chan struct{})
+}
+
+// runningNow reports whether the pod's latest state seen is running.
+func (t *tracker) runningNow(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.now[name]
 }
 
 func podRunning(p *corev1.Pod) bool {
@@ -984,10 +1062,13 @@ func (a *agentProc) memory(ctx context.Context) (memSample, error) {
 	s.RSSMiB = st["VmRSS"] / 1024
 	s.AnonMiB = rollup["Anonymous"] / 1024
 	s.FileMiB = (rollup["Rss"] - rollup["Anonymous"]) / 1024
+	s.LoadAvg = loadavg()
 	if a.cg != nil {
-		if s.WorkingSetMiB, err = a.cg.workingSetMiB(); err != nil {
+		cs, err := a.cg.stat()
+		if err != nil {
 			return s, err
 		}
+		s.WorkingSetMiB, s.CgroupAnonMiB, s.CgroupUsageMiB = cs.WorkingSet, cs.Anon, cs.Usage
 	}
 	m, err := scrape(ctx, a.metricsURL)
 	if err != nil {
@@ -1341,18 +1422,26 @@ func report(w io.Writer, r result, o options) {
 		}
 	}
 	fmt.Fprintf(w, "\nAgent memory (VmRSS; anonymous / file-backed from smaps_rollup; working set of the agent's own memory cgroup as kubelet and cAdvisor compute it, usage − inactive file, with the agent started from a copy of its binary whose page cache was dropped; Go heap and goroutines from /metrics) and CPU over %s idle; memory read %s after the pods are Running or gone:\n\n", r.Idle, r.Settle)
-	fmt.Fprintln(w, "| PLEG | pods | when | VmRSS MiB | anonymous MiB | file-backed MiB | working set MiB | Go heap in use MiB | heap objects | goroutines | CPU s | % of one core | containerd CPU s |")
-	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| PLEG | pods | when | VmRSS MiB | anonymous MiB | file-backed MiB | cgroup anon MiB | cgroup usage MiB | working set MiB | Go heap in use MiB | heap objects | goroutines | CPU s | % of one core | containerd CPU s | load average |")
+	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 	for _, m := range o.modes {
 		for _, s := range r.Memory[m] {
 			cpu, pct, cd := "", "", ""
 			if s.IdleSeconds > 0 {
 				cpu, pct, cd = fmt.Sprintf("%.2f", s.CPUSeconds), fmt.Sprintf("%.2f", s.CPUPercent), fmt.Sprintf("%.2f", s.ContainerdCPUSeconds)
 			}
-			fmt.Fprintf(w, "| %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %s | %s | %s |\n", modeTitle[m], s.Pods, s.When,
-				s.RSSMiB, s.AnonMiB, s.FileMiB, s.WorkingSetMiB, s.HeapInuse, s.HeapObjects, s.Goroutines, cpu, pct, cd)
+			fmt.Fprintf(w, "| %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %s | %s | %s | %s |\n", modeTitle[m], s.Pods, s.When,
+				s.RSSMiB, s.AnonMiB, s.FileMiB, s.CgroupAnonMiB, s.CgroupUsageMiB, s.WorkingSetMiB, s.HeapInuse, s.HeapObjects, s.Goroutines, cpu, pct, cd, s.LoadAvg)
 		}
 	}
+	fmt.Fprintln(w)
+	for _, m := range o.modes {
+		fmt.Fprintf(w, "Agent binary (%s): %d bytes.\n", modeTitle[m], r.Binaries[m])
+	}
+	if o.memoryLimit > 0 {
+		fmt.Fprintf(w, "Every agent ran under a memory limit of %d bytes from its start.\n", o.memoryLimit)
+	}
+	reportPressure(w, r.Pressure)
 	if len(r.Floor) > 0 {
 		fmt.Fprintln(w, "\nRuntime floor: the same container start without the agent (network namespace, image lookup, create with a log file, start), in process (ms, p50 / p99):")
 		fmt.Fprintln(w)
@@ -1392,6 +1481,11 @@ func report(w io.Writer, r result, o options) {
 				verdict = "MISSED"
 			}
 			fmt.Fprintf(w, "Target RSS < 60 MiB with %d pods (event-driven): %s (%.1f MiB).\n", s.Pods, verdict, s.RSSMiB)
+		}
+	}
+	for _, s := range r.Memory[modeEvent] {
+		if s.When != "after deleting them" {
+			fmt.Fprintln(w, issue16Verdict(s))
 		}
 	}
 }
