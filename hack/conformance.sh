@@ -213,6 +213,13 @@ authentication:
 cniConfDir: $work/net.d
 # The e2e images are imported (nothing can be pulled): never collect them.
 imageGCHighThresholdPercent: 100
+# The machine is shared: builds and caches keep its disk near kubelet's 15 %
+# imagefs default, and DiskPressure would taint the only node and fail every
+# spec. Disk pressure itself is tested by e2e/eviction_test.go.
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1%
+  imagefs.available: 1%
 EOF
 nodekc=$("$lc" node-kubeconfig "$node" --dir "$NODEAGENT_CLUSTER_DIR")
 log "starting nodeagent as node $node (log: $work/agent.log)"

@@ -332,6 +332,9 @@ c install -m 0600 /dev/stdin /etc/nodeagent/kubeconfig <"$NODE_KUBECONFIG"
 # not wait for one (the default cniConfDir makes the node NotReady until a
 # CNI configuration is installed, as kubelet).
 printf 'cniConfDir: ""\n' | c tee -a /etc/nodeagent/config.yaml >/dev/null
+# The container's disk is the shared host's, kept near kubelet's 15 % imagefs
+# default by builds and caches: DiskPressure would refuse the steps' pods.
+printf 'evictionHard:\n  memory.available: 100Mi\n  nodefs.available: 1%%\n  imagefs.available: 1%%\n' | c tee -a /etc/nodeagent/config.yaml >/dev/null
 c sed -i "s|^NODEAGENT_EXTRA_ARGS=.*|NODEAGENT_EXTRA_ARGS=\"--hostname-override=$NODE\"|" /etc/default/nodeagent
 # A short watchdog so the SIGSTOP check below takes seconds, not minutes.
 c mkdir -p /etc/systemd/system/nodeagent.service.d
