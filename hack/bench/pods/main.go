@@ -580,7 +580,7 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 	if err := freshCopy(b.o.binary(mode), bin); err != nil {
 		return nil, err
 	}
-	if a.cg, err = newMemCgroup("nodeagent-bench-pods-"+mode+"-"+b.runID, b.o.memoryLimit); err != nil {
+	if a.cg, err = newMemCgroup(agentMemCgroupName(mode, b.runID), b.o.memoryLimit); err != nil {
 		return nil, err
 	}
 	argv := a.cg.wrap(bin, "--config", cfgPath, "--kubeconfig", kc, "--hostname-override", a.node)

@@ -32,6 +32,14 @@ type memCgroup struct {
 	psiPath string
 }
 
+// agentMemCgroupName is the memory cgroup an agent of the run is measured
+// in. It must not be the agent's own cgroup root for its namespace
+// (cm.RootForNamespace: "nodeagent-" + namespace): the pods' cgroups would
+// then be inside it and count in the agent's working set.
+func agentMemCgroupName(mode, runID string) string {
+	return "nodeagent-bench-agent-" + mode + "-" + runID
+}
+
 // newMemCgroup makes a memory cgroup named name at the top of the memory
 // hierarchy (cgroup v2 or v1), limited to limit bytes when limit > 0.
 func newMemCgroup(name string, limit int64) (*memCgroup, error) {
