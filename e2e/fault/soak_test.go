@@ -596,25 +596,43 @@ func (s *soak) missedWindows(renewals []time.Time) (missed []string, worst map[s
 	return missed, worst
 }
 
-// falseNotReady splits the NotReady sightings into excused ones (within a
+// notReadyEpisodes groups the NotReady sightings into episodes (sightings
+// less than 2s apart) and splits them into excused ones (starting within a
 // fault that cut the agent off the API server for longer than 30s, or 30s
-// after it: the node monitor's grace is 40s) and false ones.
-func (s *soak) falseNotReady() (false_, excused []string) {
+// after it: the node monitor's grace is 40s) and false ones. Each is
+// described with its length and, when excused, how long after the API came
+// back the Node was Ready again.
+func (s *soak) notReadyEpisodes() (false_, excused []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	type episode struct {
+		first, last soakSighting
+		n           int
+	}
+	var eps []episode
 	for _, n := range s.notReady {
-		ok := false
-		for _, f := range s.faults {
-			if f.apiCut && f.end.Sub(f.start) > 30*time.Second && !n.at.Before(f.start) && n.at.Before(f.end.Add(30*time.Second)) {
-				ok = true
+		if k := len(eps); k > 0 && n.at.Sub(eps[k-1].last.at) < 2*time.Second {
+			eps[k-1].last = n
+			eps[k-1].n++
+			continue
+		}
+		eps = append(eps, episode{first: n, last: n, n: 1})
+	}
+	for _, e := range eps {
+		var cause *soakFault
+		for i, f := range s.faults {
+			if f.apiCut && f.end.Sub(f.start) > 30*time.Second && !e.first.at.Before(f.start) && e.first.at.Before(f.end.Add(30*time.Second)) {
+				cause = &s.faults[i]
 			}
 		}
-		line := n.at.Format("15:04:05.000") + " " + n.cond
-		if ok {
-			excused = append(excused, line)
-		} else {
+		line := fmt.Sprintf("%s to %s (%s, %d sightings) %s", e.first.at.Format("15:04:05.000"), e.last.at.Format("15:04:05.000"),
+			e.last.at.Sub(e.first.at).Round(100*time.Millisecond), e.n, e.first.cond)
+		if cause == nil {
 			false_ = append(false_, line)
+			continue
 		}
+		excused = append(excused, fmt.Sprintf("%s; after %s %s (cut off %s), Ready again %s after it ended", line, cause.kind,
+			cause.start.Format("15:04:05"), cause.end.Sub(cause.start).Round(time.Second), e.last.at.Sub(cause.end).Round(100*time.Millisecond)))
 	}
 	return false_, excused
 }
@@ -631,7 +649,7 @@ func (s *soak) report(o *observer, start, end time.Time, seed uint64) {
 		}
 	}
 	missed, worst := s.missedWindows(inRun)
-	falseNR, excusedNR := s.falseNotReady()
+	falseNR, excusedNR := s.notReadyEpisodes()
 	counts := map[string]int{}
 	total := map[string]time.Duration{}
 	for _, f := range s.faults {
@@ -666,7 +684,7 @@ func (s *soak) report(o *observer, start, end time.Time, seed uint64) {
 		t.Logf("SOAK REPORT load average (1 min, every 30s): min %.1f, mean %.1f, max %.1f", lmin, lsum/float64(len(load)), lmax)
 	}
 	t.Logf("SOAK REPORT missed renewal windows: %d", len(missed))
-	t.Logf("SOAK REPORT false NotReady sightings: %d (excused, API cut off > 30s: %d)", len(falseNR), len(excusedNR))
+	t.Logf("SOAK REPORT false NotReady episodes: %d (excused, API cut off > 30s: %d)", len(falseNR), len(excusedNR))
 	t.Logf("SOAK REPORT lost pods: %d; containers restarted without cause: %d", len(s.lost), len(s.restarted))
 	t.Logf("SOAK REPORT duplicate containers: %d; orphan containers: %d; deletions stuck > 90s: %d", len(s.duplicates), len(s.orphans), len(s.stuck))
 	for name, l := range map[string][]string{"missed renewal window": missed, "false NotReady": falseNR, "excused NotReady": excusedNR,
