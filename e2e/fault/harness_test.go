@@ -109,7 +109,8 @@ type agent struct {
 }
 
 type agentOpts struct {
-	viaProxy bool // the kubeconfig points at a faultproxy in front of the API server
+	viaProxy bool   // the kubeconfig points at a faultproxy in front of the API server
+	config   string // appended to the agent's configuration (top-level YAML keys)
 }
 
 func newAgent(t *testing.T, o agentOpts) *agent {
@@ -158,6 +159,7 @@ authentication:
   x509:
     clientCAFile: %s
 `, filepath.Join(a.dir, "root"), port, freePort(t), env.ContainerdAddress, a.ns, env.CACert)
+	cfg += o.config
 	cfgPath := filepath.Join(a.dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -291,31 +291,31 @@ func (s *soak) inject(deadline time.Time) {
 		d = s.between(5*time.Second, 60*time.Second)
 		f.apiCut = true
 		fail(cl.Stop("kube-apiserver", syscall.SIGTERM))
-		time.Sleep(d) // nothing to churn against
+		time.Sleep(min(d, max(time.Until(deadline), time.Second))) // nothing to churn against
 		fail(cl.Start(ctx, "kube-apiserver"))
 	case "etcd-frozen":
 		d = s.between(5*time.Second, 60*time.Second)
 		f.apiCut = true
 		fail(cl.Freeze("etcd"))
-		time.Sleep(d)
+		time.Sleep(min(d, max(time.Until(deadline), time.Second)))
 		fail(cl.Thaw("etcd"))
 	case "blackhole-established":
 		d = s.between(20*time.Second, 90*time.Second)
 		f.extra = renewInterval // renewed on a new connection within 2 intervals
 		s.a.proxy.SetMode(faultproxy.BlackholeEstablished)
-		s.runFor(d, deadline.Add(time.Hour), nil)
+		s.runFor(d, deadline, nil)
 		s.a.proxy.SetMode(faultproxy.Forward)
 	case "blackhole-all":
 		d = s.between(5*time.Second, 60*time.Second)
 		f.apiCut = true
 		s.a.proxy.SetMode(faultproxy.BlackholeAll)
-		s.runFor(d, deadline.Add(time.Hour), nil)
+		s.runFor(d, deadline, nil)
 		s.a.proxy.SetMode(faultproxy.Forward)
 	case "latency-2s":
 		d = s.between(30*time.Second, 180*time.Second)
 		f.extra = 2 * 2 * time.Second
 		s.a.proxy.SetLatency(faultproxy.Down, 2*time.Second)
-		s.runFor(d, deadline.Add(time.Hour), nil)
+		s.runFor(d, deadline, nil)
 		s.a.proxy.SetLatency(faultproxy.Down, 0)
 	case "reset-all":
 		s.a.proxy.ResetAll()
@@ -327,7 +327,7 @@ func (s *soak) inject(deadline time.Time) {
 	case "cpu-5pct":
 		d = s.between(30*time.Second, 180*time.Second)
 		undo := soakConfineCPU(s.t, s.a.cmd.Process.Pid, 5000, 100000)
-		s.runFor(d, deadline.Add(time.Hour), nil)
+		s.runFor(d, deadline, nil)
 		undo()
 	case "agent-sigkill":
 		// Killed at a random point of its work, started again at once
