@@ -54,7 +54,9 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("SOAK seed %d (replay: NODEAGENT_SOAK_SEED=%d), duration %s", seed, seed, dur)
 
-	a := newAgent(t, agentOpts{viaProxy: true})
+	// The soak is not about disk pressure: a shared host's disk near the
+	// default 15% imagefs threshold must not evict its pods.
+	a := newAgent(t, agentOpts{viaProxy: true, config: "evictionHard:\n  memory.available: 100Mi\n  nodefs.available: 1%\n  imagefs.available: 1%\n"})
 	a.waitReady(60 * time.Second)
 	rt, err := runtime.New(runtime.Options{Address: a.env.ContainerdAddress, Namespace: a.ns})
 	if err != nil {
