@@ -478,7 +478,13 @@ func (s *soak) checkpoint(after string) {
 		s.t.Logf("SOAK checkpoint after %s: the API server did not answer for 90s", after)
 		return
 	}
+	// The client's connection may still be in gRPC's reconnect backoff
+	// after containerd came back: retry for a while.
 	cs, err := s.rt.ListContainers(ctx)
+	for try := 0; err != nil && try < 20; try++ {
+		time.Sleep(time.Second)
+		cs, err = s.rt.ListContainers(ctx)
+	}
 	if err != nil {
 		s.t.Logf("SOAK checkpoint after %s: listing containers: %v", after, err)
 		return
