@@ -5,14 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/mountinfo"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -38,20 +44,27 @@ type cgroupEvent struct {
 //
 // One goroutine, run, does all of its file I/O (reading /proc and cgroup
 // files, adding and removing inotify watches) and owns the watch state. The
-// PLEG only records what it wants watched (track, retryMissing), in memory,
-// under a lock that is never held during I/O; run acts on it. signal is
-// called from run with no lock held.
+// PLEG only records what it wants watched (track), in memory, under a lock
+// that is never held during I/O; run acts on it. signal is called from run
+// with no lock held.
+//
+// Running out of inotify (no instance: fs.inotify.max_user_instances; no
+// watch: fs.inotify.max_user_watches) is not fatal: what could not be
+// watched is remembered, the source reports itself failing (the PLEG relists
+// at its fallback period meanwhile), and run retries with backoff (1s
+// doubling to 10s) until everything is watched, then reports recovery.
 type cgroupWatcher struct {
-	root   string
-	log    *slog.Logger
-	signal func(cgroupEvent)
-	w      *fsnotify.Watcher
+	root       string
+	log        *slog.Logger
+	signal     func(cgroupEvent)
+	clock      clock.WithTicker
+	newInotify func() (inotify, error)
+	w          inotify // nil until an inotify instance could be created
 
 	// mu guards the PLEG's requests.
 	mu      sync.Mutex
 	want    map[string]bool              // running containers the PLEG wants watched
 	changes map[string]cgroupTrackChange // requests run has not acted on yet
-	retry   bool                         // retry the missing ones
 	kick    chan struct{}                // 1-buffered: there are requests
 
 	// Owned by run (and by newCgroupWatcher before run starts).
@@ -63,8 +76,40 @@ type cgroupWatcher struct {
 	podRoots map[string]bool
 	waiting  map[string][]string
 	missing  map[string]runtime.Container // running but not watched
-	failing  bool                         // reported as failing
-	lastErr  error                        // why the last watch failed
+	// missingDirs are pod directories (false) and pod roots (true) that
+	// could not be watched: containers created in them would go unseen.
+	missingDirs map[string]bool
+	failing     bool  // reported as failing
+	lastErr     error // why the last watch (or inotify instance) failed
+}
+
+// inotify is what the cgroup watcher needs of an inotify instance:
+// fsnotify's Watcher, or a fake in tests.
+type inotify interface {
+	Add(name string) error
+	Remove(name string) error
+	Close() error
+	Events() <-chan fsnotify.Event
+	Errors() <-chan error
+}
+
+type fsnotifyWatcher struct{ *fsnotify.Watcher }
+
+func (w fsnotifyWatcher) Events() <-chan fsnotify.Event { return w.Watcher.Events }
+func (w fsnotifyWatcher) Errors() <-chan error          { return w.Watcher.Errors }
+
+func newFsnotify() (inotify, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	return fsnotifyWatcher{w}, nil
+}
+
+// newWatchRetryBackoff is the wait before retrying what could not be
+// watched: 1s doubling to 10s, so a freed limit is noticed within 10s.
+func newWatchRetryBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: 10 * time.Second}
 }
 
 // cgroupTrackChange is a request to start (running) or stop watching c.
@@ -88,6 +133,14 @@ func findCgroup2Root() (string, error) {
 }
 
 func newCgroupWatcher(root string, podParents []string, log *slog.Logger, signal func(cgroupEvent)) (*cgroupWatcher, error) {
+	return newCgroupWatcherWith(root, podParents, log, signal, clock.RealClock{}, newFsnotify)
+}
+
+// newCgroupWatcherWith is newCgroupWatcher with the clock (for the retry
+// backoff) and the inotify constructor given. It fails only when root is
+// not a cgroup2 mount; running out of inotify is retried by run.
+func newCgroupWatcherWith(root string, podParents []string, log *slog.Logger, signal func(cgroupEvent),
+	clk clock.WithTicker, newInotify func() (inotify, error)) (*cgroupWatcher, error) {
 	if root == "" {
 		var err error
 		if root, err = findCgroup2Root(); err != nil {
@@ -97,25 +150,47 @@ func newCgroupWatcher(root string, podParents []string, log *slog.Logger, signal
 	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err != nil {
 		return nil, fmt.Errorf("cgroup event source: %s is not a cgroup2 mount: %w", root, err)
 	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, fmt.Errorf("cgroup event source: %w", err)
-	}
 	cw := &cgroupWatcher{
-		root: root, log: log, signal: signal, w: w,
+		root: root, log: log, signal: signal, clock: clk, newInotify: newInotify,
 		want: map[string]bool{}, changes: map[string]cgroupTrackChange{}, kick: make(chan struct{}, 1),
 		dirs: map[string]string{}, byDir: map[string]string{}, podDirs: map[string]bool{},
 		podRoots: map[string]bool{}, waiting: map[string][]string{}, missing: map[string]runtime.Container{},
+		missingDirs: map[string]bool{},
 	}
 	for _, pp := range podParents {
-		dir := filepath.Join(root, runtime.CgroupfsPath(pp))
-		cw.podRoots[dir] = true
-		if err := cw.watchPodRoot(dir, false); err != nil {
-			w.Close()
-			return nil, fmt.Errorf("cgroup event source: %w", err)
-		}
+		cw.podRoots[filepath.Join(root, runtime.CgroupfsPath(pp))] = true
+	}
+	if err := cw.open(); err != nil {
+		cw.lastErr = err // run reports it and retries
 	}
 	return cw, nil
+}
+
+// open creates the inotify instance and watches the pod roots. On failure
+// nothing is kept, and it can be called again.
+func (cw *cgroupWatcher) open() error {
+	w, err := cw.newInotify()
+	if err != nil {
+		if errors.Is(err, syscall.EMFILE) {
+			return fmt.Errorf("cgroup event source: inotify instance limit reached (fs.inotify.max_user_instances): %w", err)
+		}
+		return fmt.Errorf("cgroup event source: inotify: %w", err)
+	}
+	cw.w = w
+	roots := make([]string, 0, len(cw.podRoots))
+	for dir := range cw.podRoots {
+		roots = append(roots, dir)
+	}
+	sort.Strings(roots) // parents before the roots nested in them
+	for _, dir := range roots {
+		if err := cw.watchPodRoot(dir, false); err != nil {
+			w.Close()
+			cw.w = nil
+			cw.podDirs, cw.waiting, cw.missingDirs = map[string]bool{}, map[string][]string{}, map[string]bool{}
+			return fmt.Errorf("cgroup event source: %w", err)
+		}
+	}
+	return nil
 }
 
 // watchPodRoot watches a configured pod parent, or its nearest
@@ -131,16 +206,18 @@ func (cw *cgroupWatcher) watchPodRoot(dir string, announce bool) error {
 			anc = filepath.Dir(anc)
 		}
 		if err := cw.w.Add(anc); err != nil {
-			return fmt.Errorf("watch %s: %w", anc, err)
+			return watchErr(anc, err)
 		}
-		cw.waiting[anc] = append(cw.waiting[anc], dir)
+		if !slices.Contains(cw.waiting[anc], dir) {
+			cw.waiting[anc] = append(cw.waiting[anc], dir)
+		}
 		// It may have been created meanwhile.
 		if _, err := os.Stat(dir); err != nil {
 			return nil
 		}
 	}
 	if err := cw.w.Add(dir); err != nil {
-		return fmt.Errorf("watch %s: %w", dir, err)
+		return watchErr(dir, err)
 	}
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -154,15 +231,24 @@ func (cw *cgroupWatcher) watchPodRoot(dir string, announce bool) error {
 }
 
 // watchPodDir watches a directory whose new subdirectories may be
-// containers; announce makes the existing ones inspected.
+// containers; announce makes the existing ones inspected. A directory that
+// cannot be watched (but exists) is remembered in missingDirs and retried:
+// until then, containers created in it would be seen only by relisting.
 func (cw *cgroupWatcher) watchPodDir(dir string, announce bool) {
 	if cw.podDirs[dir] {
 		return
 	}
 	if err := cw.w.Add(dir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			delete(cw.missingDirs, dir)
+			return
+		}
+		cw.missingDirs[dir] = false
+		cw.lastErr = watchErr(dir, err)
 		cw.log.Debug("cannot watch pod cgroup", "dir", dir, "err", err)
 		return
 	}
+	delete(cw.missingDirs, dir)
 	cw.podDirs[dir] = true
 	if !announce {
 		return
@@ -214,28 +300,19 @@ func (cw *cgroupWatcher) track(c runtime.Container, running bool) {
 	poke(cw.kick)
 }
 
-// retryMissing asks run to try again to watch the running containers it
-// could not watch (inotify limit, directory not found). No I/O.
-func (cw *cgroupWatcher) retryMissing() {
-	cw.mu.Lock()
-	defer cw.mu.Unlock()
-	cw.retry = true
-	poke(cw.kick)
-}
-
 // reconcile takes the PLEG's requests and acts on them: it watches the
 // containers that started running, stops watching those that stopped and,
-// when asked, retries the missing ones. Only run calls it.
-func (cw *cgroupWatcher) reconcile() {
+// when retry is set, retries the missing containers and pod directories.
+// Only run calls it, once the inotify instance exists.
+func (cw *cgroupWatcher) reconcile(retry bool) {
 	cw.mu.Lock()
-	changes, retry := cw.changes, cw.retry
-	cw.changes, cw.retry = map[string]cgroupTrackChange{}, false
+	changes := cw.changes
+	cw.changes = map[string]cgroupTrackChange{}
 	cw.mu.Unlock()
-	var lastErr error
 	try := func(c runtime.Container) {
 		if err := cw.watch(c); err != nil {
 			cw.missing[c.ID] = c
-			lastErr = err
+			cw.lastErr = err
 			return
 		}
 		delete(cw.missing, c.ID)
@@ -255,8 +332,18 @@ func (cw *cgroupWatcher) reconcile() {
 				try(c)
 			}
 		}
+		for dir, isRoot := range cw.missingDirs {
+			if !isRoot {
+				cw.watchPodDir(dir, true)
+				continue
+			}
+			if err := cw.watchPodRoot(dir, true); err != nil {
+				cw.lastErr = err
+				continue
+			}
+			delete(cw.missingDirs, dir)
+		}
 	}
-	cw.updateHealth(lastErr)
 }
 
 // watch starts watching a running container's cgroup directory.
@@ -274,10 +361,7 @@ func (cw *cgroupWatcher) watch(c runtime.Container) error {
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("container %s: cgroup directory %s not found: %w", c.ID, dir, err)
 		}
-		if isWatchLimit(err) {
-			return fmt.Errorf("container %s: watch %s: inotify watch limit reached (fs.inotify.max_user_watches): %w", c.ID, dir, err)
-		}
-		return fmt.Errorf("container %s: watch %s: %w", c.ID, dir, err)
+		return fmt.Errorf("container %s: %w", c.ID, watchErr(dir, err))
 	}
 	cw.watchPodDir(filepath.Dir(dir), false)
 	cw.dirs[c.ID] = dir
@@ -299,21 +383,30 @@ func (cw *cgroupWatcher) unwatch(id string) {
 	_ = cw.w.Remove(dir) // fails harmlessly when the directory is gone
 }
 
-// updateHealth reports whether every running container is watched, when
-// that changes.
-func (cw *cgroupWatcher) updateHealth(err error) {
-	if err != nil {
-		cw.lastErr = err
+// watchErr names the limit when adding a watch failed for want of watches.
+func watchErr(dir string, err error) error {
+	if isWatchLimit(err) {
+		return fmt.Errorf("watch %s: inotify watch limit reached (fs.inotify.max_user_watches): %w", dir, err)
 	}
-	failing := len(cw.missing) > 0
+	return fmt.Errorf("watch %s: %w", dir, err)
+}
+
+// updateHealth reports whether the source sees everything (an inotify
+// instance, every running container and pod directory watched), when that
+// changes.
+func (cw *cgroupWatcher) updateHealth() {
+	failing := cw.w == nil || len(cw.missing) > 0 || len(cw.missingDirs) > 0
 	if failing == cw.failing {
 		return
 	}
 	cw.failing = failing
-	if failing {
-		cw.signal(cgroupEvent{failed: fmt.Errorf("%d running containers unwatched, last error: %w", len(cw.missing), cw.lastErr)})
-	} else {
+	switch {
+	case !failing:
 		cw.signal(cgroupEvent{recovered: true})
+	case cw.w == nil:
+		cw.signal(cgroupEvent{failed: cw.lastErr})
+	default:
+		cw.signal(cgroupEvent{failed: fmt.Errorf("%d running containers and %d pod cgroups unwatched, last error: %w", len(cw.missing), len(cw.missingDirs), cw.lastErr)})
 	}
 }
 
@@ -332,16 +425,64 @@ func readPopulated(dir string) (bool, error) {
 }
 
 // run does the watcher's work until ctx is done, then closes the inotify
-// watcher.
+// watcher. While something cannot be watched (or there is no inotify
+// instance) it retries with backoff.
 func (cw *cgroupWatcher) run(ctx context.Context) {
-	defer cw.w.Close()
+	var retry clock.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+		if cw.w != nil {
+			cw.w.Close()
+		}
+	}()
+	bo := newWatchRetryBackoff()
+	if cw.w != nil {
+		cw.reconcile(false)
+	}
 	for {
+		cw.updateHealth()
+		switch {
+		case !cw.failing:
+			if retry != nil {
+				retry.Stop()
+				retry = nil
+			}
+			bo = newWatchRetryBackoff()
+		case retry == nil:
+			d := bo.Step()
+			cw.log.Debug("cgroup event source: retrying unwatched cgroups", "in", d, "err", cw.lastErr)
+			retry = cw.clock.NewTimer(d)
+		}
+		var retryC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C()
+		}
+		var events <-chan fsnotify.Event
+		var errs <-chan error
+		if cw.w != nil {
+			events, errs = cw.w.Events(), cw.w.Errors()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-cw.kick:
-			cw.reconcile()
-		case err, ok := <-cw.w.Errors:
+			if cw.w != nil {
+				cw.reconcile(false)
+			} // else the requests wait for the instance
+		case <-retryC:
+			retry = nil
+			if cw.w == nil {
+				if err := cw.open(); err != nil {
+					cw.lastErr = err
+					continue
+				}
+				cw.reconcile(false)
+				continue
+			}
+			cw.reconcile(true)
+		case err, ok := <-errs:
 			if !ok {
 				return
 			}
@@ -351,7 +492,7 @@ func (cw *cgroupWatcher) run(ctx context.Context) {
 				continue
 			}
 			cw.log.Warn("inotify error", "err", err)
-		case ev, ok := <-cw.w.Events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
@@ -385,6 +526,8 @@ func (cw *cgroupWatcher) handle(ev fsnotify.Event) {
 			if target == ev.Name || strings.HasPrefix(target, ev.Name+"/") {
 				if err := cw.watchPodRoot(target, true); err != nil {
 					cw.log.Warn("cannot watch pod cgroup parent", "dir", target, "err", err)
+					cw.missingDirs[target] = true
+					cw.lastErr = err
 				}
 				continue
 			}

@@ -34,10 +34,19 @@
 // (Options.RelistPeriod, default 5m). When a source fails (containerd event
 // stream broken, inotify watch limit reached, cgroup directory not found)
 // the PLEG logs it, counts it (nodeagent_pleg_fallbacks_total,
-// nodeagent_pleg_fallback_active) and relists every
-// Options.FallbackRelistPeriod (1s) until the source recovers; it relists
-// once more at recovery to cover the gap. With no sources it is a
+// nodeagent_pleg_fallback_active, nodeagent_pleg_source_healthy) and relists
+// every Options.FallbackRelistPeriod (1s) until the source recovers; it
+// relists once more at recovery to cover the gap. With no sources it is a
 // relist-only PLEG with kubelet's 1s baseline.
+//
+// Running out of inotify is such a failure, never a permanent one: when no
+// instance can be created (fs.inotify.max_user_instances) or a running
+// container's cgroup or a pod cgroup cannot be watched
+// (fs.inotify.max_user_watches), the cgroup source says which limit in its
+// error, remembers what it could not watch and retries on its own goroutine
+// after 1s, 2s, 4s, 8s, then every 10s, so it is back in event mode within
+// 10s of watches being available again. Kubelet has no inotify source and
+// no such path.
 //
 // # Expected events
 //

@@ -76,6 +76,10 @@ type Options struct {
 	Clock      clock.WithTicker
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+
+	// newInotify creates the cgroup source's inotify instance (tests
+	// inject failing ones); default fsnotify.
+	newInotify func() (inotify, error)
 }
 
 // Validate reports every invalid option.
@@ -124,6 +128,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.newInotify == nil {
+		o.newInotify = newFsnotify
 	}
 }
 
@@ -332,7 +339,7 @@ func (p *PLEG) Run(ctx context.Context) {
 		case SourceContainerd:
 			sources.Go(func() { p.followRuntime(ctx) })
 		case SourceCgroups:
-			cg, err := newCgroupWatcher(p.opts.CgroupRoot, p.opts.CgroupParents, p.log, func(e cgroupEvent) { p.cgroupSignal(ctx, e) })
+			cg, err := newCgroupWatcherWith(p.opts.CgroupRoot, p.opts.CgroupParents, p.log, func(e cgroupEvent) { p.cgroupSignal(ctx, e) }, p.clock, p.opts.newInotify)
 			if err != nil {
 				p.setSource(SourceCgroups, false, err)
 				continue
@@ -465,9 +472,6 @@ func (p *PLEG) Relist(ctx context.Context) error {
 		pods[rec.c.Pod.UID] = s
 	}
 	p.cache.setAll(pods, start)
-	if p.cg != nil {
-		p.cg.retryMissing() // no I/O: the watcher's goroutine retries
-	}
 	end := p.clock.Now()
 	p.relistFailingSince = time.Time{}
 	p.lastRelistOK = end
@@ -743,6 +747,7 @@ func (p *PLEG) cgroupSignal(ctx context.Context, s cgroupEvent) {
 		p.setSource(SourceCgroups, false, s.failed)
 	case s.recovered:
 		p.setSource(SourceCgroups, true, nil)
+		p.requestRelist() // covers what went unwatched
 	default:
 		var want runtime.State
 		switch {
