@@ -103,7 +103,9 @@ func TestShareProcessNamespace(t *testing.T) {
     command: ["sh", "-c", "for i in $(seq 100); do ps -o args | grep -q '^sleep 3601' && break; sleep 0.1; done; echo pid1=$(tr '\\0' ' ' < /proc/1/cmdline); ps -o pid,args; echo self=$$; echo end=1; exec sleep 3602"]
 `, testimage.Ref)), "apply", "-f", "-")
 	p := a.waitPod(ctx, name, 60*time.Second, "running", running)
-	lb := a.waitLog(p, "b", 0, "end=1")
+	// "F end=1": the echo's own line. ps prints b's command line, which
+	// holds "echo end=1" too, before self= is written.
+	lb := a.waitLog(p, "b", 0, "F end=1")
 	if !strings.Contains(lb, "pid1=/pause pause") || !regexp.MustCompile(`(?m)^\S+ stdout F\s+\d+ sleep 3601$`).MatchString(lb) {
 		t.Errorf("b does not see the pause as PID 1 and a's sleep:\n%s", lb)
 	}
