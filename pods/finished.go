@@ -33,6 +33,22 @@ func (w *worker) releaseFinished(ctx context.Context, pod *v1.Pod) error {
 	if w.released {
 		return nil
 	}
+	if err := w.releaseSandbox(ctx, pod); err != nil {
+		return fmt.Errorf("releasing a finished pod: %w", err)
+	}
+	w.released = true
+	w.pausePID = 0
+	w.log.Info("released the sandbox of a finished pod")
+	return nil
+}
+
+// releaseSandbox releases what the pod's containers shared: its pause
+// containers and IPC/UTS/PID namespaces, its volumes, its network (the
+// plugins first: they find what they made through the pod's interface, and
+// a namespace removed first leaks the bridge's rules), its network
+// namespace and its pod cgroup. Both a finished pod (releaseFinished) and a
+// removed one (cleanup) go through it.
+func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 	var errs []error
 	if err := w.teardownPodNamespaces(ctx, pod); err != nil {
 		errs = append(errs, err)
@@ -41,8 +57,6 @@ func (w *worker) releaseFinished(ctx context.Context, pod *v1.Pod) error {
 		errs = append(errs, err)
 	}
 	if !pod.Spec.HostNetwork {
-		// The network first: plugins find what they made through the
-		// pod's interface (see cleanup).
 		if w.d.net != nil {
 			if err := w.d.net.TearDown(ctx, w.netRef(pod), w.netnsPath()); err != nil {
 				errs = append(errs, fmt.Errorf("pod network: %w", err))
@@ -59,13 +73,7 @@ func (w *worker) releaseFinished(ctx context.Context, pod *v1.Pod) error {
 			errs = append(errs, err)
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("releasing a finished pod: %w", errors.Join(errs...))
-	}
-	w.released = true
-	w.pausePID = 0
-	w.log.Info("released the sandbox of a finished pod")
-	return nil
+	return errors.Join(errs...)
 }
 
 // syncFinished is a finished pod's sync: whatever still runs of it is

@@ -730,28 +730,8 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 			errs = append(errs, err)
 		}
 	}
-	if err := w.teardownPodNamespaces(ctx, pod); err != nil {
+	if err := w.releaseSandbox(ctx, pod); err != nil {
 		errs = append(errs, err)
-	}
-	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
-		errs = append(errs, err)
-	}
-	// The network first: plugins find what they made through the pod's
-	// interface (a namespace removed first leaks the bridge's rules).
-	if w.d.net != nil {
-		if err := w.d.net.TearDown(ctx, w.netRef(pod), w.netnsPath()); err != nil {
-			errs = append(errs, fmt.Errorf("pod network: %w", err))
-		}
-	}
-	if len(errs) == 0 {
-		if err := w.d.netns.Remove(w.netnsPath()); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) == 0 {
-		if err := w.removePodCgroup(); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	if len(errs) == 0 {
 		if err := os.RemoveAll(w.podDir()); err != nil {
