@@ -45,16 +45,7 @@ func readyCNIAgent(t *testing.T, extraConfig string, extraBinDirs ...string) *cn
 	ctx := context.Background()
 	n := a.waitNode(ctx, 60*time.Second, "a pod CIDR", func(n *corev1.Node) bool { return n.Spec.PodCIDR != "" })
 	cni := testenv.WriteCNIConfig(t, n.Spec.PodCIDR)
-	conf, err := os.ReadFile(cni.File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(confDir, filepath.Base(cni.File)), conf, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cni.Install(t, confDir)
 	a.waitReady(ctx, 60*time.Second)
 	return &cniNode{agent: a, cni: cni, confDir: confDir, binDirs: bins}
 }

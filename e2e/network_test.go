@@ -48,17 +48,7 @@ func TestReadyFollowsCNIConfiguration(t *testing.T) {
 
 	// What a CNI DaemonSet does: write the network into the directory.
 	cni := testenv.WriteCNIConfig(t, n.Spec.PodCIDR)
-	conf, err := os.ReadFile(cni.File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(confDir, filepath.Base(cni.File))
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(file, conf, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := cni.Install(t, confDir)
 	start := time.Now()
 	a.waitReady(ctx, 60*time.Second)
 	t.Logf("Ready %v after the CNI configuration was written", time.Since(start).Round(time.Millisecond))
@@ -70,9 +60,7 @@ func TestReadyFollowsCNIConfiguration(t *testing.T) {
 		c := condition(n, corev1.NodeReady)
 		return c != nil && c.Status == corev1.ConditionFalse && c.Message == networkNotReady
 	})
-	if err := os.WriteFile(file, conf, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cni.Install(t, confDir)
 	a.waitReady(ctx, 60*time.Second)
 	if !a.out.contains("CNI network configuration loaded") {
 		t.Errorf("the agent's log does not say which configuration it loaded:\n%s", a.out.String())
@@ -93,16 +81,7 @@ func TestPodsReachEachOtherOverCNI(t *testing.T) {
 	ctx := context.Background()
 	n := a.waitNode(ctx, 60*time.Second, "a pod CIDR", func(n *corev1.Node) bool { return n.Spec.PodCIDR != "" })
 	cni := testenv.WriteCNIConfig(t, n.Spec.PodCIDR)
-	conf, err := os.ReadFile(cni.File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(confDir, filepath.Base(cni.File)), conf, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cni.Install(t, confDir)
 	a.waitReady(ctx, 60*time.Second)
 	_, cidr, _ := net.ParseCIDR(n.Spec.PodCIDR)
 

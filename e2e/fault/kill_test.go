@@ -72,16 +72,7 @@ func TestAgentSIGKILLedDuringPodChurn(t *testing.T) {
 		t.Fatal("the node got no pod CIDR within 60s")
 	}
 	cni := testenv.WriteCNIConfig(t, node.Spec.PodCIDR)
-	conf, err := os.ReadFile(cni.File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(confDir, filepath.Base(cni.File)), conf, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cni.Install(t, confDir)
 	a.waitReady(60 * time.Second)
 	a.startPods(0) // waits for the default service account
 	rt, err := runtime.New(runtime.Options{Address: a.env.ContainerdAddress, Namespace: a.ns})

@@ -110,6 +110,25 @@ func WriteCNIConfig(t testing.TB, podCIDR string) *CNINetwork {
 	return n
 }
 
+// Install copies the network's configuration into an agent's cniConfDir
+// (created if missing) and returns the copy's path: the agent sees the
+// network appear, as when an operator installs a CNI plugin.
+func (n *CNINetwork) Install(t testing.TB, confDir string) string {
+	t.Helper()
+	conf, err := os.ReadFile(n.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(confDir, filepath.Base(n.File))
+	if err := os.WriteFile(file, conf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
 // HasCNIPlugin reports whether one of dirs holds the plugin name.
 func HasCNIPlugin(dirs []string, name string) bool {
 	for _, d := range dirs {
