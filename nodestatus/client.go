@@ -3,10 +3,11 @@ package nodestatus
 import (
 	"context"
 
+	"github.com/nodeagent/nodeagent/internal/informer"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -27,15 +28,5 @@ type NodeClient interface {
 // metadata.name, which the Node authorizer allows for the node's own
 // object).
 func newNodeInformer(c NodeClient, name string) cache.SharedIndexInformer {
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	return cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return c.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return c.Watch(ctx, o)
-		},
-	}, &v1.Node{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return informer.New[*v1.NodeList](c, fields.OneTermEqualSelector("metadata.name", name).String(), &v1.Node{})
 }

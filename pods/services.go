@@ -5,11 +5,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodeagent/nodeagent/internal/informer"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -54,15 +54,7 @@ func (s *serviceInformer) start() (corelisters.ServiceLister, cache.InformerSync
 	if s.ctx == nil {
 		return nil, nil, false
 	}
-	c := s.client
-	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (k8sruntime.Object, error) {
-			return c.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return c.Watch(ctx, o)
-		},
-	}, &v1.Service{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	inf := informer.New[*v1.ServiceList](s.client, "", &v1.Service{})
 	_ = inf.SetTransform(trimService) // fails only once running
 	s.lister, s.synced = corelisters.NewServiceLister(inf.GetIndexer()), inf.HasSynced
 	go inf.Run(s.ctx.Done())

@@ -5,10 +5,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nodeagent/nodeagent/internal/informer"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -59,17 +60,7 @@ type PodListWatcher interface {
 // NewAPISource returns a source that tells h about the pods of nodeName.
 // nodeSynced reports whether the Node informer has synced (nil: always).
 func NewAPISource(client PodListWatcher, nodeName string, h Handler, nodeSynced func() bool, clk clock.Clock, log *slog.Logger) *APISource {
-	sel := fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-	inf := cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return client.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return client.Watch(ctx, o)
-		},
-	}, &v1.Pod{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	inf := informer.New[*v1.PodList](client, fields.OneTermEqualSelector("spec.nodeName", nodeName).String(), &v1.Pod{})
 	if nodeSynced == nil {
 		nodeSynced = func() bool { return true }
 	}

@@ -1,0 +1,70 @@
+package informer
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// recorder lists one pod and records the options of every call.
+type recorder struct {
+	mu        sync.Mutex
+	selectors []string
+}
+
+func (r *recorder) List(_ context.Context, o metav1.ListOptions) (*v1.PodList, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.selectors = append(r.selectors, o.FieldSelector)
+	return &v1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}}}, nil
+}
+
+func (r *recorder) Watch(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.selectors = append(r.selectors, o.FieldSelector)
+	return watch.NewFake(), nil
+}
+
+func TestNewListsAndWatchesWithTheSelector(t *testing.T) {
+	for _, sel := range []string{"spec.nodeName=n1", ""} {
+		r := &recorder{}
+		inf := New[*v1.PodList](r, sel, &v1.Pod{})
+		stop := make(chan struct{})
+		go inf.Run(stop)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			t.Fatal("informer did not sync")
+		}
+		cancel()
+		if objs, _ := inf.GetIndexer().ByIndex(cache.NamespaceIndex, "ns"); len(objs) != 1 {
+			t.Errorf("namespace index holds %d pods, want 1", len(objs))
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r.mu.Lock()
+			n := len(r.selectors)
+			got := append([]string(nil), r.selectors...)
+			r.mu.Unlock()
+			if n >= 2 || time.Now().After(deadline) {
+				for _, s := range got {
+					if s != sel {
+						t.Errorf("selector %q sent, want %q (calls %q)", s, sel, got)
+					}
+				}
+				if n < 2 {
+					t.Errorf("%d calls, want a list and a watch", n)
+				}
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(stop)
+	}
+}
