@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeagent/nodeagent/internal/testlog"
+
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -97,22 +99,7 @@ func TestReadPartialLines(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a poller.
-type syncBuffer struct {
-	mu  chan struct{}
-	buf bytes.Buffer
-}
-
-func newSyncBuffer() *syncBuffer { return &syncBuffer{mu: make(chan struct{}, 1)} }
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu <- struct{}{}
-	defer func() { <-b.mu }()
-	return b.buf.Write(p)
-}
-func (b *syncBuffer) String() string {
-	b.mu <- struct{}{}
-	defer func() { <-b.mu }()
-	return b.buf.String()
-}
+type syncBuffer = testlog.Buffer
 
 // A follow sees lines as they are written, across rotations, and ends once
 // the container no longer runs.
@@ -136,7 +123,7 @@ func testFollow(t *testing.T) {
 	_ = w.Copy(strings.NewReader("before\n"), Stdout)
 	var run atomic.Bool
 	run.Store(true)
-	out := newSyncBuffer()
+	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- ReadLogs(context.Background(), p, ReadOptions{Follow: true, TailLines: -1}, out, run.Load)

@@ -58,7 +58,7 @@ func TestFailingCNIPluginGivesPodEvent(t *testing.T) {
 	broken := filepath.Join(a.confDir, "05-broken.conflist")
 	writeFileAtomic(t, broken, fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [{"type": "nodeagent-test-fail"}]}`, brokenName))
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return a.out.contains("network=" + brokenName), nil
+		return a.out.Contains("network=" + brokenName), nil
 	})
 	if err != nil {
 		t.Fatalf("the agent did not load the broken configuration: %v\n%s", err, a.out)

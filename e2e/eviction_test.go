@@ -266,7 +266,7 @@ func TestDiskPressureEvictsPodFillingRootDir(t *testing.T) {
 	a.waitEvent(ctx, "default", "involvedObject.name="+a.node, "EvictionThresholdMet on the node", func(e corev1.Event) bool {
 		return e.Reason == "EvictionThresholdMet" && e.Message == "Attempting to reclaim ephemeral-storage"
 	})
-	if !a.out.contains("removed dead containers of terminated pods") || !a.out.contains("removed unused images") {
+	if !a.out.Contains("removed dead containers of terminated pods") || !a.out.Contains("removed unused images") {
 		t.Errorf("no dead-container and image reclaim before the eviction")
 	}
 	// The space comes back once the evicted pod's volume is released.

@@ -155,7 +155,7 @@ func TestLiveLeaseDurationChange(t *testing.T) {
 		t.Errorf("the agent exited during the change: %v", a.cmd.ProcessState)
 	default:
 	}
-	if !a.out.contains("applying configuration change without restart") {
+	if !a.out.Contains("applying configuration change without restart") {
 		t.Errorf("the agent did not log the live change")
 	}
 }
@@ -300,7 +300,7 @@ func TestOutagesAreRetriedNotFatal(t *testing.T) {
 		if code, _ := a.get("/readyz"); code == 200 {
 			t.Errorf("/readyz = 200 without an API server")
 		}
-		if !a.out.contains("retrying") {
+		if !a.out.Contains("retrying") {
 			t.Errorf("log does not say it is retrying:\n%s", a.out)
 		}
 		if code, _ := a.stop(syscall.SIGTERM); code != 0 {

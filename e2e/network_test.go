@@ -62,7 +62,7 @@ func TestReadyFollowsCNIConfiguration(t *testing.T) {
 	})
 	cni.Install(t, confDir)
 	a.waitReady(ctx, 60*time.Second)
-	if !a.out.contains("CNI network configuration loaded") {
+	if !a.out.Contains("CNI network configuration loaded") {
 		t.Errorf("the agent's log does not say which configuration it loaded:\n%s", a.out.String())
 	}
 }

@@ -171,14 +171,14 @@ func TestShareProcessNamespace(t *testing.T) {
 	}
 	a.start()
 	a.waitReady(ctx, 30*time.Second)
-	for deadline := time.Now().Add(15 * time.Second); !a.out.contains("pod sources synced") && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(15 * time.Second); !a.out.Contains("pod sources synced") && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second) // the pod's first sync after the restart
 	if ps := pauses(); len(ps) != 1 || ps[0].ID != pause.ID {
 		t.Errorf("pauses after an agent restart: %+v, was %+v", ps, pause)
 	}
-	if a.out.contains("started the pod's pause process") || a.out.contains("started container") {
+	if a.out.Contains("started the pod's pause process") || a.out.Contains("started container") {
 		t.Errorf("the restarted agent started a pause or a container:\n%s", a.out)
 	}
 	p = a.waitPod(ctx, name, 10*time.Second, "running", running)

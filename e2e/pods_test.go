@@ -512,7 +512,7 @@ func TestAgentRestartAdoptsRunningContainers(t *testing.T) {
 	}
 	// Its loops, the PLEG and the pod workers stopped before it closed the
 	// containerd connection.
-	if a.out.contains("loops did not stop in time") {
+	if a.out.Contains("loops did not stop in time") {
 		t.Errorf("the agent closed the runtime before its loops stopped:\n%s", a.out)
 	}
 	a.start()
@@ -520,7 +520,7 @@ func TestAgentRestartAdoptsRunningContainers(t *testing.T) {
 	// Give the restarted agent time to sync the pod, then compare.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if a.out.contains("pod sources synced") {
+		if a.out.Contains("pod sources synced") {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -531,7 +531,7 @@ func TestAgentRestartAdoptsRunningContainers(t *testing.T) {
 	if b.ContainerID != c.ContainerID || c.RestartCount != 0 || !c.State.Running.StartedAt.Equal(&b.State.Running.StartedAt) {
 		t.Errorf("container replaced across the agent restart: before %+v after %+v", b, c)
 	}
-	if a.out.contains("started container") {
+	if a.out.Contains("started container") {
 		t.Errorf("the restarted agent started a container:\n%s", a.out)
 	}
 }
@@ -600,7 +600,7 @@ spec:
 	a.waitEvent(ctx, "", "involvedObject.kind=Node,involvedObject.name="+a.node, "an Event on the Node naming broken.yaml", func(e corev1.Event) bool {
 		return strings.Contains(e.Message, "broken.yaml")
 	})
-	if !a.out.contains("broken.yaml") {
+	if !a.out.Contains("broken.yaml") {
 		t.Error("no log line naming broken.yaml")
 	}
 	still := a.waitPod(ctx, mirror, 5*time.Second, "mirror pod still Running", isMirrorRunning)
@@ -752,10 +752,10 @@ func TestAgentRestartsKeepPodsWithRequests(t *testing.T) {
 		a.stop(syscall.SIGKILL)
 		a.start()
 		a.waitReady(ctx, 30*time.Second)
-		for deadline := time.Now().Add(10 * time.Second); !a.out.contains("pod sources synced") && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(10 * time.Second); !a.out.Contains("pod sources synced") && time.Now().Before(deadline); {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if a.out.contains("pod rejected") || a.out.contains("started container") {
+		if a.out.Contains("pod rejected") || a.out.Contains("started container") {
 			t.Fatalf("restart %d: the agent rejected or started a pod:\n%s", i, a.out)
 		}
 	}

@@ -1,7 +1,6 @@
 package pleg
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/nodeagent/nodeagent/internal/testlog"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,22 +141,7 @@ func runningIn(t *testing.T, rt *fakeRuntime, root, pod, id string) string {
 }
 
 // syncBuf is a log destination the test reads.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuf = testlog.Buffer
 
 // nextEvent returns the next event of container id (skipping others), or
 // fails after timeout of (bubble) time.

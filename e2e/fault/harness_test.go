@@ -31,6 +31,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeagent/nodeagent/internal/testlog"
+
 	"github.com/opencontainers/cgroups"
 	cgmanager "github.com/opencontainers/cgroups/manager"
 	corev1 "k8s.io/api/core/v1"
@@ -457,22 +459,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testlog.Buffer
 
 // emptyDirs reports whether every one of dirs is empty or missing.
 func emptyDirs(dirs ...string) bool {
