@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -36,24 +35,12 @@ var clientGoWhole = []string{
 // linked into the binary (each would add its types and its init to every
 // start of the agent).
 func TestClientLinksOnlyTheAgentsGroups(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go command")
-	}
-	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
+	pkgs, imports := binaryDeps(t, "github.com/nodeagent/nodeagent/internal/kubeclient", "k8s.io/api/core/v1")
 	importers := map[string][]string{}
-	var pkgs []string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		pkg, imports, _ := strings.Cut(line, " ")
-		pkgs = append(pkgs, pkg)
-		for _, imp := range strings.Fields(imports) {
+	for _, pkg := range pkgs {
+		for _, imp := range imports[pkg] {
 			importers[imp] = append(importers[imp], pkg)
 		}
-	}
-	if !slices.Contains(pkgs, "github.com/nodeagent/nodeagent/internal/kubeclient") || !slices.Contains(pkgs, "k8s.io/api/core/v1") {
-		t.Fatalf("go list did not list the agent's client:\n%s", out)
 	}
 	for _, pkg := range pkgs {
 		for _, whole := range clientGoWhole {

@@ -10,19 +10,9 @@ import (
 // image of internal/testimage) or k8s.io/kubernetes, and only the runtime
 // package may import containerd.
 func TestDependencies(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go command")
-	}
-	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
 	const mod = "github.com/nodeagent/nodeagent/"
-	if !strings.Contains(string(out), "\n"+mod+"runtime ") || !strings.Contains(string(out), "\n"+mod+"imagegc ") {
-		t.Fatalf("go list did not list the agent's packages:\n%s", out)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		pkg, imports, _ := strings.Cut(line, " ")
+	pkgs, imports := binaryDeps(t, mod+"runtime", mod+"imagegc")
+	for _, pkg := range pkgs {
 		switch {
 		case strings.HasPrefix(pkg, "k8s.io/kubernetes"):
 			t.Errorf("the binary links %s", pkg)
@@ -32,10 +22,37 @@ func TestDependencies(t *testing.T) {
 		if !strings.HasPrefix(pkg, mod) || pkg == mod+"runtime" {
 			continue
 		}
-		for _, imp := range strings.Fields(imports) {
+		for _, imp := range imports[pkg] {
 			if strings.HasPrefix(imp, "github.com/containerd/containerd") {
 				t.Errorf("%s imports %s; only runtime may", pkg, imp)
 			}
 		}
 	}
+}
+
+// binaryDeps lists the packages the agent's binary links (go list -deps),
+// in go list's order, and the imports of each; it fails the test unless
+// every one of want is among them (a go list that listed nothing would
+// make every check pass).
+func binaryDeps(t *testing.T, want ...string) (pkgs []string, imports map[string][]string) {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	imports = map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imps, _ := strings.Cut(line, " ")
+		pkgs = append(pkgs, pkg)
+		imports[pkg] = strings.Fields(imps)
+	}
+	for _, w := range want {
+		if _, ok := imports[w]; !ok {
+			t.Fatalf("go list did not list %s:\n%s", w, out)
+		}
+	}
+	return pkgs, imports
 }
