@@ -280,4 +280,3 @@ func freePort(t *testing.T) int {
 }
 
 type syncBuffer = testlog.Buffer
-
