@@ -1,12 +1,12 @@
 package systemd
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodeagent/nodeagent/internal/testlog"
 
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -65,22 +65,7 @@ func TestNewWatchdogInterval(t *testing.T) {
 }
 
 // logBuffer collects log output from several goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer = testlog.Buffer
 
 func testLogger(t *testing.T) (*slog.Logger, *logBuffer) {
 	buf := &logBuffer{}

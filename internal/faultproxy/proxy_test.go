@@ -11,6 +11,12 @@ import (
 
 // echoServer echoes every connection until it is closed.
 func echoServer(t *testing.T) string {
+	return tcpServer(t, func(c net.Conn) { defer c.Close(); _, _ = io.Copy(c, c) })
+}
+
+// tcpServer serves every connection with serve until the test ends and
+// returns its loopback address.
+func tcpServer(t *testing.T, serve func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -23,7 +29,7 @@ func echoServer(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			go serve(c)
 		}
 	}()
 	return ln.Addr().String()
@@ -255,21 +261,7 @@ func TestDataBeforeACloseIsDelivered(t *testing.T) {
 	for i := range payload {
 		payload[i] = byte(i)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = c.Write(payload); c.Close() }()
-		}
-	}()
-	p, err := New(ln.Addr().String())
+	p, err := New(tcpServer(t, func(c net.Conn) { _, _ = c.Write(payload); c.Close() }))
 	if err != nil {
 		t.Fatal(err)
 	}
