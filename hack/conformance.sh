@@ -183,6 +183,14 @@ cleanup() {
     log "agent log: _output/conformance/$node.log; last lines:"
     tail -n 30 "$work/agent.log" >&2
   fi
+  # Pods still running when the agent stopped keep their volume mounts (as
+  # under kubelet); unmount them, deepest first, or rm cannot remove $work.
+  local mounts
+  mounts=$(awk -v w="$work/" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r)
+  if [ -n "$mounts" ]; then
+    log "unmounting $(wc -l <<<"$mounts") volume mounts left by pods that outlived the agent"
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done <<<"$mounts"
+  fi
   rm -rf "$work"
   exit "$rc"
 }
