@@ -16,6 +16,10 @@
 // 10s, through the agent's own SetFrequencies) and measures again, in the
 // same run. Scenarios (offsets into the first window): --restart-apiserver-at
 // restarts kube-apiserver; --defrag-at compacts and defragments etcd.
+// --restart-window D moves the restart out of the steady-state window: a
+// window of its own (default mode, length D) follows the first one, with the
+// restart --restart-apiserver-at into it, so the steady-state figures do not
+// include the outage's missed windows.
 //
 // It uses the cluster in --cluster-dir ($NODEAGENT_CLUSTER_DIR) when one is
 // running, else starts one in a temporary directory and stops it at the end.
@@ -33,6 +37,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,6 +65,7 @@ type flags struct {
 	baseline          time.Duration
 	images            int
 	restartAPIServer  time.Duration
+	restartWindow     time.Duration
 	defragAt          time.Duration
 	agentLog          string
 	keep              bool
@@ -83,6 +89,7 @@ func main() {
 	flag.DurationVar(&f.baseline, "baseline", 30*time.Second, "measure the control plane without nodes this long first (0: skip, nothing subtracted)")
 	flag.IntVar(&f.images, "images", 50, "images each node's stand-in runtime reports")
 	flag.DurationVar(&f.restartAPIServer, "restart-apiserver-at", 0, "restart kube-apiserver this far into the first window (0: no)")
+	flag.DurationVar(&f.restartWindow, "restart-window", 0, "restart kube-apiserver in a window of its own this long, after the first (0: in the first window)")
 	flag.DurationVar(&f.defragAt, "defrag-at", 0, "compact and defragment etcd this far into the first window (0: no)")
 	flag.StringVar(&f.agentLog, "agent-log", "", "write the simulated agents' warnings and errors to this file")
 	flag.BoolVar(&f.keep, "keep", false, "keep the Nodes and Leases at the end (a running cluster's are deleted otherwise)")
@@ -116,7 +123,13 @@ func (f flags) validate() error {
 		return fmt.Errorf("--duration: must be positive, got %v", f.duration)
 	case f.legacyDuration < 0:
 		return fmt.Errorf("--legacy-duration: must not be negative, got %v", f.legacyDuration)
-	case f.restartAPIServer >= f.duration:
+	case f.restartWindow < 0:
+		return fmt.Errorf("--restart-window: must not be negative, got %v", f.restartWindow)
+	case f.restartWindow > 0 && f.restartAPIServer <= 0:
+		return fmt.Errorf("--restart-window %v: needs --restart-apiserver-at", f.restartWindow)
+	case f.restartWindow > 0 && f.restartAPIServer >= f.restartWindow:
+		return fmt.Errorf("--restart-apiserver-at %v: must fall inside --restart-window %v", f.restartAPIServer, f.restartWindow)
+	case f.restartWindow == 0 && f.restartAPIServer >= f.duration:
 		return fmt.Errorf("--restart-apiserver-at %v: must fall inside --duration %v", f.restartAPIServer, f.duration)
 	case f.defragAt >= f.duration:
 		return fmt.Errorf("--defrag-at %v: must fall inside --duration %v", f.defragAt, f.duration)
@@ -249,10 +262,14 @@ func run(ctx context.Context, f flags) error {
 	if f.mode == "both" {
 		modes = []string{"default", "legacy"}
 	}
+	if f.restartWindow > 0 {
+		// The restart's own window, right after the first, in its mode.
+		modes = append([]string{modes[0], modes[0] + "+restart"}, modes[1:]...)
+	}
 	var windows []*window
 	var mem memUse
 	for i, m := range modes {
-		if i > 0 {
+		if i > 0 && m == "legacy" {
 			logf("switching every node to the legacy report frequency (%v); warm-up %v", f.legacyFrequency, f.warmup)
 			for _, a := range s.agents {
 				a.Status.SetFrequencies(0, f.legacyFrequency)
@@ -261,7 +278,7 @@ func run(ctx context.Context, f flags) error {
 				return err
 			}
 		}
-		w, err := s.runWindow(ctx, m, i == 0)
+		w, err := s.runWindow(ctx, m, i == 0, strings.HasSuffix(m, "+restart"))
 		if err != nil {
 			return err
 		}
@@ -302,10 +319,15 @@ type window struct {
 	defrag    *defragResult
 }
 
-func (s *sim) runWindow(ctx context.Context, mode string, first bool) (*window, error) {
+// runWindow measures one window. The first window has the defragmentation
+// and the restart, unless the restart has a window of its own (restartOnly).
+func (s *sim) runWindow(ctx context.Context, mode string, first, restartOnly bool) (*window, error) {
 	d := s.f.duration
 	if mode == "legacy" && s.f.mode == "both" {
 		d = s.f.legacyDuration
+	}
+	if restartOnly {
+		d = s.f.restartWindow
 	}
 	logf("window %s: %v", mode, d)
 	w := &window{mode: mode, start: time.Now()}
@@ -315,7 +337,7 @@ func (s *sim) runWindow(ctx context.Context, mode string, first bool) (*window, 
 	}
 	var wg sync.WaitGroup
 	var restartErr, defragErr error
-	if first && s.f.restartAPIServer > 0 {
+	if (first && s.f.restartWindow == 0 || restartOnly) && s.f.restartAPIServer > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -325,7 +347,7 @@ func (s *sim) runWindow(ctx context.Context, mode string, first bool) (*window, 
 			w.restart, restartErr = s.restartAPIServer(ctx)
 		}()
 	}
-	if first && s.f.defragAt > 0 {
+	if first && !restartOnly && s.f.defragAt > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

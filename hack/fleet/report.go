@@ -200,8 +200,17 @@ func (s *sim) report(in reportInput) string {
 	})
 	fmt.Fprintln(&w)
 
-	if len(in.windows) == 2 {
-		d, l := perNodeHour(in.windows[0], bytesOf), perNodeHour(in.windows[1], bytesOf)
+	var def, leg *window
+	for _, win := range in.windows {
+		switch win.mode {
+		case "default":
+			def = win
+		case "legacy":
+			leg = win
+		}
+	}
+	if def != nil && leg != nil {
+		d, l := perNodeHour(def, bytesOf), perNodeHour(leg, bytesOf)
 		fmt.Fprintf(&w, "etcd bytes, legacy ÷ default: %.1f× (target ≥ 10×); default ÷ Lease floor (%d B × 360 = %d B / node-hour): %.2f× (target ≤ 1.3×).\n\n",
 			fleetsim.Ratio(l, d), in.sizes.Lease, in.sizes.Lease*360, fleetsim.Ratio(d, float64(in.sizes.Lease*360)))
 	}
