@@ -12,8 +12,13 @@
 //     attempts cover the whole interval and a renewal succeeds within
 //     interval/MaxAttempts (2s) of an API server that comes back, instead of
 //     failing five times in a second and waiting for the next interval.
-//   - A conflict or NotFound drops the cached Lease; the next attempt re-reads
-//     or re-creates it, so a deleted Lease is back within one renewal.
+//   - NotFound drops the cached Lease; the next attempt re-creates it, so a
+//     deleted Lease is back within one renewal. An update whose outcome
+//     leaves the cached resourceVersion in doubt (a conflict, a timeout, a
+//     lost connection: the server may have applied it) is followed by a
+//     merge patch of the spec without resourceVersion, one request instead
+//     of kubelet's 409, read and update; its answer makes the next renewal
+//     an update again.
 //     Creating it (read the Lease, read the Node for the owner reference,
 //     create) resumes across attempts: what an attempt learnt before it
 //     timed out is kept, so against a slow API server each request must fit
@@ -40,6 +45,7 @@ package heartbeat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,6 +80,7 @@ type LeaseClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
 	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
 	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*coordinationv1.Lease, error)
 }
 
 // NodeGetter reads the Node the Lease belongs to (for its UID).
@@ -127,6 +134,12 @@ type Controller struct {
 	// into one attempt. Only Sync touches them.
 	leaseMissing bool
 	nodeUID      types.UID
+	// patchNext: the last update failed in a way that leaves latest's
+	// resourceVersion in doubt (a conflict, or no answer: the server may
+	// have applied it), so the next attempt patches renewTime without a
+	// resourceVersion instead of reading and updating again. Only Sync
+	// touches it.
+	patchNext bool
 
 	mu            sync.Mutex
 	leaseDuration time.Duration
@@ -445,15 +458,76 @@ func (c *Controller) renew(ctx context.Context, duration time.Duration) error {
 		c.latest = created
 		return nil
 	}
+	if c.patchNext {
+		return c.patch(ctx, duration)
+	}
 	updated, err := c.leases.Update(ctx, c.desired(ctx, c.latest, duration), metav1.UpdateOptions{})
 	if err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			c.latest = nil // re-read or re-create on the next attempt
+		if apierrors.IsNotFound(err) {
+			c.latest = nil // re-create on the next attempt
+		} else if !isAPIRefusal(err) {
+			c.patchNext = true
 		}
 		return fmt.Errorf("updating lease: %w", err)
 	}
 	c.latest = updated
 	return nil
+}
+
+// patch renews with a merge patch of the Lease's spec (and the owner
+// reference while it is missing), without a resourceVersion. Kubelet
+// re-reads the Lease after a conflict and then updates it: against an
+// overloaded API server a renewal whose update timed out but was applied
+// then costs four requests (the update, a 409, a read, the update again)
+// and keeps the server overloaded. The patch costs one, whatever happened
+// to the update before it; the Node authorizer allows a node to patch its
+// own Lease. Its answer carries the new resourceVersion, so the renewals
+// after it are updates again, as kubelet's.
+func (c *Controller) patch(ctx context.Context, duration time.Duration) error {
+	want := c.desired(ctx, c.latest, duration)
+	type meta struct {
+		OwnerReferences []metav1.OwnerReference `json:"ownerReferences,omitempty"`
+	}
+	body := struct {
+		Metadata *meta                    `json:"metadata,omitempty"`
+		Spec     coordinationv1.LeaseSpec `json:"spec"`
+	}{Spec: coordinationv1.LeaseSpec{
+		HolderIdentity:       want.Spec.HolderIdentity,
+		LeaseDurationSeconds: want.Spec.LeaseDurationSeconds,
+		RenewTime:            want.Spec.RenewTime,
+	}}
+	if len(c.latest.OwnerReferences) == 0 && len(want.OwnerReferences) > 0 {
+		body.Metadata = &meta{OwnerReferences: want.OwnerReferences}
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("patching lease: %w", err)
+	}
+	patched, err := c.leases.Patch(ctx, c.nodeName, types.MergePatchType, data, metav1.PatchOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			c.latest, c.patchNext = nil, false // re-create on the next attempt
+		}
+		return fmt.Errorf("patching lease: %w", err)
+	}
+	c.latest, c.patchNext = patched, false
+	return nil
+}
+
+// isAPIRefusal reports whether err is the API server's answer that it did
+// not apply the request (too many requests, forbidden, invalid, ...): the
+// Lease's resourceVersion is not in doubt. A conflict, a timeout and a lost
+// connection leave it in doubt.
+func isAPIRefusal(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || apierrors.IsConflict(err) {
+		return false
+	}
+	switch {
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsInternalError(err):
+		return false // may have been applied
+	}
+	return true
 }
 
 // desired returns the Lease to write: base (nil to create) with this node as

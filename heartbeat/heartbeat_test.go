@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
@@ -63,6 +64,19 @@ func (h *hangingLeases) Update(ctx context.Context, l *coordinationv1.Lease, o m
 		return nil, err
 	}
 	return h.LeaseClient.Update(ctx, l, o)
+}
+func (h *hangingLeases) Patch(ctx context.Context, n string, pt types.PatchType, data []byte, o metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if err := h.wait(ctx); err != nil {
+		return nil, err
+	}
+	return h.LeaseClient.Patch(ctx, n, pt, data, o, sub...)
+}
+
+// prependWrites makes fn answer the Lease writes that renew it (update and
+// patch) before the tracker does.
+func prependWrites(cs *fake.Clientset, fn clienttesting.ReactionFunc) {
+	cs.PrependReactor("update", "leases", fn)
+	cs.PrependReactor("patch", "leases", fn)
 }
 
 type fixture struct {
@@ -151,7 +165,7 @@ func TestSyncRecoversWithinOneRenewal(t *testing.T) {
 		wantErr  bool
 		wantGets int // GETs after the initial create
 	}{
-		{desc: "conflict re-reads", failures: []error{apierrors.NewConflict(gr, node, errors.New("stale"))}, wantGets: 1},
+		{desc: "conflict patches without reading", failures: []error{apierrors.NewConflict(gr, node, errors.New("stale"))}, wantGets: 0},
 		{desc: "deleted lease is re-created", failures: []error{apierrors.NewNotFound(gr, node)}, wantGets: 1},
 		{desc: "transient error retries with the cached lease", failures: []error{errors.New("connection reset")}, wantGets: 0},
 		{desc: "five failures give up", failures: []error{errors.New("e1"), errors.New("e2"), errors.New("e3"), errors.New("e4"), errors.New("e5")}, wantErr: true},
@@ -168,7 +182,7 @@ func TestSyncRecoversWithinOneRenewal(t *testing.T) {
 			}
 			var mu sync.Mutex
 			queue := append([]error(nil), tc.failures...)
-			f.cs.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+			prependWrites(f.cs, func(clienttesting.Action) (bool, runtime.Object, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				if len(queue) == 0 {
@@ -471,7 +485,7 @@ func TestRetriesAreSpreadOverTheInterval(t *testing.T) {
 	for _, tc := range []struct {
 		desc     string
 		failures []error
-		// want is when each update attempt starts, after the renewal's start.
+		// want is when each write attempt starts, after the renewal's start.
 		want []time.Duration
 	}{
 		{desc: "refused while the API server is down: one attempt per 2s slot",
@@ -494,7 +508,7 @@ func TestRetriesAreSpreadOverTheInterval(t *testing.T) {
 			var mu sync.Mutex
 			var at []time.Duration
 			queue := append([]error(nil), tc.failures...)
-			f.cs.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+			prependWrites(f.cs, func(clienttesting.Action) (bool, runtime.Object, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				at = append(at, f.clock.Since(start))
@@ -511,7 +525,7 @@ func TestRetriesAreSpreadOverTheInterval(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(at) != len(tc.want) {
-				t.Fatalf("update attempts at %v, want %v", at, tc.want)
+				t.Fatalf("write attempts at %v, want %v", at, tc.want)
 			}
 			for i := range at {
 				// stepUntil advances the clock 50ms at a time.
@@ -568,7 +582,7 @@ func TestOnRepeatedFailure(t *testing.T) {
 			}
 			var mu sync.Mutex
 			queue := append([]error(nil), tc.failures...)
-			f.cs.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+			prependWrites(f.cs, func(clienttesting.Action) (bool, runtime.Object, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				if len(queue) == 0 {
@@ -749,6 +763,103 @@ func TestSlowNodeReadDoesNotCostTheRenewal(t *testing.T) {
 			}
 			if nodes.calls.Load() != 1 {
 				t.Errorf("node reads = %d, want 1", nodes.calls.Load())
+			}
+		})
+	}
+}
+
+// lostAnswer applies the next Update and then loses its answer (the
+// attempt times out), as an overloaded API server does.
+type lostAnswer struct {
+	LeaseClient
+	armed atomic.Bool
+}
+
+func (l *lostAnswer) Update(ctx context.Context, lease *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if !l.armed.CompareAndSwap(true, false) {
+		return l.LeaseClient.Update(ctx, lease, o)
+	}
+	if _, err := l.LeaseClient.Update(ctx, lease, o); err != nil {
+		return nil, err
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A renewal whose update was applied but not answered, or that met a
+// conflict, costs one more request (a patch without resourceVersion), not
+// three (a 409, a read, an update); the renewal after it is an update again
+// and does not conflict.
+func TestRenewalInDoubtIsPatched(t *testing.T) {
+	gr := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	for _, tc := range []struct {
+		desc     string
+		lost     bool  // the update is applied and its answer lost
+		conflict error // or the update is refused with this
+	}{
+		{desc: "update applied, answer lost", lost: true},
+		{desc: "update conflicts", conflict: apierrors.NewConflict(gr, node, errors.New("stale"))},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := newFixture(t, true)
+			la := &lostAnswer{LeaseClient: f.cs.CoordinationV1().Leases(Namespace)}
+			c, err := New(Options{NodeName: node, Leases: la, Nodes: f.cs.CoreV1().Nodes(), Clock: f.clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := c.Sync(ctx); err != nil { // creates the Lease
+				t.Fatal(err)
+			}
+			la.armed.Store(tc.lost)
+			if tc.conflict != nil {
+				var once atomic.Bool
+				f.cs.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+					if once.CompareAndSwap(false, true) {
+						return true, nil, tc.conflict
+					}
+					return false, nil, nil
+				})
+			}
+			f.cs.ClearActions()
+			f.clock.Step(10 * time.Second)
+			start := f.clock.Now()
+			done := make(chan error)
+			go func() { done <- c.Sync(ctx) }()
+			if err := stepUntil(t, f.clock, done); err != nil {
+				t.Fatalf("Sync() = %v", err)
+			}
+			var verbs []string
+			for _, a := range f.cs.Actions() {
+				if a.GetResource().Resource == "leases" {
+					verbs = append(verbs, a.GetVerb())
+				}
+			}
+			if want := []string{"update", "patch"}; fmt.Sprint(verbs) != fmt.Sprint(want) {
+				t.Errorf("Lease requests = %v, want %v", verbs, want)
+			}
+			l := f.lease(t)
+			if l.Spec.RenewTime.Time.Before(start) || *l.Spec.HolderIdentity != node || *l.Spec.LeaseDurationSeconds != 40 {
+				t.Errorf("patched Lease spec = %+v", l.Spec)
+			}
+			if len(l.OwnerReferences) != 1 {
+				t.Errorf("owner references = %+v, want the Node's", l.OwnerReferences)
+			}
+			// The patch's answer carries the resourceVersion: the next
+			// renewal is a plain update that does not conflict.
+			f.cs.ClearActions()
+			f.clock.Step(10 * time.Second)
+			if err := c.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			verbs = verbs[:0]
+			for _, a := range f.cs.Actions() {
+				if a.GetResource().Resource == "leases" {
+					verbs = append(verbs, a.GetVerb())
+				}
+			}
+			if fmt.Sprint(verbs) != "[update]" {
+				t.Errorf("the renewal after the patch made %v, want [update]", verbs)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeagent/nodeagent/heartbeat"
 )
@@ -170,6 +171,13 @@ func (l *recordingLeases) Create(ctx context.Context, lease *coordinationv1.Leas
 func (l *recordingLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	start := l.r.now()
 	out, err := l.LeaseClient.Update(ctx, lease, opts)
+	l.r.leaseWrite(l.i, start, err)
+	return out, err
+}
+
+func (l *recordingLeases) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	start := l.r.now()
+	out, err := l.LeaseClient.Patch(ctx, name, pt, data, opts, sub...)
 	l.r.leaseWrite(l.i, start, err)
 	return out, err
 }
