@@ -386,6 +386,21 @@ func (o *observer) renewedAfter(t time.Time) time.Time {
 	return time.Time{}
 }
 
+// renewedSince returns when the first renewal whose renewTime is after t was
+// seen (zero if none yet). After an API server restart, a renewal sent after
+// the new process started cannot have been written before it: the agent's
+// clock is this machine's.
+func (o *observer) renewedSince(t time.Time) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, r := range o.renewals {
+		if r.After(t) {
+			return o.seen[i]
+		}
+	}
+	return time.Time{}
+}
+
 // log writes every renewal (renewTime, and when it was seen) since from.
 func (o *observer) log(from time.Time) {
 	o.mu.Lock()
