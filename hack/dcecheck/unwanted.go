@@ -9,6 +9,7 @@ import "strings"
 // "/..." also covers the packages below it.
 var unwanted = []struct{ pkg, why string }{
 	{"k8s.io/apimachinery/pkg/runtime/serializer/cbor", "internal/kubeclient's codecs are JSON and protobuf only; client-go's CodecFactoryForGeneratedClient links the CBOR serializer"},
+	{"go.yaml.in/yaml/v3", "config reads line numbers with its own block reader (config/yamlblocks.go); YAML is decoded with sigs.k8s.io/yaml (yaml/v2)"},
 	{"golang.org/x/net/trace", "gRPC's request tracing; build with -tags grpcnotrace (its html/template also switches method elimination off)"},
 	{"html/template", "switches method elimination off (calls methods by name)"},
 	{"github.com/containerd/containerd/contrib/apparmor", "runtime/apparmor.go renders the profile; containerd's text/template rendering switches method elimination off"},
@@ -30,7 +31,8 @@ func findUnwanted(g *graph) []unwantedHit {
 	for _, u := range unwanted {
 	syms:
 		for _, sym := range g.order {
-			if !symbolOf(sym, u.pkg) {
+			// go:info.* is type information for DWARF, which -w drops.
+			if strings.HasPrefix(sym, "go:info.") || !symbolOf(sym, u.pkg) {
 				continue
 			}
 			// A package that is imported at all keeps its package
