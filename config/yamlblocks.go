@@ -47,9 +47,15 @@ type blockParser struct {
 // parseBlocks reads the first document of data.
 func parseBlocks(data string) (*blockNode, bool) {
 	p := &blockParser{ok: true}
+	data = strings.TrimPrefix(data, "\ufeff")
+	data = strings.ReplaceAll(data, "\r\n", "\n")
+	// Other line breaks (a lone CR, and YAML 1.1's NEL, LS and PS, which
+	// yaml.v3 honours): not followed.
+	if strings.ContainsAny(data, "\r\u0085\u2028\u2029") {
+		return nil, false
+	}
 	started := false
 	for n, raw := range strings.Split(data, "\n") {
-		raw = strings.TrimSuffix(raw, "\r")
 		body := strings.TrimLeft(raw, " ")
 		indent := len(raw) - len(body)
 		if strings.HasPrefix(body, "\t") && strings.TrimSpace(body) != "" {
