@@ -1,9 +1,9 @@
 package config
 
 import (
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"strings"
 
-	yamlv3 "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // maxLineDepth bounds the nesting indexed for line numbers.
@@ -13,48 +13,51 @@ const maxLineDepth = 8
 // key, so that problems can point at the line. Mapping keys are indexed both
 // as fields (a.b) and as map keys (a[b]) since the index does not know the
 // schema. It returns nil if data does not parse.
+//
+// The index comes from a small reader of YAML's block structure
+// (yamlblocks.go) rather than a YAML library's node tree: the agent decodes
+// YAML with sigs.k8s.io/yaml (go.yaml.in/yaml/v2, which keeps no
+// positions), and a second YAML library only for line numbers cost 220 KB
+// of binary (issue 16). The data has already parsed as YAML when this
+// runs; the reader gives up (nil) on what it does not follow.
 func lineIndex(data []byte) (idx map[string]int) {
 	defer func() {
 		if recover() != nil { // line numbers are a nicety; never fail on them
 			idx = nil
 		}
 	}()
-	var doc yamlv3.Node
-	if err := yamlv3.Unmarshal(data, &doc); err != nil || doc.Kind != yamlv3.DocumentNode || len(doc.Content) == 0 {
+	root, ok := parseBlocks(string(data))
+	if !ok || root == nil {
 		return nil
 	}
 	idx = map[string]int{}
-	indexNode(idx, doc.Content[0], nil, 0)
+	indexNode(idx, root, nil, 0)
 	return idx
 }
 
-func indexNode(idx map[string]int, n *yamlv3.Node, p *field.Path, depth int) {
-	if depth >= maxLineDepth || len(idx) > 10000 {
+func indexNode(idx map[string]int, n *blockNode, p *field.Path, depth int) {
+	if n == nil || depth >= maxLineDepth || len(idx) > 10000 {
 		return
 	}
-	switch n.Kind {
-	case yamlv3.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind != yamlv3.ScalarNode {
-				continue
-			}
-			for _, cp := range []*field.Path{p.Child(k.Value), p.Key(k.Value)} {
+	switch n.kind {
+	case blockMap:
+		for _, e := range n.entries {
+			for _, cp := range []*field.Path{p.Child(e.key), p.Key(e.key)} {
 				if _, seen := idx[cp.String()]; !seen {
-					idx[cp.String()] = k.Line
+					idx[cp.String()] = e.line
 				}
 				if p == nil {
-					indexNode(idx, v, cp, depth+1)
+					indexNode(idx, e.value, cp, depth+1)
 					break // top-level keys are always fields
 				}
-				indexNode(idx, v, cp, depth+1)
+				indexNode(idx, e.value, cp, depth+1)
 			}
 		}
-	case yamlv3.SequenceNode:
-		for i, e := range n.Content {
+	case blockSeq:
+		for i, e := range n.entries {
 			cp := p.Index(i)
-			idx[cp.String()] = e.Line
-			indexNode(idx, e, cp, depth+1)
+			idx[cp.String()] = e.line
+			indexNode(idx, e.value, cp, depth+1)
 		}
 	}
 }
@@ -82,3 +85,6 @@ func lastSep(path string) int {
 	}
 	return -1
 }
+
+// trimmed is s without leading and trailing spaces.
+func trimmed(s string) string { return strings.Trim(s, " ") }

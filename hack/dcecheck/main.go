@@ -15,6 +15,10 @@
 // failure; the report names the first one and the chain of symbols from the
 // program's entry that reached it (later ones can be consequences: methods
 // kept only because the elimination was already off).
+//
+// It also fails when the linker keeps any symbol of a package that was cut
+// from the binary to keep it small (unwanted, in unwanted.go), naming the
+// chain that reached it.
 package main
 
 import (
@@ -34,12 +38,19 @@ type blocker struct {
 	chain []string
 }
 
-// findBlockers parses -dumpdep output. Lines that are not edges (the go
+// graph is the linker's reachability tree from -dumpdep: each reachable
+// symbol with the one that first made it reachable.
+type graph struct {
+	parent map[string]string
+	order  []string // symbols in the order they became reachable
+	marked []string // <ReflectMethod> symbols, in that order
+	edges  int
+}
+
+// parseDump parses -dumpdep output. Lines that are not edges (the go
 // command's "# package" header) are skipped.
-func findBlockers(r io.Reader) ([]blocker, int, error) {
-	parent := map[string]string{}
-	var marked []string
-	edges := 0
+func parseDump(r io.Reader) (*graph, error) {
+	g := &graph{parent: map[string]string{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -47,28 +58,45 @@ func findBlockers(r io.Reader) ([]blocker, int, error) {
 		if !ok {
 			continue
 		}
-		edges++
+		g.edges++
 		name := stripFlags(to)
-		if _, seen := parent[name]; seen {
+		if _, seen := g.parent[name]; seen {
 			continue
 		}
-		parent[name] = stripFlags(from)
+		g.parent[name] = stripFlags(from)
+		g.order = append(g.order, name)
 		if strings.Contains(to, reflectMark) {
-			marked = append(marked, name)
+			g.marked = append(g.marked, name)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, edges, err
+	return g, sc.Err()
+}
+
+// chain is s and the symbols that reached it, the entry last.
+func (g *graph) chain(s string) []string {
+	c := []string{s}
+	for p := g.parent[s]; p != "" && p != "_" && len(c) < 100; p = g.parent[p] {
+		c = append(c, p)
 	}
+	return c
+}
+
+// findBlockers parses -dumpdep output and returns its <ReflectMethod>
+// symbols with their chains, and the number of edges.
+func findBlockers(r io.Reader) ([]blocker, int, error) {
+	g, err := parseDump(r)
+	if err != nil {
+		return nil, g.edges, err
+	}
+	return g.blockers(), g.edges, nil
+}
+
+func (g *graph) blockers() []blocker {
 	var out []blocker
-	for _, s := range marked {
-		b := blocker{sym: s, chain: []string{s}}
-		for p := parent[s]; p != "" && p != "_" && len(b.chain) < 100; p = parent[p] {
-			b.chain = append(b.chain, p)
-		}
-		out = append(out, b)
+	for _, s := range g.marked {
+		out = append(out, blocker{sym: s, chain: g.chain(s)})
 	}
-	return out, edges, nil
+	return out
 }
 
 // stripFlags drops the " <UsedInIface><ReflectMethod>" flags after a name.
@@ -90,18 +118,27 @@ func main() {
 		os.Exit(2)
 	}
 	defer f.Close()
-	bs, edges, err := findBlockers(f)
+	g, err := parseDump(f)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dcecheck:", err)
 		os.Exit(2)
 	}
 	// An empty or truncated dump would pass vacuously.
-	if edges < 1000 {
-		fmt.Fprintf(os.Stderr, "dcecheck: %s has %d dependency edges: not the output of go build -ldflags=-dumpdep\n", os.Args[1], edges)
+	if g.edges < 1000 {
+		fmt.Fprintf(os.Stderr, "dcecheck: %s has %d dependency edges: not the output of go build -ldflags=-dumpdep\n", os.Args[1], g.edges)
 		os.Exit(2)
 	}
+	failed := false
+	for _, u := range findUnwanted(g) {
+		failed = true
+		fmt.Printf("dcecheck: the binary links %s again (%s). Its first symbol, reached by (entry last):\n  %s\n", u.pkg, u.why, strings.Join(u.chain, "\n    <- "))
+	}
+	bs := g.blockers()
 	if len(bs) == 0 {
-		fmt.Printf("dcecheck: method dead-code elimination is on (%d reachable symbols, none calls reflect methods by a computed name)\n", edges)
+		fmt.Printf("dcecheck: method dead-code elimination is on (%d reachable symbols, none calls reflect methods by a computed name)\n", g.edges)
+		if failed {
+			os.Exit(1)
+		}
 		return
 	}
 	fmt.Printf("dcecheck: method dead-code elimination is OFF: %d reachable symbols call reflect's Method/MethodByName with a computed name.\n", len(bs))

@@ -83,7 +83,11 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 
 // restClientFor is the REST client of one group version, configured as
 // client-go's generated clients configure theirs, with this package's
-// scheme.
+// scheme. Its serializers are JSON and protobuf only: client-go's
+// generated clients swap in a CBOR codec factory when the alpha
+// ClientsAllowCBOR feature gate (KUBE_FEATURE_ClientsAllowCBOR) is on,
+// which links the CBOR serializer into every binary (issue 16); the agent
+// never speaks CBOR.
 func restClientFor(c *rest.Config, gv schema.GroupVersion, httpClient *http.Client) (*rest.RESTClient, error) {
 	cfg := *c
 	cfg.GroupVersion = &gv
@@ -91,7 +95,7 @@ func restClientFor(c *rest.Config, gv schema.GroupVersion, httpClient *http.Clie
 	if gv.Group == "" {
 		cfg.APIPath = "/api"
 	}
-	cfg.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(Scheme, Codecs).WithoutConversion()
+	cfg.NegotiatedSerializer = Codecs.WithoutConversion()
 	return rest.RESTClientForConfigAndClient(&cfg, httpClient)
 }
 
