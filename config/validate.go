@@ -100,6 +100,8 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	if c.EvictionPressureTransitionPeriod.Duration < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("evictionPressureTransitionPeriod"), c.EvictionPressureTransitionPeriod.Duration.String(), "must be greater than or equal to 0"))
 	}
+	softErrs, softWarnings := validateSoftEviction(c)
+	errs, warnings = append(errs, softErrs...), append(warnings, softWarnings...)
 	errs = append(errs, validateImageGC(c)...)
 	errs = append(errs, validateShutdown(c)...)
 

@@ -51,10 +51,10 @@ func (a *agent) admitUnderPressure(pod *v1.Pod) (bool, string, string) {
 }
 
 // runEviction runs node-pressure eviction over the pods of pm until ctx is
-// done (nothing without hard thresholds).
+// done (nothing without hard or soft thresholds).
 func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.Manager) {
-	if len(a.cfg.EvictionHard) == 0 {
-		a.log.Info("node-pressure eviction disabled (evictionHard: {})")
+	if len(a.cfg.EvictionHard) == 0 && len(a.cfg.EvictionSoft) == 0 {
+		a.log.Info("node-pressure eviction disabled (evictionHard: {}, no evictionSoft)")
 		return
 	}
 	log := a.base.With("component", "eviction", "node", a.nodeName)
@@ -82,9 +82,11 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 		Evict: func(ctx context.Context, pod *v1.Pod, grace time.Duration, msg string) error {
 			return pm.Evict(ctx, pod.UID, grace, eviction.Reason, msg)
 		},
-		Node:   &v1.ObjectReference{Kind: "Node", Name: a.nodeName, UID: types.UID(a.nodeName)},
-		Clock:  a.clock,
-		Logger: log,
+		SoftGracePeriods:         a.cfg.SoftGracePeriods(),
+		MaxPodGracePeriodSeconds: int64(a.cfg.EvictionMaxPodGracePeriod),
+		Node:                     &v1.ObjectReference{Kind: "Node", Name: a.nodeName, UID: types.UID(a.nodeName)},
+		Clock:                    a.clock,
+		Logger:                   log,
 	}
 	if a.client != nil {
 		bc := record.NewBroadcaster()
