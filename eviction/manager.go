@@ -44,6 +44,15 @@ type Options struct {
 	// message and condition; it returns once the pod's containers are
 	// stopped and its volumes released, or ctx ends.
 	Evict func(ctx context.Context, pod *v1.Pod, grace time.Duration, message string) error
+	// LocalUsage, when set, measures the local storage of the active pods
+	// that set a limit on it (Stats.LocalUsage): kubelet's
+	// localStorageEviction (localStorageCapacityIsolation) runs every
+	// pass, thresholds met or not.
+	LocalUsage func(ctx context.Context, pods []*v1.Pod) map[string]LocalUsage
+	// EvictLocalStorage evicts a pod for exceeding a local storage limit:
+	// as Evict, but without the DisruptionTarget condition, as kubelet
+	// (nil: Evict).
+	EvictLocalStorage func(ctx context.Context, pod *v1.Pod, grace time.Duration, message string) error
 	// Recorder and Node receive the events (nil Recorder: none).
 	Recorder Recorder
 	Node     k8sruntime.Object
@@ -153,6 +162,11 @@ func (m *Manager) Synchronize(ctx context.Context) (*v1.Pod, error) {
 		}
 	}
 	m.st = st
+	// As kubelet: pods over their local storage limits go first, and
+	// then nothing else this pass.
+	if p := m.localStorageEviction(ctx, now); p != nil {
+		return p, nil
+	}
 	if len(act) == 0 {
 		return nil, nil
 	}
@@ -208,17 +222,69 @@ func (m *Manager) Synchronize(ctx context.Context) (*v1.Pod, error) {
 	return nil, nil
 }
 
+// localStorageEviction evicts, with kubelet's immediate grace period,
+// every active pod over a local storage limit (localStorageViolation);
+// it returns the first.
+func (m *Manager) localStorageEviction(ctx context.Context, now time.Time) *v1.Pod {
+	if m.o.LocalUsage == nil {
+		return nil
+	}
+	var limited []*v1.Pod
+	for _, p := range m.o.ActivePods() {
+		if hasLocalStorageLimit(p) {
+			limited = append(limited, p)
+		}
+	}
+	if len(limited) == 0 {
+		return nil
+	}
+	usage := m.o.LocalUsage(ctx, limited)
+	evict := m.o.EvictLocalStorage
+	if evict == nil {
+		evict = m.o.Evict
+	}
+	var first *v1.Pod
+	for _, pod := range limited {
+		u, ok := usage[string(pod.UID)]
+		if !ok {
+			continue
+		}
+		msg := localStorageViolation(pod, u)
+		if msg == "" {
+			continue
+		}
+		if IsCritical(pod) {
+			m.o.Logger.Error("eviction manager: cannot evict a critical pod", "pod", kubetypes.FullName(pod))
+			continue
+		}
+		log := m.o.Logger.With("signal", "localStorage")
+		grace := time.Duration(hardEvictionGracePeriodSecs) * time.Second
+		if err := m.evictWith(ctx, evict, log, pod, grace, msg, nil, now); err != nil {
+			log.Error("eviction manager: pod failed to evict", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "err", err)
+		}
+		if first == nil {
+			first = pod
+		}
+	}
+	return first
+}
+
 // evict records the Evicted event and stops pod with grace, waiting for
 // the kill (kubelet waits 1.5 × the grace period, at least 10 s) and the
 // cleanup (CleanupTimeout) at most.
 func (m *Manager) evict(ctx context.Context, log *slog.Logger, pod *v1.Pod, grace time.Duration, msg string, ann map[string]string, start time.Time) error {
+	return m.evictWith(ctx, m.o.Evict, log, pod, grace, msg, ann, start)
+}
+
+func (m *Manager) evictWith(ctx context.Context, evict func(context.Context, *v1.Pod, time.Duration, string) error,
+	log *slog.Logger, pod *v1.Pod, grace time.Duration, msg string, ann map[string]string, start time.Time) error {
 	if m.o.Recorder != nil {
 		m.o.Recorder.AnnotatedEventf(pod, ann, v1.EventTypeWarning, Reason, "%s", msg)
 	}
 	plog := log.With("pod", kubetypes.FullName(pod), "podUID", pod.UID)
 	plog.Info("eviction manager: evicting pod", "message", msg, "gracePeriod", grace)
 	ectx, cancel := context.WithTimeout(ctx, max(grace*3/2, 10*time.Second)+m.o.CleanupTimeout)
-	err := m.o.Evict(ectx, pod, grace, msg)
+	err := evict(ectx, pod, grace, msg)
 	cancel()
 	m.evictedAt = m.o.Clock.Now()
 	if err == nil {
