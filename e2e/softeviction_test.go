@@ -146,3 +146,79 @@ func TestSoftThresholdWaitsGracePeriodThenEvicts(t *testing.T) {
 		t.Errorf("nodefs.available %dKi 30s after the eviction, want above 40Mi", after>>10)
 	}
 }
+
+// evictionMinimumReclaim: rootDir on a 128 MiB tmpfs, nodefs.available
+// hard 40Mi with a minimum reclaim of 40Mi; three pods write 32 MiB each
+// into emptyDirs. Evicting one brings nodefs.available above 40Mi but not
+// above 80Mi, so a second pod goes too; the third stays. Without the
+// minimum reclaim one eviction would do.
+func TestMinimumReclaimEvictsUntilThresholdPlusMinimum(t *testing.T) {
+	a, _ := podAgent(t, "evictionHard:\n  nodefs.available: 40Mi\nevictionMinimumReclaim:\n  nodefs.available: 40Mi\nevictionPressureTransitionPeriod: 10s\n")
+	if err := os.MkdirAll(a.rootDir(), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", a.rootDir()).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs for rootDir: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		a.stop(syscall.SIGKILL)
+		_ = exec.Command("umount", "-l", a.rootDir()).Run()
+	})
+	a.start()
+	ctx := context.Background()
+	a.waitReady(ctx, 30*time.Second)
+	statfs := func() int64 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(a.rootDir(), &st); err != nil {
+			t.Fatal(err)
+		}
+		return int64(st.Bavail) * st.Bsize
+	}
+	var names []string
+	for i := range 3 {
+		name := fmt.Sprintf("%s-fill%d", a.node, i)
+		names = append(names, name)
+		// Each writes once the others' files are there, so that the
+		// threshold is crossed only with all three written.
+		kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 1
+  containers:
+  - name: fill
+    image: %s
+    command: ["sh", "-c", "dd if=/dev/zero of=/data/fill bs=1M count=32; sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    emptyDir: {}
+`, testimage.Ref)), "apply", "-f", "-")
+		a.waitPod(ctx, name, 60*time.Second, "running", running)
+		time.Sleep(time.Second)
+	}
+	t.Logf("nodefs.available %dKi with the three pods' 96 MiB written", statfs()>>10)
+
+	evictedPods := func() (out []string) {
+		for _, n := range names {
+			if p, err := a.env.Admin.CoreV1().Pods("default").Get(ctx, n, metav1.GetOptions{}); err == nil && evicted(p) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		return len(evictedPods()) >= 2, nil
+	}); err != nil {
+		t.Fatalf("evicted %v within 90s, want two pods (nodefs.available now %dKi)", evictedPods(), statfs()>>10)
+	}
+	// Settled: no third eviction once above threshold + minimum reclaim.
+	time.Sleep(25 * time.Second)
+	got, avail := evictedPods(), statfs()
+	t.Logf("evicted %d pods; nodefs.available %dKi afterwards", len(got), avail>>10)
+	if len(got) != 2 {
+		t.Errorf("evicted %v, want exactly two pods", got)
+	}
+	if avail <= 80<<20 {
+		t.Errorf("nodefs.available %dKi after the evictions, want above threshold + minimum reclaim (80Mi)", avail>>10)
+	}
+	if !a.out.Contains("minimumReclaim=41943040") {
+		t.Errorf("the eviction manager never logged the 40Mi minimum reclaim")
+	}
+}
