@@ -21,7 +21,8 @@ func validateSoftEviction(c *NodeAgentConfiguration) (field.ErrorList, []string)
 	errs := validateEviction(c.EvictionSoft, field.NewPath("evictionSoft"))
 	gp := field.NewPath("evictionSoftGracePeriod")
 	for _, k := range sortedKeys(c.EvictionSoft) {
-		if v := c.EvictionSoft[k]; v == "0%" || v == "100%" || !contains(evictionSignals, k) {
+		v := c.EvictionSoft[k]
+		if v == "0%" || v == "100%" || len(validateEviction(map[string]string{k: v}, field.NewPath("evictionSoft"))) > 0 {
 			continue // ignored (as kubelet), or already an error
 		}
 		if _, ok := c.EvictionSoftGracePeriod[k]; !ok {

@@ -289,8 +289,9 @@ func validateEviction(m map[string]string, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(kp, v, "must be a percentage such as \"10%\" or a quantity such as \"100Mi\""))
 			continue
 		}
-		if q.Sign() < 0 {
-			errs = append(errs, field.Invalid(kp, v, "must not be negative"))
+		if q.Sign() <= 0 {
+			// kubelet: "eviction threshold <signal> must be positive".
+			errs = append(errs, field.Invalid(kp, v, "eviction threshold "+k+" must be positive"))
 		}
 	}
 	return errs

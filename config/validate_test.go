@@ -218,6 +218,7 @@ func TestValidate(t *testing.T) {
 					"imagefs.available": "x%",
 					"disk.available":    "1Gi",
 					"pid.available":     "5.5%",
+					"nodefs.inodesFree": "0",
 				}
 			},
 			want: []string{
@@ -225,17 +226,19 @@ func TestValidate(t *testing.T) {
 				`evictionHard[imagefs.available]: Invalid value: "x%": must be a percentage such as "10%" or a quantity such as "100Mi"`,
 				`evictionHard[memory.available]: Invalid value: "ten": must be a percentage such as "10%" or a quantity such as "100Mi"`,
 				`evictionHard[nodefs.available]: Invalid value: "110%": must be a percentage between 0% and 100%`,
+				`evictionHard[nodefs.inodesFree]: Invalid value: "0": eviction threshold nodefs.inodesFree must be positive`,
 			},
 		},
 		{
 			desc: "soft eviction, as kubelet's ParseThresholdConfig",
 			mutate: func(c *NodeAgentConfiguration) {
-				c.EvictionSoft = map[string]string{"memory.available": "1Gi", "nodefs.available": "15%", "imagefs.available": "0%", "pid.available": "lots"}
+				c.EvictionSoft = map[string]string{"memory.available": "1Gi", "nodefs.available": "15%", "imagefs.available": "0%", "pid.available": "lots", "nodefs.inodesFree": "0"}
 				c.EvictionSoftGracePeriod = map[string]string{"nodefs.available": "-1s", "pid.available": "1m", "disk.available": "1m", "imagefs.inodesFree": "soon"}
 				c.EvictionMinimumReclaim = map[string]string{"memory.available": "-1Mi", "nodefs.available": "0%", "imagefs.available": "2Gi", "nodefs.inodesFree": "5%x"}
 				c.EvictionMaxPodGracePeriod = -1
 			},
 			want: []string{
+				`evictionSoft[nodefs.inodesFree]: Invalid value: "0": eviction threshold nodefs.inodesFree must be positive`,
 				`evictionSoft[pid.available]: Invalid value: "lots": must be a percentage such as "10%" or a quantity such as "100Mi"`,
 				`evictionSoftGracePeriod[memory.available]: Required value: grace period must be specified for the soft eviction threshold memory.available`,
 				`evictionSoftGracePeriod[disk.available]: Unsupported value: "disk.available": supported values: "memory.available", "allocatableMemory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "containerfs.available", "containerfs.inodesFree", "pid.available"`,
