@@ -82,6 +82,9 @@ func Default() *NodeAgentConfiguration {
 		KubeReserved:                     map[string]string{},
 		EvictionHard:                     eviction.DefaultHard(),
 		EvictionPressureTransitionPeriod: metav1.Duration{Duration: DefaultEvictionPressureTransitionPeriod},
+		EvictionSoft:                     map[string]string{},
+		EvictionSoftGracePeriod:          map[string]string{},
+		EvictionMinimumReclaim:           map[string]string{},
 		ImageGCHighThresholdPercent:      DefaultImageGCHighThresholdPercent,
 		ImageGCLowThresholdPercent:       DefaultImageGCLowThresholdPercent,
 		ImageMinimumGCAge:                metav1.Duration{Duration: DefaultImageMinimumGCAge},
@@ -164,6 +167,9 @@ func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
 	out.SystemReserved = copyMap(c.SystemReserved)
 	out.KubeReserved = copyMap(c.KubeReserved)
 	out.EvictionHard = copyMap(c.EvictionHard)
+	out.EvictionSoft = copyMap(c.EvictionSoft)
+	out.EvictionSoftGracePeriod = copyMap(c.EvictionSoftGracePeriod)
+	out.EvictionMinimumReclaim = copyMap(c.EvictionMinimumReclaim)
 	out.NodeLabels = copyMap(c.NodeLabels)
 	if c.ClusterDNS != nil {
 		out.ClusterDNS = append([]string{}, c.ClusterDNS...)

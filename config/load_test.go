@@ -192,6 +192,18 @@ kubeconfig: /etc/file/kubeconfig
 			want:    func(c *NodeAgentConfiguration) { c.MaxPods = 30; c.CgroupDriver = CgroupDriverSystemd },
 		},
 		{
+			desc: "a KubeletConfiguration drop-in with soft eviction settings",
+			dropIns: map[string]string{"10.conf": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+				"evictionSoft:\n  memory.available: 1Gi\nevictionSoftGracePeriod:\n  memory.available: 1m30s\n" +
+				"evictionMaxPodGracePeriod: 60\nevictionMinimumReclaim:\n  memory.available: 500Mi\n"},
+			want: func(c *NodeAgentConfiguration) {
+				c.EvictionSoft = map[string]string{"memory.available": "1Gi"}
+				c.EvictionSoftGracePeriod = map[string]string{"memory.available": "1m30s"}
+				c.EvictionMaxPodGracePeriod = 60
+				c.EvictionMinimumReclaim = map[string]string{"memory.available": "500Mi"}
+			},
+		},
+		{
 			desc: "other files are skipped, with a warning unless hidden or a directory",
 			dropIns: map[string]string{
 				"10.yaml":        hdr + "maxPods: 1\n",

@@ -67,6 +67,15 @@ type NodeAgentConfiguration struct {
 	// EvictionPressureTransitionPeriod is how long a pressure condition stays
 	// true after its signal went below the threshold.
 	EvictionPressureTransitionPeriod metav1.Duration `json:"evictionPressureTransitionPeriod"`
+	// EvictionSoft maps eviction signals to soft thresholds, acted on once
+	// met for the signal's EvictionSoftGracePeriod (a duration);
+	// EvictionMaxPodGracePeriod caps the grace period (seconds) of pods
+	// evicted for them. EvictionMinimumReclaim maps signals to how far
+	// above a threshold acted on the signal must come back.
+	EvictionSoft              map[string]string `json:"evictionSoft"`
+	EvictionSoftGracePeriod   map[string]string `json:"evictionSoftGracePeriod"`
+	EvictionMaxPodGracePeriod int32             `json:"evictionMaxPodGracePeriod"`
+	EvictionMinimumReclaim    map[string]string `json:"evictionMinimumReclaim"`
 
 	// Image garbage collection, as kubelet's: above
 	// ImageGCHighThresholdPercent of the image filesystem, unused images

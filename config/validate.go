@@ -100,6 +100,8 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	if c.EvictionPressureTransitionPeriod.Duration < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("evictionPressureTransitionPeriod"), c.EvictionPressureTransitionPeriod.Duration.String(), "must be greater than or equal to 0"))
 	}
+	softErrs, softWarnings := validateSoftEviction(c)
+	errs, warnings = append(errs, softErrs...), append(warnings, softWarnings...)
 	errs = append(errs, validateImageGC(c)...)
 	errs = append(errs, validateShutdown(c)...)
 
@@ -287,8 +289,9 @@ func validateEviction(m map[string]string, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(kp, v, "must be a percentage such as \"10%\" or a quantity such as \"100Mi\""))
 			continue
 		}
-		if q.Sign() < 0 {
-			errs = append(errs, field.Invalid(kp, v, "must not be negative"))
+		if q.Sign() <= 0 {
+			// kubelet: "eviction threshold <signal> must be positive".
+			errs = append(errs, field.Invalid(kp, v, "eviction threshold "+k+" must be positive"))
 		}
 	}
 	return errs

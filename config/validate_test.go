@@ -218,6 +218,7 @@ func TestValidate(t *testing.T) {
 					"imagefs.available": "x%",
 					"disk.available":    "1Gi",
 					"pid.available":     "5.5%",
+					"nodefs.inodesFree": "0",
 				}
 			},
 			want: []string{
@@ -225,6 +226,31 @@ func TestValidate(t *testing.T) {
 				`evictionHard[imagefs.available]: Invalid value: "x%": must be a percentage such as "10%" or a quantity such as "100Mi"`,
 				`evictionHard[memory.available]: Invalid value: "ten": must be a percentage such as "10%" or a quantity such as "100Mi"`,
 				`evictionHard[nodefs.available]: Invalid value: "110%": must be a percentage between 0% and 100%`,
+				`evictionHard[nodefs.inodesFree]: Invalid value: "0": eviction threshold nodefs.inodesFree must be positive`,
+			},
+		},
+		{
+			desc: "soft eviction, as kubelet's ParseThresholdConfig",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.EvictionSoft = map[string]string{"memory.available": "1Gi", "nodefs.available": "15%", "imagefs.available": "0%", "pid.available": "lots", "nodefs.inodesFree": "0"}
+				c.EvictionSoftGracePeriod = map[string]string{"nodefs.available": "-1s", "pid.available": "1m", "disk.available": "1m", "imagefs.inodesFree": "soon"}
+				c.EvictionMinimumReclaim = map[string]string{"memory.available": "-1Mi", "nodefs.available": "0%", "imagefs.available": "2Gi", "nodefs.inodesFree": "5%x"}
+				c.EvictionMaxPodGracePeriod = -1
+			},
+			want: []string{
+				`evictionSoft[nodefs.inodesFree]: Invalid value: "0": eviction threshold nodefs.inodesFree must be positive`,
+				`evictionSoft[pid.available]: Invalid value: "lots": must be a percentage such as "10%" or a quantity such as "100Mi"`,
+				`evictionSoftGracePeriod[memory.available]: Required value: grace period must be specified for the soft eviction threshold memory.available`,
+				`evictionSoftGracePeriod[disk.available]: Unsupported value: "disk.available": supported values: "memory.available", "allocatableMemory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "containerfs.available", "containerfs.inodesFree", "pid.available"`,
+				`evictionSoftGracePeriod[imagefs.inodesFree]: Invalid value: "soon": must be a duration such as "1m30s"`,
+				`evictionSoftGracePeriod[nodefs.available]: Invalid value: "-1s": invalid eviction grace period specified: -1s, must be a positive value`,
+				`evictionMinimumReclaim[memory.available]: Invalid value: "-1Mi": negative eviction minimum reclaim specified for memory.available`,
+				`evictionMinimumReclaim[nodefs.available]: Invalid value: "0%": eviction percentage minimum reclaim nodefs.available must be positive: 0%`,
+				`evictionMinimumReclaim[nodefs.inodesFree]: Invalid value: "5%x": must be a percentage such as "5%" or a quantity such as "500Mi"`,
+			},
+			warnings: []string{
+				"evictionSoftGracePeriod[imagefs.inodesFree]: no soft threshold for imagefs.inodesFree in evictionSoft",
+				"evictionMaxPodGracePeriod: -1 gives pods evicted for a soft threshold a 1s grace period",
 			},
 		},
 		{

@@ -44,12 +44,29 @@ type Options struct {
 	// message and condition; it returns once the pod's containers are
 	// stopped and its volumes released, or ctx ends.
 	Evict func(ctx context.Context, pod *v1.Pod, grace time.Duration, message string) error
+	// LocalUsage, when set, measures the local storage of the active pods
+	// that set a limit on it (Stats.LocalUsage): kubelet's
+	// localStorageEviction (localStorageCapacityIsolation) runs every
+	// pass, thresholds met or not.
+	LocalUsage func(ctx context.Context, pods []*v1.Pod) map[string]LocalUsage
+	// EvictLocalStorage evicts a pod for exceeding a local storage limit:
+	// as Evict, but without the DisruptionTarget condition, as kubelet
+	// (nil: Evict).
+	EvictLocalStorage func(ctx context.Context, pod *v1.Pod, grace time.Duration, message string) error
 	// Recorder and Node receive the events (nil Recorder: none).
 	Recorder Recorder
 	Node     k8sruntime.Object
 	// Interval is the monitoring interval (default MonitoringInterval).
 	Interval time.Duration
-	// CleanupTimeout bounds the wait for an evicted pod (kubelet's 30s).
+	// SoftGracePeriods are evictionSoftGracePeriod: how long each soft
+	// threshold (published in the observation) must be met before it is
+	// acted on. Config validation requires one per soft threshold.
+	SoftGracePeriods map[string]time.Duration
+	// MaxPodGracePeriodSeconds is evictionMaxPodGracePeriod: pods evicted
+	// for a soft threshold get at most this grace period.
+	MaxPodGracePeriodSeconds int64
+	// CleanupTimeout bounds the wait for an evicted pod's cleanup after
+	// its kill (kubelet's 30s).
 	CleanupTimeout time.Duration
 	Clock          clock.WithTicker
 	Logger         *slog.Logger
@@ -59,8 +76,9 @@ type Options struct {
 type Manager struct {
 	o Options
 	// evictedAt is when the last eviction finished: observations older
-	// than that are not used again. Owned by Run's goroutine.
+	// than that are not used again. Owned by Run's goroutine, as st.
 	evictedAt time.Time
+	st        thresholdState
 }
 
 // New returns a manager; nothing runs until Run.
@@ -123,21 +141,11 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-// metSignals returns the signals below their thresholds, memory first
-// (kubelet's byEvictionPriority), then in the order of sig.Signals.
-func metSignals(obs sig.Observation) []string {
-	var out []string
-	for _, s := range sig.Signals() {
-		if o, ok := obs.Signals[s]; ok && o.Met() {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// Synchronize is one pass of the manager: when a hard threshold is met it
-// reclaims node-level resources for disk signals and otherwise evicts the
-// first pod in kubelet's ranking that may be evicted. It returns that pod.
+// Synchronize is one pass of the manager: it decides which thresholds are
+// met and past their grace periods (decideThresholds); for the first one
+// it reclaims node-level resources for disk signals and otherwise evicts
+// the first pod in kubelet's ranking that may be evicted. It returns that
+// pod.
 func (m *Manager) Synchronize(ctx context.Context) (*v1.Pod, error) {
 	now := m.o.Clock.Now()
 	maxAge := m.o.Interval
@@ -145,27 +153,42 @@ func (m *Manager) Synchronize(ctx context.Context) (*v1.Pod, error) {
 		maxAge = max(since, 0)
 	}
 	obs := m.o.Observe(maxAge)
-	met := metSignals(obs)
-	if len(met) == 0 {
+	act, st := decideThresholds(now, obs, m.o.SoftGracePeriods, m.st)
+	for t, at := range st.firstMet {
+		if d := gracePeriod(t, m.o.SoftGracePeriods); d > 0 && now.Sub(at) < d {
+			m.o.Logger.Info("eviction manager: eviction criteria not yet met", "signal", t.Signal, "soft", true,
+				"threshold", obs.Signals[t.Signal].SoftText, "available", obs.Signals[t.Signal].Available,
+				"duration", now.Sub(at), "gracePeriod", d)
+		}
+	}
+	m.st = st
+	// As kubelet: pods over their local storage limits go first, and
+	// then nothing else this pass.
+	if p := m.localStorageEviction(ctx, now); p != nil {
+		return p, nil
+	}
+	if len(act) == 0 {
 		return nil, nil
 	}
-	signal := met[0]
+	t := act[0]
+	signal := t.Signal
 	res := signalResource[signal]
-	log := m.o.Logger.With("signal", signal, "resource", res)
-	log.Info("eviction manager: attempting to reclaim", "available", obs.Signals[signal].Available, "threshold", obs.Signals[signal].ThresholdText)
+	observed := observedFor(t, obs)
+	log := m.o.Logger.With("signal", signal, "resource", res, "soft", t.Soft)
+	log.Info("eviction manager: attempting to reclaim", "available", observed.Available, "threshold", observed.ThresholdText, "minimumReclaim", observed.MinReclaim)
 	m.nodeEvent(v1.EventTypeWarning, ReasonThresholdMet, "Attempting to reclaim %s", res)
 
 	if isDiskSignal(signal) && len(m.o.Reclaim) > 0 {
-		before := obs.Signals[signal].Available
+		before := observed.Available
 		for _, f := range m.o.Reclaim {
 			if err := f(ctx); err != nil {
 				log.Info("eviction manager: unexpected error when attempting to reduce resource pressure", "err", err)
 			}
 		}
 		obs = m.o.Observe(0)
-		log.Info("eviction manager: node-level reclaim done", "reclaimedBytes", obs.Signals[signal].Available-before)
-		met = metSignals(obs)
-		if len(met) == 0 {
+		observed = observedFor(t, obs)
+		log.Info("eviction manager: node-level reclaim done", "reclaimedBytes", observed.Available-before)
+		if !anyUnresolved(obs) {
 			log.Info("eviction manager: able to reduce resource pressure without evicting pods")
 			return nil, nil
 		}
@@ -188,25 +211,86 @@ func (m *Manager) Synchronize(ctx context.Context) (*v1.Pod, error) {
 			continue
 		}
 		u, measured := usageOf(pod)
-		msg, ann := Message(signal, obs.Signals[signal], pod, u, measured)
-		if m.o.Recorder != nil {
-			m.o.Recorder.AnnotatedEventf(pod, ann, v1.EventTypeWarning, Reason, "%s", msg)
-		}
-		plog := log.With("pod", kubetypes.FullName(pod), "podUID", pod.UID)
-		plog.Info("eviction manager: evicting pod", "message", msg)
-		ectx, cancel := context.WithTimeout(ctx, m.o.CleanupTimeout)
-		err := m.o.Evict(ectx, pod, hardEvictionGracePeriodSecs*time.Second, msg)
-		cancel()
-		m.evictedAt = m.o.Clock.Now()
-		if err != nil {
-			plog.Error("eviction manager: pod failed to evict", "err", err)
-		} else {
-			plog.Info("eviction manager: pod is evicted successfully", "took", m.evictedAt.Sub(now))
+		msg, ann := Message(signal, observed, pod, u, measured)
+		grace := podGracePeriod(t, m.o.SoftGracePeriods, m.o.MaxPodGracePeriodSeconds, pod)
+		if err := m.evict(ctx, log, pod, grace, msg, ann, now); err != nil {
+			log.Error("eviction manager: pod failed to evict", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "err", err)
 		}
 		return pod, nil
 	}
 	log.Info("eviction manager: unable to evict any pods from the node")
 	return nil, nil
+}
+
+// localStorageEviction evicts, with kubelet's immediate grace period,
+// every active pod over a local storage limit (localStorageViolation);
+// it returns the first.
+func (m *Manager) localStorageEviction(ctx context.Context, now time.Time) *v1.Pod {
+	if m.o.LocalUsage == nil {
+		return nil
+	}
+	var limited []*v1.Pod
+	for _, p := range m.o.ActivePods() {
+		if hasLocalStorageLimit(p) {
+			limited = append(limited, p)
+		}
+	}
+	if len(limited) == 0 {
+		return nil
+	}
+	usage := m.o.LocalUsage(ctx, limited)
+	evict := m.o.EvictLocalStorage
+	if evict == nil {
+		evict = m.o.Evict
+	}
+	var first *v1.Pod
+	for _, pod := range limited {
+		u, ok := usage[string(pod.UID)]
+		if !ok {
+			continue
+		}
+		msg := localStorageViolation(pod, u)
+		if msg == "" {
+			continue
+		}
+		if IsCritical(pod) {
+			m.o.Logger.Error("eviction manager: cannot evict a critical pod", "pod", kubetypes.FullName(pod))
+			continue
+		}
+		log := m.o.Logger.With("signal", "localStorage")
+		grace := time.Duration(hardEvictionGracePeriodSecs) * time.Second
+		if err := m.evictWith(ctx, evict, log, pod, grace, msg, nil, now); err != nil {
+			log.Error("eviction manager: pod failed to evict", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "err", err)
+		}
+		if first == nil {
+			first = pod
+		}
+	}
+	return first
+}
+
+// evict records the Evicted event and stops pod with grace, waiting for
+// the kill (kubelet waits 1.5 × the grace period, at least 10 s) and the
+// cleanup (CleanupTimeout) at most.
+func (m *Manager) evict(ctx context.Context, log *slog.Logger, pod *v1.Pod, grace time.Duration, msg string, ann map[string]string, start time.Time) error {
+	return m.evictWith(ctx, m.o.Evict, log, pod, grace, msg, ann, start)
+}
+
+func (m *Manager) evictWith(ctx context.Context, evict func(context.Context, *v1.Pod, time.Duration, string) error,
+	log *slog.Logger, pod *v1.Pod, grace time.Duration, msg string, ann map[string]string, start time.Time) error {
+	if m.o.Recorder != nil {
+		m.o.Recorder.AnnotatedEventf(pod, ann, v1.EventTypeWarning, Reason, "%s", msg)
+	}
+	plog := log.With("pod", kubetypes.FullName(pod), "podUID", pod.UID)
+	plog.Info("eviction manager: evicting pod", "message", msg, "gracePeriod", grace)
+	ectx, cancel := context.WithTimeout(ctx, max(grace*3/2, 10*time.Second)+m.o.CleanupTimeout)
+	err := evict(ectx, pod, grace, msg)
+	cancel()
+	m.evictedAt = m.o.Clock.Now()
+	if err == nil {
+		plog.Info("eviction manager: pod is evicted successfully", "took", m.evictedAt.Sub(start))
+	}
+	return err
 }
 
 func (m *Manager) nodeEvent(typ, reason, format string, args ...any) {

@@ -27,6 +27,14 @@ type Stats struct {
 	Containers func(ctx context.Context) ([]runtime.Container, error)
 	// CgroupMounts are the cgroup hierarchies (nil: the host's).
 	CgroupMounts []string
+	// WritableLayer measures a container's writable layer
+	// (runtime.Runtime.WritableLayerUsage); nil: not counted. Used by
+	// LocalUsage only.
+	WritableLayer func(ctx context.Context, id string) (int64, error)
+	// DedicatedImageFS: the image filesystem (where writable layers live)
+	// is not RootDir's; as in kubelet, a container's ephemeral-storage
+	// usage then counts its logs only.
+	DedicatedImageFS bool
 }
 
 // Usage measures pods; a pod missing from the result could not be

@@ -23,7 +23,8 @@
 //     the later ones against a fresh GET.
 //   - lastTransitionTime of a condition changes only when its status flips.
 //     A pressure condition stays True for EvictionPressureTransitionPeriod after
-//     its signal last crossed the threshold, as kubelet's eviction manager does.
+//     its signal last crossed a threshold (hard or soft: a soft one sets it
+//     whatever its grace period), as kubelet's eviction manager does.
 //   - Ready does not flap: every call into the runtime (RuntimeVersion,
 //     ListImages, RuntimeHealthy, PLEGHealthy) runs with a timeout, at most one
 //     call of each kind is in flight, and the last good answer is used until it

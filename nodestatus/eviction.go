@@ -25,12 +25,13 @@ var signalCondition = map[string]v1.NodeConditionType{
 	eviction.SignalPIDAvailable:               v1.NodePIDPressure,
 }
 
-// threshold is one hard eviction threshold: the signal is met when its
+// threshold is one eviction threshold: the signal is met when its
 // available amount is below quantity, or below percent × capacity.
 type threshold struct {
 	signal   string
 	quantity *resource.Quantity
 	percent  float64 // in (0,1) when quantity is nil
+	soft     bool    // from evictionSoft
 }
 
 // parseThresholds parses kubelet's evictionHard syntax. "0%" and "100%"
@@ -64,6 +65,35 @@ func parseThresholds(m map[string]string) ([]threshold, error) {
 			return nil, fmt.Errorf("%s: threshold must be positive, got %q", sig, val)
 		}
 		out = append(out, threshold{signal: sig, quantity: &q})
+	}
+	return out, nil
+}
+
+// parseMinReclaims parses kubelet's evictionMinimumReclaim syntax: a
+// quantity (0 allowed) or a positive percentage of capacity, per signal.
+func parseMinReclaims(m map[string]string) (map[string]threshold, error) {
+	out := map[string]threshold{}
+	for _, sig := range sortedKeys(m) {
+		val := strings.TrimSpace(m[sig])
+		if _, ok := signalCondition[sig]; !ok {
+			return nil, fmt.Errorf("unsupported eviction signal %q", sig)
+		}
+		if pct, ok := strings.CutSuffix(val, "%"); ok {
+			f, err := strconv.ParseFloat(pct, 64)
+			if err != nil || f <= 0 || f > 100 {
+				return nil, fmt.Errorf("%s: %q must be a percentage above 0%% and at most 100%%", sig, val)
+			}
+			out[sig] = threshold{signal: sig, percent: f / 100}
+			continue
+		}
+		q, err := resource.ParseQuantity(val)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is neither a quantity nor a percentage: %w", sig, val, err)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("%s: minimum reclaim must not be negative, got %q", sig, val)
+		}
+		out[sig] = threshold{signal: sig, quantity: &q}
 	}
 	return out, nil
 }
@@ -114,6 +144,9 @@ func PressureActive(now, lastObserved time.Time, transitionPeriod time.Duration)
 func hardEvictionReservation(ts []threshold, capacity v1.ResourceList) v1.ResourceList {
 	out := v1.ResourceList{}
 	for _, t := range ts {
+		if t.soft {
+			continue // kubelet reserves only for hard thresholds
+		}
 		var name v1.ResourceName
 		switch t.signal {
 		case eviction.SignalMemoryAvailable:

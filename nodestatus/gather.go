@@ -61,7 +61,7 @@ func (m *Manager) gather(now time.Time) {
 	in.info.KubeletVersion = KubeletVersion(m.cfg.AgentVersion)
 
 	// Pressure with hysteresis.
-	met := thresholdsMet(m.cfg.thresholds, in.observations)
+	met := thresholdsMet(m.cfg.pressureThresholds(), in.observations)
 	m.mergeCrossings(met)
 	in.pressure = map[v1.NodeConditionType]bool{}
 	for _, c := range []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure} {

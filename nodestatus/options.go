@@ -68,6 +68,13 @@ type Options struct {
 	// (eviction.DefaultHard), as config.Default sets them.
 	EvictionHard                     map[string]string
 	EvictionPressureTransitionPeriod time.Duration // default 5m
+	// EvictionSoft are the soft thresholds (same syntax; nil = none): a
+	// pressure condition is set as soon as one is met, whatever its grace
+	// period (which only the eviction manager goes by).
+	EvictionSoft map[string]string
+	// EvictionMinimumReclaim is signal -> quantity or percentage of
+	// capacity, published with the observation for the eviction manager.
+	EvictionMinimumReclaim map[string]string
 
 	NodeIP string // InternalIP; empty = the address of the default route's interface
 	// RootDir is the agent's state directory; its filesystem is nodefs
@@ -128,7 +135,15 @@ type Options struct {
 type config struct {
 	Options
 	reserved   v1.ResourceList // systemReserved + kubeReserved
-	thresholds []threshold
+	thresholds []threshold     // hard
+	soft       []threshold
+	minReclaim map[string]threshold
+}
+
+// pressureThresholds are the thresholds that set pressure conditions:
+// hard and soft, as kubelet's nodeConditions(thresholdsMet(...)).
+func (c *config) pressureThresholds() []threshold {
+	return append(append([]threshold{}, c.thresholds...), c.soft...)
 }
 
 func (o Options) validate() (*config, error) {
@@ -222,6 +237,15 @@ func (o Options) validate() (*config, error) {
 	}
 	if c.thresholds, err = parseThresholds(hard); err != nil {
 		errs = append(errs, fmt.Errorf("evictionHard: %w", err))
+	}
+	if c.soft, err = parseThresholds(o.EvictionSoft); err != nil {
+		errs = append(errs, fmt.Errorf("evictionSoft: %w", err))
+	}
+	for i := range c.soft {
+		c.soft[i].soft = true
+	}
+	if c.minReclaim, err = parseMinReclaims(o.EvictionMinimumReclaim); err != nil {
+		errs = append(errs, fmt.Errorf("evictionMinimumReclaim: %w", err))
 	}
 	for _, k := range sortedKeys(o.Labels) {
 		if err := validateNodeLabel(k, o.Labels[k]); err != nil {

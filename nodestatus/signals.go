@@ -34,22 +34,30 @@ func (m *Manager) readSignals(obs map[string]observation) {
 	}
 }
 
-// observationOf joins measured signals with their hard thresholds.
-func observationOf(now time.Time, ts []threshold, obs map[string]observation, pressure map[v1.NodeConditionType]bool) *eviction.Observation {
+// observationOf joins measured signals with their thresholds and
+// minimum reclaims.
+func observationOf(now time.Time, c *config, obs map[string]observation, pressure map[v1.NodeConditionType]bool) *eviction.Observation {
 	out := &eviction.Observation{Time: now, Signals: map[string]eviction.Observed{}, Pressure: maps.Clone(pressure)}
 	for sig, o := range obs {
 		out.Signals[sig] = eviction.Observed{Available: o.available, Capacity: o.capacity}
 	}
-	for _, t := range ts {
+	for _, t := range c.pressureThresholds() {
 		o, ok := out.Signals[t.signal]
 		if !ok {
 			continue
 		}
-		o.Threshold = t.value(o.Capacity)
+		v := t.value(o.Capacity)
+		text := resource.NewQuantity(v, resource.BinarySI).String()
 		if t.quantity != nil {
-			o.ThresholdText = t.quantity.String()
+			text = t.quantity.String()
+		}
+		if t.soft {
+			o.Soft, o.SoftText = v, text
 		} else {
-			o.ThresholdText = resource.NewQuantity(o.Threshold, resource.BinarySI).String()
+			o.Threshold, o.ThresholdText = v, text
+		}
+		if r, ok := c.minReclaim[t.signal]; ok {
+			o.MinReclaim = r.value(o.Capacity)
 		}
 		out.Signals[t.signal] = o
 	}
@@ -58,7 +66,7 @@ func observationOf(now time.Time, ts []threshold, obs map[string]observation, pr
 
 // publish keeps a sync's observation for Signals.
 func (m *Manager) publish(now time.Time, obs map[string]observation, pressure map[v1.NodeConditionType]bool) {
-	m.observed.Store(observationOf(now, m.cfg.thresholds, obs, pressure))
+	m.observed.Store(observationOf(now, m.cfg, obs, pressure))
 	select {
 	case m.updated <- struct{}{}:
 	default: // coalesced: the reader takes the latest observation
@@ -97,7 +105,7 @@ func (m *Manager) Signals(maxAge time.Duration) eviction.Observation {
 	if last != nil {
 		pressure = last.Pressure
 	}
-	if met := thresholdsMet(m.cfg.thresholds, obs); len(met) > 0 {
+	if met := thresholdsMet(m.cfg.pressureThresholds(), obs); len(met) > 0 {
 		m.crossMu.Lock()
 		if m.crossed == nil {
 			m.crossed = map[v1.NodeConditionType]time.Time{}
@@ -107,7 +115,7 @@ func (m *Manager) Signals(maxAge time.Duration) eviction.Observation {
 		}
 		m.crossMu.Unlock()
 	}
-	return *observationOf(now, m.cfg.thresholds, obs, pressure)
+	return *observationOf(now, m.cfg, obs, pressure)
 }
 
 // mergeCrossings adds to a sync's verdict the thresholds Signals saw

@@ -23,8 +23,11 @@ type evictRequest struct {
 	grace   time.Duration
 	reason  string
 	message string
-	once    sync.Once
-	done    chan struct{} // closed once containers stopped and volumes released
+	// noCondition: no DisruptionTarget condition (kubelet's local
+	// storage evictions set none).
+	noCondition bool
+	once        sync.Once
+	done        chan struct{} // closed once containers stopped and volumes released
 }
 
 func (r *evictRequest) finish() { r.once.Do(func() { close(r.done) }) }
@@ -47,6 +50,16 @@ func (r *evictRequest) finished() bool {
 // returns once that is done, or with ctx's error. The pod's API object
 // stays (Failed) until its owner deletes it.
 func (m *Manager) Evict(ctx context.Context, uid types.UID, grace time.Duration, reason, message string) error {
+	return m.evict(ctx, uid, &evictRequest{grace: grace, reason: reason, message: message})
+}
+
+// EvictWithoutCondition is Evict without the DisruptionTarget condition,
+// as kubelet evicts a pod that exceeds a local storage limit.
+func (m *Manager) EvictWithoutCondition(ctx context.Context, uid types.UID, grace time.Duration, reason, message string) error {
+	return m.evict(ctx, uid, &evictRequest{grace: grace, reason: reason, message: message, noCondition: true})
+}
+
+func (m *Manager) evict(ctx context.Context, uid types.UID, req *evictRequest) error {
 	m.mu.Lock()
 	w := m.workers[uid]
 	m.mu.Unlock()
@@ -55,7 +68,8 @@ func (m *Manager) Evict(ctx context.Context, uid types.UID, grace time.Duration,
 	}
 	w.mu.Lock()
 	if w.evictReq == nil {
-		w.evictReq = &evictRequest{grace: grace, reason: reason, message: message, done: make(chan struct{})}
+		req.done = make(chan struct{})
+		w.evictReq = req
 	}
 	done := w.evictReq.done
 	w.mu.Unlock()
@@ -105,7 +119,10 @@ func (w *worker) enforceEviction(ctx context.Context, pod *v1.Pod, rs pleg.PodSt
 // status input.
 func (w *worker) evictionStatus(in *status.Input) {
 	if e := w.evicted; e != nil {
-		in.FailReason, in.FailMessage, in.Disruption = e.reason, e.message, e.message
+		in.FailReason, in.FailMessage = e.reason, e.message
+		if !e.noCondition {
+			in.Disruption = e.message
+		}
 	}
 }
 

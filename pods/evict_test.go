@@ -108,3 +108,27 @@ func TestEvictedPodSettlesAStopRequest(t *testing.T) {
 		t.Errorf("still running: %v", e.rt.running())
 	}
 }
+
+// A local storage eviction (kubelet's localStorageEviction) makes the pod
+// Failed/Evicted with the message but, as kubelet, no DisruptionTarget.
+func TestWorkerEvictionWithoutCondition(t *testing.T) {
+	e := newWorkerEnv(t)
+	pod := testPod("evict-local", v1.RestartPolicyAlways, ctr("c"))
+	w := e.worker(pod, kubetypes.SourceAPI)
+	e.settle(w)
+	msg := `Usage of EmptyDir volume "data" exceeds the limit "10Mi". `
+	req := &evictRequest{grace: time.Second, reason: "Evicted", message: msg, noCondition: true, done: make(chan struct{})}
+	w.mu.Lock()
+	w.evictReq = req
+	w.mu.Unlock()
+	e.settle(w)
+	st := e.lastStatus(pod.UID)
+	if st.Phase != v1.PodFailed || st.Reason != "Evicted" || st.Message != msg {
+		t.Errorf("phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
+	}
+	for _, c := range st.Conditions {
+		if c.Type == v1.DisruptionTarget {
+			t.Errorf("DisruptionTarget %+v on a local storage eviction", c)
+		}
+	}
+}

@@ -212,6 +212,8 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		KubeReserved:                     cfg.KubeReserved,
 		EvictionHard:                     cfg.EvictionHard,
 		EvictionPressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod.Duration,
+		EvictionSoft:                     cfg.EvictionSoft,
+		EvictionMinimumReclaim:           cfg.EvictionMinimumReclaim,
 		NodeIP:                           cfg.NodeIP,
 		RootDir:                          cfg.RootDir,
 		Labels:                           cfg.NodeLabels,

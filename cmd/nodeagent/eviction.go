@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -51,13 +52,19 @@ func (a *agent) admitUnderPressure(pod *v1.Pod) (bool, string, string) {
 }
 
 // runEviction runs node-pressure eviction over the pods of pm until ctx is
-// done (nothing without hard thresholds).
+// done; without hard or soft thresholds only the local storage limits
+// (kubelet's localStorageCapacityIsolation, always on) are enforced.
 func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.Manager) {
-	if len(a.cfg.EvictionHard) == 0 {
-		a.log.Info("node-pressure eviction disabled (evictionHard: {})")
-		return
-	}
 	log := a.base.With("component", "eviction", "node", a.nodeName)
+	if len(a.cfg.EvictionHard) == 0 && len(a.cfg.EvictionSoft) == 0 {
+		log.Info("no eviction thresholds (evictionHard: {}, no evictionSoft): only local storage limits are enforced")
+	}
+	local := eviction.Stats{
+		RootDir:          a.cfg.RootDir,
+		Containers:       rt.ListContainers,
+		WritableLayer:    rt.WritableLayerUsage,
+		DedicatedImageFS: dedicatedImageFS(ctx, rt, a.cfg.RootDir),
+	}
 	o := eviction.Options{
 		Observe:    a.ns.Signals,
 		Updated:    a.ns.SignalsUpdated(),
@@ -82,9 +89,15 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 		Evict: func(ctx context.Context, pod *v1.Pod, grace time.Duration, msg string) error {
 			return pm.Evict(ctx, pod.UID, grace, eviction.Reason, msg)
 		},
-		Node:   &v1.ObjectReference{Kind: "Node", Name: a.nodeName, UID: types.UID(a.nodeName)},
-		Clock:  a.clock,
-		Logger: log,
+		LocalUsage: local.LocalUsage,
+		EvictLocalStorage: func(ctx context.Context, pod *v1.Pod, grace time.Duration, msg string) error {
+			return pm.EvictWithoutCondition(ctx, pod.UID, grace, eviction.Reason, msg)
+		},
+		SoftGracePeriods:         a.cfg.SoftGracePeriods(),
+		MaxPodGracePeriodSeconds: int64(a.cfg.EvictionMaxPodGracePeriod),
+		Node:                     &v1.ObjectReference{Kind: "Node", Name: a.nodeName, UID: types.UID(a.nodeName)},
+		Clock:                    a.clock,
+		Logger:                   log,
 	}
 	if a.client != nil {
 		bc := record.NewBroadcaster()
@@ -98,4 +111,19 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 		return
 	}
 	m.Run(ctx)
+}
+
+// dedicatedImageFS reports whether containerd's image filesystem (where
+// writable layers live) is another filesystem than rootDir's; unknown
+// counts as shared.
+func dedicatedImageFS(ctx context.Context, rt *runtime.Runtime, rootDir string) bool {
+	dir, err := rt.ImageFSRoot(ctx)
+	if err != nil {
+		return false
+	}
+	var a, b syscall.Stat_t
+	if syscall.Stat(dir, &a) != nil || syscall.Stat(rootDir, &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev
 }

@@ -53,7 +53,7 @@ func DefaultHard() map[string]string {
 	}
 }
 
-// Observed is one signal as measured, with its hard threshold.
+// Observed is one signal as measured, with its hard and soft thresholds.
 type Observed struct {
 	// Available and Capacity are in the signal's unit (bytes, inodes or
 	// process IDs).
@@ -64,10 +64,33 @@ type Observed struct {
 	// ThresholdText is the threshold as kubelet prints it in eviction
 	// messages ("100Mi", or the resolved quantity of a percentage).
 	ThresholdText string
+	// Soft and SoftText are the soft threshold (evictionSoft) likewise;
+	// zero without one.
+	Soft     int64
+	SoftText string
+	// MinReclaim is evictionMinimumReclaim's amount for this capacity:
+	// once the signal's threshold is acted on, it counts as met until
+	// the signal is above threshold + MinReclaim. Zero without one.
+	MinReclaim int64
 }
 
-// Met reports whether the signal is below its threshold.
+// Met reports whether the signal is below its hard threshold.
 func (o Observed) Met() bool { return o.Threshold > 0 && o.Available < o.Threshold }
+
+// SoftMet reports whether the signal is below its soft threshold,
+// whatever its grace period.
+func (o Observed) SoftMet() bool { return o.Soft > 0 && o.Available < o.Soft }
+
+// Unresolved reports whether the signal, whose hard (soft false) or soft
+// threshold was acted on, is still below that threshold plus its minimum
+// reclaim (kubelet's thresholdsMet with enforceMinReclaim).
+func (o Observed) Unresolved(soft bool) bool {
+	t := o.Threshold
+	if soft {
+		t = o.Soft
+	}
+	return t > 0 && o.Available < t+o.MinReclaim
+}
 
 // Observation is one measurement of the eviction signals, shared by the
 // node status (pressure conditions) and the eviction manager (which pods

@@ -297,11 +297,11 @@ var resourceRequirementsChecks = []check[v1.ResourceRequirements]{
 	{"claims", func(r *v1.ResourceRequirements) bool { return len(r.Claims) > 0 }},
 }
 
-// Resources a container may name. Limits become cgroup limits; an
-// ephemeral-storage request counts for admission, but a limit would need
-// eviction to be enforced.
+// Resources a container may name. cpu and memory limits become cgroup
+// limits; an ephemeral-storage request counts for admission and its limit
+// is enforced by eviction (package eviction, localStorageEviction).
 var (
-	limitResources   = sets.New(v1.ResourceCPU, v1.ResourceMemory)
+	limitResources   = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
 	requestResources = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
 )
 
@@ -338,15 +338,11 @@ var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"image", func(s *v1.VolumeSource) bool { return s.Image != nil }},
 }
 
-var emptyDirAccepted = []string{"medium"}
+// A Memory emptyDir is a tmpfs of sizeLimit; on disk eviction enforces
+// it (package eviction, localStorageEviction).
+var emptyDirAccepted = []string{"medium", "sizeLimit"}
 
-var emptyDirChecks = []check[v1.EmptyDirVolumeSource]{
-	// A Memory emptyDir is a tmpfs of that size; on disk the limit would
-	// need eviction to be enforced.
-	{"sizeLimit", func(e *v1.EmptyDirVolumeSource) bool {
-		return e.SizeLimit != nil && e.Medium != v1.StorageMediumMemory
-	}},
-}
+var emptyDirChecks = []check[v1.EmptyDirVolumeSource]{}
 
 var hostPathAccepted = []string{"path", "type"}
 
@@ -413,8 +409,8 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // metadata.uid, metadata.labels['k'], metadata.annotations['k'],
 // spec.nodeName, spec.serviceAccountName, status.hostIP(s) or
 // status.podIP(s)), envFrom (configMapRef, secretRef, prefix),
-// containerPort (informative), resources (limits on cpu and memory,
-// requests on cpu, memory and ephemeral-storage), volumeMounts (name,
+// containerPort (informative), resources (limits on cpu, memory and
+// ephemeral-storage, requests on cpu, memory and ephemeral-storage), volumeMounts (name,
 // mountPath, readOnly, subPath, subPathExpr), livenessProbe, readinessProbe,
 // startupProbe (exec, httpGet, tcpSocket, grpc), lifecycle (postStart and
 // preStop with exec, httpGet or sleep), terminationMessagePath and
@@ -424,7 +420,8 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // restartPolicy; terminationGracePeriodSeconds; activeDeadlineSeconds;
 // readinessGates; hostNetwork; hostPort and hostIP (through the CNI
 // portMappings capability without hostNetwork); volumes emptyDir (medium ""
-// or Memory; sizeLimit only with Memory, as the tmpfs size), hostPath,
+// or Memory; sizeLimit: the tmpfs size with Memory, enforced by eviction on
+// disk), hostPath,
 // secret, configMap, downwardAPI
 // (fieldRef to metadata.name, metadata.namespace, metadata.uid,
 // metadata.labels, metadata.annotations or one label or annotation;

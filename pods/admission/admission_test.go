@@ -293,17 +293,11 @@ var unsupportedCases = []struct {
 	{"spec.containers[0].resources.limits[hugepages-2Mi]", func(p *v1.Pod) {
 		p.Spec.Containers[0].Resources.Limits["hugepages-2Mi"] = resource.MustParse("2Mi")
 	}},
-	{"spec.containers[0].resources.limits[ephemeral-storage]", func(p *v1.Pod) {
-		p.Spec.Containers[0].Resources.Limits[v1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
-	}},
 	{"spec.containers[0].resources.requests[example.com/gpu]", func(p *v1.Pod) {
 		p.Spec.Containers[0].Resources.Requests["example.com/gpu"] = resource.MustParse("1")
 	}},
 
 	// Volumes beyond their source type.
-	{"spec.volumes[0].emptyDir.sizeLimit", func(p *v1.Pod) {
-		p.Spec.Volumes[0].EmptyDir = &v1.EmptyDirVolumeSource{SizeLimit: utilptr.To(resource.MustParse("1Gi"))}
-	}},
 	{"spec.volumes[0].emptyDir.medium", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumHugePages }},
 
 	// Projected volumes beyond their supported sources.
@@ -348,6 +342,10 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 			p.Spec.PreemptionPolicy = utilptr.To(v1.PreemptNever)
 		}},
 		{"no securityContext at all", func(p *v1.Pod) { p.Spec.SecurityContext = nil; p.Spec.Containers[1].SecurityContext = nil }},
+		{"local storage limits, enforced by eviction", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Limits[v1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
+			p.Spec.Volumes[0].EmptyDir = &v1.EmptyDirVolumeSource{SizeLimit: utilptr.To(resource.MustParse("1Gi"))}
+		}},
 		{"hostPort on a hostNetwork pod", func(p *v1.Pod) {
 			p.Spec.HostNetwork = true
 			p.Spec.Containers[0].Ports[0].HostPort = 8080
