@@ -91,6 +91,16 @@ func pauseDecision(ps []runtime.Pause) (use *runtime.Pause, remove []string) {
 	return use, remove
 }
 
+// pauseExit is how pause id of ps ended, for the log ("" if unknown).
+func pauseExit(ps []runtime.Pause, id string) string {
+	for _, p := range ps {
+		if p.ID == id {
+			return p.Exit
+		}
+	}
+	return ""
+}
+
 func (w *worker) podNSDir() string { return filepath.Join(w.d.podNSDir, string(w.uid)) }
 
 // setupPodNamespaces makes the pod's IPC and UTS namespaces and, for a
@@ -133,7 +143,7 @@ func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
 	for _, id := range remove {
 		// A dead pause took the PID namespace and its processes with it
 		// (the kernel kills them); a duplicate holds nothing.
-		w.log.Info("removing a pause container", "containerID", id)
+		w.log.Info("removing a pause container", "containerID", id, "ended", pauseExit(ps, id))
 		if err := w.d.pauses.RemoveContainer(ctx, id); err != nil {
 			return fmt.Errorf("pod PID namespace: %w", err)
 		}

@@ -97,6 +97,7 @@ type worker struct {
 	stopHit     *stopRequest      // the request being enforced (worker-owned)
 	released    bool              // a finished pod's sandbox was released (finished.go)
 	startedIDs  map[string]bool   // containers this worker started (stalestart.go)
+	interrupted map[string]bool   // starts cut off by containerd's death (interruptedstart.go)
 }
 
 func allRunning(cs []v1.ContainerStatus) bool {
@@ -318,6 +319,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	if w.waitForStarts(rs) {
 		return true, time.Time{}, nil
 	}
+	rs = w.unstarted(rs)
 	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.sidecarStarted, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
@@ -499,6 +501,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	if err := w.d.rt.StartContainer(ctx, id); err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonRunContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
+		w.noteInterruptedStart(id, err)
 		_ = w.d.rt.RemoveContainer(ctx, id)
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/containerd/containerd"
 	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
@@ -113,6 +114,9 @@ type Pause struct {
 	Pod   PodRef
 	State State  // running, or not (created, exited, unknown)
 	Pid   uint32 // host PID of the pause process while running
+	// Exit is how a stopped pause ended ("exit code 2 at <time>"; "" when
+	// it runs or its task is gone), for the log of its removal.
+	Exit string
 }
 
 // pauseOOMScoreAdj is kubelet's oom_score_adj for sandboxes (qos
@@ -259,6 +263,9 @@ func (r *Runtime) ListPauses(ctx context.Context, uid types.UID) ([]Pause, error
 			p.State = pauseState(resp.Process.Status)
 			if p.State == StateRunning {
 				p.Pid = resp.Process.Pid
+			}
+			if resp.Process.Status == tasktypes.Status_STOPPED {
+				p.Exit = fmt.Sprintf("exit code %d at %s", resp.Process.ExitStatus, resp.Process.ExitedAt.AsTime().Format(time.RFC3339Nano))
 			}
 		case errors.Is(err, ErrNotFound):
 		default:
