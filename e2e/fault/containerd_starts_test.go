@@ -34,7 +34,7 @@ import (
 // their commands never exit, so a restart could only come from the kill.
 //
 // NODEAGENT_FAULT_SEED replays the choices (the timings of the real
-// components still differ). The short form kills 10 times, the long form
+// components still differ). The short form kills 5 times, the long form
 // 40.
 func TestContainerdKilledDuringPodStarts(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
@@ -47,7 +47,7 @@ func TestContainerdKilledDuringPodStarts(t *testing.T) {
 	}
 	t.Logf("seed %d (NODEAGENT_FAULT_SEED=%d replays the choices)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 3))
-	kills := pick(10, 40)
+	kills := pick(5, 40)
 
 	a := newAgent(t, agentOpts{})
 	a.waitReady(60 * time.Second)
