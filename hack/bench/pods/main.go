@@ -256,6 +256,11 @@ type memSample struct {
 	// WorkingSetMiB is the working set of the agent's memory cgroup as
 	// kubelet and cAdvisor compute it (usage − inactive file pages).
 	WorkingSetMiB float64 `json:"workingSetMiB"`
+	// KernelMiB, ActiveFileMiB and ShmemMiB are what the working set holds
+	// besides anonymous memory (memStat).
+	KernelMiB     float64 `json:"kernelMiB"`
+	ActiveFileMiB float64 `json:"activeFileMiB"`
+	ShmemMiB      float64 `json:"shmemMiB"`
 	HeapInuse     float64 `json:"goHeapInuseMiB"`
 	HeapObjects   float64 `json:"goHeapObjects"`
 	StackInuse    float64 `json:"goStackInuseMiB"`
@@ -1069,6 +1074,7 @@ func (a *agentProc) memory(ctx context.Context) (memSample, error) {
 			return s, err
 		}
 		s.WorkingSetMiB, s.CgroupAnonMiB, s.CgroupUsageMiB = cs.WorkingSet, cs.Anon, cs.Usage
+		s.KernelMiB, s.ActiveFileMiB, s.ShmemMiB = cs.Kernel, cs.ActiveFile, cs.Shmem
 	}
 	m, err := scrape(ctx, a.metricsURL)
 	if err != nil {
@@ -1422,16 +1428,16 @@ func report(w io.Writer, r result, o options) {
 		}
 	}
 	fmt.Fprintf(w, "\nAgent memory (VmRSS; anonymous / file-backed from smaps_rollup; working set of the agent's own memory cgroup as kubelet and cAdvisor compute it, usage − inactive file, with the agent started from a copy of its binary whose page cache was dropped; Go heap and goroutines from /metrics) and CPU over %s idle; memory read %s after the pods are Running or gone:\n\n", r.Idle, r.Settle)
-	fmt.Fprintln(w, "| PLEG | pods | when | VmRSS MiB | anonymous MiB | file-backed MiB | cgroup anon MiB | cgroup usage MiB | working set MiB | Go heap in use MiB | heap objects | goroutines | CPU s | % of one core | containerd CPU s | load average |")
-	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+	fmt.Fprintln(w, "| PLEG | pods | when | VmRSS MiB | anonymous MiB | file-backed MiB | cgroup anon MiB | cgroup usage MiB | working set MiB | of which kernel / active file / shmem MiB | Go heap in use MiB | heap objects | goroutines | CPU s | % of one core | containerd CPU s | load average |")
+	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 	for _, m := range o.modes {
 		for _, s := range r.Memory[m] {
 			cpu, pct, cd := "", "", ""
 			if s.IdleSeconds > 0 {
 				cpu, pct, cd = fmt.Sprintf("%.2f", s.CPUSeconds), fmt.Sprintf("%.2f", s.CPUPercent), fmt.Sprintf("%.2f", s.ContainerdCPUSeconds)
 			}
-			fmt.Fprintf(w, "| %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %s | %s | %s | %s |\n", modeTitle[m], s.Pods, s.When,
-				s.RSSMiB, s.AnonMiB, s.FileMiB, s.CgroupAnonMiB, s.CgroupUsageMiB, s.WorkingSetMiB, s.HeapInuse, s.HeapObjects, s.Goroutines, cpu, pct, cd, s.LoadAvg)
+			fmt.Fprintf(w, "| %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f / %.1f / %.1f | %.1f | %.0f | %.0f | %s | %s | %s | %s |\n", modeTitle[m], s.Pods, s.When,
+				s.RSSMiB, s.AnonMiB, s.FileMiB, s.CgroupAnonMiB, s.CgroupUsageMiB, s.WorkingSetMiB, s.KernelMiB, s.ActiveFileMiB, s.ShmemMiB, s.HeapInuse, s.HeapObjects, s.Goroutines, cpu, pct, cd, s.LoadAvg)
 		}
 	}
 	fmt.Fprintln(w)

@@ -105,6 +105,11 @@ type memStat struct {
 	Anon       float64 // anon (v2) / total_rss (v1)
 	Inactive   float64 // inactive_file / total_inactive_file
 	WorkingSet float64 // Usage − Inactive, as cAdvisor
+	// What the working set holds besides anonymous memory: kernel memory
+	// (v1 memory.kmem.usage_in_bytes, v2 kernel: slab, the memory cgroups
+	// and dentries the agent creates for pods), active file pages and
+	// shmem (tmpfs volumes the agent writes).
+	Kernel, ActiveFile, Shmem float64
 }
 
 func (c *memCgroup) stat() (memStat, error) {
@@ -128,6 +133,14 @@ func (c *memCgroup) stat() (memStat, error) {
 	}
 	const mib = 1 << 20
 	s.Usage, s.Anon, s.Inactive = float64(usage)/mib, float64(anon)/mib, float64(inactive)/mib
+	if c.v2 {
+		s.Kernel, s.ActiveFile, s.Shmem = float64(kv["kernel"])/mib, float64(kv["active_file"])/mib, float64(kv["shmem"])/mib
+	} else {
+		if k, err := readInt(filepath.Join(c.path, "memory.kmem.usage_in_bytes")); err == nil {
+			s.Kernel = float64(k) / mib
+		}
+		s.ActiveFile, s.Shmem = float64(kv["total_active_file"])/mib, float64(kv["total_shmem"])/mib
+	}
 	s.WorkingSet = max(s.Usage-s.Inactive, 0)
 	return s, nil
 }
