@@ -190,27 +190,8 @@ func TestMemoryPressureEvictsBestEffortPod(t *testing.T) {
 // space comes back, DiskPressure clears, and the agent restarts cleanly on
 // the same rootDir.
 func TestDiskPressureEvictsPodFillingRootDir(t *testing.T) {
-	a, _ := podAgent(t, "evictionHard:\n  nodefs.available: 40Mi\nevictionPressureTransitionPeriod: 10s\n")
-	if err := os.MkdirAll(a.rootDir(), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", a.rootDir()).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs for rootDir: %v %s", err, out)
-	}
-	t.Cleanup(func() {
-		a.stop(syscall.SIGKILL)
-		_ = exec.Command("umount", "-l", a.rootDir()).Run()
-	})
-	a.start()
+	a, statfs := tmpfsRootAgent(t, "evictionHard:\n  nodefs.available: 40Mi\nevictionPressureTransitionPeriod: 10s\n")
 	ctx := context.Background()
-	a.waitReady(ctx, 30*time.Second)
-	statfs := func() int64 {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(a.rootDir(), &st); err != nil {
-			t.Fatal(err)
-		}
-		return int64(st.Bavail) * st.Bsize
-	}
 	quiet, filler := a.node+"-quiet", a.node+"-filler"
 	kubectl(t, a.env, podYAML(quiet, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 1
   containers:
@@ -318,4 +299,31 @@ func podStatusOf(p *corev1.Pod) string {
 		return "(the pod was never read)"
 	}
 	return fmt.Sprintf("%+v", p.Status)
+}
+
+// tmpfsRootAgent starts a Ready pod agent with cfg whose rootDir is a
+// 128 MiB tmpfs (so a pod can fill it quickly), and returns it with a
+// function reading the rootDir's available bytes.
+func tmpfsRootAgent(t *testing.T, cfg string) (*agent, func() int64) {
+	t.Helper()
+	a, _ := podAgent(t, cfg)
+	if err := os.MkdirAll(a.rootDir(), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", a.rootDir()).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs for rootDir: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		a.stop(syscall.SIGKILL)
+		_ = exec.Command("umount", "-l", a.rootDir()).Run()
+	})
+	a.start()
+	a.waitReady(context.Background(), 30*time.Second)
+	return a, func() int64 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(a.rootDir(), &st); err != nil {
+			t.Fatal(err)
+		}
+		return int64(st.Bavail) * st.Bsize
+	}
 }

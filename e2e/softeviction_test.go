@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,28 +21,9 @@ import (
 // (it ignores SIGTERM, so the kill shows the grace period).
 func TestSoftThresholdWaitsGracePeriodThenEvicts(t *testing.T) {
 	const grace = 20 * time.Second
-	a, _ := podAgent(t, "evictionHard: {}\nevictionSoft:\n  nodefs.available: 40Mi\nevictionSoftGracePeriod:\n  nodefs.available: 20s\n"+
+	a, statfs := tmpfsRootAgent(t, "evictionHard: {}\nevictionSoft:\n  nodefs.available: 40Mi\nevictionSoftGracePeriod:\n  nodefs.available: 20s\n"+
 		"evictionMaxPodGracePeriod: 5\nevictionPressureTransitionPeriod: 10s\n")
-	if err := os.MkdirAll(a.rootDir(), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", a.rootDir()).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs for rootDir: %v %s", err, out)
-	}
-	t.Cleanup(func() {
-		a.stop(syscall.SIGKILL)
-		_ = exec.Command("umount", "-l", a.rootDir()).Run()
-	})
-	a.start()
 	ctx := context.Background()
-	a.waitReady(ctx, 30*time.Second)
-	statfs := func() int64 {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(a.rootDir(), &st); err != nil {
-			t.Fatal(err)
-		}
-		return int64(st.Bavail) * st.Bsize
-	}
 	filler := a.node + "-soft"
 	kubectl(t, a.env, podYAML(filler, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 30
   containers:
@@ -153,27 +131,8 @@ func TestSoftThresholdWaitsGracePeriodThenEvicts(t *testing.T) {
 // above 80Mi, so a second pod goes too; the third stays. Without the
 // minimum reclaim one eviction would do.
 func TestMinimumReclaimEvictsUntilThresholdPlusMinimum(t *testing.T) {
-	a, _ := podAgent(t, "evictionHard:\n  nodefs.available: 40Mi\nevictionMinimumReclaim:\n  nodefs.available: 40Mi\nevictionPressureTransitionPeriod: 10s\n")
-	if err := os.MkdirAll(a.rootDir(), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", a.rootDir()).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs for rootDir: %v %s", err, out)
-	}
-	t.Cleanup(func() {
-		a.stop(syscall.SIGKILL)
-		_ = exec.Command("umount", "-l", a.rootDir()).Run()
-	})
-	a.start()
+	a, statfs := tmpfsRootAgent(t, "evictionHard:\n  nodefs.available: 40Mi\nevictionMinimumReclaim:\n  nodefs.available: 40Mi\nevictionPressureTransitionPeriod: 10s\n")
 	ctx := context.Background()
-	a.waitReady(ctx, 30*time.Second)
-	statfs := func() int64 {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(a.rootDir(), &st); err != nil {
-			t.Fatal(err)
-		}
-		return int64(st.Bavail) * st.Bsize
-	}
 	var names []string
 	for i := range 3 {
 		name := fmt.Sprintf("%s-fill%d", a.node, i)
