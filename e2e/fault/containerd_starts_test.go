@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,15 +35,7 @@ import (
 // components still differ). The short form kills 5 times, the long form
 // 40.
 func TestContainerdKilledDuringPodStarts(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("NODEAGENT_FAULT_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("NODEAGENT_FAULT_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (NODEAGENT_FAULT_SEED=%d replays the choices)", seed, seed)
+	seed := faultSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	kills := pick(5, 40)
 

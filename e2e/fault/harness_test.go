@@ -490,3 +490,19 @@ func emptyDirs(dirs ...string) bool {
 func cluster(t *testing.T) *localcluster.State {
 	return testenv.Cluster(t).State
 }
+
+// faultSeed is a test's random seed: NODEAGENT_FAULT_SEED when set (to
+// replay a run's choices), else the time. It is logged.
+func faultSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("NODEAGENT_FAULT_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("NODEAGENT_FAULT_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (NODEAGENT_FAULT_SEED=%d replays the choices)", seed, seed)
+	return seed
+}

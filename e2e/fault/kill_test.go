@@ -45,15 +45,7 @@ import (
 // kills as many times as fit in about 2 minutes (at least 10); the long
 // form (NODEAGENT_FAULT_LONG=1) kills 50 times.
 func TestAgentSIGKILLedDuringPodChurn(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("NODEAGENT_FAULT_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("NODEAGENT_FAULT_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (NODEAGENT_FAULT_SEED=%d replays the choices)", seed, seed)
+	seed := faultSeed(t)
 	bins := testenv.CNIPlugins(t)
 	confDir := filepath.Join(t.TempDir(), "net.d")
 	manifests := t.TempDir()
