@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
@@ -86,6 +87,37 @@ type fixture struct {
 	c        *Controller
 	reg      *prometheus.Registry
 	failures atomic.Int32
+	timers   *timerRecorder
+}
+
+// timerRecorder is the fake clock as the controller sees it, noting the
+// clock's time at every AfterFunc: each renewal attempt arms one when it
+// starts, so these are the attempts' start times on the injected clock,
+// whatever the scheduler does before the write reaches the fake client.
+type timerRecorder struct {
+	*testingclock.FakeClock
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (r *timerRecorder) AfterFunc(d time.Duration, f func()) clock.Timer {
+	r.mu.Lock()
+	r.at = append(r.at, r.Now())
+	r.mu.Unlock()
+	return r.FakeClock.AfterFunc(d, f)
+}
+
+// since returns the AfterFunc times at or after start, as offsets.
+func (r *timerRecorder) since(start time.Time) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []time.Duration
+	for _, t := range r.at {
+		if !t.Before(start) {
+			out = append(out, t.Sub(start))
+		}
+	}
+	return out
 }
 
 func newFixture(t *testing.T, withNode bool, objs ...runtime.Object) *fixture {
@@ -95,8 +127,9 @@ func newFixture(t *testing.T, withNode bool, objs ...runtime.Object) *fixture {
 	}
 	f := &fixture{cs: fake.NewClientset(objs...), clock: testingclock.NewFakeClock(t0), reg: prometheus.NewRegistry()}
 	f.leases = &hangingLeases{LeaseClient: f.cs.CoordinationV1().Leases(Namespace), clock: f.clock}
+	f.timers = &timerRecorder{FakeClock: f.clock}
 	c, err := New(Options{
-		NodeName: node, Leases: f.leases, Nodes: f.cs.CoreV1().Nodes(), Clock: f.clock,
+		NodeName: node, Leases: f.leases, Nodes: f.cs.CoreV1().Nodes(), Clock: f.timers,
 		Metrics: NewMetrics(f.reg), OnRepeatedFailure: func() { f.failures.Add(1) },
 	})
 	if err != nil {
@@ -506,12 +539,10 @@ func TestRetriesAreSpreadOverTheInterval(t *testing.T) {
 			f.clock.Step(10 * time.Second)
 			start := f.clock.Now()
 			var mu sync.Mutex
-			var at []time.Duration
 			queue := append([]error(nil), tc.failures...)
 			prependWrites(f.cs, func(clienttesting.Action) (bool, runtime.Object, error) {
 				mu.Lock()
 				defer mu.Unlock()
-				at = append(at, f.clock.Since(start))
 				if len(queue) == 0 {
 					return false, nil, nil
 				}
@@ -522,8 +553,9 @@ func TestRetriesAreSpreadOverTheInterval(t *testing.T) {
 			done := make(chan error)
 			go func() { done <- f.c.Sync(context.Background()) }()
 			_ = stepUntil(t, f.clock, done)
-			mu.Lock()
-			defer mu.Unlock()
+			// The Node's UID is known from the first Sync, so every
+			// AfterFunc of this one is an attempt's timer.
+			at := f.timers.since(start)
 			if len(at) != len(tc.want) {
 				t.Fatalf("write attempts at %v, want %v", at, tc.want)
 			}

@@ -29,11 +29,10 @@ func (s *State) Stop(name string, sig syscall.Signal) error {
 	if !ok {
 		return fmt.Errorf("localcluster: no component %q", name)
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	argv, err := commandLine(pid)
 	if err != nil {
-		return fmt.Errorf("localcluster: %s (pid %d) is not running: %w", name, pid, err)
+		return fmt.Errorf("localcluster: %s (pid %d): %w", name, pid, err)
 	}
-	argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	if s.Args == nil {
 		s.Args = map[string][]string{}
 	}
@@ -50,6 +49,26 @@ func (s *State) Stop(name string, sig syscall.Signal) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return s.save()
+}
+
+// commandLine reads a running process's argv. A process in the middle of
+// execve has an empty command line for a moment (its new memory has no
+// arguments yet), so an empty one is read again, for at most 2s.
+func commandLine(pid int) ([]string, error) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil {
+			return nil, fmt.Errorf("not running: %w", err)
+		}
+		if s := strings.TrimRight(string(b), "\x00"); s != "" {
+			return strings.Split(s, "\x00"), nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("empty command line (a zombie?)")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Start starts a component stopped with Stop, with its old command line,
