@@ -134,6 +134,7 @@ type agent struct {
 
 	rt         atomic.Pointer[runtime.Runtime]
 	rtErr      atomic.Pointer[error]
+	firstDial  event // fired when the first dial of containerd has an outcome
 	pl         atomic.Pointer[pleg.PLEG]
 	registered atomic.Bool
 	started    time.Time
@@ -240,7 +241,11 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	if cfg.ContainerRuntimeEndpoint != "" {
 		nsOpts.RuntimeVersion = a.runtimeVersion
 		nsOpts.ListImages = a.listImages
-		nsOpts.RuntimeHealthy = a.runtimeHealthy
+		nsOpts.RuntimeHealthy = func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), firstDialWait)
+			defer cancel()
+			return a.runtimeHealthy(ctx)
+		}
 	}
 	if a.shutdown, err = a.newShutdown(); err != nil {
 		return nil, err

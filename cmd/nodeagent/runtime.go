@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -71,10 +72,12 @@ func (a *agent) dialRuntime(ctx context.Context, log *slog.Logger, dial func(con
 		rt, v, err := dial(ctx)
 		if err == nil {
 			a.rt.Store(rt)
+			a.firstDial.fire()
 			log.Info("connected to the container runtime", "version", v.RuntimeVersion)
 			return rt, true
 		}
 		a.rtErr.Store(&err)
+		a.firstDial.fire()
 		delay := backoff.Step()
 		log.Warn("container runtime unreachable; retrying", "err", err, "retryIn", delay)
 		select {
@@ -178,6 +181,23 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 
 var errRuntimeNotConnected = errors.New("container runtime not connected")
 
+// event is a one-shot signal that needs no constructor (fire may come
+// before or after the first done, any number of times).
+type event struct {
+	once, fired sync.Once
+	ch          chan struct{}
+}
+
+func (s *event) done() chan struct{} {
+	s.once.Do(func() { s.ch = make(chan struct{}) })
+	return s.ch
+}
+
+func (s *event) fire() {
+	ch := s.done()
+	s.fired.Do(func() { close(ch) })
+}
+
 func (a *agent) runtimeOrErr() (*runtime.Runtime, error) {
 	if rt := a.rt.Load(); rt != nil {
 		return rt, nil
@@ -188,13 +208,34 @@ func (a *agent) runtimeOrErr() (*runtime.Runtime, error) {
 	return nil, errRuntimeNotConnected
 }
 
-func (a *agent) runtimeHealthy() error {
-	_, err := a.runtimeOrErr()
+// firstDialWait bounds how long a node status check waits for the first
+// dial of containerd (below the status checks' 5s call timeout).
+const firstDialWait = 3 * time.Second
+
+// runtimeForStatus is runtimeOrErr for the node status checks: while the
+// agent's first dial of containerd has no outcome yet, it waits for it
+// (until ctx ends). A restarted agent of a Ready node otherwise wrote
+// Ready=False "container runtime not connected" in its first status, a
+// few milliseconds before the connection to a containerd that had been
+// running all along was up: a false NotReady in the 2-hour soak. Once the
+// first dial has failed, the error is reported at once.
+func (a *agent) runtimeForStatus(ctx context.Context) (*runtime.Runtime, error) {
+	if a.rt.Load() == nil && a.rtErr.Load() == nil {
+		select {
+		case <-a.firstDial.done():
+		case <-ctx.Done():
+		}
+	}
+	return a.runtimeOrErr()
+}
+
+func (a *agent) runtimeHealthy(ctx context.Context) error {
+	_, err := a.runtimeForStatus(ctx)
 	return err
 }
 
 func (a *agent) runtimeVersion(ctx context.Context) (string, string, error) {
-	rt, err := a.runtimeOrErr()
+	rt, err := a.runtimeForStatus(ctx)
 	if err != nil {
 		return "", "", err
 	}
@@ -206,7 +247,7 @@ func (a *agent) runtimeVersion(ctx context.Context) (string, string, error) {
 }
 
 func (a *agent) listImages(ctx context.Context) ([]nodestatus.Image, error) {
-	rt, err := a.runtimeOrErr()
+	rt, err := a.runtimeForStatus(ctx)
 	if err != nil {
 		return nil, err
 	}

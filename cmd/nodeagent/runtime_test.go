@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -81,5 +82,57 @@ func TestNetNSDirPerContainerdNamespace(t *testing.T) {
 	}
 	if a, b := podNSDirFor("test-a"), podNSDirFor("test-b"); a == b || a == podNSDirFor("k8s.io") || podNSDirFor("") != "/run/nodeagent/pods" {
 		t.Errorf("pod namespace directories: %s %s %s", a, b, podNSDirFor(""))
+	}
+}
+
+// A restarted agent's status checks wait for its first dial of containerd
+// instead of reporting "not connected" a moment before the connection is
+// up (a false NotReady of a Ready node); once a dial has failed they answer
+// at once, and the wait is bounded by the check's context.
+func TestStatusChecksWaitForTheFirstDial(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	a := &agent{clock: clk}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := a.runtimeHealthy(ctx); !errors.Is(err, errRuntimeNotConnected) {
+		t.Fatalf("with no dial at all: %v, want not connected once the context ends", err)
+	}
+
+	release := make(chan struct{})
+	dialErr := errors.New("connection refused")
+	dialCtx, stopDial := context.WithCancel(context.Background())
+	defer stopDial()
+	go a.dialRuntime(dialCtx, slog.New(slog.DiscardHandler), func(context.Context) (*runtime.Runtime, runtime.Version, error) {
+		<-release
+		return nil, runtime.Version{}, dialErr
+	})
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got <- a.runtimeHealthy(ctx)
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("the check answered %v before the first dial had an outcome", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-got:
+		if !strings.Contains(fmt.Sprint(err), dialErr.Error()) {
+			t.Errorf("after the first dial failed: %v, want its error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the check did not answer after the first dial failed")
+	}
+	// Later checks answer at once, while the next dial waits for its backoff.
+	start := time.Now()
+	if _, _, err := a.runtimeVersion(context.Background()); !strings.Contains(fmt.Sprint(err), dialErr.Error()) {
+		t.Errorf("version after a failed dial: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("version check after a failed dial took %s", d)
 	}
 }

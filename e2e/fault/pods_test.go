@@ -38,7 +38,7 @@ func (a *agent) startPods(n int) []string {
 				AutomountServiceAccountToken:  ptr.To(false),
 				TerminationGracePeriodSeconds: ptr.To[int64](1),
 				Containers: []corev1.Container{{
-					Name: "sleep", Image: testimage.Ref, Command: []string{"sleep", "3600"},
+					Name: "sleep", Image: testimage.Ref, Command: []string{"sleep", stableSleep},
 				}},
 			},
 		}
@@ -52,6 +52,12 @@ func (a *agent) startPods(n int) []string {
 	a.t.Logf("%d pods running %s after creation", n, time.Since(start).Round(time.Millisecond))
 	return names
 }
+
+// stableSleep is how long the stable pods' containers sleep: longer than
+// any run. (The first 2-hour soak had them sleep 3600, and all six exited
+// together an hour in, as sleep does; the soak counted six restarts
+// without cause.)
+const stableSleep = "1000000000"
 
 // waitPods waits until every named pod is Running with its container
 // running and ready.

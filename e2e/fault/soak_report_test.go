@@ -45,14 +45,21 @@ func TestSoakJudgement(t *testing.T) {
 		{kind: "apiserver-down", start: at(100), end: at(150), apiCut: true}, // 50s: excuses
 		{kind: "etcd-frozen", start: at(300), end: at(320), apiCut: true},    // 20s: does not
 	}}
-	for _, sec := range []float64{151, 151.5, 152, 200, 310, 310.5} {
+	for _, sec := range []float64{151, 151.5, 152, 200, 310, 310.5, 400, 400.5} {
 		s.notReady = append(s.notReady, soakSighting{at(sec), "Ready=Unknown"})
 	}
-	false_, excused := s.notReadyEpisodes()
+	s.notReady = append(s.notReady, soakSighting{at(500), "Ready=False"})
+	// Renewals seen: none within 35s of the sightings at 200 and 310; one
+	// 20s before 400 (the controller's view was stale) and 5s before 500
+	// (but Ready=False is the agent's own word).
+	false_, excused, stale := s.notReadyEpisodes(renewals(0, 100, 160, 380, 495))
+	if len(stale) != 1 || !strings.Contains(stale[0], "renewed at") || !strings.Contains(stale[0], "20s before") {
+		t.Errorf("stale %q, want the one Unknown episode 20s after a renewal", stale)
+	}
 	if len(excused) != 1 || !strings.Contains(excused[0], "3 sightings") || !strings.Contains(excused[0], "Ready again 2s after") {
 		t.Errorf("excused %q, want the one episode after the 50s outage", excused)
 	}
-	if len(false_) != 2 {
-		t.Errorf("false NotReady %q, want 2 episodes (one 50s after the outage's end, one during a 20s freeze)", false_)
+	if len(false_) != 3 {
+		t.Errorf("false NotReady %q, want 3 episodes (one 50s after the outage's end, one during a 20s freeze, a Ready=False)", false_)
 	}
 }
