@@ -407,7 +407,8 @@ func (s *sim) restartAPIServer(ctx context.Context) (*restartResult, error) {
 	}
 	first := s.rec.FirstRenewals()
 	r.fromStopped, r.fromReady = fleetsim.Recover(from, first), fleetsim.Recover(ready, first)
-	logf("restart: %d of %d Leases renewed; last %v after the API server was ready", r.fromReady.Recovered, r.fromReady.Nodes, r.fromReady.Max.Round(time.Millisecond))
+	logf("restart: %d of %d Leases renewed; first %v, last %v after the old process's exit (%d before /readyz answered)", r.fromStopped.Recovered, r.fromStopped.Nodes,
+		r.fromStopped.Min.Round(time.Millisecond), r.fromStopped.Max.Round(time.Millisecond), r.fromReady.Early)
 	return r, nil
 }
 

@@ -227,10 +227,10 @@ func (s *sim) report(in reportInput) string {
 	for _, win := range in.windows {
 		if r := win.restart; r != nil {
 			fmt.Fprintf(&w, "\nkube-apiserver restart (%s window, at +%v): stopping took %v, down %v (stopped → ready).\n", win.mode, s.f.restartAPIServer, r.stopping.Round(time.Millisecond), r.downtime.Round(time.Millisecond))
-			fmt.Fprintf(&w, "Leases renewed again: %d of %d within %v; first renewal after the API server was ready: min %v, p50 %v, p99 %v, max %v; at most %d renewals in one second (a spread fleet: ~%.0f).\n",
-				r.fromReady.Recovered, r.fromReady.Nodes, s.f.recoveryTimeLimit, ms(r.fromReady.Min), ms(r.fromReady.P50), ms(r.fromReady.P99), ms(r.fromReady.Max),
-				r.fromReady.Busiest, float64(n)/s.sched.Interval.Seconds())
-			fmt.Fprintf(&w, "Counted from the old process's exit: p50 %v, max %v.\n", ms(r.fromStopped.P50), ms(r.fromStopped.Max))
+			fmt.Fprintf(&w, "Leases renewed again: %d of %d within %v; each node's first renewal counted from the old process's exit: min %v, p50 %v, p99 %v, max %v; at most %d renewals in one second (a spread fleet: ~%.0f).\n",
+				r.fromStopped.Recovered, r.fromStopped.Nodes, s.f.recoveryTimeLimit, ms(r.fromStopped.Min), ms(r.fromStopped.P50), ms(r.fromStopped.P99), ms(r.fromStopped.Max),
+				r.fromStopped.Busiest, float64(n)/s.sched.Interval.Seconds())
+			fmt.Fprintf(&w, "Against the new process's /readyz: %d renewed before it answered; the last %v after it.\n", r.fromReady.Early, ms(r.fromReady.Max))
 		}
 		if d := win.defrag; d != nil {
 			fmt.Fprintf(&w, "\netcd compaction + defragmentation (%s window, at +%v) took %v: database %.1f → %.1f MiB (in use %.1f → %.1f MiB).\n",

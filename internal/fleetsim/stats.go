@@ -154,7 +154,12 @@ type Recovery struct {
 	Min, P50, P99, Max time.Duration
 	// Busiest is the most renewals that landed in any one second, a herd's
 	// signature (a fleet spread over the interval lands Nodes/Interval·s).
+	// Early renewals are not counted in it.
 	Busiest int
+	// Early is how many first renewals came before from (an API server
+	// answers requests before its /readyz does); they count as 0 in
+	// Min..Max.
+	Early int
 }
 
 // Recover computes the Recovery of nodes whose first renewal after from is
@@ -167,7 +172,12 @@ func Recover(from time.Time, first []time.Time) Recovery {
 		if t.IsZero() {
 			continue
 		}
-		d := max(t.Sub(from), 0)
+		d := t.Sub(from)
+		if d < 0 {
+			r.Early++
+			offs = append(offs, 0)
+			continue
+		}
 		offs = append(offs, d)
 		perSecond[int64(d/time.Second)]++
 	}

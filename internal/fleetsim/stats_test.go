@@ -155,6 +155,11 @@ func TestRecover(t *testing.T) {
 		t.Errorf("nobody recovered: got %+v", got)
 	}
 	// A renewal before the reference counts as at it.
+	// Renewals before the reference (before /readyz) are counted apart,
+	// not piled into a second of their own: that looked like a herd.
+	if got := Recover(t0, []time.Time{at(-500), at(-1500), at(200)}); got.Early != 2 || got.Busiest != 1 || got.Recovered != 3 {
+		t.Errorf("with early renewals: %+v, want 2 early, busiest second 1", got)
+	}
 	if got := Recover(t0, []time.Time{at(-500)}); got.Max != 0 || got.Recovered != 1 {
 		t.Errorf("early renewal: got %+v", got)
 	}
