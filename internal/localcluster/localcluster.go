@@ -314,7 +314,11 @@ func start(ctx context.Context, o Options) (*State, error) {
 		"--root-ca-file="+s.CACert,
 		"--cluster-signing-cert-file="+s.CACert,
 		"--cluster-signing-key-file="+filepath.Join(pkiDir, "ca.key"),
-		// The upstream defaults, spelled out because the tests depend on them.
+		// Spelled out because the tests depend on them. The monitor period
+		// is the upstream default; the grace period is the node Lease's
+		// duration (40 s), stricter than kube-controller-manager's default
+		// since v1.32 (50 s): "never NotReady" in the fault, soak and fleet
+		// tests means no Lease went a whole lease duration unrenewed.
 		"--node-monitor-grace-period=40s", "--node-monitor-period=5s",
 		"--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-route",
 		// Node pod CIDRs (spec.podCIDR) for the tests' CNI networks: a
