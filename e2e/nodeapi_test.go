@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	authnv1 "k8s.io/api/authentication/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -804,7 +805,8 @@ func TestResourceMetricsAndStatsSummary(t *testing.T) {
 	if own, err := kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/metrics"); err != nil || !strings.Contains(own, "nodeagent_lease_renew_attempts_total") {
 		t.Errorf("/metrics through the API server: %v\n%.500s", err, own)
 	}
-	families, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(out))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(out))
 	if err != nil {
 		t.Fatalf("not Prometheus text: %v\n%s", err, out)
 	}

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 
 	sig "github.com/nodeagent/nodeagent/internal/eviction"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
@@ -104,7 +105,7 @@ func Admit(pod *v1.Pod, pressure map[v1.NodeConditionType]bool) (ok bool, reason
 		}
 		taint := &v1.Taint{Key: v1.TaintNodeMemoryPressure, Effect: v1.TaintEffectNoSchedule}
 		for i := range pod.Spec.Tolerations {
-			if pod.Spec.Tolerations[i].ToleratesTaint(taint) {
+			if pod.Spec.Tolerations[i].ToleratesTaint(klog.Background(), taint, false) {
 				return true, "", ""
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -71,7 +72,8 @@ func TestMetricsResource(t *testing.T) {
 	if w.Code != 200 {
 		t.Fatalf("%d %s", w.Code, w.Body.String())
 	}
-	families, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(w.Body.String()))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(w.Body.String()))
 	if err != nil {
 		t.Fatalf("not Prometheus text: %v\n%s", err, w.Body.String())
 	}

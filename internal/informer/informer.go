@@ -26,8 +26,13 @@ type ListWatcher[L runtime.Object] interface {
 // namespace index and no resync, restricted to fieldSelector unless it is
 // empty (the Node authorizer lets a node list its own Node by
 // metadata.name and its pods by spec.nodeName).
+//
+// client-go (since 0.35) syncs through a streaming list (a watch with
+// sendInitialEvents) when the server supports it; a client whose type says
+// it does not (client-go's fakes, IsWatchListSemanticsUnSupported) gets
+// list-then-watch.
 func New[L runtime.Object](lw ListWatcher[L], fieldSelector string, obj runtime.Object) cache.SharedIndexInformer {
-	return cache.NewSharedIndexInformer(&cache.ListWatch{
+	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			if fieldSelector != "" {
 				o.FieldSelector = fieldSelector
@@ -40,5 +45,5 @@ func New[L runtime.Object](lw ListWatcher[L], fieldSelector string, obj runtime.
 			}
 			return lw.Watch(ctx, o)
 		},
-	}, obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	}, lw), obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 }

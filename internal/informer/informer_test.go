@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -31,6 +32,10 @@ func (r *recorder) Watch(_ context.Context, o metav1.ListOptions) (watch.Interfa
 	r.selectors = append(r.selectors, o.FieldSelector)
 	return watch.NewFake(), nil
 }
+
+// IsWatchListSemanticsUnSupported: the fake answers List and Watch, not a
+// streaming list (client-go's reflector would wait for its bookmark).
+func (r *recorder) IsWatchListSemanticsUnSupported() bool { return true }
 
 func TestNewListsAndWatchesWithTheSelector(t *testing.T) {
 	for _, sel := range []string{"spec.nodeName=n1", ""} {
@@ -66,5 +71,17 @@ func TestNewListsAndWatchesWithTheSelector(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		close(stop)
+	}
+}
+
+// TestInformersListThenWatch: client-go's streaming list stays off for the
+// agent's informers (it is on by default since client-go 0.35), and the
+// other gates keep their defaults.
+func TestInformersListThenWatch(t *testing.T) {
+	if clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient) {
+		t.Error("WatchListClient is on")
+	}
+	if !clientfeatures.FeatureGates().Enabled(clientfeatures.InformerResourceVersion) {
+		t.Error("InformerResourceVersion (GA, on) is off")
 	}
 }

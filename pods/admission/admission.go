@@ -162,6 +162,9 @@ var podSpecAccepted = []string{
 	"nodeName", "hostNetwork", "securityContext", "affinity", "schedulerName", "tolerations",
 	"priorityClassName", "priority", "enableServiceLinks", "preemptionPolicy",
 	"topologySpreadConstraints", "os", "schedulingGates",
+	// The Workload a pod belongs to (gang scheduling, alpha in 1.35): the
+	// scheduler's, not the node's.
+	"workloadRef",
 	"hostname", "subdomain", "hostAliases", "dnsConfig", "setHostnameAsFQDN",
 	// Host namespaces and the OS (AdmitSecurity refuses OSes other than
 	// linux) are in the security subset (see Unsupported).

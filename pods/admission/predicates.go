@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	corev1 "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
 )
 
 // Reasons of kubelet's predicate admission (pkg/kubelet/lifecycle).
@@ -40,9 +41,9 @@ func AdmitPredicates(pod *v1.Pod, admitted []*v1.Pod, node *v1.Node, static bool
 		return fail(ReasonNodePorts, "node(s) didn't have free ports for the requested pod ports")
 	}
 	if !static {
-		if _, untolerated := corev1.FindMatchingUntoleratedTaint(node.Spec.Taints, pod.Spec.Tolerations, func(t *v1.Taint) bool {
+		if _, untolerated := corev1.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *v1.Taint) bool {
 			return t.Effect == v1.TaintEffectNoExecute
-		}); untolerated {
+		}, false); untolerated {
 			return fail(ReasonTaintToleration, "node(s) had taints that the pod didn't tolerate")
 		}
 	}

@@ -36,6 +36,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	// Its init keeps client-go's reflectors listing then watching (the
+	// WatchListClient gate off), for these reflectors too.
+	_ "github.com/nodeagent/nodeagent/internal/informer"
 )
 
 // DefaultSyncTimeout is how long Get waits for a new watch's first list
