@@ -27,10 +27,10 @@ type ListWatcher[L runtime.Object] interface {
 // empty (the Node authorizer lets a node list its own Node by
 // metadata.name and its pods by spec.nodeName).
 //
-// client-go (since 0.35) syncs through a streaming list (a watch with
-// sendInitialEvents) when the server supports it; a client whose type says
-// it does not (client-go's fakes, IsWatchListSemanticsUnSupported) gets
-// list-then-watch.
+// It lists, then watches (watchlist.go keeps client-go's streaming list
+// off). Should that gate be turned on, a client whose type says it has no
+// watch-list semantics (client-go's fakes, IsWatchListSemanticsUnSupported)
+// still gets list-then-watch.
 func New[L runtime.Object](lw ListWatcher[L], fieldSelector string, obj runtime.Object) cache.SharedIndexInformer {
 	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
