@@ -268,6 +268,7 @@ func run(ctx context.Context, f flags) error {
 	}
 	var windows []*window
 	var mem memUse
+	var failed string
 	for i, m := range modes {
 		if i > 0 && m == "legacy" {
 			logf("switching every node to the legacy report frequency (%v); warm-up %v", f.legacyFrequency, f.warmup)
@@ -280,7 +281,14 @@ func run(ctx context.Context, f flags) error {
 		}
 		w, err := s.runWindow(ctx, m, i == 0, strings.HasSuffix(m, "+restart"))
 		if err != nil {
-			return err
+			if len(windows) == 0 || ctx.Err() != nil {
+				return err
+			}
+			// A 30-minute window is not thrown away because a later one
+			// failed (an API server that did not come back): report it.
+			logf("window %s failed, reporting the %d window(s) before it: %v", m, len(windows), err)
+			failed = fmt.Sprintf("window %s failed: %v", m, err)
+			break
 		}
 		windows = append(windows, w)
 		if i == 0 {
@@ -290,11 +298,11 @@ func run(ctx context.Context, f flags) error {
 	end := time.Now()
 	open := s.rec.Close(end)
 	sizes, err := fleetsim.ObjectSizes(ctx, s.admin, s.names[0])
-	if err != nil {
+	if err != nil && failed == "" {
 		return err
 	}
 	etcdEnd, err := fleetsim.Status(ctx, s.state.EtcdURL)
-	if err != nil {
+	if err != nil && failed == "" {
 		return err
 	}
 	logf("stopping the nodes")
@@ -305,6 +313,9 @@ func run(ctx context.Context, f flags) error {
 		windows: windows, base: base, sizes: sizes, etcdEnd: etcdEnd, open: open,
 		mem: mem, ramp: ramp, transitions: s.watch.Transitions(),
 	}))
+	if failed != "" {
+		return errors.New(failed)
+	}
 	return nil
 }
 
@@ -387,11 +398,20 @@ func (s *sim) restartAPIServer(ctx context.Context) (*restartResult, error) {
 	t0 := time.Now()
 	var from time.Time
 	stopped, err := s.state.Restart(ctx, "kube-apiserver", func() { from = s.rec.MarkRecovery() })
-	ready := time.Now()
 	s.mu.Unlock()
-	if err != nil {
+	if err != nil && (stopped.IsZero() || ctx.Err() != nil) {
 		return nil, err
 	}
+	if err != nil {
+		// Started, but not ready within localcluster's 90 s: that is the
+		// scenario's result, not the end of the run. Wait for it a while
+		// longer so the report can say when (or that) it came back.
+		logf("restarted kube-apiserver: %v; waiting for /readyz up to %v more", err, notReadyLimit)
+		if err := waitReady(ctx, s.state.APIServerReady, notReadyLimit); err != nil {
+			return nil, fmt.Errorf("kube-apiserver not ready %v after its restart: %w", time.Since(stopped).Round(time.Second), err)
+		}
+	}
+	ready := time.Now()
 	r := &restartResult{downtime: ready.Sub(stopped), stopping: stopped.Sub(t0)}
 	logf("kube-apiserver back after %v down; waiting for every Lease to be renewed", r.downtime.Round(time.Millisecond))
 	deadline := ready.Add(s.f.recoveryTimeLimit)
@@ -410,6 +430,26 @@ func (s *sim) restartAPIServer(ctx context.Context) (*restartResult, error) {
 	logf("restart: %d of %d Leases renewed; first %v, last %v after the old process's exit (%d before /readyz answered)", r.fromStopped.Recovered, r.fromStopped.Nodes,
 		r.fromStopped.Min.Round(time.Millisecond), r.fromStopped.Max.Round(time.Millisecond), r.fromReady.Early)
 	return r, nil
+}
+
+// notReadyLimit is how much longer than localcluster's 90 s the fleet waits
+// for a restarted kube-apiserver before giving up on the run.
+const notReadyLimit = 5 * time.Minute
+
+// waitReady polls ready every second until it succeeds or limit passes.
+func waitReady(ctx context.Context, ready func(context.Context) error, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := ready(rctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+	}
 }
 
 type defragResult struct {
