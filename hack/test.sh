@@ -11,9 +11,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
-phase() { echo; echo "=== test: $* ($(( $(date +%s) - t0 ))s elapsed)"; }
+# Each phase's duration is printed at the end (docs/testing.md: the CI budget).
+durations=()
+phase_name=
+phase_start=$t0
+end_phase() {
+  if [ -n "$phase_name" ]; then
+    durations+=("$(printf '%5ds  %s' $(( $(date +%s) - phase_start )) "$phase_name")")
+  fi
+  phase_name=
+}
+phase() {
+  end_phase
+  phase_name=$*
+  phase_start=$(date +%s)
+  echo; echo "=== test: $* ($(( phase_start - t0 ))s elapsed)"
+}
 
 go build -o _output/bin/localcluster ./hack/localcluster
+go build -o _output/bin/gotestfilter ./hack/gotestfilter
 # A short directory: containerd's socket path must fit a unix socket address.
 dir=$(mktemp -d /tmp/na-test.XXXXXX)
 cleanup() {
@@ -34,17 +50,23 @@ make lint || status=1
 phase "go test (unit, integration, e2e)"
 # The PLEG tests lower fs.inotify.max_user_watches for a moment, which would
 # starve other packages' watchers: they run on their own, after the rest.
+# Through hack/gotestfilter: the plain output of go test, and a failure for
+# any test that skipped itself unless hack/expected-skips.txt says why.
 pkgs=$(go list ./... | grep -v '/pleg$' | grep -v '/e2e/fault$')
-go test -count=1 -timeout 20m $pkgs || status=1
+go test -json -count=1 -timeout 20m $pkgs | _output/bin/gotestfilter || status=1
 # The concurrent hearts of the agent also run under the race detector (the
 # pods package drives its manager, workers and static source against a real
 # containerd and PLEG in process).
-go test -race -count=1 -timeout 10m ./pleg || status=1
-go test -race -count=1 -timeout 10m ./pods ./heartbeat || status=1
+go test -json -race -count=1 -timeout 10m ./pleg | _output/bin/gotestfilter || status=1
+go test -json -race -count=1 -timeout 10m ./pods ./heartbeat | _output/bin/gotestfilter || status=1
 # The fault suite (issue 15) stops the API server, etcd and containerd: it
 # starts a cluster of its own and runs alone (docs/reliability.md).
 phase "fault suite (e2e/fault, on its own cluster)"
-go test -count=1 -parallel 4 -timeout 25m ./e2e/fault || status=1
+# The seed of the suite's random choices, printed so that a failure can be
+# replayed (NODEAGENT_FAULT_SEED=<seed> make test, or go test ./e2e/fault).
+export NODEAGENT_FAULT_SEED=${NODEAGENT_FAULT_SEED:-$(( $(date +%s%N) % 1000000000000 ))}
+echo "fault suite seed: NODEAGENT_FAULT_SEED=$NODEAGENT_FAULT_SEED"
+go test -json -count=1 -parallel 4 -timeout 25m ./e2e/fault | _output/bin/gotestfilter || status=1
 
 phase "config decoder fuzzing (10s)"
 go test ./config -run='^$' -fuzz=FuzzDecode -fuzztime=10s -fuzzminimizetime=200x || status=1
@@ -73,5 +95,9 @@ if [ -z "${SKIP_SYSTEMD:-}" ]; then
   phase "packages under systemd-nspawn"
   hack/test-systemd.sh || status=1
 fi
-phase "done, status $status"
+end_phase
+echo
+echo "=== test: phase durations (budget: 60 min cold, 30 min warm; docs/testing.md)"
+printf '%s\n' "${durations[@]}"
+echo "=== test: done in $(( $(date +%s) - t0 ))s, status $status"
 exit $status

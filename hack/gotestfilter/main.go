@@ -1,0 +1,193 @@
+// Command gotestfilter reads `go test -json` on standard input and prints
+// what plain `go test` prints: each package's closing line (ok, FAIL, ?) and
+// the output of the tests that failed. It also catches what plain `go test`
+// hides: tests that skipped themselves. A skip is allowed only when
+// hack/expected-skips.txt names the test with why (a test that only runs
+// under a switch, a helper process); any other skip fails the run, so that a
+// phase cannot skip itself to green because something it needs is missing.
+//
+//	go test -json ./... | gotestfilter [--allow FILE]
+//
+// The exit status is 1 when a test or package failed, a test skipped
+// without being allowed, or the input held no test at all; 0 otherwise.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Event is one line of `go test -json` (cmd/test2json).
+type Event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+// Allowed is a skip the list permits: a package (regexp), a test (regexp),
+// and why.
+type Allowed struct {
+	Package, Test *regexp.Regexp
+	Why           string
+}
+
+// ParseAllowed reads lines "<package regexp> <test regexp> | <why>"; "#"
+// starts a comment.
+func ParseAllowed(text string) ([]Allowed, error) {
+	var out []Allowed
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		spec, why, ok := strings.Cut(line, " | ")
+		f := strings.Fields(spec)
+		if !ok || len(f) != 2 || strings.TrimSpace(why) == "" {
+			return nil, fmt.Errorf("line %d: want \"<package regexp> <test regexp> | <why>\", got %q", i+1, line)
+		}
+		pk, err := regexp.Compile("^(" + f[0] + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		tr, err := regexp.Compile("^(" + f[1] + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		out = append(out, Allowed{pk, tr, strings.TrimSpace(why)})
+	}
+	return out, nil
+}
+
+func allowed(list []Allowed, pkg, test string) bool {
+	for _, a := range list {
+		if a.Package.MatchString(pkg) && a.Test.MatchString(test) {
+			return true
+		}
+	}
+	return false
+}
+
+// Summary is what a stream held.
+type Summary struct {
+	Passed, Failed, Skipped int
+	FailedPackages          []string
+	Unexpected              []string // "pkg TestX: reason"
+	AllowedSkips            int
+}
+
+// Filter copies the plain output of in to out and returns the summary.
+func Filter(in io.Reader, out io.Writer, allow []Allowed) (Summary, error) {
+	var s Summary
+	type key struct{ pkg, test string }
+	buf := map[key][]string{}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var e Event
+		if err := json.Unmarshal(line, &e); err != nil || e.Action == "" {
+			// Not an event (a build error printed by go itself): pass it on.
+			fmt.Fprintln(out, string(line))
+			continue
+		}
+		k := key{e.Package, e.Test}
+		switch e.Action {
+		case "output":
+			if e.Test == "" {
+				// Package-level lines: "ok ...", "FAIL ...", "--- FAIL" of
+				// TestMain, panics outside tests, the coverage line.
+				if !strings.HasPrefix(e.Output, "=== RUN") && !strings.HasPrefix(e.Output, "PASS\n") {
+					fmt.Fprint(out, e.Output)
+				}
+				continue
+			}
+			buf[k] = append(buf[k], e.Output)
+		case "pass":
+			if e.Test != "" {
+				s.Passed++
+			}
+			delete(buf, k)
+		case "fail":
+			if e.Test == "" {
+				// A package that panicked or timed out ends its running
+				// tests without their own events: show what they printed.
+				for bk, o := range buf {
+					if bk.pkg == e.Package {
+						fmt.Fprintf(out, "--- unfinished: %s\n%s", bk.test, strings.Join(o, ""))
+						delete(buf, bk)
+					}
+				}
+				s.FailedPackages = append(s.FailedPackages, e.Package)
+				continue
+			}
+			s.Failed++
+			for _, o := range buf[k] {
+				fmt.Fprint(out, o)
+			}
+			delete(buf, k)
+		case "skip":
+			if e.Test == "" {
+				continue // a package without tests
+			}
+			s.Skipped++
+			if allowed(allow, e.Package, e.Test) {
+				s.AllowedSkips++
+			} else {
+				reason := ""
+				for _, o := range buf[k] {
+					if t := strings.TrimSpace(o); t != "" && !strings.HasPrefix(t, "=== ") && !strings.HasPrefix(t, "--- SKIP") {
+						reason = t
+					}
+				}
+				s.Unexpected = append(s.Unexpected, fmt.Sprintf("%s %s: %s", e.Package, e.Test, reason))
+			}
+			delete(buf, k)
+		}
+	}
+	return s, sc.Err()
+}
+
+func main() {
+	allowPath := flag.String("allow", "hack/expected-skips.txt", "the skips that are allowed, each with why")
+	flag.Parse()
+	var allow []Allowed
+	if b, err := os.ReadFile(*allowPath); err != nil {
+		fmt.Fprintf(os.Stderr, "gotestfilter: %v\n", err)
+		os.Exit(2)
+	} else if allow, err = ParseAllowed(string(b)); err != nil {
+		fmt.Fprintf(os.Stderr, "gotestfilter: %s: %v\n", *allowPath, err)
+		os.Exit(2)
+	}
+	s, err := Filter(os.Stdin, os.Stdout, allow)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gotestfilter: reading go test -json: %v\n", err)
+		os.Exit(1)
+	}
+	slices.Sort(s.Unexpected)
+	fmt.Printf("gotestfilter: %d skips allowed by %s\n", s.AllowedSkips, *allowPath)
+	fmt.Printf("gotestfilter: %d passed, %d failed, %d skipped\n", s.Passed, s.Failed, s.Skipped)
+	rc := 0
+	if len(s.Unexpected) > 0 {
+		fmt.Printf("gotestfilter: %d tests skipped themselves without being allowed (fix what they need, or list them with why in %s):\n", len(s.Unexpected), *allowPath)
+		for _, u := range s.Unexpected {
+			fmt.Printf("  %s\n", u)
+		}
+		rc = 1
+	}
+	if s.Failed > 0 || len(s.FailedPackages) > 0 {
+		rc = 1
+	}
+	if s.Passed+s.Failed == 0 {
+		fmt.Println("gotestfilter: no test ran")
+		rc = 1
+	}
+	os.Exit(rc)
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const stream = `{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"=== RUN   TestA\n"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:1: fine\n"}
+{"Action":"pass","Package":"p","Test":"TestA"}
+{"Action":"run","Package":"p","Test":"TestB"}
+{"Action":"output","Package":"p","Test":"TestB","Output":"    b_test.go:2: broke\n"}
+{"Action":"output","Package":"p","Test":"TestB","Output":"--- FAIL: TestB (0.00s)\n"}
+{"Action":"fail","Package":"p","Test":"TestB"}
+{"Action":"output","Package":"p","Test":"TestC","Output":"    c_test.go:3: needs root\n"}
+{"Action":"output","Package":"p","Test":"TestC","Output":"--- SKIP: TestC (0.00s)\n"}
+{"Action":"skip","Package":"p","Test":"TestC"}
+{"Action":"output","Package":"p","Test":"TestSoak","Output":"--- SKIP: TestSoak (0.00s)\n"}
+{"Action":"skip","Package":"p","Test":"TestSoak"}
+{"Action":"output","Package":"p","Output":"FAIL\tp\t0.1s\n"}
+{"Action":"fail","Package":"p"}
+{"Action":"output","Package":"q","Test":"TestHang","Output":"still going\n"}
+{"Action":"output","Package":"q","Output":"panic: test timed out\n"}
+{"Action":"fail","Package":"q"}
+not json: a build error
+`
+
+func TestFilter(t *testing.T) {
+	allow, err := ParseAllowed("# c\np TestSoak | only under make soak\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	s, err := Filter(strings.NewReader(stream), &out, allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Passed != 1 || s.Failed != 1 || s.Skipped != 2 || s.AllowedSkips != 1 || len(s.FailedPackages) != 2 {
+		t.Fatalf("summary %+v", s)
+	}
+	if len(s.Unexpected) != 1 || s.Unexpected[0] != "p TestC: c_test.go:3: needs root" {
+		t.Fatalf("unexpected skips %q", s.Unexpected)
+	}
+	got := out.String()
+	for _, want := range []string{"b_test.go:2: broke\n--- FAIL: TestB", "FAIL\tp\t0.1s\n", "--- unfinished: TestHang\nstill going\n", "panic: test timed out\n", "not json: a build error\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "fine") {
+		t.Errorf("a passing test's output was printed:\n%s", got)
+	}
+}
+
+func TestParseAllowedRejectsBadLines(t *testing.T) {
+	for _, bad := range []string{"p TestX\n", "p | why\n", "p TestX | \n", "p ( | why\n"} {
+		if _, err := ParseAllowed(bad); err == nil {
+			t.Errorf("ParseAllowed(%q) succeeded", bad)
+		}
+	}
+}
