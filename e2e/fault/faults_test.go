@@ -68,7 +68,8 @@ func TestAPIServerDownThenBack(t *testing.T) {
 
 // TestEtcdFrozen: etcd is frozen (SIGSTOP) for 15s (60s long), so the API
 // server accepts requests and hangs them. The Lease must be renewed within
-// one renew interval of etcd's thaw.
+// one renew interval of etcd's thaw, and in the short form the node must
+// never be seen NotReady.
 func TestEtcdFrozen(t *testing.T) {
 	frozen := pick(15*time.Second, 60*time.Second)
 	a := newAgent(t, agentOpts{})
@@ -95,6 +96,20 @@ func TestEtcdFrozen(t *testing.T) {
 	t.Logf("MEASURE etcd-frozen: Lease renewed %s after etcd was thawed (frozen %s)", r.Sub(back).Round(time.Millisecond), frozen)
 	if r.Sub(back) > renewInterval {
 		t.Errorf("Lease renewed %s after etcd was thawed, want within %s", r.Sub(back), renewInterval)
+	}
+	// The short freeze, the renew interval before it and the renewal after
+	// the thaw fit in the 40 s grace period: the node must stay Ready. The
+	// long form's 60 s freeze is longer than the grace, so kube-controller-
+	// manager marks it NotReady once etcd answers again: logged, not asserted.
+	// Two node-monitor periods (5 s) give the controller time to act.
+	time.Sleep(10 * time.Second)
+	o.stop()
+	if !long {
+		o.checkNeverNotReady()
+	} else {
+		o.mu.Lock()
+		t.Logf("Node seen not Ready %d times (the freeze outlasted the 40 s grace period: not asserted)", len(o.notReady))
+		o.mu.Unlock()
 	}
 	a.checkAlive()
 }
@@ -223,7 +238,8 @@ func TestEstablishedConnectionsBlackholed(t *testing.T) {
 
 // TestAllConnectionsBlackholed: nothing is forwarded on any connection for
 // 20s (60s long); then forwarding resumes. The Lease must be renewed within
-// one renew interval.
+// one renew interval, and in the short form the node must never be seen
+// NotReady.
 func TestAllConnectionsBlackholed(t *testing.T) {
 	t.Parallel()
 	dur := pick(20*time.Second, 60*time.Second)
@@ -241,6 +257,17 @@ func TestAllConnectionsBlackholed(t *testing.T) {
 	t.Logf("MEASURE blackhole-all: Lease renewed %s after forwarding resumed (blackholed %s)", r.Sub(back).Round(time.Millisecond), dur)
 	if r.Sub(back) > renewInterval {
 		t.Errorf("Lease renewed %s after forwarding resumed, want within %s", r.Sub(back), renewInterval)
+	}
+	// As for etcd: the short partition fits in the 40 s grace period with a
+	// renew interval on each side, the long form's 60 s does not.
+	time.Sleep(10 * time.Second) // two node-monitor periods
+	o.stop()
+	if !long {
+		o.checkNeverNotReady()
+	} else {
+		o.mu.Lock()
+		t.Logf("Node seen not Ready %d times (the partition outlasted the 40 s grace period: not asserted)", len(o.notReady))
+		o.mu.Unlock()
 	}
 	a.checkAlive()
 }
