@@ -11,11 +11,11 @@ const list = `# header
 # second line
 
 ## Probes
-[sig-node] Probing container a | no prober
-[sig-node] Probing container b | no prober
+[sig-node] Probing container a | no prober | failed: no prober
+[sig-node] Probing container b | no prober | timedout: .
 
 ## Hooks
-[sig-node] Hook c | no hooks
+[sig-node] Hook c | no hooks | not run
 `
 
 var gate = regexp.MustCompile(`^\[sig-node\] NodeLease `)
@@ -25,7 +25,7 @@ func TestParseKnownRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.Len() != 3 || len(k.Groups) != 2 || k.Groups[1].Entries[0].Reason != "no hooks" {
+	if k.Len() != 3 || len(k.Groups) != 2 || k.Groups[1].Entries[0].Reason != "no hooks" || !k.Groups[1].Entries[0].Expect.NotRun {
 		t.Fatalf("parsed %+v", k)
 	}
 	if got := k.Format(); got != list {
@@ -35,10 +35,14 @@ func TestParseKnownRoundTrips(t *testing.T) {
 
 func TestParseKnownRejectsBadLines(t *testing.T) {
 	for _, tc := range []struct{ desc, text, want string }{
-		{"spec before group", "# h\nspec | why\n", "before the first"},
-		{"no reason", "## g\nspec only\n", "want \"<spec name> | <reason>\""},
-		{"empty reason", "## g\nspec | \n", "want"},
-		{"duplicate", "## g\ns | a\n## h\ns | b\n", "already listed on line 2"},
+		{"spec before group", "# h\nspec | why | not run\n", "before the first"},
+		{"no reason", "## g\nspec only\n", "want \"<spec name> | <reason> | <expectation>\""},
+		{"no expectation", "## g\nspec | why\n", "want \"<spec name> | <reason> | <expectation>\""},
+		{"empty reason", "## g\nspec |  | not run\n", "want"},
+		{"expectation without pattern", "## g\nspec | why | failed\n", "the expectation"},
+		{"expected to pass", "## g\nspec | why | passed: x\n", "cannot be expected to pass"},
+		{"bad regexp", "## g\nspec | why | failed: (\n", "the expectation"},
+		{"duplicate", "## g\ns | a | not run\n## h\ns | b | not run\n", "already listed on line 2"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			_, err := ParseKnown(tc.text)
@@ -50,40 +54,82 @@ func TestParseKnownRejectsBadLines(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	k, _ := ParseKnown(list + "\n## Gated\n[sig-node] NodeLease x | should not be here\n")
+	k, err := ParseKnown(list + "\n## Gated\n[sig-node] NodeLease x | should not be here | failed: .\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	timing := map[string]string{"[sig-node] Slow probe": "1 s timeouts"}
+	expected := []string{"[sig-node] Probing container a", "[sig-node] Other"}
 	for _, tc := range []struct {
 		desc        string
 		results     []Result
+		partial     bool
+		suiteExit   int
 		regressions []string
 		nowPassing  []string
+		missing     []string
+		retried     []string
+		suite       bool
 		known       int
 	}{
-		{desc: "all listed fail", results: []Result{
-			{Name: "[sig-node] Probing container a", State: "failed"},
-			{Name: "[sig-node] Hook c", State: "timedout"},
+		{desc: "listed specs fail as recorded", results: []Result{
+			{Name: "[sig-node] Probing container a", State: "failed", Message: "x: no prober here"},
+			{Name: "[sig-node] Probing container b", State: "timedout", Message: "late"},
 			{Name: "[sig-node] Other", State: "passed"},
-		}, known: 2},
+		}, suiteExit: 1, known: 2},
 		{desc: "unlisted failure is a regression", results: []Result{
 			{Name: "[sig-node] New", State: "failed"},
-		}, regressions: []string{"[sig-node] New"}},
+		}, partial: true, regressions: []string{"[sig-node] New"}},
 		{desc: "unlisted skip is a regression", results: []Result{
 			{Name: "[sig-node] New", State: "skipped", Message: "no"},
-		}, regressions: []string{"[sig-node] New"}},
-		{desc: "listed pass is reported", results: []Result{
+		}, partial: true, regressions: []string{"[sig-node] New"}},
+		{desc: "a listed spec failing differently is a regression", results: []Result{
+			{Name: "[sig-node] Probing container a", State: "failed", Message: "something else broke"},
+			{Name: "[sig-node] Probing container b", State: "failed", Message: "late"},
+			{Name: "[sig-node] Other", State: "passed"},
+		}, regressions: []string{"[sig-node] Probing container a", "[sig-node] Probing container b"}},
+		{desc: "a listed not-run spec that ran and failed is a regression", results: []Result{
+			{Name: "[sig-node] Hook c", State: "failed", Message: "x"},
+		}, partial: true, regressions: []string{"[sig-node] Hook c"}},
+		{desc: "a listed spec that passes fails the run", results: []Result{
 			{Name: "[sig-node] Probing container b", State: "passed"},
-		}, nowPassing: []string{"[sig-node] Probing container b"}},
+		}, partial: true, nowPassing: []string{"[sig-node] Probing container b"}},
 		{desc: "must-pass specs gate even when listed", results: []Result{
 			{Name: "[sig-node] NodeLease x", State: "failed"},
-		}, regressions: []string{"[sig-node] NodeLease x"}},
+		}, partial: true, regressions: []string{"[sig-node] NodeLease x"}},
+		{desc: "an expected spec that reported nothing fails the run", results: []Result{
+			{Name: "[sig-node] Other", State: "passed"},
+		}, missing: []string{"[sig-node] Probing container a"}},
+		{desc: "a focus run does not require every expected spec", results: []Result{
+			{Name: "[sig-node] Other", State: "passed"},
+		}, partial: true},
+		{desc: "a second attempt is allowed for a timing-sensitive spec and counted", results: []Result{
+			{Name: "[sig-node] Slow probe", State: "passed", Attempts: 2},
+		}, partial: true, retried: []string{"[sig-node] Slow probe"}},
+		{desc: "a second attempt of any other spec is a regression", results: []Result{
+			{Name: "[sig-node] Other", State: "passed", Attempts: 2},
+		}, partial: true, regressions: []string{"[sig-node] Other"}},
+		{desc: "a suite that failed while every spec passed fails the run", results: []Result{
+			{Name: "[sig-node] Other", State: "passed"},
+		}, partial: true, suiteExit: 1, suite: true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			v := Judge(tc.results, k, gate)
-			var regs []string
+			v := Judge(tc.results, Inputs{Known: k, Timing: timing, Expected: expected, Partial: tc.partial, SuiteExit: tc.suiteExit, MustPass: gate})
+			var regs, retried []string
 			for _, r := range v.Regressions {
 				regs = append(regs, r.Name)
 			}
-			if !slices.Equal(regs, tc.regressions) || !slices.Equal(v.NowPassing, tc.nowPassing) || len(v.Known) != tc.known {
-				t.Fatalf("regressions %q nowPassing %q known %d, want %q %q %d", regs, v.NowPassing, len(v.Known), tc.regressions, tc.nowPassing, tc.known)
+			for _, r := range v.Retried {
+				retried = append(retried, r.Name)
+			}
+			if !slices.Equal(regs, tc.regressions) || !slices.Equal(v.NowPassing, tc.nowPassing) || len(v.Known) != tc.known ||
+				!slices.Equal(v.Missing, tc.missing) || !slices.Equal(retried, tc.retried) || (v.Suite != "") != tc.suite {
+				t.Fatalf("regressions %q nowPassing %q missing %q retried %q suite %q known %d, want %q %q %q %q %v %d",
+					regs, v.NowPassing, v.Missing, retried, v.Suite, len(v.Known), tc.regressions, tc.nowPassing, tc.missing, tc.retried, tc.suite, tc.known)
+			}
+			wantFail := len(tc.regressions)+len(tc.nowPassing)+len(tc.missing) > 0 || tc.suite
+			if v.Failed() != wantFail {
+				t.Fatalf("Failed() = %v, want %v", v.Failed(), wantFail)
 			}
 		})
 	}
@@ -91,12 +137,12 @@ func TestJudge(t *testing.T) {
 
 func TestUpdate(t *testing.T) {
 	k, _ := ParseKnown(list)
-	next := Update(k, []Result{
-		{Name: "[sig-node] Probing container a", State: "passed"},                                              // leaves
-		{Name: "[sig-node] Probing container b", State: "failed"},                                              // stays with its reason
-		{Name: "[sig-node] Zeta", State: "failed", Message: "boom\nmore\nstatus:\n  message: 'rejected: x'\n"}, // added
-		{Name: "[sig-node] Alpha", State: "skipped", Message: "no | way"},                                      // added
-		{Name: "[sig-node] NodeLease y", State: "failed", Message: "gate"},                                     // never listed
+	next, unclassified := Update(k, []Result{
+		{Name: "[sig-node] Probing container a", State: "passed"},          // leaves
+		{Name: "[sig-node] Probing container b", State: "failed"},          // stays with its reason
+		{Name: "[sig-node] Zeta", State: "failed", Message: "boom"},        // not filed
+		{Name: "[sig-node] Alpha", State: "skipped", Message: "no | way"},  // not filed
+		{Name: "[sig-node] NodeLease y", State: "failed", Message: "gate"}, // never listed
 		{Name: "[sig-node] Fine", State: "passed"},
 	}, gate)
 	// "[sig-node] Hook c" did not run: it stays.
@@ -104,20 +150,42 @@ func TestUpdate(t *testing.T) {
 # second line
 
 ## Probes
-[sig-node] Probing container b | no prober
+[sig-node] Probing container b | no prober | timedout: .
 
 ## Hooks
-[sig-node] Hook c | no hooks
-
-## Not classified yet
-[sig-node] Alpha | skipped: no / way
-[sig-node] Zeta | failed: boom more (pod status message: rejected: x)
+[sig-node] Hook c | no hooks | not run
 `
 	if got := next.Format(); got != want {
 		t.Fatalf("Update:\n%s\nwant:\n%s", got, want)
 	}
-	if _, err := ParseKnown(next.Format()); err != nil {
-		t.Fatalf("the updated list does not parse: %v", err)
+	var names []string
+	for _, r := range unclassified {
+		names = append(names, r.Name)
+	}
+	if !slices.Equal(names, []string{"[sig-node] Alpha", "[sig-node] Zeta"}) {
+		t.Fatalf("unclassified %q, want Alpha and Zeta", names)
+	}
+}
+
+func TestParseTiming(t *testing.T) {
+	m, err := ParseTiming("# c\n\n[sig-node] a | 1 s probe timeouts\n")
+	if err != nil || m["[sig-node] a"] != "1 s probe timeouts" {
+		t.Fatalf("ParseTiming = %v, %v", m, err)
+	}
+	for _, bad := range []string{"[sig-node] a\n", "a | x\na | y\n"} {
+		if _, err := ParseTiming(bad); err == nil {
+			t.Errorf("ParseTiming(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestExpectedRoundTrips(t *testing.T) {
+	text := FormatExpected([]string{"# h"}, []string{"b", "a", "b"})
+	if text != "# h\na\nb\n" {
+		t.Fatalf("FormatExpected = %q", text)
+	}
+	if got := ParseExpected(text); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("ParseExpected = %q", got)
 	}
 }
 
@@ -142,8 +210,8 @@ func TestReplaceGenerated(t *testing.T) {
 }
 
 func TestParseResults(t *testing.T) {
-	rs, err := ParseResults(strings.NewReader(`{"name":"a","state":"passed","seconds":1.5}` + "\n\n" + `{"name":"b","state":"failed","message":"x"}` + "\n"))
-	if err != nil || len(rs) != 2 || rs[1].Message != "x" || rs[0].Seconds != 1.5 {
+	rs, err := ParseResults(strings.NewReader(`{"name":"a","state":"passed","seconds":1.5,"attempts":2}` + "\n\n" + `{"name":"b","state":"failed","message":"x"}` + "\n"))
+	if err != nil || len(rs) != 2 || rs[1].Message != "x" || rs[0].Seconds != 1.5 || rs[0].Attempts != 2 {
 		t.Fatalf("ParseResults = %+v, %v", rs, err)
 	}
 	if _, err := ParseResults(strings.NewReader(`{"state":"passed"}`)); err == nil {

@@ -146,6 +146,7 @@ type Result struct {
 	Name     string  `json:"name"`
 	State    string  `json:"state"` // ginkgo's: passed, failed, skipped, panicked, timedout, ...
 	Seconds  float64 `json:"seconds"`
+	Attempts int     `json:"attempts,omitempty"` // ginkgo's NumAttempts (--flake-attempts); the ratchet counts retries
 	Message  string  `json:"message,omitempty"`  // the failure or skip message
 	Location string  `json:"location,omitempty"` // where it failed
 }
@@ -161,7 +162,7 @@ func results(report types.Report) []Result {
 		if s.State == types.SpecStateSkipped && s.Failure.Message == "" {
 			continue
 		}
-		r := Result{Name: s.FullText(), State: s.State.String(), Seconds: s.RunTime.Seconds(), Message: strings.TrimSpace(s.Failure.Message)}
+		r := Result{Name: s.FullText(), State: s.State.String(), Seconds: s.RunTime.Seconds(), Attempts: s.NumAttempts, Message: strings.TrimSpace(s.Failure.Message)}
 		if s.State != types.SpecStatePassed && s.State != types.SpecStateSkipped {
 			r.Location = s.Failure.Location.String()
 		}
