@@ -87,13 +87,10 @@ func (r *Runtime) resolver(ctx context.Context, auth *RegistryAuth, prog *pullPr
 // registry-1.docker.io, a loopback registry with a port is tried over
 // HTTPS then HTTP, any other over HTTPS.
 func (r *Runtime) registryHosts(ctx context.Context, auth *RegistryAuth, prog *pullProgress) docker.RegistryHosts {
-	opts := config.HostOptions{
-		Credentials: func(string) (string, string, error) {
-			if auth == nil {
-				return "", "", nil
-			}
-			return auth.Username, auth.Password, nil
-		},
+	var opts config.HostOptions
+	if auth != nil {
+		a := *auth
+		opts.Credentials = func(string) (string, string, error) { return a.Username, a.Password, nil }
 	}
 	if prog != nil {
 		opts.UpdateClient = prog.updateClient
