@@ -119,8 +119,8 @@ func hostDirFromRoots(roots []string) func(string) (string, error) {
 	}
 }
 
-// RegistryEndpoint is one host a pull from a registry tries, in order.
-type RegistryEndpoint struct {
+// registryEndpoint is one host a pull from a registry tries, in order.
+type registryEndpoint struct {
 	// URL is scheme://host/path of the registry API ("https://mirror:5000/v2").
 	URL string
 	// Pull and Resolve are the host's capabilities: fetching content by
@@ -128,21 +128,20 @@ type RegistryEndpoint struct {
 	Pull, Resolve bool
 }
 
-// RegistryEndpoints returns the hosts a pull from registry (a host[:port],
+// registryEndpoints returns the hosts a pull from registry (a host[:port],
 // "docker.io") tries, in order, as Options.RegistryConfigPath configures
-// them; for `nodeagent` diagnostics and tests. Hosts without the pull
-// capability (push only) are left out.
-func (r *Runtime) RegistryEndpoints(ctx context.Context, registry string) ([]RegistryEndpoint, error) {
+// them. Hosts without the pull capability (push only) are left out.
+func (r *Runtime) registryEndpoints(ctx context.Context, registry string) ([]registryEndpoint, error) {
 	hosts, err := r.registryHosts(ctx, nil, nil)(registry)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: registry hosts of %s: %w", registry, err)
 	}
-	var out []RegistryEndpoint
+	var out []registryEndpoint
 	for _, h := range hosts {
 		if !h.Capabilities.Has(docker.HostCapabilityPull) {
 			continue
 		}
-		out = append(out, RegistryEndpoint{
+		out = append(out, registryEndpoint{
 			URL:     h.Scheme + "://" + h.Host + h.Path,
 			Pull:    true,
 			Resolve: h.Capabilities.Has(docker.HostCapabilityResolve),
