@@ -33,6 +33,12 @@ const (
 	// DefaultCNIBinDir: the upstream location, then Debian's
 	// containernetworking-plugins.
 	DefaultCNIBinDir = "/opt/cni/bin,/usr/lib/cni"
+	// DefaultRegistryConfigPath is where containerd's packages and
+	// documentation put hosts.toml files (its config_path).
+	DefaultRegistryConfigPath = "/etc/containerd/certs.d"
+	// DefaultImagePullProgressTimeout is containerd CRI's
+	// image_pull_progress_timeout.
+	DefaultImagePullProgressTimeout = 5 * time.Minute
 
 	// DefaultConfigPath and DefaultStaticPodPath are what the packages
 	// install; they are not defaults of the fields (staticPodPath defaults
@@ -110,6 +116,8 @@ func Default() *NodeAgentConfiguration {
 		EnforceNodeAllocatable:           []string{EnforceNodeAllocatablePods},
 		PodPidsLimit:                     -1,
 		RuntimeHandlers:                  map[string]string{"runc": "io.containerd.runc.v2"},
+		RegistryConfigPath:               DefaultRegistryConfigPath,
+		ImagePullProgressTimeout:         metav1.Duration{Duration: DefaultImagePullProgressTimeout},
 		Logging: LoggingConfiguration{
 			Format:    DefaultLoggingFormat,
 			Verbosity: 0,

@@ -262,7 +262,7 @@ func unsupportedWarning(docs []*document) string {
 // pathFields are the fields holding file system paths. In a file, a
 // relative path is relative to the file's directory (as kubelet resolves
 // paths in its configuration file).
-var pathFields = []string{"staticPodPath", "kubeconfig", "rootDir", "resolvConf", "cniConfDir"}
+var pathFields = []string{"staticPodPath", "kubeconfig", "rootDir", "resolvConf", "cniConfDir", "imageCredentialProviderConfig", "imageCredentialProviderBinDir"}
 
 func resolvePaths(obj map[string]any, dir string) {
 	for _, k := range pathFields {
@@ -456,6 +456,14 @@ func applyOverrides(cfg *NodeAgentConfiguration, o Overrides, origins map[string
 	if o.NodeIP != nil {
 		cfg.NodeIP = *o.NodeIP
 		origins["nodeIP"] = "flag --node-ip"
+	}
+	if o.ImageCredentialProviderConfig != nil {
+		cfg.ImageCredentialProviderConfig = absPath(*o.ImageCredentialProviderConfig)
+		origins["imageCredentialProviderConfig"] = "flag --image-credential-provider-config"
+	}
+	if o.ImageCredentialProviderBinDir != nil {
+		cfg.ImageCredentialProviderBinDir = absPath(*o.ImageCredentialProviderBinDir)
+		origins["imageCredentialProviderBinDir"] = "flag --image-credential-provider-bin-dir"
 	}
 	if o.Verbosity != nil {
 		cfg.Logging.Verbosity = *o.Verbosity

@@ -179,6 +179,23 @@ type NodeAgentConfiguration struct {
 	// runtimes in its own configuration).
 	RuntimeHandlers map[string]string `json:"runtimeHandlers"`
 
+	// RegistryConfigPath is containerd's registry config_path: directories
+	// of <host>/hosts.toml files (mirrors, CA, skip_verify) the agent's
+	// pulls follow (nodeagent; containerd CRI's registry.config_path).
+	RegistryConfigPath string `json:"registryConfigPath"`
+	// ImagePullProgressTimeout cancels a pull that received no byte for
+	// this long (nodeagent; containerd CRI's image_pull_progress_timeout);
+	// 0 means never.
+	ImagePullProgressTimeout metav1.Duration `json:"imagePullProgressTimeout"`
+	// ImageCredentialProviderConfig is kubelet's
+	// --image-credential-provider-config: a CredentialProviderConfig file
+	// or directory; "" means no plugins (nodeagent field; flag of the same
+	// name).
+	ImageCredentialProviderConfig string `json:"imageCredentialProviderConfig"`
+	// ImageCredentialProviderBinDir is kubelet's
+	// --image-credential-provider-bin-dir: where the plugins are.
+	ImageCredentialProviderBinDir string `json:"imageCredentialProviderBinDir"`
+
 	// ShutdownGracePeriod is how long the node's shutdown is delayed (a
 	// systemd-logind delay inhibitor) for its pods to stop; 0 disables
 	// graceful node shutdown (kubelet's).
@@ -280,6 +297,11 @@ type Overrides struct {
 	HostnameOverride *string // --hostname-override
 	NodeIP           *string // --node-ip
 	Verbosity        *int32  // -v
+	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir
+	// are kubelet's --image-credential-provider-config and
+	// --image-credential-provider-bin-dir.
+	ImageCredentialProviderConfig *string
+	ImageCredentialProviderBinDir *string
 }
 
 // LoadOptions say where the configuration comes from.

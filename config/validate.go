@@ -153,6 +153,7 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	if c.ResolvConf != "" && !filepath.IsAbs(c.ResolvConf) {
 		errs = append(errs, field.Invalid(field.NewPath("resolvConf"), c.ResolvConf, "must be an absolute path or empty (no host resolver file)"))
 	}
+	errs = append(errs, validateImages(c)...)
 	if c.CNIConfDir != "" && !filepath.IsAbs(c.CNIConfDir) {
 		errs = append(errs, field.Invalid(field.NewPath("cniConfDir"), c.CNIConfDir, "must be an absolute path or empty (pod networking disabled)"))
 	}
@@ -430,4 +431,33 @@ func (c *NodeAgentConfiguration) ContainerLogMaxBytes() int64 {
 		return 0
 	}
 	return q.Value()
+}
+
+// validateImages checks the registry and image pull fields.
+func validateImages(c *NodeAgentConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	if c.RegistryConfigPath != "" {
+		for _, d := range filepath.SplitList(c.RegistryConfigPath) {
+			if !filepath.IsAbs(d) {
+				errs = append(errs, field.Invalid(field.NewPath("registryConfigPath"), c.RegistryConfigPath,
+					"must be absolute directories separated by ':', or empty"))
+				break
+			}
+		}
+	}
+	if c.ImagePullProgressTimeout.Duration < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("imagePullProgressTimeout"), c.ImagePullProgressTimeout.Duration.String(), "must not be negative (0 disables it)"))
+	}
+	if c.ImageCredentialProviderConfig != "" {
+		if !filepath.IsAbs(c.ImageCredentialProviderConfig) {
+			errs = append(errs, field.Invalid(field.NewPath("imageCredentialProviderConfig"), c.ImageCredentialProviderConfig, "must be an absolute path or empty"))
+		}
+		if c.ImageCredentialProviderBinDir == "" {
+			errs = append(errs, field.Required(field.NewPath("imageCredentialProviderBinDir"), "the plugins' directory is required with imageCredentialProviderConfig"))
+		}
+	}
+	if c.ImageCredentialProviderBinDir != "" && !filepath.IsAbs(c.ImageCredentialProviderBinDir) {
+		errs = append(errs, field.Invalid(field.NewPath("imageCredentialProviderBinDir"), c.ImageCredentialProviderBinDir, "must be an absolute path or empty"))
+	}
+	return errs
 }

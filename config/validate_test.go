@@ -42,6 +42,19 @@ func TestValidate(t *testing.T) {
 	}{
 		{desc: "defaults", mutate: func(c *NodeAgentConfiguration) {}},
 		{
+			desc: "images",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.RegistryConfigPath = "/etc/containerd/certs.d:certs.d"
+				c.ImagePullProgressTimeout = dur(-time.Second)
+				c.ImageCredentialProviderConfig = "/etc/kubernetes/credential-providers.yaml"
+			},
+			want: []string{
+				`registryConfigPath: Invalid value: "/etc/containerd/certs.d:certs.d": must be absolute directories separated by ':', or empty`,
+				`imagePullProgressTimeout: Invalid value: "-1s": must not be negative (0 disables it)`,
+				`imageCredentialProviderBinDir: Required value: the plugins' directory is required with imageCredentialProviderConfig`,
+			},
+		},
+		{
 			desc: "runtimeHandlers",
 			mutate: func(c *NodeAgentConfiguration) {
 				c.RuntimeHandlers = map[string]string{"Bad_Name": "io.containerd.runc.v2", "empty": ""}

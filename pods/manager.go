@@ -21,6 +21,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/admission"
+	"github.com/nodeagent/nodeagent/pods/keyring"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/mirror"
 	"github.com/nodeagent/nodeagent/pods/objcache"
@@ -43,6 +44,9 @@ type Options struct {
 	StaticPodPath string
 	// RootDir holds pod directories (volumes) and container logs.
 	RootDir string
+	// CredentialProviders are kubelet's credential provider plugins
+	// (nil: none), asked after the node's docker config files.
+	CredentialProviders keyring.Provider
 	// NetNSDir holds the pods' network namespace mounts (default
 	// /run/nodeagent/netns).
 	NetNSDir string

@@ -20,8 +20,8 @@ import (
 )
 
 // Image pulls as kubelet makes them (pkg/kubelet/images): credentials from
-// the pod's image pull secrets, then the node's docker config, tried in
-// turn; a failed pull puts the image of this pod in back-off (10s doubling
+// the pod's image pull secrets, then the node's docker config, then the
+// credential provider plugins, tried in turn; a failed pull puts the image of this pod in back-off (10s doubling
 // to 5m, kubelet's imageBackOffPeriod and MaxImageBackOff), during which
 // the container waits with ImagePullBackOff and the image is not pulled.
 
@@ -44,17 +44,23 @@ const (
 	msgPresentFmt                = "Container image %q already present on machine"
 )
 
-// NodeKeyring is the node's registry credentials; *keyring.Node
-// implements it.
+// NodeKeyring is the node's registry credentials (docker config files,
+// then credential provider plugins) for an image's repository;
+// *keyring.Node implements it.
 type NodeKeyring interface {
-	Keyring() *keyring.Keyring
+	Lookup(repo string) []keyring.Cred
 }
 
 // NewNodeKeyring reads the node's credentials from kubelet's places under
-// rootDir and the process's home directory (keyring.NodePaths).
+// rootDir and the process's home directory (keyring.NodePaths), and asks
+// o.CredentialProviders.
 func NewNodeKeyring(o Options) *keyring.Node {
 	home, _ := os.UserHomeDir()
-	return &keyring.Node{Paths: keyring.NodePaths(o.RootDir, home), Clock: o.Clock, Log: o.Logger.With("component", "keyring")}
+	n := &keyring.Node{Paths: keyring.NodePaths(o.RootDir, home), Clock: o.Clock, Log: o.Logger.With("component", "keyring")}
+	if o.CredentialProviders != nil {
+		n.Plugins = o.CredentialProviders
+	}
+	return n
 }
 
 // pullState is a worker's image back-off: per image, the back-off and the
@@ -162,7 +168,7 @@ func (w *worker) pullCredentials(ctx context.Context, pod *v1.Pod, image string)
 	}
 	creds := ring.Lookup(repo)
 	if w.d.nodeKeyring != nil {
-		creds = append(creds, w.d.nodeKeyring.Keyring().Lookup(repo)...)
+		creds = append(creds, w.d.nodeKeyring.Lookup(repo)...)
 	}
 	return creds, nil
 }

@@ -46,7 +46,7 @@ func (f fakeSecrets) Get(_ context.Context, _ types.UID, ns, name string) (*v1.S
 
 type fakeNodeKeyring struct{ k keyring.Keyring }
 
-func (f *fakeNodeKeyring) Keyring() *keyring.Keyring { return &f.k }
+func (f *fakeNodeKeyring) Lookup(repo string) []keyring.Cred { return f.k.Lookup(repo) }
 
 // pullRecorder keeps each event as "reason: message".
 type pullRecorder struct {

@@ -14,16 +14,20 @@
 // hung daemon or shim can delay a caller but never block it forever.
 // StopContainer additionally waits up to its grace period; CreateContainer
 // and StartContainer run under Options.StartTimeout (default 2m: under load a
-// start takes seconds, and giving up throws the work away), and PullImage
-// under Options.PullTimeout (default 5m) instead.
+// start takes seconds, and giving up throws the work away). A pull has no
+// deadline: it fails when no byte has arrived for
+// Options.PullProgressTimeout (default 5m) while a request is open.
 //
 // Images: references are normalised as Docker and kubelet do
 // (NormalizeImageRef: "busybox" is "docker.io/library/busybox:latest"), so a
 // pod's short name finds an image stored under its full name; GetImage and
 // CreateContainer accept either form. PullImage pulls anonymously,
-// PullImageWithAuth with a registry's credentials, through a Docker resolver
-// (HTTPS; plain HTTP only for loopback registries) and unpacks for the
-// configured snapshotter.
+// PullImageWithAuth with a registry's credentials, through the hosts
+// containerd's hosts.toml files under Options.RegistryConfigPath configure
+// (mirrors, CA, client certificates, skip_verify; containerd's own
+// remotes/docker/config reads them), else the registry itself (HTTPS; HTTP
+// only for loopback registries), and unpacks for the configured
+// snapshotter.
 //
 // Networking: a container shares the host's network namespace
 // (HostNetwork), joins an existing namespace by path (NetNSPath; pods share

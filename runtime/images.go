@@ -88,11 +88,10 @@ func (r *Runtime) imageInfo(ctx context.Context, img images.Image) (Image, error
 	return Image{}, fmt.Errorf("runtime: image %s: %w: vanished while being inspected", img.Name, ErrNotFound)
 }
 
-// PullImage pulls an image from its registry into containerd (anonymously,
-// through a Docker resolver: HTTPS, or plain HTTP for a loopback registry)
+// PullImage pulls an image from its registry into containerd, anonymously
+// (see PullImageWithAuth for the hosts tried and the progress timeout),
 // and unpacks it for the configured snapshotter; ref may be short
-// ("busybox:1.36") and is stored under its normalised form. The pull is
-// bounded by Options.PullTimeout. Pulling an image that is already present
+// ("busybox:1.36") and is stored under its normalised form. Pulling an image that is already present
 // only checks the registry for a newer manifest and fetches what is missing.
 func (r *Runtime) PullImage(ctx context.Context, ref string) (Image, error) {
 	return r.PullImageWithAuth(ctx, ref, nil)

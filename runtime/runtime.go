@@ -30,8 +30,17 @@ type Options struct {
 	Namespace string
 	// CallTimeout bounds every call to containerd; default 10s.
 	CallTimeout time.Duration
-	// PullTimeout bounds one image pull; default 5m.
-	PullTimeout time.Duration
+	// PullProgressTimeout cancels an image pull that has a request open
+	// to the registry and received no byte for this long (containerd CRI's
+	// image_pull_progress_timeout); a pull that makes progress is never
+	// cut off. Default 5m; negative: never.
+	PullProgressTimeout time.Duration
+	// RegistryConfigPath is containerd's registry config_path: one or
+	// more directories (separated by ':') with a <host>/hosts.toml per
+	// registry (mirrors, CA, client certificates, skip_verify) in
+	// containerd's layout. "" means none: every registry is used
+	// directly.
+	RegistryConfigPath string
 	// StartTimeout bounds creating or starting one container (snapshot,
 	// shim, runc): under load these take far longer than a plain call, and
 	// giving up throws finished work away; default 2m (kubelet's
@@ -66,12 +75,12 @@ type Options struct {
 
 // Defaults.
 const (
-	DefaultNamespace    = "k8s.io"
-	DefaultCallTimeout  = 10 * time.Second
-	DefaultPullTimeout  = 5 * time.Minute
-	DefaultStartTimeout = 2 * time.Minute
-	DefaultSnapshotter  = "overlayfs"
-	DefaultCgroupParent = "/nodeagent"
+	DefaultNamespace           = "k8s.io"
+	DefaultCallTimeout         = 10 * time.Second
+	DefaultPullProgressTimeout = 5 * time.Minute
+	DefaultStartTimeout        = 2 * time.Minute
+	DefaultSnapshotter         = "overlayfs"
+	DefaultCgroupParent        = "/nodeagent"
 )
 
 func (o *Options) setDefaults() error {
@@ -103,11 +112,8 @@ func (o *Options) setDefaults() error {
 	if o.StartTimeout < 0 {
 		return fmt.Errorf("runtime: negative start timeout %s", o.StartTimeout)
 	}
-	if o.PullTimeout == 0 {
-		o.PullTimeout = DefaultPullTimeout
-	}
-	if o.PullTimeout < 0 {
-		return fmt.Errorf("runtime: negative pull timeout %s", o.PullTimeout)
+	if o.PullProgressTimeout == 0 {
+		o.PullProgressTimeout = DefaultPullProgressTimeout
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second

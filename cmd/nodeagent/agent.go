@@ -32,6 +32,7 @@ import (
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/keyring/credprovider"
 	"github.com/nodeagent/nodeagent/runtime"
 	"github.com/nodeagent/nodeagent/systemd"
 )
@@ -147,6 +148,9 @@ type agent struct {
 	imageGC atomic.Pointer[imagegc.Collector]
 	// shutdown is graceful node shutdown; nil when off (see shutdown.go).
 	shutdown *nodeShutdown
+	// credProviders are kubelet's credential provider plugins; nil when
+	// imageCredentialProviderConfig is "".
+	credProviders *credprovider.Plugins
 }
 
 func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
@@ -245,6 +249,16 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 			ctx, cancel := context.WithTimeout(context.Background(), firstDialWait)
 			defer cancel()
 			return a.runtimeHealthy(ctx)
+		}
+	}
+	if cfg.ImageCredentialProviderConfig != "" {
+		// As kubelet: a configuration that cannot be used stops the start.
+		a.credProviders, err = credprovider.Load(cfg.ImageCredentialProviderConfig, credprovider.Options{
+			BinDir: cfg.ImageCredentialProviderBinDir,
+			Logger: base.With("component", "credentialprovider", "node", nodeName),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("image credential providers: %w", err)
 		}
 	}
 	if a.shutdown, err = a.newShutdown(); err != nil {

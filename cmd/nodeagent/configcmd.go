@@ -55,6 +55,8 @@ type configFlags struct {
 	fs                                        *flag.FlagSet
 	path, dropInDir                           string
 	kubeconfig, hostnameOverride, nodeIP, vrb optionalString
+	// kubelet's credential provider flags.
+	credProviderConfig, credProviderBinDir optionalString
 }
 
 // optionalString is a string flag that knows whether it was set.
@@ -87,6 +89,8 @@ func newConfigFlags(name string, stderr io.Writer, withOverrides bool) *configFl
 		f.fs.Var(&f.hostnameOverride, "hostname-override", "node name (overrides the file)")
 		f.fs.Var(&f.nodeIP, "node-ip", "node IP address (overrides the file)")
 		f.fs.Var(&f.vrb, "v", "log verbosity (overrides the file)")
+		f.fs.Var(&f.credProviderConfig, "image-credential-provider-config", "credential provider plugin config file or directory (kubelet's flag; overrides the file)")
+		f.fs.Var(&f.credProviderBinDir, "image-credential-provider-bin-dir", "credential provider plugin directory (kubelet's flag; overrides the file)")
 	}
 	return f
 }
@@ -96,6 +100,8 @@ func (f *configFlags) options() (config.LoadOptions, error) {
 	o.Overrides.Kubeconfig = f.kubeconfig.ptr()
 	o.Overrides.HostnameOverride = f.hostnameOverride.ptr()
 	o.Overrides.NodeIP = f.nodeIP.ptr()
+	o.Overrides.ImageCredentialProviderConfig = f.credProviderConfig.ptr()
+	o.Overrides.ImageCredentialProviderBinDir = f.credProviderBinDir.ptr()
 	if f.vrb.set {
 		n, err := strconv.ParseInt(f.vrb.value, 10, 32)
 		if err != nil {

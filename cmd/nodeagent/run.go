@@ -16,6 +16,8 @@ const usage = `nodeagent: a lean, event-driven Kubernetes node agent.
 Usage:
   nodeagent [--config FILE] [--config-dir DIR] [--kubeconfig FILE]
             [--hostname-override NAME] [--node-ip IP] [-v N]
+            [--image-credential-provider-config PATH]
+            [--image-credential-provider-bin-dir DIR]
       Run the agent. Flags override the configuration file.
   nodeagent version
   nodeagent config validate|defaults|effective ...

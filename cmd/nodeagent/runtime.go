@@ -17,6 +17,7 @@ import (
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods"
+	"github.com/nodeagent/nodeagent/pods/keyring"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -40,6 +41,10 @@ func (a *agent) connectRuntime(ctx context.Context) {
 			// outlives the agent.
 			ContainerLogger: a.containerLogger,
 			LogRotation:     crilog.Rotation{MaxSize: a.cfg.ContainerLogMaxBytes(), MaxFiles: int(a.cfg.ContainerLogMaxFiles)},
+			// Pulls follow containerd's hosts.toml files and fail
+			// only when they stop making progress.
+			RegistryConfigPath:  a.cfg.RegistryConfigPath,
+			PullProgressTimeout: pullProgressTimeout(a.cfg.ImagePullProgressTimeout.Duration),
 		})
 		if err != nil {
 			return nil, runtime.Version{}, err
@@ -136,29 +141,34 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 		podNet = a.net
 	}
 	podSec, admitSec := podSecurity(a.cfg)
+	var credProviders keyring.Provider // a nil *credprovider.Plugins must stay a nil interface
+	if a.credProviders != nil {
+		credProviders = a.credProviders
+	}
 	pm, err := pods.New(pods.Options{
-		Security:        podSec,
-		RuntimeHandlers: a.cfg.RuntimeHandlers,
-		Cgroups:         cgroups,
-		Admission:       admitSec,
-		Admit:           a.admitUnderPressure,
-		ShuttingDown:    a.shutdown.ShuttingDown,
-		Network:         podNet,
-		NodeName:        a.nodeName,
-		Client:          podsClient(a.client),
-		StaticPodPath:   a.cfg.StaticPodPath,
-		RootDir:         a.cfg.RootDir,
-		NetNSDir:        netnsDirFor(a.cfg.ContainerRuntimeNamespace),
-		PodNSDir:        podNSDirFor(a.cfg.ContainerRuntimeNamespace),
-		MaxPods:         int(a.cfg.MaxPods),
-		Node:            a.ns.Node,
-		NodeAnyway:      a.ns.NodeAnyway,
-		NodeSynced:      a.ns.NodeSynced,
-		Runtime:         rt,
-		PLEG:            p,
-		PodCache:        p.Cache(),
-		Registerer:      a.reg,
-		Logger:          a.base.With("component", "pods"),
+		CredentialProviders: credProviders,
+		Security:            podSec,
+		RuntimeHandlers:     a.cfg.RuntimeHandlers,
+		Cgroups:             cgroups,
+		Admission:           admitSec,
+		Admit:               a.admitUnderPressure,
+		ShuttingDown:        a.shutdown.ShuttingDown,
+		Network:             podNet,
+		NodeName:            a.nodeName,
+		Client:              podsClient(a.client),
+		StaticPodPath:       a.cfg.StaticPodPath,
+		RootDir:             a.cfg.RootDir,
+		NetNSDir:            netnsDirFor(a.cfg.ContainerRuntimeNamespace),
+		PodNSDir:            podNSDirFor(a.cfg.ContainerRuntimeNamespace),
+		MaxPods:             int(a.cfg.MaxPods),
+		Node:                a.ns.Node,
+		NodeAnyway:          a.ns.NodeAnyway,
+		NodeSynced:          a.ns.NodeSynced,
+		Runtime:             rt,
+		PLEG:                p,
+		PodCache:            p.Cache(),
+		Registerer:          a.reg,
+		Logger:              a.base.With("component", "pods"),
 		Names: pods.NameSettings{
 			ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, ResolvConf: a.cfg.ResolvConf,
 		},
@@ -283,4 +293,13 @@ func podNSDirFor(ns string) string {
 		return "/run/nodeagent/pods"
 	}
 	return "/run/nodeagent/pods-" + ns
+}
+
+// pullProgressTimeout maps imagePullProgressTimeout (0: never, as
+// containerd) to runtime.Options.PullProgressTimeout (negative: never).
+func pullProgressTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -181,8 +181,13 @@ func (k *Keyring) Lookup(repo string) []Cred {
 	return out
 }
 
-// matches says whether the location glob covers repo: same number of host
-// labels, each matching its glob, same port, and a path prefix.
+// Matches says whether the location glob ("*.example.com:5000/path")
+// covers repo ("registry/path" of an image): same number of host labels,
+// each matching its glob, same port, and a path prefix. It is kubelet's
+// matching of docker config keys, of credential provider plugins'
+// matchImages and of the keys of their answers.
+func Matches(glob, repo string) bool { return matches(glob, repo) }
+
 func matches(glob, repo string) bool {
 	g, err1 := url.Parse("https://" + glob)
 	r, err2 := url.Parse("https://" + repo)

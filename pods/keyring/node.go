@@ -49,10 +49,30 @@ type Node struct {
 	Paths []string
 	Clock clock.PassiveClock
 	Log   *slog.Logger
+	// Plugins are the credential provider plugins (nil: none); their
+	// credentials come after the files' (kubelet's union of its node
+	// keyring and its external credential provider keyring).
+	Plugins Provider
 
 	mu      sync.Mutex
 	ring    *Keyring
 	expires time.Time
+}
+
+// Provider gives credentials for an image's repository, most specific
+// first (credprovider.Plugins implements it).
+type Provider interface {
+	Lookup(repo string) []Cred
+}
+
+// Lookup returns the node's credentials for repo: the docker config
+// file's, then the plugins'.
+func (n *Node) Lookup(repo string) []Cred {
+	out := n.Keyring().Lookup(repo)
+	if n.Plugins != nil {
+		out = append(out, n.Plugins.Lookup(repo)...)
+	}
+	return out
 }
 
 // Keyring returns the node's credentials (an empty keyring when no file
