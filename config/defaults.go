@@ -61,6 +61,11 @@ const (
 	DefaultAuthorizationCacheUnauthorizedTTL = 30 * time.Second
 	DefaultContainerLogMaxSize               = "10Mi"
 	DefaultContainerLogMaxFiles              = 5
+	// DefaultPodLogsDir is kubelet's podLogsDir default.
+	DefaultPodLogsDir = "/var/log/pods"
+	// DefaultContainerLogsDir is where kubelet keeps its container log
+	// symlinks (a constant in kubelet).
+	DefaultContainerLogsDir = "/var/log/containers"
 )
 
 // Cgroup defaults and values (kubelet's).
@@ -147,6 +152,7 @@ func setNodeAPIDefaults(c *NodeAgentConfiguration) {
 		},
 	}
 	c.ContainerLogMaxSize, c.ContainerLogMaxFiles = DefaultContainerLogMaxSize, DefaultContainerLogMaxFiles
+	c.PodLogsDir, c.ContainerLogsDir = DefaultPodLogsDir, DefaultContainerLogsDir
 }
 
 // CNIBinDirs splits CNIBinDir into its directories.

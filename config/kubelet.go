@@ -46,6 +46,7 @@ var kubeletSupported = map[string]bool{
 	"authorization":                    true,
 	"containerLogMaxSize":              true,
 	"containerLogMaxFiles":             true,
+	"podLogsDir":                       true,
 	"seccompDefault":                   true,
 	"allowedUnsafeSysctls":             true,
 	"cgroupDriver":                     true,

@@ -192,6 +192,11 @@ kubeconfig: /etc/file/kubeconfig
 			want:    func(c *NodeAgentConfiguration) { c.MaxPods = 30; c.CgroupDriver = CgroupDriverSystemd },
 		},
 		{
+			desc:    "a KubeletConfiguration drop-in's podLogsDir (kubeadm and GKE/AKS node configs set it)",
+			dropIns: map[string]string{"10.conf": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: /mnt/logs/pods\n"},
+			want:    func(c *NodeAgentConfiguration) { c.PodLogsDir = "/mnt/logs/pods" },
+		},
+		{
 			desc: "a KubeletConfiguration drop-in with soft eviction settings",
 			dropIns: map[string]string{"10.conf": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
 				"evictionSoft:\n  memory.available: 1Gi\nevictionSoftGracePeriod:\n  memory.available: 1m30s\n" +

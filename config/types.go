@@ -114,6 +114,13 @@ type NodeAgentConfiguration struct {
 	// the most files kept per container, the live one included.
 	ContainerLogMaxSize  string `json:"containerLogMaxSize"`
 	ContainerLogMaxFiles int32  `json:"containerLogMaxFiles"`
+	// PodLogsDir holds the pods' container logs,
+	// <namespace>_<pod>_<uid>/<container>/<attempt>.log (kubelet's field).
+	PodLogsDir string `json:"podLogsDir"`
+	// ContainerLogsDir holds a symlink to each running container's log,
+	// <pod>_<namespace>_<container>-<id>.log (nodeagent; kubelet's is the
+	// constant /var/log/containers).
+	ContainerLogsDir string `json:"containerLogsDir"`
 
 	// NodeLabels are added to the Node when it is registered.
 	NodeLabels map[string]string `json:"nodeLabels"`

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -421,7 +422,29 @@ func validateNodeAPI(c *NodeAgentConfiguration) field.ErrorList {
 	if c.ContainerLogMaxFiles < 2 {
 		errs = append(errs, field.Invalid(field.NewPath("containerLogMaxFiles"), c.ContainerLogMaxFiles, "must be greater than or equal to 2"))
 	}
+	errs = append(errs, validateLogsDir(c.PodLogsDir, field.NewPath("podLogsDir"))...)
+	errs = append(errs, validateLogsDir(c.ContainerLogsDir, field.NewPath("containerLogsDir"))...)
+	if c.PodLogsDir != "" && c.PodLogsDir == c.ContainerLogsDir {
+		errs = append(errs, field.Invalid(field.NewPath("containerLogsDir"), c.ContainerLogsDir, "must not be podLogsDir"))
+	}
 	return errs
+}
+
+// validateLogsDir checks a log directory as kubelet checks podLogsDir:
+// absolute, normalized, ASCII only (the path appears in metrics).
+func validateLogsDir(s string, p *field.Path) field.ErrorList {
+	if errs := absPathRequired(s, p); len(errs) > 0 {
+		return errs
+	}
+	if filepath.Clean(s) != s {
+		return field.ErrorList{field.Invalid(p, s, "must be normalized (as filepath.Clean leaves it)")}
+	}
+	for _, r := range s {
+		if r > unicode.MaxASCII {
+			return field.ErrorList{field.Invalid(p, s, "must contain ASCII characters only")}
+		}
+	}
+	return nil
 }
 
 // ContainerLogMaxBytes is containerLogMaxSize in bytes (0 if invalid).

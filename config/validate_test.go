@@ -325,6 +325,33 @@ func TestValidate(t *testing.T) {
 			want:   []string{`containerLogMaxSize: Invalid value: "0": must be greater than 0`},
 		},
 		{
+			desc: "log directories",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.PodLogsDir = "/var/log/pods/"
+				c.ContainerLogsDir = "var/log/containers"
+			},
+			want: []string{
+				`podLogsDir: Invalid value: "/var/log/pods/": must be normalized (as filepath.Clean leaves it)`,
+				`containerLogsDir: Invalid value: "var/log/containers": must be an absolute path`,
+			},
+		},
+		{
+			desc: "log directories: ASCII, distinct, required",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.PodLogsDir = "/var/log/pöds"
+				c.ContainerLogsDir = ""
+			},
+			want: []string{
+				`podLogsDir: Invalid value: "/var/log/pöds": must contain ASCII characters only`,
+				`containerLogsDir: Required value: an absolute path`,
+			},
+		},
+		{
+			desc:   "symlinks in the log directory",
+			mutate: func(c *NodeAgentConfiguration) { c.ContainerLogsDir = c.PodLogsDir },
+			want:   []string{`containerLogsDir: Invalid value: "/var/log/pods": must not be podLogsDir`},
+		},
+		{
 			desc: "labels",
 			mutate: func(c *NodeAgentConfiguration) {
 				c.NodeLabels = map[string]string{

@@ -23,4 +23,8 @@
 // rotated files and the live one, and follows the live file across
 // rotations. Lines that are not CRI records (the raw output of containers
 // started by an agent older than this format) are shown as they are.
+//
+// layout.go names the files as kubelet does: <podLogsDir>/<ns>_<pod>_<uid>/
+// <container>/<attempt>.log and the /var/log/containers symlinks log
+// shippers read.
 package crilog

@@ -96,9 +96,14 @@ func newAgent(t *testing.T, env *testenv.Env, o agentOpts) *agent {
 	a.apiPort = freePort(t)
 	// The API server's kubelet client certificate is signed by the
 	// cluster's CA.
+	// Each agent keeps its container logs and their symlinks under its
+	// own directory (podLogsDir, containerLogsDir), not the host's
+	// /var/log/pods and /var/log/containers: an agent cleans up the log
+	// directories of pods it does not know.
 	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\nport: %d\n"+
+		"podLogsDir: %s\ncontainerLogsDir: %s\n"+
 		"authentication:\n  x509:\n    clientCAFile: %s\n",
-		filepath.Join(a.dir, "root"), port, a.apiPort, env.CACert)
+		filepath.Join(a.dir, "root"), port, a.apiPort, a.podLogsDir(), a.containerLogsDir(), env.CACert)
 	if !o.noRuntime {
 		cfg += fmt.Sprintf("containerRuntimeEndpoint: unix://%s\n", env.ContainerdAddress)
 	} else {

@@ -189,9 +189,14 @@ func running(p *corev1.Pod) bool {
 	return true
 }
 
-// logPath is a container attempt's log file under the agent's state dir.
+// podLogsDir and containerLogsDir are the agent's /var/log/pods and
+// /var/log/containers.
+func (a *agent) podLogsDir() string       { return filepath.Join(a.dir, "log", "pods") }
+func (a *agent) containerLogsDir() string { return filepath.Join(a.dir, "log", "containers") }
+
+// logPath is a container attempt's log file (kubelet's podLogsDir layout).
 func (a *agent) logPath(p *corev1.Pod, container string, attempt int) string {
-	return filepath.Join(a.rootDir(), "logs", fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), container, fmt.Sprintf("%d.log", attempt))
+	return filepath.Join(a.podLogsDir(), fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), container, fmt.Sprintf("%d.log", attempt))
 }
 
 // logOf reads a container attempt's log file ("" if there is none).

@@ -91,7 +91,7 @@ func (s Stats) LocalUsage(ctx context.Context, pods []*v1.Pod) map[string]LocalU
 	for _, p := range pods {
 		uid := string(p.UID)
 		podDir := filepath.Join(s.RootDir, "pods", uid)
-		logs := filepath.Join(s.RootDir, "logs", p.Namespace+"_"+p.Name+"_"+uid)
+		logs := s.podLogDirs(p)
 		u := LocalUsage{EmptyDirs: map[string]int64{}, Containers: map[string]int64{}}
 		for i := range p.Spec.Volumes {
 			vol := &p.Spec.Volumes[i]
@@ -101,13 +101,16 @@ func (s Stats) LocalUsage(ctx context.Context, pods []*v1.Pod) map[string]LocalU
 				}
 			}
 		}
-		for _, dir := range []string{podDir, logs} {
+		for _, dir := range append([]string{podDir}, logs...) {
 			d, _ := diskUsage(dir)
 			u.Pod += d.bytes
 		}
 		for _, c := range byPod[uid] {
-			l, _ := diskUsage(filepath.Join(logs, c.Name))
-			used := l.bytes
+			var used int64
+			for _, l := range logs {
+				b, _ := diskUsage(filepath.Join(l, c.Name))
+				used += b.bytes
+			}
 			if s.WritableLayer != nil {
 				if w, err := s.WritableLayer(ctx, c.ID); err == nil {
 					u.Pod += w

@@ -22,7 +22,12 @@ import (
 // filesystem: tmpfs and other mounts below it are not counted) and their
 // container logs under RootDir.
 type Stats struct {
+	// RootDir holds the pods' directories (pods/<uid>) and, from agents
+	// before podLogsDir, container logs (logs/).
 	RootDir string
+	// PodLogsDir holds the pods' container logs (kubelet's podLogsDir);
+	// "" counts the old rootDir/logs layout only.
+	PodLogsDir string
 	// Containers lists the agent's containers (their cgroups).
 	Containers func(ctx context.Context) ([]runtime.Container, error)
 	// CgroupMounts are the cgroup hierarchies (nil: the host's).
@@ -72,12 +77,14 @@ func (s Stats) Usage(ctx context.Context, pods []*v1.Pod) map[string]PodUsage {
 			u.Memory, _ = workingSet(mounts, podCgroup)
 			u.Processes, _ = readCounter(mounts, podCgroup, "pids.current")
 		}
-		logs := filepath.Join(s.RootDir, "logs", p.Namespace+"_"+p.Name+"_"+uid)
+		logs := s.podLogDirs(p)
 		for i := range u.Containers {
-			b, _ := diskUsage(filepath.Join(logs, u.Containers[i].Name))
-			u.Containers[i].Disk = b.bytes
+			for _, l := range logs {
+				b, _ := diskUsage(filepath.Join(l, u.Containers[i].Name))
+				u.Containers[i].Disk += b.bytes
+			}
 		}
-		for _, dir := range []string{filepath.Join(s.RootDir, "pods", uid), logs} {
+		for _, dir := range append([]string{filepath.Join(s.RootDir, "pods", uid)}, logs...) {
 			d, _ := diskUsage(dir)
 			u.Disk += d.bytes
 			u.Inodes += d.inodes
@@ -172,4 +179,16 @@ func diskUsage(dir string) (usage, error) {
 		return nil
 	})
 	return u, err
+}
+
+// podLogDirs are the pod's log directories: podLogsDir's, and the one
+// agents before it kept under rootDir/logs (containers they started still
+// write there).
+func (s Stats) podLogDirs(p *v1.Pod) []string {
+	name := p.Namespace + "_" + p.Name + "_" + string(p.UID)
+	dirs := []string{filepath.Join(s.RootDir, "logs", name)}
+	if s.PodLogsDir != "" {
+		dirs = append(dirs, filepath.Join(s.PodLogsDir, name))
+	}
+	return dirs
 }

@@ -219,6 +219,8 @@ apiVersion: config.nodeagent.io/v1alpha1
 kind: NodeAgentConfiguration
 containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS
 rootDir: $work/root
+podLogsDir: $work/log/pods
+containerLogsDir: $work/log/containers
 healthzPort: 0
 port: $port
 authentication:

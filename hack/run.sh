@@ -58,13 +58,17 @@ trap cleanup EXIT INT TERM
 # The cluster's etcd and containerd start empty: whatever a previous run's
 # pods left is stale.
 cleanup_pods
-rm -rf "$agentroot"
+rm -rf "$agentroot" "$dir/agent/log"
 mkdir -p "$dir/agent" "$manifests"
 cat > "$dir/agent/config.yaml" <<CFG
 apiVersion: config.nodeagent.io/v1alpha1
 kind: NodeAgentConfiguration
 containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS
 rootDir: $agentroot
+# Container logs as kubelet lays them out, here instead of the host's
+# /var/log/pods and /var/log/containers.
+podLogsDir: $dir/agent/log/pods
+containerLogsDir: $dir/agent/log/containers
 staticPodPath: $manifests
 cniConfDir: $dir/agent/net.d
 # The test image is imported (nothing can be pulled): never collect it.
@@ -150,7 +154,7 @@ run: the node runs pods (docs/pods.md). In another terminal:
   export KUBECONFIG=$KUBECONFIG PATH=$root/_output/bin:\$PATH
   kubectl run demo --image=$image -- sleep 3600
   kubectl get pods -A -o wide
-  ls $agentroot/logs/        # container logs: <ns>_<pod>_<uid>/<container>/<attempt>.log
+  ls $dir/agent/log/pods/ $dir/agent/log/containers/  # container logs (kubelet's /var/log/pods and /var/log/containers layout)
   # edit or remove $manifests/hello.yaml to change or stop the static pod
 
 HINT

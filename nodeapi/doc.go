@@ -27,9 +27,10 @@
 // Endpoints: /healthz; /pods (a v1 PodList of the pods the agent runs);
 // /containerLogs/{namespace}/{pod}/{container} with kubelet's query
 // parameters, read from the CRI log files of package crilog under
-// Options.LogRoot (<ns>_<pod>_<uid>/<container>/<attempt>.log and its
-// rotated files): the newest attempt, or with previous=true the one
-// before it; /exec (Options.Exec), /attach (the running attempt's log from
+// Options.LogRoot (podLogsDir: <ns>_<pod>_<uid>/<container>/<attempt>.log
+// and its rotated files) or, for containers an older agent started,
+// Options.LegacyLogRoots (rootDir/logs, same layout): the newest attempt,
+// or with previous=true the one before it; /exec (Options.Exec), /attach (the running attempt's log from
 // now on; input to the container's stdin and terminal resizes through
 // Options.Attach) and /portForward (dialled inside the pod's network namespace)
 // with the SPDY and WebSocket streams of k8s.io/kubelet/pkg/cri/streaming;

@@ -84,33 +84,48 @@ func ParseLogOptions(q url.Values, now time.Time) (crilog.ReadOptions, bool, err
 	return opts, previous, errors.Join(errs...)
 }
 
-// logAttempts lists the container attempts that have log files in dir,
-// newest first.
-func logAttempts(dir string) ([]uint32, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	seen := map[uint32]bool{}
-	for _, e := range entries {
-		num, rest, ok := strings.Cut(e.Name(), ".log")
-		if !ok || rest != "" && rest[0] != '.' {
+// logAttempt is one container attempt's live log file.
+type logAttempt struct {
+	n    uint32
+	path string
+}
+
+// logAttempts lists the container attempts that have log files in the
+// container's directory under any of roots, newest first. An attempt
+// found under several roots is the first root's.
+func logAttempts(roots []string, podDir, container string) ([]logAttempt, error) {
+	byN := map[uint32]string{}
+	for _, root := range roots {
+		if root == "" {
 			continue
 		}
-		n, err := strconv.ParseUint(num, 10, 32)
+		dir := filepath.Join(root, podDir, container)
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
-			continue
+			return nil, err
 		}
-		seen[uint32(n)] = true
+		for _, e := range entries {
+			num, rest, ok := strings.Cut(e.Name(), ".log")
+			if !ok || rest != "" && rest[0] != '.' {
+				continue
+			}
+			n, err := strconv.ParseUint(num, 10, 32)
+			if err != nil {
+				continue
+			}
+			if _, seen := byN[uint32(n)]; !seen {
+				byN[uint32(n)] = filepath.Join(dir, num+".log")
+			}
+		}
 	}
-	out := make([]uint32, 0, len(seen))
-	for n := range seen {
-		out = append(out, n)
+	out := make([]logAttempt, 0, len(byN))
+	for n, p := range byN {
+		out = append(out, logAttempt{n: n, path: p})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] > out[j] })
+	sort.Slice(out, func(i, j int) bool { return out[i].n > out[j].n })
 	return out, nil
 }
 
@@ -161,13 +176,13 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("container %q not found in pod %q", cname, name), http.StatusNotFound)
 		return
 	}
-	dir := filepath.Join(s.opts.LogRoot, ns+"_"+name+"_"+string(pod.UID), cname)
-	attempts, err := logAttempts(dir)
+	roots := append([]string{s.opts.LogRoot}, s.opts.LegacyLogRoots...)
+	attempts, err := logAttempts(roots, ns+"_"+name+"_"+string(pod.UID), cname)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	var attempt uint32
+	var attempt logAttempt
 	switch {
 	case previous && len(attempts) < 2:
 		http.Error(w, fmt.Sprintf("previous terminated container %q in pod %q not found", cname, name), http.StatusBadRequest)
@@ -180,8 +195,8 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	default:
 		attempt = attempts[0]
 	}
-	path := filepath.Join(dir, strconv.FormatUint(uint64(attempt), 10)+".log")
-	st := &attemptState{s: s, uid: pod.UID, name: cname, attempt: attempt}
+	path := attempt.path
+	st := &attemptState{s: s, uid: pod.UID, name: cname, attempt: attempt.n}
 	running := func() bool { return st.running(r.Context()) }
 	if previous {
 		opts.Follow = false // a terminated attempt has nothing more to say

@@ -94,8 +94,12 @@ type Options struct {
 	// NetNSDir holds the pods' network namespaces (<dir>/<pod UID>) for
 	// /portForward; default /run/nodeagent/netns.
 	NetNSDir string
-	// LogRoot is the directory of pod log directories (rootDir/logs).
+	// LogRoot is the directory of pod log directories (podLogsDir).
 	LogRoot string
+	// LegacyLogRoots are searched after LogRoot, in order: where older
+	// agents kept pod log directories (rootDir/logs), which the loggers
+	// of containers they started still write after an upgrade.
+	LegacyLogRoots []string
 	// Healthy answers /healthz; nil means always healthy.
 	Healthy func() error
 	// Metrics serves /metrics: the agent's own Prometheus metrics, as

@@ -550,3 +550,27 @@ func TestAgentMetrics(t *testing.T) {
 		t.Fatalf("without a Metrics handler: %d", w.Code)
 	}
 }
+
+// After an upgrade from the rootDir/logs layout: the attempt an older
+// agent started is read from the legacy root, a newer one from podLogsDir,
+// and --previous crosses from one to the other.
+func TestContainerLogsAcrossLayouts(t *testing.T) {
+	legacy := filepath.Join(t.TempDir(), "root", "logs")
+	e := newTestEnv(t, func(o *Options) { o.LegacyLogRoots = []string{legacy} })
+	pod := testPod()
+	e.pods.pods = []*v1.Pod{pod}
+	admin := bearer("good-admin")
+	writeAttempt(t, legacy, pod, "app", 0, "old layout")
+	if w := e.do("GET", "/containerLogs/default/web/app", admin); w.Code != 200 || w.Body.String() != "old layout\n" {
+		t.Fatalf("adopted container's log: %d %q", w.Code, w.Body.String())
+	}
+	writeAttempt(t, e.logs, pod, "app", 1, "new layout")
+	for _, tc := range []struct{ path, body string }{
+		{"/containerLogs/default/web/app", "new layout\n"},
+		{"/containerLogs/default/web/app?previous=true", "old layout\n"},
+	} {
+		if w := e.do("GET", tc.path, admin); w.Code != 200 || w.Body.String() != tc.body {
+			t.Errorf("%s: %d %q, want %q", tc.path, w.Code, w.Body.String(), tc.body)
+		}
+	}
+}

@@ -140,12 +140,13 @@ type workerDeps struct {
 	clock   clock.WithTicker
 	met     *metrics
 
-	nodeName string
-	rootDir  string
-	netnsDir string
-	podNSDir string
-	resync   time.Duration // sync this often without news
-	hostIP   func() string
+	nodeName   string
+	rootDir    string
+	podLogsDir string // kubelet's podLogsDir
+	netnsDir   string
+	podNSDir   string
+	resync     time.Duration // sync this often without news
+	hostIP     func() string
 
 	// Environment and name service (env.go, envsrc.go, namefiles.go).
 	hostIPs    func() []string                         // status.hostIPs

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/admission"
@@ -42,11 +43,15 @@ type Options struct {
 	Client *Client
 	// StaticPodPath is the static manifest directory; "" disables it.
 	StaticPodPath string
-	// RootDir holds pod directories (volumes) and container logs.
+	// RootDir holds pod directories (volumes); its logs/ directory the
+	// container logs of agents older than PodLogsDir (podlogs.go).
 	RootDir string
 	// CredentialProviders are kubelet's credential provider plugins
 	// (nil: none), asked after the node's docker config files.
 	CredentialProviders keyring.Provider
+	// PodLogsDir holds the pods' container logs (kubelet's podLogsDir,
+	// default /var/log/pods).
+	PodLogsDir string
 	// NetNSDir holds the pods' network namespace mounts (default
 	// /run/nodeagent/netns).
 	NetNSDir string
@@ -164,6 +169,9 @@ func New(o Options) (*Manager, error) {
 	if o.NetNSDir == "" {
 		o.NetNSDir = "/run/nodeagent/netns"
 	}
+	if o.PodLogsDir == "" {
+		o.PodLogsDir = crilog.DefaultPodLogsDir
+	}
 	if o.PodNSDir == "" {
 		o.PodNSDir = o.NetNSDir + "-pods"
 	}
@@ -212,7 +220,7 @@ func New(o Options) (*Manager, error) {
 	m.deps = &workerDeps{
 		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: m.status, rec: rec,
 		volumes: volume.NewManager(m.newProjector()), netns: o.NetNS, net: o.Network, host: m, clock: o.Clock,
-		met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir,
+		met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir, podLogsDir: o.PodLogsDir,
 		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, hostIP: m.hostIP, security: o.Security,
 	}
 	if m.mirror != nil {
@@ -533,6 +541,8 @@ func (m *Manager) workerDone(w *worker) {
 		delete(m.workers, w.uid)
 		m.deps.met.workers.Dec()
 	}
+	// A worker that ends while the manager runs has removed its pod.
+	gone := m.workers[w.uid] == nil && m.ctx != nil && m.ctx.Err() == nil
 	p, _ := w.snapshot()
 	for _, o := range m.workers {
 		if op, _ := o.snapshot(); kubetypes.FullName(op) == kubetypes.FullName(p) {
@@ -540,6 +550,9 @@ func (m *Manager) workerDone(w *worker) {
 		}
 	}
 	m.mu.Unlock()
+	if gone {
+		m.removePodLogs(w.uid)
+	}
 	m.wg.Done()
 }
 
@@ -597,6 +610,11 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 			if uid := types.UID(e.Name()); refs[uid].UID == "" {
 				refs[uid] = runtime.PodRef{UID: uid}
 			}
+		}
+	}
+	for _, uid := range m.podLogUIDs() {
+		if refs[uid].UID == "" {
+			refs[uid] = runtime.PodRef{UID: uid}
 		}
 	}
 	m.mu.Lock()

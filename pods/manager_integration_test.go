@@ -61,7 +61,7 @@ func TestManagerRunsStaticPods(t *testing.T) {
 	}
 	go pl.Run(ctx)
 
-	dir, root, nsDir := t.TempDir(), t.TempDir(), t.TempDir()
+	dir, root, nsDir, podLogs := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	t.Cleanup(func() { // after a failure: what the pods left mounted
 		es, _ := os.ReadDir(nsDir)
 		for _, e := range es {
@@ -74,7 +74,7 @@ func TestManagerRunsStaticPods(t *testing.T) {
 	})
 	reg := prometheus.NewRegistry()
 	m, err := pods.New(pods.Options{
-		NodeName: "node-1", StaticPodPath: dir, RootDir: root, NetNSDir: nsDir,
+		NodeName: "node-1", StaticPodPath: dir, RootDir: root, NetNSDir: nsDir, PodLogsDir: podLogs,
 		Runtime: rt, PLEG: pl, PodCache: pl.Cache(), Registerer: reg, Logger: log,
 		HostIP:         func() string { return "192.0.2.1" },
 		StaticDebounce: 20 * time.Millisecond,
@@ -91,12 +91,16 @@ func TestManagerRunsStaticPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What a pod left when the agent stopped in the middle of its cleanup:
-	// no containers, but its directory, network namespace and logs.
+	// no containers, but its directory, network namespace and logs (in
+	// the layout before podLogsDir too); and a pod that left only its
+	// log directory.
 	const leftover = "0123456789abcdef0123456789abcdef"
 	leftovers := []string{
 		filepath.Join(root, "pods", leftover),
 		filepath.Join(nsDir, leftover),
 		filepath.Join(root, "logs", "default_gone_"+leftover),
+		filepath.Join(podLogs, "default_gone_"+leftover),
+		filepath.Join(podLogs, "default_logs-only_fedcba9876543210fedcba9876543210"),
 	}
 	if err := os.MkdirAll(filepath.Join(leftovers[0], "volumes", "empty-dir", "x"), 0o755); err != nil {
 		t.Fatal(err)
@@ -104,8 +108,10 @@ func TestManagerRunsStaticPods(t *testing.T) {
 	if err := netns.Create(leftovers[1]); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(leftovers[2], "c"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, l := range leftovers[2:] {
+		if err := os.MkdirAll(filepath.Join(l, "c"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	done := make(chan struct{})
@@ -212,8 +218,10 @@ spec:
 	if es, _ := os.ReadDir(nsDir); len(es) != 0 {
 		t.Errorf("network namespaces left: %v", es)
 	}
-	if es, _ := os.ReadDir(filepath.Join(root, "logs")); len(es) != 0 {
-		t.Errorf("log directories left: %v", es)
+	for _, d := range []string{filepath.Join(root, "logs"), podLogs} {
+		if es, _ := os.ReadDir(d); len(es) != 0 {
+			t.Errorf("log directories left in %s: %v", d, es)
+		}
 	}
 }
 

@@ -459,9 +459,10 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// logDir holds a pod's container logs (kubelet's /var/log/pods layout).
+// logDir holds a pod's container logs (kubelet's podLogsDir layout, as
+// crilog.PodLogDir; removed with the pod by the manager, podlogs.go).
 func (w *worker) logDir(pod *v1.Pod) string {
-	return filepath.Join(w.d.rootDir, "logs", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+	return filepath.Join(w.d.podLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
 }
 
 func (w *worker) logPath(pod *v1.Pod, name string, attempt uint32) string {

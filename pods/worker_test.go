@@ -17,6 +17,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/internal/testlog"
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pleg"
@@ -306,7 +307,7 @@ func newWorkerEnv(t *testing.T) *workerEnv {
 	e.deps = &workerDeps{
 		rt: e.rt, cache: e.rt, pleg: e.pleg, status: e.status, mirror: e.mirror, rec: e.rec,
 		volumes: e.vols, netns: e.netns, host: e.host, clock: clk, met: newMetrics(nil),
-		nodeName: "node-1", rootDir: t.TempDir(), netnsDir: t.TempDir(), resync: time.Minute,
+		nodeName: "node-1", rootDir: t.TempDir(), podLogsDir: t.TempDir(), netnsDir: t.TempDir(), resync: time.Minute,
 		hostIP: func() string { return "192.0.2.1" },
 	}
 	return e
@@ -866,5 +867,16 @@ func TestWorkerIgnoresStatusOnlyUpdates(t *testing.T) {
 	w.update(same)
 	if woken() {
 		t.Error("an unchanged readiness gate condition woke the worker")
+	}
+}
+
+// The worker's log paths are kubelet's podLogsDir layout, as the node API
+// and the runtime's symlinks name them (crilog).
+func TestWorkerLogPathIsKubeletLayout(t *testing.T) {
+	e := newWorkerEnv(t)
+	pod := testPod("web", v1.RestartPolicyAlways)
+	w := &worker{d: e.deps}
+	if got, want := w.logPath(pod, "app", 2), crilog.ContainerLogPath(e.deps.podLogsDir, "default", "web", "uid-web", "app", 2); got != want {
+		t.Fatalf("logPath = %q, want %q", got, want)
 	}
 }

@@ -241,8 +241,12 @@ func (s *ContainerSpec) Validate() error {
 	return nil
 }
 
+// newID is 64 hex digits, as containerd's CRI plugin makes them: log
+// shippers parse the ID out of /var/log/containers names with
+// [a-z0-9]{64} (Fluent Bit's kubernetes filter, fluentd's
+// kubernetes_metadata).
 func newID() string {
-	b := make([]byte, 16)
+	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		panic(err) // crypto/rand never fails on Linux
 	}
@@ -435,6 +439,7 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		_, _ = task.Delete(ctx, containerd.WithProcessKill)
 		return fmt.Errorf("runtime: start %s: %w", id, convertErr(err))
 	}
+	r.linkLog(id, labels)
 	return nil
 }
 
@@ -567,6 +572,11 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
 	}
 	labels, _ := c.Labels(ctx)
+	// The symlink goes first (as in kubelet): a removal that fails after
+	// it is retried, one that stopped before it would leave it dangling.
+	if err := r.unlinkLog(id, labels); err != nil {
+		return fmt.Errorf("runtime: remove %s: log symlink: %w", id, err)
+	}
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
 		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
 	}

@@ -67,6 +67,10 @@ type Options struct {
 	// LogRotation limits each container's log files when ContainerLogger
 	// is set; zero values take kubelet's defaults (10 MiB, 5 files).
 	LogRotation crilog.Rotation
+	// ContainerLogsDir, when set, holds a symlink to each started
+	// container's log file, named as kubelet names those in
+	// /var/log/containers (see logsymlinks.go). It must be absolute.
+	ContainerLogsDir string
 	// Logger receives the adapter's few logs; default slog.Default().
 	Logger *slog.Logger
 	// Clock drives backoff and grace periods; default the real clock.
@@ -90,6 +94,9 @@ func (o *Options) setDefaults() error {
 	o.Address = strings.TrimPrefix(o.Address, "unix://")
 	if o.ContainerLogger != "" && !filepath.IsAbs(o.ContainerLogger) {
 		return fmt.Errorf("runtime: container logger %q must be an absolute path", o.ContainerLogger)
+	}
+	if o.ContainerLogsDir != "" && !filepath.IsAbs(o.ContainerLogsDir) {
+		return fmt.Errorf("runtime: container logs directory %q must be an absolute path", o.ContainerLogsDir)
 	}
 	if o.LogRotation.MaxSize == 0 {
 		o.LogRotation.MaxSize = crilog.DefaultMaxSize

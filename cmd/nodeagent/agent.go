@@ -271,6 +271,13 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
+	// As kubelet: podLogsDir 0750, the symlink directory 0755.
+	if err := os.MkdirAll(cfg.PodLogsDir, 0o750); err != nil {
+		return nil, fmt.Errorf("pod logs directory (podLogsDir): %w", err)
+	}
+	if err := os.MkdirAll(cfg.ContainerLogsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("container logs directory (containerLogsDir): %w", err)
+	}
 	return a, nil
 }
 

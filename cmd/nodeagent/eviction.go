@@ -61,6 +61,7 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 	}
 	local := eviction.Stats{
 		RootDir:          a.cfg.RootDir,
+		PodLogsDir:       a.cfg.PodLogsDir,
 		Containers:       rt.ListContainers,
 		WritableLayer:    rt.WritableLayerUsage,
 		DedicatedImageFS: dedicatedImageFS(ctx, rt, a.cfg.RootDir),
@@ -71,6 +72,7 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 		ActivePods: pm.ActivePods,
 		Usage: eviction.Stats{
 			RootDir:    a.cfg.RootDir,
+			PodLogsDir: a.cfg.PodLogsDir,
 			Containers: rt.ListContainers,
 		}.Usage,
 		Reclaim: []func(context.Context) error{func(ctx context.Context) error {

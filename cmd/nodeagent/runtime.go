@@ -45,6 +45,7 @@ func (a *agent) connectRuntime(ctx context.Context) {
 			// only when they stop making progress.
 			RegistryConfigPath:  a.cfg.RegistryConfigPath,
 			PullProgressTimeout: pullProgressTimeout(a.cfg.ImagePullProgressTimeout.Duration),
+			ContainerLogsDir: a.cfg.ContainerLogsDir,
 		})
 		if err != nil {
 			return nil, runtime.Version{}, err
@@ -63,6 +64,11 @@ func (a *agent) connectRuntime(ctx context.Context) {
 	// agent's unit may have killed them.
 	if err := rt.RestoreStdioLoggers(ctx); err != nil {
 		log.Warn("restarting the log writers of containers with stdin", "err", err)
+	}
+	// Symlinks for containers started without one (an upgrade from an
+	// agent that kept none), none for containers that are gone.
+	if err := rt.SyncLogSymlinks(ctx); err != nil {
+		log.Warn("container log symlinks", "dir", a.cfg.ContainerLogsDir, "err", err)
 	}
 	a.runPLEG(ctx, rt)
 }
@@ -158,6 +164,7 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 		Client:              podsClient(a.client),
 		StaticPodPath:       a.cfg.StaticPodPath,
 		RootDir:             a.cfg.RootDir,
+		PodLogsDir:          a.cfg.PodLogsDir,
 		NetNSDir:            netnsDirFor(a.cfg.ContainerRuntimeNamespace),
 		PodNSDir:            podNSDirFor(a.cfg.ContainerRuntimeNamespace),
 		MaxPods:             int(a.cfg.MaxPods),

@@ -153,6 +153,8 @@ func newAgent(t *testing.T, o agentOpts) *agent {
 	cfg := fmt.Sprintf(`apiVersion: config.nodeagent.io/v1alpha1
 kind: NodeAgentConfiguration
 rootDir: %s
+podLogsDir: %s
+containerLogsDir: %s
 healthzPort: %d
 port: %d
 containerRuntimeEndpoint: unix://%s
@@ -161,7 +163,7 @@ imageGCHighThresholdPercent: 100
 authentication:
   x509:
     clientCAFile: %s
-`, filepath.Join(a.dir, "root"), port, freePort(t), env.ContainerdAddress, a.ns, env.CACert)
+`, filepath.Join(a.dir, "root"), filepath.Join(a.dir, "log", "pods"), filepath.Join(a.dir, "log", "containers"), port, freePort(t), env.ContainerdAddress, a.ns, env.CACert)
 	if !strings.Contains(o.config, "cniConfDir:") {
 		cfg += "cniConfDir: \"\"\n"
 	}

@@ -67,6 +67,8 @@ start() { # LABEL BINARY
     echo "apiVersion: config.nodeagent.io/v1alpha1"
     echo "kind: NodeAgentConfiguration"
     echo "rootDir: $d/root"
+    echo "podLogsDir: $d/log/pods"
+    echo "containerLogsDir: $d/log/containers"
     echo "healthzPort: 0"
     echo "port: 0" # no node API: two agents run side by side
     echo "cniConfDir: \"\"" # no pod network: Ready does not wait for one

@@ -564,8 +564,8 @@ func (b *bench) startAgent(ctx context.Context, mode string) (*agentProc, error)
 		return nil, err
 	}
 	a.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\nhealthzPort: %d\nport: 0\ncniConfDir: \"\"\ncontainerRuntimeEndpoint: unix://%s\ncontainerRuntimeNamespace: %s\nlogging:\n  format: json\n\n# The machine is shared: other work fills its disk to near the 15 %% imagefs default.\nevictionHard:\n  memory.available: 100Mi\n  nodefs.available: 5%%\n  imagefs.available: 5%%\n",
-		a.rootDir(), port, b.state.ContainerdAddress, a.ns)
+	cfg := fmt.Sprintf("apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\nrootDir: %s\npodLogsDir: %s\ncontainerLogsDir: %s\nhealthzPort: %d\nport: 0\ncniConfDir: \"\"\ncontainerRuntimeEndpoint: unix://%s\ncontainerRuntimeNamespace: %s\nlogging:\n  format: json\n\n# The machine is shared: other work fills its disk to near the 15 %% imagefs default.\nevictionHard:\n  memory.available: 100Mi\n  nodefs.available: 5%%\n  imagefs.available: 5%%\n",
+		a.rootDir(), filepath.Join(a.dir, "log", "pods"), filepath.Join(a.dir, "log", "containers"), port, b.state.ContainerdAddress, a.ns)
 	if mode == modeRelist {
 		cfg += "pleg:\n  eventSources: []\n"
 	}

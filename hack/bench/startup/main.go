@@ -176,6 +176,8 @@ func startOnce(ctx context.Context, state *localcluster.State, admin kubernetes.
 	cfg := fmt.Sprintf(`apiVersion: config.nodeagent.io/v1alpha1
 kind: NodeAgentConfiguration
 rootDir: %s
+podLogsDir: %s
+containerLogsDir: %s
 healthzPort: %d
 port: 0
 cniConfDir: ""
@@ -186,7 +188,7 @@ evictionHard:
   memory.available: 100Mi
   nodefs.available: 1%%
   imagefs.available: 1%%
-`, filepath.Join(dir, "root"), port, state.ContainerdAddress, ns)
+`, filepath.Join(dir, "root"), filepath.Join(dir, "log", "pods"), filepath.Join(dir, "log", "containers"), port, state.ContainerdAddress, ns)
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return 0, 0, err
