@@ -45,7 +45,7 @@ func (a *agent) connectRuntime(ctx context.Context) {
 			// only when they stop making progress.
 			RegistryConfigPath:  a.cfg.RegistryConfigPath,
 			PullProgressTimeout: pullProgressTimeout(a.cfg.ImagePullProgressTimeout.Duration),
-			ContainerLogsDir: a.cfg.ContainerLogsDir,
+			ContainerLogsDir:    a.cfg.ContainerLogsDir,
 		})
 		if err != nil {
 			return nil, runtime.Version{}, err
