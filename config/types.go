@@ -133,6 +133,16 @@ type NodeAgentConfiguration struct {
 	Kubeconfig string `json:"kubeconfig"`
 	// RootDir is the agent's state directory (nodeagent).
 	RootDir string `json:"rootDir"`
+	// BootstrapKubeconfig is the kubeconfig used to obtain the node's
+	// client certificate when Kubeconfig is missing or its certificate is
+	// unusable (TLS bootstrap; kubelet's flag --bootstrap-kubeconfig).
+	BootstrapKubeconfig string `json:"bootstrapKubeconfig"`
+	// CertDir holds the client and serving certificates the agent obtains
+	// (kubelet's flag --cert-dir); "" means rootDir/pki.
+	CertDir string `json:"certDir"`
+	// RotateCertificates renews the client certificate through the
+	// certificates API before it expires, as kubelet.
+	RotateCertificates bool `json:"rotateCertificates"`
 
 	// ClusterDNS are the cluster DNS server addresses pods with the
 	// ClusterFirst DNS policy use.
@@ -276,10 +286,14 @@ const (
 // Overrides are values set by command-line flags; they take precedence over
 // every file. A nil pointer means the flag was not given.
 type Overrides struct {
-	Kubeconfig       *string // --kubeconfig
-	HostnameOverride *string // --hostname-override
-	NodeIP           *string // --node-ip
-	Verbosity        *int32  // -v
+	Kubeconfig *string // --kubeconfig
+	// BootstrapKubeconfig and CertDir are kubelet's --bootstrap-kubeconfig
+	// and --cert-dir.
+	BootstrapKubeconfig *string
+	CertDir             *string
+	HostnameOverride    *string // --hostname-override
+	NodeIP              *string // --node-ip
+	Verbosity           *int32  // -v
 }
 
 // LoadOptions say where the configuration comes from.
