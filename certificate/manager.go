@@ -19,6 +19,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -472,6 +473,9 @@ func (m *Manager) key(bootstrap bool) (crypto.Signer, error) {
 	}
 	b, err := pki.EncodeKey(k)
 	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(m.cfg.PendingKeyFile), 0o700); err != nil {
 		return nil, err
 	}
 	if err := pki.WriteFile(m.cfg.PendingKeyFile, b, 0o600); err != nil {

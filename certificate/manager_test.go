@@ -173,7 +173,7 @@ func newEnv(t *testing.T, mutate func(*Config)) *env {
 			return &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:a", Organization: []string{"system:nodes"}}}
 		},
 		Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth},
-		Store:  NewFileStore(e.dir, "kubelet-client"),
+		Store:  NewFileStore(filepath.Join(e.dir, "pki"), "kubelet-client"),
 		Client: func(current *tls.Certificate) (CSRClient, error) {
 			if current == nil {
 				return e.boot, nil
@@ -181,7 +181,7 @@ func newEnv(t *testing.T, mutate func(*Config)) *env {
 			return e.cur, nil
 		},
 		Rotate:         true,
-		PendingKeyFile: filepath.Join(e.dir, PendingClientKeyFile),
+		PendingKeyFile: filepath.Join(e.dir, "pki", PendingClientKeyFile),
 		OnRotate:       func(c *tls.Certificate) { e.rotated <- c },
 		Log:            slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 		Clock:          e.clk,
@@ -263,11 +263,11 @@ func TestBootstrapThenRotate(t *testing.T) {
 	if n := e.boot.names()[0]; len(n) < 10 || n[:9] != "node-csr-" {
 		t.Errorf("bootstrap CSR name %q, want kubelet's node-csr-<digest>", n)
 	}
-	cur, err := os.Readlink(filepath.Join(e.dir, "kubelet-client-current.pem"))
+	cur, err := os.Readlink(filepath.Join(e.dir, "pki", "kubelet-client-current.pem"))
 	if err != nil || filepath.Base(cur) != "kubelet-client-2026-01-01-00-00-00.pem" {
 		t.Fatalf("kubelet-client-current.pem -> %q, %v", cur, err)
 	}
-	if _, err := os.Stat(filepath.Join(e.dir, PendingClientKeyFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(e.dir, "pki", PendingClientKeyFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pending key file left behind: %v", err)
 	}
 	// The renewal is due at 48 minutes; its CSR stays pending for a while.
