@@ -7,7 +7,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell bash -c 'source <(sed -n "/^version() {/,/^}/p" hack/package.sh); version')
 BIN := _output/bin
 
-.PHONY: all build deps controlplane cluster-up cluster-down run test test-unit \
+.PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
 	test-integration fuzz-smoke conformance lint clean fault-long soak
 
 all: build
@@ -60,6 +60,12 @@ soak: build controlplane
 		go test -count=1 -v -timeout 0 -run '^TestSoak$$' ./e2e/fault 2>&1 | tee _output/soak.log; exit $${PIPESTATUS[0]}
 
 # Quick loop while coding: no cluster, tests that need one are skipped.
+# The long form of the client certificate rotation test: a cluster of its
+# own signing 10-minute certificates, at least 3 rotations in 30 minutes
+# with no missed Lease window (e2e/certs_test.go).
+test-rotation: build controlplane
+	NODEAGENT_ROTATION_LONG=1 go test -count=1 -timeout 45m -run '^TestClientCertificateRotation$$' -v ./e2e
+
 test-unit:
 	NODEAGENT_SKIP_CLUSTER=1 go test ./...
 

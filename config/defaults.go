@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -153,6 +154,14 @@ func setNodeAPIDefaults(c *NodeAgentConfiguration) {
 	}
 	c.ContainerLogMaxSize, c.ContainerLogMaxFiles = DefaultContainerLogMaxSize, DefaultContainerLogMaxFiles
 	c.PodLogsDir, c.ContainerLogsDir = DefaultPodLogsDir, DefaultContainerLogsDir
+}
+
+// CertDirectory is certDir, or rootDir/pki when it is empty.
+func (c *NodeAgentConfiguration) CertDirectory() string {
+	if c.CertDir != "" {
+		return c.CertDir
+	}
+	return filepath.Join(c.RootDir, "pki")
 }
 
 // CNIBinDirs splits CNIBinDir into its directories.

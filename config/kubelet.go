@@ -42,6 +42,7 @@ var kubeletSupported = map[string]bool{
 	"tlsCertFile":                      true,
 	"tlsPrivateKeyFile":                true,
 	"serverTLSBootstrap":               true,
+	"rotateCertificates":               true,
 	"authentication":                   true,
 	"authorization":                    true,
 	"containerLogMaxSize":              true,

@@ -262,7 +262,7 @@ func unsupportedWarning(docs []*document) string {
 // pathFields are the fields holding file system paths. In a file, a
 // relative path is relative to the file's directory (as kubelet resolves
 // paths in its configuration file).
-var pathFields = []string{"staticPodPath", "kubeconfig", "rootDir", "resolvConf", "cniConfDir", "imageCredentialProviderConfig", "imageCredentialProviderBinDir"}
+var pathFields = []string{"staticPodPath", "kubeconfig", "bootstrapKubeconfig", "certDir", "rootDir", "resolvConf", "cniConfDir", "imageCredentialProviderConfig", "imageCredentialProviderBinDir"}
 
 func resolvePaths(obj map[string]any, dir string) {
 	for _, k := range pathFields {
@@ -448,6 +448,14 @@ func applyOverrides(cfg *NodeAgentConfiguration, o Overrides, origins map[string
 	if o.Kubeconfig != nil {
 		cfg.Kubeconfig = absPath(*o.Kubeconfig)
 		origins["kubeconfig"] = "flag --kubeconfig"
+	}
+	if o.BootstrapKubeconfig != nil {
+		cfg.BootstrapKubeconfig = absPath(*o.BootstrapKubeconfig)
+		origins["bootstrapKubeconfig"] = "flag --bootstrap-kubeconfig"
+	}
+	if o.CertDir != nil {
+		cfg.CertDir = absPath(*o.CertDir)
+		origins["certDir"] = "flag --cert-dir"
 	}
 	if o.HostnameOverride != nil {
 		cfg.HostnameOverride = *o.HostnameOverride

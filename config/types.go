@@ -140,6 +140,16 @@ type NodeAgentConfiguration struct {
 	Kubeconfig string `json:"kubeconfig"`
 	// RootDir is the agent's state directory (nodeagent).
 	RootDir string `json:"rootDir"`
+	// BootstrapKubeconfig is the kubeconfig used to obtain the node's
+	// client certificate when Kubeconfig is missing or its certificate is
+	// unusable (TLS bootstrap; kubelet's flag --bootstrap-kubeconfig).
+	BootstrapKubeconfig string `json:"bootstrapKubeconfig"`
+	// CertDir holds the client and serving certificates the agent obtains
+	// (kubelet's flag --cert-dir); "" means rootDir/pki.
+	CertDir string `json:"certDir"`
+	// RotateCertificates renews the client certificate through the
+	// certificates API before it expires, as kubelet.
+	RotateCertificates bool `json:"rotateCertificates"`
 
 	// ClusterDNS are the cluster DNS server addresses pods with the
 	// ClusterFirst DNS policy use.
@@ -309,6 +319,10 @@ type Overrides struct {
 	// --image-credential-provider-bin-dir.
 	ImageCredentialProviderConfig *string
 	ImageCredentialProviderBinDir *string
+	// BootstrapKubeconfig and CertDir are kubelet's --bootstrap-kubeconfig
+	// and --cert-dir.
+	BootstrapKubeconfig *string
+	CertDir             *string
 }
 
 // LoadOptions say where the configuration comes from.

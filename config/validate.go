@@ -139,6 +139,12 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	// Files.
 	errs = append(errs, absPathRequired(c.Kubeconfig, field.NewPath("kubeconfig"))...)
 	errs = append(errs, absPathRequired(c.RootDir, field.NewPath("rootDir"))...)
+	if c.BootstrapKubeconfig != "" {
+		errs = append(errs, absPathRequired(c.BootstrapKubeconfig, field.NewPath("bootstrapKubeconfig"))...)
+	}
+	if c.CertDir != "" {
+		errs = append(errs, absPathRequired(c.CertDir, field.NewPath("certDir"))...)
+	}
 
 	// Pod networking and DNS.
 	for i, s := range c.ClusterDNS {

@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,10 +20,24 @@ import (
 // Options.OnRepeatedFailure. Build the Lease and Node clients from the
 // returned config (with any typed client); they share the transport.
 func NewClientConfig(base *rest.Config, renewInterval time.Duration) (config *rest.Config, closeIdle func(), err error) {
+	return newClientConfig(base, renewInterval, nil)
+}
+
+// newClientConfig is NewClientConfig; a non-nil getCert supplies the
+// client certificate at each handshake instead of base's (a rotating
+// certificate).
+func newClientConfig(base *rest.Config, renewInterval time.Duration, getCert func(*tls.CertificateRequestInfo) (*tls.Certificate, error)) (config *rest.Config, closeIdle func(), err error) {
 	cfg := rest.CopyConfig(base)
 	tlsCfg, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("heartbeat client TLS: %w", err)
+	}
+	if getCert != nil {
+		if tlsCfg == nil {
+			tlsCfg = &tls.Config{}
+		}
+		tlsCfg.Certificates = nil
+		tlsCfg.GetClientCertificate = getCert
 	}
 	t := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,

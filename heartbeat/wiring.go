@@ -1,6 +1,8 @@
 package heartbeat
 
 import (
+	"context"
+	"crypto/tls"
 	"net"
 	"time"
 
@@ -25,4 +27,30 @@ func NewClientConfigs(main *rest.Config, renewInterval time.Duration) (hb *rest.
 		return nil, nil, err
 	}
 	return hb, func() { closeIdle(); dialer.CloseAll() }, nil
+}
+
+// NewRotatingClientConfigs is NewClientConfigs for a client certificate
+// that changes while the agent runs (certificate rotation): main must carry
+// no client credentials of its own (rest.AnonymousClientConfig), and both
+// clients present getCert's certificate at every TLS handshake. useMain
+// sets main's transport (certificate.UseClientCertificate) with the dialer
+// whose connections onRepeatedFailure and closeMain close. After a
+// rotation call closeMain (every main connection, watches included, as
+// kubelet's UpdateTransport does) and closeHBIdle: only the heartbeat's
+// idle connections close, so a renewal in flight is never cut; its
+// connection, still valid with the old certificate, is closed by a later
+// closeHBIdle.
+func NewRotatingClientConfigs(main *rest.Config, renewInterval time.Duration,
+	getCert func(*tls.CertificateRequestInfo) (*tls.Certificate, error),
+	useMain func(main *rest.Config, dial func(ctx context.Context, network, address string) (net.Conn, error)) error,
+) (hb *rest.Config, onRepeatedFailure, closeMain, closeHBIdle func(), err error) {
+	hb, closeIdle, err := newClientConfig(main, renewInterval, getCert)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	if err := useMain(main, dialer.DialContext); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return hb, func() { closeIdle(); dialer.CloseAll() }, dialer.CloseAll, closeIdle, nil
 }

@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nodeagent/nodeagent/certificate"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -106,6 +106,10 @@ type Options struct {
 	// kubelet serves its own there (nodes/metrics); nil: not served.
 	Metrics http.Handler
 
+	// ServingCertMetrics count failed serving certificate requests
+	// (serverTLSBootstrap).
+	ServingCertMetrics certificate.Metrics
+
 	Logger *slog.Logger
 	Clock  clock.Clock
 }
@@ -119,8 +123,7 @@ type Server struct {
 	mux   *http.ServeMux
 	tls   *tls.Config
 	certs *servingCerts
-	boot  *bootstrapper // nil: the certificate does not change
-	rates cpuRates      // for /stats/summary's usageNanoCores
+	rates cpuRates // for /stats/summary's usageNanoCores
 }
 
 // New validates the options, loads or creates the serving certificate and
@@ -199,8 +202,9 @@ func New(opts Options) (*Server, error) {
 		if opts.Client == nil || opts.Client.CertificateSigningRequests == nil || opts.Node == nil {
 			return nil, errors.New("nodeapi: serverTLSBootstrap needs an API client and the Node")
 		}
-		s.boot = &bootstrapper{client: opts.Client.CertificateSigningRequests, nodeName: opts.NodeName, dir: opts.CertDir, node: opts.Node,
-			certs: s.certs, clock: opts.Clock, log: s.log.With("component", "servingcert"), rand: rand.Float64}
+		if s.certs.mgr, err = newServingManager(opts, s.log.With("component", "servingcert")); err != nil {
+			return nil, fmt.Errorf("nodeapi: %w", err)
+		}
 	}
 	s.tls = &tls.Config{
 		GetCertificate: s.certs.get,
@@ -269,8 +273,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	if s.boot != nil {
-		go s.boot.run(ctx)
+	if s.certs.mgr != nil {
+		go s.certs.mgr.Run(ctx)
 	}
 	go func() {
 		<-ctx.Done()

@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -24,27 +25,15 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodeagent/nodeagent/certificate"
 	"github.com/nodeagent/nodeagent/internal/pki"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
-func TestRotateAt(t *testing.T) {
-	nb := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	na := nb.Add(100 * time.Hour)
-	for _, tc := range []struct {
-		frac float64
-		want time.Duration
-	}{{0, 70 * time.Hour}, {0.5, 80 * time.Hour}, {0.999999, 90 * time.Hour}} {
-		if got := RotateAt(nb, na, tc.frac).Sub(nb); got.Round(time.Minute) != tc.want {
-			t.Errorf("frac %v: %s, want %s", tc.frac, got, tc.want)
-		}
-	}
-}
-
-// The bootstrapper requests a certificate for the Node's addresses, serves
-// it once issued, and requests the next one at 70–90% of its lifetime,
-// serving the old one until then.
-func TestBootstrapperRenews(t *testing.T) {
+// The serving certificate manager requests a certificate for the Node's
+// addresses, serves it once issued, and requests the next one at 70–90% of
+// its lifetime, serving the old one until then; kubelet's files.
+func TestServingManagerRenews(t *testing.T) {
 	ca, err := pki.LoadOrCreateCA(filepath.Join(t.TempDir(), "ca"), "test-ca")
 	if err != nil {
 		t.Fatal(err)
@@ -77,12 +66,16 @@ func TestBootstrapperRenews(t *testing.T) {
 		return true, csr, nil
 	})
 	node := &v1.Node{Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.7"}, {Type: v1.NodeHostName, Address: "node-a"}}}}
-	certs := &servingCerts{}
-	b := &bootstrapper{client: client.CertificatesV1().CertificateSigningRequests(), nodeName: "node-a", dir: t.TempDir(), node: func() *v1.Node { return node },
-		certs: certs, clock: clk, log: slog.New(slog.NewTextHandler(io.Discard, nil)), rand: func() float64 { return 0.5 }}
+	opts := Options{NodeName: "node-a", CertDir: t.TempDir(), Node: func() *v1.Node { return node }, Clock: clk,
+		Client: &Client{CertificateSigningRequests: client.CertificatesV1().CertificateSigningRequests()}}
+	m, err := newServingManager(opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs := &servingCerts{mgr: m}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go b.run(ctx)
+	go m.Run(ctx)
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -93,26 +86,29 @@ func TestBootstrapperRenews(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	waitFor("the first certificate", func() bool { return certs.cur.Load() != nil && clk.HasWaiters() })
-	first := certs.cur.Load().Leaf
+	waitFor("the first certificate", func() bool { return m.Current() != nil && clk.HasWaiters() })
+	served := func() *x509.Certificate { c, _ := certs.get(nil); return c.Leaf }
+	first := served()
 	req := last.Load()
 	if req.Subject.CommonName != "system:node:node-a" || len(req.Subject.Organization) != 1 || req.Subject.Organization[0] != "system:nodes" ||
 		len(req.DNSNames) != 1 || req.DNSNames[0] != "node-a" || len(req.IPAddresses) != 1 || req.IPAddresses[0].String() != "192.0.2.7" {
 		t.Fatalf("CSR subject %s DNS %v IPs %v", req.Subject, req.DNSNames, req.IPAddresses)
 	}
-	// 47 minutes in: not yet (the renewal is at 80% of the hour, 48
-	// minutes, with rand 0.5).
-	clk.Step(47 * time.Minute)
+	// Not before 70% of the hour (42 minutes) whatever the jitter.
+	clk.Step(41 * time.Minute)
 	time.Sleep(50 * time.Millisecond)
-	if created.Load() != 1 || certs.cur.Load().Leaf != first {
+	if created.Load() != 1 || served() != first {
 		t.Fatalf("renewed early: %d CSRs", created.Load())
 	}
-	clk.Step(2 * time.Minute)
-	waitFor("the renewal", func() bool { return created.Load() == 2 && certs.cur.Load().Leaf != first })
-	// A restarted agent reuses the stored certificate.
-	b2 := &bootstrapper{dir: b.dir, clock: clk}
-	if c, ok := b2.loadCurrent(); !ok || c.Leaf.SerialNumber.Cmp(big.NewInt(2)) != 0 {
-		t.Fatalf("stored certificate not reused: %v", ok)
+	clk.Step(14 * time.Minute)
+	waitFor("the renewal", func() bool { return created.Load() == 2 && served() != first })
+	// kubelet's file: a restarted agent reuses the stored certificate.
+	c, err := certificate.NewFileStore(opts.CertDir, "kubelet-server").Current()
+	if err != nil || c.Leaf.SerialNumber.Cmp(big.NewInt(2)) != 0 {
+		t.Fatalf("stored certificate not reused: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(opts.CertDir, "kubelet-server-current.pem")); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/certificate"
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/heartbeat"
 	"github.com/nodeagent/nodeagent/imagegc"
@@ -127,8 +128,11 @@ type agent struct {
 	reg      *prometheus.Registry
 
 	client *kubeclient.Clientset
-	hb     *heartbeat.Controller
-	ns     *nodestatus.Manager
+	// certs is the client certificate manager; nil when the kubeconfig's
+	// credentials are used as they are (certs.go).
+	certs *certificate.Manager
+	hb    *heartbeat.Controller
+	ns    *nodestatus.Manager
 	// net is the CNI runtime; nil when cniConfDir is "" (pod networking
 	// disabled).
 	net *network.Network
@@ -160,34 +164,35 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	}
 	base := log // the components add the node key themselves
 	log = log.With("node", nodeName)
-	restCfg, err := loadKubeconfig(cfg.Kubeconfig)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// As kubelet: the main client's connections (informer watches, status
+	// writes) are tracked so that repeated heartbeat failures close them
+	// all, not only the idle ones (heartbeat.NewClientConfigs); with a
+	// managed client certificate, a rotation closes them too (certs.go).
+	leaseDuration := time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second
+	clients, err := newAPIClients(cfg, nodeName, heartbeat.RenewInterval(leaseDuration), log, clock.RealClock{}, reg)
 	if err != nil {
 		return nil, err
 	}
+	restCfg, hbCfg, onHeartbeatFailure := clients.main, clients.hb, clients.onHeartbeatFailure
 	restCfg.UserAgent = "nodeagent/" + version
 	// kubelet's defaults for its main client (kubeAPIQPS, kubeAPIBurst).
 	restCfg.QPS, restCfg.Burst = 50, 100
-	// As kubelet: the main client's connections (informer watches, status
-	// writes) are tracked so that repeated heartbeat failures close them
-	// all, not only the idle ones (heartbeat.NewClientConfigs).
-	leaseDuration := time.Duration(cfg.NodeLeaseDurationSeconds) * time.Second
-	hbCfg, onHeartbeatFailure, err := heartbeat.NewClientConfigs(restCfg, heartbeat.RenewInterval(leaseDuration))
-	if err != nil {
-		return nil, err
-	}
 	client, err := kubeclient.NewForConfig(restCfg)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
+	}
+	if clients.setMain != nil {
+		clients.setMain(client)
 	}
 	hbClient, err := kubeclient.NewForConfig(hbCfg)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat API client: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a := &agent{
 		cfg: cfg, loadOpts: loadOpts, log: log, level: level, clock: clock.RealClock{},
-		base: base, nodeName: nodeName, reg: reg, client: client, started: time.Now(),
+		base: base, nodeName: nodeName, reg: reg, client: client, started: time.Now(), certs: clients.certs,
 	}
 	a.apiPods.a = a
 	if a.containerLogger, err = containerLogger(); err != nil {
@@ -365,6 +370,9 @@ func (a *agent) run(ctx context.Context) error {
 	// The heartbeat starts at once: it has the highest priority, and creates
 	// its Lease even before the Node exists (the owner reference follows).
 	goLoop(a.hb.Run)
+	if a.certs != nil {
+		goLoop(a.certs.Run)
+	}
 	goLoop(func(ctx context.Context) {
 		if _, err := a.ns.Register(ctx); err != nil {
 			return // ctx is done
@@ -439,6 +447,9 @@ func (a *agent) notifyReady(ctx context.Context) {
 // ready is the readiness check (/readyz): registered, Lease renewed within
 // the lease duration.
 func (a *agent) ready() error {
+	if err := certificateReady(a.certs, a.clock.Now()); err != nil {
+		return err
+	}
 	if !a.registered.Load() {
 		return errors.New("node not registered yet")
 	}

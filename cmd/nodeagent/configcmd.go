@@ -57,6 +57,7 @@ type configFlags struct {
 	kubeconfig, hostnameOverride, nodeIP, vrb optionalString
 	// kubelet's credential provider flags.
 	credProviderConfig, credProviderBinDir optionalString
+	bootstrapKubeconfig, certDir           optionalString
 }
 
 // optionalString is a string flag that knows whether it was set.
@@ -86,6 +87,8 @@ func newConfigFlags(name string, stderr io.Writer, withOverrides bool) *configFl
 	f.fs.StringVar(&f.dropInDir, "config-dir", "", "drop-in directory; its *.conf files apply in lexical order over --config")
 	if withOverrides {
 		f.fs.Var(&f.kubeconfig, "kubeconfig", "kubeconfig with the node's credentials (overrides the file)")
+		f.fs.Var(&f.bootstrapKubeconfig, "bootstrap-kubeconfig", "kubeconfig to obtain the node's client certificate with when --kubeconfig is missing or its certificate unusable (TLS bootstrap)")
+		f.fs.Var(&f.certDir, "cert-dir", "directory of the certificates the agent obtains (default rootDir/pki)")
 		f.fs.Var(&f.hostnameOverride, "hostname-override", "node name (overrides the file)")
 		f.fs.Var(&f.nodeIP, "node-ip", "node IP address (overrides the file)")
 		f.fs.Var(&f.vrb, "v", "log verbosity (overrides the file)")
@@ -99,6 +102,8 @@ func (f *configFlags) options() (config.LoadOptions, error) {
 	o := config.LoadOptions{Path: f.path, DropInDir: f.dropInDir}
 	o.Overrides.Kubeconfig = f.kubeconfig.ptr()
 	o.Overrides.HostnameOverride = f.hostnameOverride.ptr()
+	o.Overrides.BootstrapKubeconfig = f.bootstrapKubeconfig.ptr()
+	o.Overrides.CertDir = f.certDir.ptr()
 	o.Overrides.NodeIP = f.nodeIP.ptr()
 	o.Overrides.ImageCredentialProviderConfig = f.credProviderConfig.ptr()
 	o.Overrides.ImageCredentialProviderBinDir = f.credProviderBinDir.ptr()

@@ -36,7 +36,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		TLSPrivateKeyFile:      c.TLSPrivateKeyFile,
 		ServerTLSBootstrap:     c.ServerTLSBootstrap,
 		Node:                   a.ns.Node,
-		CertDir:                filepath.Join(c.RootDir, "pki"),
+		CertDir:                c.CertDirectory(),
 		Hosts:                  hosts,
 		ClientCAFile:           c.Authentication.X509.ClientCAFile,
 		Client:                 nodeAPIClient(a.client),
@@ -57,6 +57,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		Healthy:                a.live,
 		Metrics:                promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
 		Logger:                 a.base.With("component", "nodeapi", "node", a.nodeName),
+		ServingCertMetrics:     servingCertMetrics(a.reg, c.ServerTLSBootstrap),
 	})
 	if err != nil {
 		return nil, nil, err

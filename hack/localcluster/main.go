@@ -35,6 +35,7 @@ func main() {
 	dir := fs.String("dir", defDir, "cluster directory")
 	binDir := fs.String("bin-dir", filepath.Join("_output", "bin"), "directory with kube-apiserver, kube-controller-manager, kube-scheduler")
 	noContainerd := fs.Bool("no-containerd", false, "do not start the private containerd")
+	signing := fs.Duration("cluster-signing-duration", 0, "kube-controller-manager --cluster-signing-duration (0: its default, a year)")
 	nodeMask := fs.Int("node-cidr-mask-size", localcluster.DefaultNodeCIDRMaskSize, "pod CIDR size per node out of "+localcluster.ClusterCIDR+" (29 for fleets of up to 8,192 nodes)")
 	args := os.Args[2:]
 	var positional []string
@@ -52,7 +53,7 @@ func main() {
 	case "up":
 		bin, err := filepath.Abs(*binDir)
 		check(err)
-		s, err := localcluster.Up(ctx, localcluster.Options{Dir: absDir, BinDir: bin, NoContainerd: *noContainerd, Log: os.Stderr, NodeCIDRMaskSize: *nodeMask})
+		s, err := localcluster.Up(ctx, localcluster.Options{Dir: absDir, BinDir: bin, NoContainerd: *noContainerd, Log: os.Stderr, NodeCIDRMaskSize: *nodeMask, ClusterSigningDuration: *signing})
 		check(err)
 		printEnv(s)
 	case "down":

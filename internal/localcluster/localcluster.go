@@ -54,6 +54,11 @@ type Options struct {
 	// DefaultNodeCIDRMaskSize (a /24 per node, 256 nodes). A fleet of
 	// simulated nodes needs a longer mask: 29 gives 8,192 nodes a /29 each.
 	NodeCIDRMaskSize int
+	// ClusterSigningDuration is kube-controller-manager's
+	// --cluster-signing-duration (how long the certificates it issues are
+	// valid); 0 is its default (a year). Rotation tests start a cluster of
+	// their own with a short one.
+	ClusterSigningDuration time.Duration
 }
 
 // State describes a running cluster. It is saved as Dir/state.json.
@@ -71,6 +76,11 @@ type State struct {
 	// NodeCIDRMaskSize is Options.NodeCIDRMaskSize in force (0 in state
 	// files written before it existed: DefaultNodeCIDRMaskSize).
 	NodeCIDRMaskSize int `json:"nodeCIDRMaskSize,omitempty"`
+	// TLSBootstrap: bootstrap tokens authenticate and kubeadm's CSR
+	// bindings exist (false in state files written before: restarted).
+	TLSBootstrap bool `json:"tlsBootstrap,omitempty"`
+	// ClusterSigningDuration is Options.ClusterSigningDuration in force.
+	ClusterSigningDuration time.Duration `json:"clusterSigningDuration,omitempty"`
 }
 
 const stateFile = "state.json"
@@ -156,6 +166,12 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		herr := s.Healthy(hctx)
 		cancel()
+		if herr == nil && !s.TLSBootstrap {
+			herr = errors.New("it predates TLS bootstrap support")
+		}
+		if herr == nil && s.ClusterSigningDuration != o.ClusterSigningDuration {
+			herr = fmt.Errorf("it signs certificates for %s, %s wanted", s.ClusterSigningDuration, o.ClusterSigningDuration)
+		}
 		if herr == nil && (o.NoContainerd || s.ContainerdAddress != "") && s.MaxNodes() == 1<<(o.NodeCIDRMaskSize-clusterCIDRBits) {
 			fmt.Fprintf(o.Log, "localcluster: reusing the running cluster in %s (%s)\n", dir, s.APIServerURL)
 			return s, nil
@@ -238,14 +254,16 @@ func start(ctx context.Context, o Options) (*State, error) {
 		return nil, err
 	}
 	s := &State{
-		Dir:              dir,
-		APIServerURL:     fmt.Sprintf("https://127.0.0.1:%d", ports["kube-apiserver"]),
-		EtcdURL:          fmt.Sprintf("http://127.0.0.1:%d", ports["etcd"]),
-		AdminKubeconfig:  filepath.Join(dir, "kubeconfig", "admin.kubeconfig"),
-		NodeCIDRMaskSize: o.NodeCIDRMaskSize,
-		CACert:           filepath.Join(dir, "pki", "ca.crt"),
-		Pids:             map[string]int{},
-		Ports:            ports,
+		Dir:                    dir,
+		APIServerURL:           fmt.Sprintf("https://127.0.0.1:%d", ports["kube-apiserver"]),
+		EtcdURL:                fmt.Sprintf("http://127.0.0.1:%d", ports["etcd"]),
+		AdminKubeconfig:        filepath.Join(dir, "kubeconfig", "admin.kubeconfig"),
+		NodeCIDRMaskSize:       o.NodeCIDRMaskSize,
+		ClusterSigningDuration: o.ClusterSigningDuration,
+		TLSBootstrap:           true,
+		CACert:                 filepath.Join(dir, "pki", "ca.crt"),
+		Pids:                   map[string]int{},
+		Ports:                  ports,
 	}
 	if err := s.writePKI(); err != nil {
 		return nil, err
@@ -296,14 +314,23 @@ func start(ctx context.Context, o Options) (*State, error) {
 		"--allow-privileged=true",
 		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
 		"--profiling=false",
+		// TLS bootstrap, as kubeadm's API server.
+		"--enable-bootstrap-token-auth=true",
 	); err != nil {
 		return s, err
 	}
 	if err := waitFor(ctx, 90*time.Second, s, "kube-apiserver", s.apiserverReady); err != nil {
 		return s, err
 	}
+	if err := s.bootstrapRBAC(ctx); err != nil {
+		return s, err
+	}
 	fmt.Fprintln(o.Log, "localcluster: starting kube-controller-manager and kube-scheduler")
-	if err := s.spawn("kube-controller-manager", filepath.Join(o.BinDir, "kube-controller-manager"),
+	kcmSigning := []string{}
+	if o.ClusterSigningDuration > 0 {
+		kcmSigning = append(kcmSigning, "--cluster-signing-duration="+o.ClusterSigningDuration.String())
+	}
+	if err := s.spawn("kube-controller-manager", filepath.Join(o.BinDir, "kube-controller-manager"), append(kcmSigning,
 		"--kubeconfig="+filepath.Join(dir, "kubeconfig", "controller-manager.kubeconfig"),
 		"--authentication-kubeconfig="+filepath.Join(dir, "kubeconfig", "controller-manager.kubeconfig"),
 		"--authorization-kubeconfig="+filepath.Join(dir, "kubeconfig", "controller-manager.kubeconfig"),
@@ -320,12 +347,15 @@ func start(ctx context.Context, o Options) (*State, error) {
 		// since v1.32 (50 s): "never NotReady" in the fault, soak and fleet
 		// tests means no Lease went a whole lease duration unrenewed.
 		"--node-monitor-grace-period=40s", "--node-monitor-period=5s",
-		"--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-route",
+		// bootstrapsigner and tokencleaner are off by default; kubeadm
+		// turns them on for bootstrap tokens (csrapproving and csrsigning
+		// are in *).
+		"--controllers=*,bootstrapsigner,tokencleaner,-cloud-node-lifecycle,-service-lb-controller,-route",
 		// Node pod CIDRs (spec.podCIDR) for the tests' CNI networks: a
 		// private /16 nothing else on the test hosts uses (the network
 		// package's own tests take /24s of 10.245.0.0/16).
 		"--allocate-node-cidrs=true", "--cluster-cidr="+ClusterCIDR, "--node-cidr-mask-size="+strconv.Itoa(s.NodeCIDRMaskSize),
-	); err != nil {
+	)...); err != nil {
 		return s, err
 	}
 	if err := s.spawn("kube-scheduler", filepath.Join(o.BinDir, "kube-scheduler"),

@@ -188,3 +188,35 @@ func RepoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// OwnCluster starts a cluster of the test's own (without containerd) with
+// o's options (Dir, BinDir and Log are set here), for tests that need
+// cluster-wide settings such as a short --cluster-signing-duration; it is
+// stopped when the test ends.
+func OwnCluster(t testing.TB, o localcluster.Options) *Env {
+	t.Helper()
+	if os.Getenv("NODEAGENT_SKIP_CLUSTER") != "" {
+		t.Skip("NODEAGENT_SKIP_CLUSTER is set")
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "na-own-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = localcluster.Down(dir); _ = os.RemoveAll(dir) })
+	o.Dir, o.BinDir, o.Log, o.NoContainerd = dir, filepath.Join(root, "_output", "bin"), os.Stderr, true
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := localcluster.Up(ctx, o)
+	if err != nil {
+		t.Fatalf("testenv: own cluster: %v", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.AdminKubeconfig)
+	if err != nil {
+		t.Fatalf("testenv: admin kubeconfig: %v", err)
+	}
+	return &Env{State: s, Admin: kubernetes.NewForConfigOrDie(cfg), AdminConfig: cfg}
+}
