@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
@@ -394,7 +395,7 @@ func (w *podWorker) pastDeadline(pod *v1.Pod, now time.Time) *termination {
 	if at.IsZero() || now.Before(at) {
 		return nil
 	}
-	w.log.Info("pod is past its active deadline; stopping it", "activeDeadlineSeconds", *pod.Spec.ActiveDeadlineSeconds)
+	w.log.Info("pod is past its active deadline; stopping it", "activeDeadlineSeconds", utilptr.Deref(pod.Spec.ActiveDeadlineSeconds, 0))
 	w.d.event(pod, v1.EventTypeNormal, ReasonDeadlineExceeded, messageDeadlineExceeded)
 	return w.requestTermination(newTermination(termDeadline, 0, termStatus{reason: ReasonDeadlineExceeded, message: messageDeadlineExceeded}))
 }
