@@ -183,9 +183,10 @@ func (r *fakeRuntime) running() map[string]runtime.Container {
 type fakePLEG struct {
 	mu       sync.Mutex
 	expected []pleg.EventType
+	events   chan pleg.Event // Watch (nil: none)
 }
 
-func (p *fakePLEG) Watch() <-chan pleg.Event { return nil }
+func (p *fakePLEG) Watch() <-chan pleg.Event { return p.events }
 func (p *fakePLEG) ExpectWithin(_ types.UID, _ string, t pleg.EventType, _ time.Duration) {
 	p.mu.Lock()
 	p.expected = append(p.expected, t)
@@ -366,6 +367,12 @@ func (e *workerEnv) manager(o Options) *Manager {
 	}
 	if o.Node == nil {
 		o.Node = func() *v1.Node { return nil }
+	}
+	if o.RootDir == "" {
+		o.RootDir = e.deps.rootDir
+	}
+	if o.NetNSDir == "" {
+		o.NetNSDir, o.PodNSDir = e.deps.netnsDir, e.t.TempDir()
 	}
 	o.Runtime, o.PLEG, o.PodCache, o.Clock = e.rt, e.pleg, e.rt, e.clk
 	return newManager(o, e.deps, status.NewManager(nil, o.Logger))
