@@ -195,14 +195,14 @@ func containerSpecOf(pod *v1.Pod, name string) *v1.Container {
 // messages and the termination in force (terminate.go) say.
 func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, in *status.Input) {
 	if w.d.probes != nil {
-		if w.failure != nil || status.PodIsTerminal(w.withStatus(pod).Status) {
+		if w.ended.failure != nil || status.PodIsTerminal(w.withStatus(pod).Status) {
 			w.d.probes.RemovePod(w.uid)
 		} else {
 			in.Probed = w.probed(pod, rs)
 		}
 	}
 	in.Messages = w.terminationMessages(ctx, pod, rs)
-	if f := w.failure; f != nil && !f.rejected {
+	if f := w.ended.failure; f != nil && !f.rejected {
 		in.FailReason, in.FailMessage = f.reason, f.message
 		if f.disruption {
 			in.Disruption = f.message

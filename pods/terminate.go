@@ -18,6 +18,15 @@ import (
 // its status is written as the termination says and the termination's
 // after-steps run. What differs between reasons is data, in termPolicy.
 
+// termState is what a worker keeps of its pod's termination.
+type termState struct {
+	// failure is what the termination in force writes into the status
+	// (nil: none).
+	failure *termStatus
+	// deleted: the zero-grace API delete was sent.
+	deleted bool
+}
+
 // termPolicy is what a termination reason asks besides stopping the
 // containers.
 type termPolicy struct {
@@ -50,9 +59,9 @@ var termPolicies = map[termReason]termPolicy{
 // with t's grace period (preStop hooks included). It reports whether
 // nothing runs any more.
 func (w *worker) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, t *termination, now time.Time) (bool, error) {
-	if t.status != (termStatus{}) && (w.failure == nil || *w.failure != t.status) {
+	if t.status != (termStatus{}) && (w.ended.failure == nil || *w.ended.failure != t.status) {
 		st := t.status
-		w.failure = &st
+		w.ended.failure = &st
 		if t.reason != termRejection && t.reason != termDeadline {
 			w.log.Info("terminating pod", "reason", t.reason, "statusReason", st.reason, "message", st.message, "gracePeriod", t.gracePeriod(pod))
 		}
@@ -90,7 +99,7 @@ func (w *worker) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs pleg.Pod
 		w.log.Info("pod removed")
 		return 0, true, nil
 	}
-	if w.deleted {
+	if w.ended.deleted {
 		return w.d.resync, false, nil // waiting for the API to drop it
 	}
 	st := w.setStatus(ctx, pod, rs, nil, p.sandboxReady, now)
@@ -111,7 +120,7 @@ func (w *worker) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs pleg.Pod
 		if err := w.d.status.DeletePod(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
 			return 0, false, fmt.Errorf("pod not deleted from the API: %w", err)
 		}
-		w.deleted = true
+		w.ended.deleted = true
 		w.log.Info("pod stopped and deleted from the API")
 	}
 	t.finish()

@@ -58,22 +58,17 @@ type worker struct {
 	// terminal is the podWorker's: set with each computed status.
 	terminal *atomic.Bool
 
-	startTime time.Time
 	backoff   map[string]crashLoop
 	errs      map[string]status.Waiting // per container: why its last start failed
 	imageIDs  map[string]string
 	pulls     pullState // image pull back-off (pullsecrets.go)
 	reaped    map[string]bool
-	status    *v1.PodStatus // last computed (statusreport.go)
+	status    *v1.PodStatus // last computed (setStatus)
 	report    statusReport
 	podIPs    []string  // from the pod network (not hostNetwork pods)
 	refreshAt time.Time // projected volumes need refreshing then (zero: never)
-	// failure is what the termination in force writes into the status
-	// (nil: none; terminate.go); deleted: the zero-grace API delete was
-	// sent.
-	failure *termStatus
-	deleted bool
-	names   podNames // the pod's name-service files (namefiles.go)
+	ended     termState // what the pod's termination did (terminate.go)
+	names     podNames  // the pod's name-service files (namefiles.go)
 	// runtimeType is the containerd runtime of the pod's RuntimeClass
 	// handler, once resolved ("": the default).
 	runtimeType     string
@@ -99,16 +94,15 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 	now := d.clock.Now()
 	w := &worker{
 		d: d, uid: pod.UID, source: src, log: log,
-		terminal:  &atomic.Bool{},
-		backoff:   map[string]crashLoop{},
-		errs:      map[string]status.Waiting{},
-		imageIDs:  map[string]string{},
-		reaped:    map[string]bool{},
-		startTime: now,
-		report:    statusReport{seen: now, backoffEvent: map[string]string{}},
+		terminal: &atomic.Bool{},
+		backoff:  map[string]crashLoop{},
+		errs:     map[string]status.Waiting{},
+		imageIDs: map[string]string{},
+		reaped:   map[string]bool{},
+		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
 	}
 	if pod.Status.StartTime != nil {
-		w.startTime = pod.Status.StartTime.Time
+		w.report.startTime = pod.Status.StartTime.Time
 	}
 	return w
 }
@@ -581,6 +575,7 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 
 // statusReport is what a worker remembers of the statuses it reported.
 type statusReport struct {
+	startTime time.Time // status.startTime
 	// seen is when the agent first saw the pod; running says the start
 	// duration was observed.
 	seen         time.Time
@@ -598,9 +593,9 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 		Terminating:  pod.DeletionTimestamp != nil,
 		HostIP:       w.d.hostIP(),
 		PodIPs:       w.podIPsOf(pod),
-		StartTime:    w.startTime,
+		StartTime:    w.report.startTime,
 	}
-	if f := w.failure; f != nil && f.rejected {
+	if f := w.ended.failure; f != nil && f.rejected {
 		in.Rejected, in.RejectReason, in.RejectMessage = true, f.reason, f.message
 	}
 	for k, v := range w.errs {
