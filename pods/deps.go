@@ -113,11 +113,12 @@ type HookRunner interface {
 
 // workerHost is what a worker asks of the manager that runs it.
 type workerHost interface {
-	// terminatingSibling reports whether another pod with w's full name
-	// is still stopping (a static pod's previous version, a deleted pod).
-	terminatingSibling(w *worker, pod *v1.Pod) bool
+	// terminatingSibling reports whether another pod than uid with pod's
+	// full name is still stopping (a static pod's previous version, a
+	// deleted pod).
+	terminatingSibling(uid types.UID, pod *v1.Pod) bool
 	// workerDone is called once as the worker's goroutine ends.
-	workerDone(w *worker)
+	workerDone(w *podWorker)
 }
 
 // workerDeps are a worker's collaborators and settings, shared by all

@@ -5,16 +5,37 @@
 // static manifest directory and the API server's pods bound to this node),
 // admits each new pod once (package admission: the supported subset of the
 // pod spec, and whether it fits the node's allocatable), and gives it a
-// worker. A worker owns its pod: it syncs it sequentially, woken by its
-// source, by PLEG events for the pod, or by its own timers (crash-loop
-// back-off, retries, resync). Before each sync it waits until the PLEG has
-// seen the events its previous actions caused and reads a pod status from
-// the PLEG's cache at least as new as its last sync; it then computes a
-// plan as a pure function of (spec, runtime state, back-off, now) and acts
-// on it through the runtime. Statuses go to the status manager (package
-// status), which writes them to the API server on change; a static pod's
-// status goes to its mirror pod (package mirror). Volumes are set up and
-// torn down by package volume.
+// worker. Its routing (upsert, PodUpdate, PodRemove, MirrorUpdate,
+// dispatch, followStatic, cleanupOrphans, workerDone) is built by
+// newManager from its dependencies, so it is unit-tested with fakes.
+//
+// A pod's worker has two halves, as kubelet's pod workers and their
+// syncer. The podWorker (podworker.go) is the pod's state machine: it
+// owns the pod's goroutine, woken by its source, by PLEG events for the
+// pod, or by its own timers (crash-loop back-off, retries, resync), and
+// its back-offs; before each sync it waits until the PLEG has seen the
+// events its previous actions caused and reads a pod status from the
+// PLEG's cache at least as new as its last sync. A pod is syncing until a
+// termination is requested, terminating while its containers stop, and
+// terminated once nothing of it runs, until it is gone. Everything that
+// ends a pod is one termination request (termination) carrying its
+// reason (the active deadline, a node shutdown, an eviction, admission's
+// rejection, a deletion in the API, its removal from its source), its
+// grace period, the status to write and a completion signal (Evict and
+// StopPods wait for it); a request of a later reason in that list
+// replaces one of an earlier reason and completes with it.
+//
+// The podWorker drives a podSyncer: SyncPod, SyncTerminatingPod,
+// SyncTerminatedPod and Deadline. The worker type implements it: SyncPod
+// computes a plan as a pure function of (spec, runtime state, back-off,
+// now) and acts on it through the runtime; SyncTerminatingPod stops the
+// containers in kubelet's order; SyncTerminatedPod writes the status the
+// termination promises, releases a finished pod's sandbox, deletes a
+// deleted API pod from the API or cleans up a removed one (what differs
+// between reasons is data: termPolicies in terminate.go). Statuses go to
+// the status manager (package status), which writes them to the API server
+// on change; a static pod's status goes to its mirror pod (package
+// mirror). Volumes are set up and torn down by package volume.
 //
 // A container's environment is made as kubelet makes it (env.go: envFrom,
 // env, valueFrom sources, service-link variables; ConfigMaps and Secrets
@@ -25,8 +46,8 @@
 //
 // A worker depends only on the narrow interfaces of deps.go (Runtime,
 // PLEG, PodCache, StatusSink, MirrorClient, Volumes, NetNS, Recorder,
-// Prober, HookRunner), so
-// its lifecycle is unit-tested with fakes and a fake clock.
+// Prober, HookRunner), so its lifecycle is unit-tested with fakes and a
+// fake clock; the state machine is tested alone with a fake podSyncer.
 //
 // Run returns once every goroutine it started has ended; pods keep running
 // in the runtime and the next Run adopts running containers whose spec

@@ -4,43 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodeagent/nodeagent/pleg"
-	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
 // ErrNoSuchPod: the agent runs no pod with that UID.
 var ErrNoSuchPod = errors.New("no such pod")
-
-// evictRequest is a node-pressure eviction asked of a worker.
-type evictRequest struct {
-	grace   time.Duration
-	reason  string
-	message string
-	// noCondition: no DisruptionTarget condition (kubelet's local
-	// storage evictions set none).
-	noCondition bool
-	once        sync.Once
-	done        chan struct{} // closed once containers stopped and volumes released
-}
-
-func (r *evictRequest) finish() { r.once.Do(func() { close(r.done) }) }
-
-// finished reports whether the eviction was carried out.
-func (r *evictRequest) finished() bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
 
 // Evict stops a running pod for node pressure as kubelet's eviction
 // manager does: its status becomes Failed with reason and message and the
@@ -50,79 +22,28 @@ func (r *evictRequest) finished() bool {
 // returns once that is done, or with ctx's error. The pod's API object
 // stays (Failed) until its owner deletes it.
 func (m *Manager) Evict(ctx context.Context, uid types.UID, grace time.Duration, reason, message string) error {
-	return m.evict(ctx, uid, &evictRequest{grace: grace, reason: reason, message: message})
+	return m.evict(ctx, uid, grace, termStatus{reason: reason, message: message, disruption: true})
 }
 
 // EvictWithoutCondition is Evict without the DisruptionTarget condition,
 // as kubelet evicts a pod that exceeds a local storage limit.
 func (m *Manager) EvictWithoutCondition(ctx context.Context, uid types.UID, grace time.Duration, reason, message string) error {
-	return m.evict(ctx, uid, &evictRequest{grace: grace, reason: reason, message: message, noCondition: true})
+	return m.evict(ctx, uid, grace, termStatus{reason: reason, message: message})
 }
 
-func (m *Manager) evict(ctx context.Context, uid types.UID, req *evictRequest) error {
+func (m *Manager) evict(ctx context.Context, uid types.UID, grace time.Duration, st termStatus) error {
 	m.mu.Lock()
 	w := m.workers[uid]
 	m.mu.Unlock()
 	if w == nil || w.source == sourceOrphan {
 		return fmt.Errorf("evict pod %s: %w", uid, ErrNoSuchPod)
 	}
-	w.mu.Lock()
-	if w.evictReq == nil {
-		req.done = make(chan struct{})
-		w.evictReq = req
-	}
-	done := w.evictReq.done
-	w.mu.Unlock()
-	w.poke()
+	t := w.requestTermination(newTermination(termEviction, grace, st))
 	select {
-	case <-done:
+	case <-t.done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("evict pod %s: %w", uid, ctx.Err())
-	}
-}
-
-// enforceEviction carries out an eviction request: the Failed status,
-// then the containers stopped and the volumes torn down. It reports
-// whether the pod is evicted (the sync is done).
-func (w *worker) enforceEviction(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (time.Duration, bool, error) {
-	w.mu.Lock()
-	e := w.evictReq
-	w.mu.Unlock()
-	if e == nil {
-		return 0, false, nil
-	}
-	if w.evicted == nil {
-		w.evicted = e
-		w.log.Info("evicting pod", "reason", e.reason, "message", e.message, "gracePeriod", e.grace)
-	}
-	if running := w.toStop(rs); len(running) > 0 {
-		w.setStatus(ctx, pod, rs, nil, false, now)
-		// The next sync sees the containers' ends and writes the status.
-		return 0, true, w.stopRunning(ctx, pod, running, e.grace)
-	}
-	w.setStatus(ctx, pod, rs, nil, false, now)
-	if !e.finished() {
-		// kubelet releases a terminated pod's volumes at once.
-		if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
-			return 0, true, fmt.Errorf("releasing the volumes of an evicted pod: %w", err)
-		}
-		if err := w.stopFinishedPause(ctx, pod); err != nil {
-			return 0, true, err
-		}
-		w.settleRequests()
-	}
-	return w.d.resync, true, nil
-}
-
-// evictionStatus adds an eviction's reason, message and condition to a
-// status input.
-func (w *worker) evictionStatus(in *status.Input) {
-	if e := w.evicted; e != nil {
-		in.FailReason, in.FailMessage = e.reason, e.message
-		if !e.noCondition {
-			in.Disruption = e.message
-		}
 	}
 }
 
@@ -151,7 +72,7 @@ func (m *Manager) RemoveDeadContainers(ctx context.Context) (int, error) {
 			if c.State != runtime.StateExited {
 				continue
 			}
-			if err := m.opts.Runtime.RemoveContainer(ctx, c.ID); err != nil {
+			if err := m.deps.rt.RemoveContainer(ctx, c.ID); err != nil {
 				errs = append(errs, fmt.Errorf("remove dead container %s of pod %s: %w", c.ID, uid, err))
 				continue
 			}

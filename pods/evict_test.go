@@ -6,7 +6,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
@@ -23,10 +22,7 @@ func TestWorkerEviction(t *testing.T) {
 	e.settle(w)
 	id := e.rt.running()["c"].ID
 	cond := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet, Message: "low"}
-	req := &evictRequest{grace: time.Second, reason: "Evicted", message: "low", done: make(chan struct{})}
-	w.mu.Lock()
-	w.evictReq = req
-	w.mu.Unlock()
+	req := w.terminate(newTermination(termEviction, time.Second, termStatus{reason: "Evicted", message: "low", disruption: true}))
 	e.settle(w)
 	select {
 	case <-req.done:
@@ -52,7 +48,8 @@ func TestWorkerEviction(t *testing.T) {
 	if len(e.rt.running()) != 0 {
 		t.Errorf("restarted after the eviction: %v", e.rt.running())
 	}
-	m := &Manager{deps: e.deps, workers: map[types.UID]*worker{pod.UID: w}}
+	m := e.manager(Options{})
+	adopt(m, w)
 	if got := m.ActivePods(); len(got) != 0 {
 		t.Errorf("ActivePods lists the evicted pod: %v", got)
 	}
@@ -71,7 +68,8 @@ func TestRemoveDeadContainers(t *testing.T) {
 	if st := e.lastStatus(done.UID); st.Phase != v1.PodSucceeded {
 		t.Fatalf("phase %s, want Succeeded", st.Phase)
 	}
-	m := &Manager{opts: Options{Runtime: e.rt}, deps: w.d, workers: map[types.UID]*worker{done.UID: w}}
+	m := e.manager(Options{})
+	adopt(m, w)
 	n, err := m.RemoveDeadContainers(context.Background())
 	if err != nil || n != 1 {
 		t.Fatalf("RemoveDeadContainers = %d, %v; want 1 removed", n, err)
@@ -91,11 +89,12 @@ func TestEvictedPodSettlesAStopRequest(t *testing.T) {
 	pod := testPod("both", v1.RestartPolicyAlways, ctr("c"))
 	w := e.worker(pod, kubetypes.SourceAPI)
 	e.settle(w)
-	ev := &evictRequest{grace: time.Second, reason: "Evicted", message: "low", done: make(chan struct{})}
-	stop := &stopRequest{grace: 5 * time.Second, done: make(chan struct{})}
-	w.mu.Lock()
-	w.evictReq, w.stopReq = ev, stop
-	w.mu.Unlock()
+	// The stop first: the eviction replaces it, and ends it with itself.
+	stop := w.terminate(newTermination(termStop, 5*time.Second, termStatus{reason: "Terminated", message: "shutdown", disruption: true}))
+	ev := w.terminate(newTermination(termEviction, time.Second, termStatus{reason: "Evicted", message: "low", disruption: true}))
+	if ev == stop {
+		t.Fatal("the eviction did not replace the stop request")
+	}
 	e.settle(w)
 	for name, done := range map[string]chan struct{}{"eviction": ev.done, "stop": stop.done} {
 		select {
@@ -117,10 +116,7 @@ func TestWorkerEvictionWithoutCondition(t *testing.T) {
 	w := e.worker(pod, kubetypes.SourceAPI)
 	e.settle(w)
 	msg := `Usage of EmptyDir volume "data" exceeds the limit "10Mi". `
-	req := &evictRequest{grace: time.Second, reason: "Evicted", message: msg, noCondition: true, done: make(chan struct{})}
-	w.mu.Lock()
-	w.evictReq = req
-	w.mu.Unlock()
+	w.terminate(newTermination(termEviction, time.Second, termStatus{reason: "Evicted", message: msg}))
 	e.settle(w)
 	st := e.lastStatus(pod.UID)
 	if st.Phase != v1.PodFailed || st.Reason != "Evicted" || st.Message != msg {

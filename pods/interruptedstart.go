@@ -31,10 +31,10 @@ func (w *worker) noteInterruptedStart(id string, err error) {
 	if !runtime.IsUnavailable(err) {
 		return
 	}
-	if w.interrupted == nil {
-		w.interrupted = map[string]bool{}
+	if w.starts.interrupted == nil {
+		w.starts.interrupted = map[string]bool{}
 	}
-	w.interrupted[id] = true
+	w.starts.interrupted[id] = true
 	w.log.Info("starting a container was cut off by containerd becoming unavailable; it never ran and will be replaced under the same attempt", "containerID", id)
 }
 
@@ -42,11 +42,11 @@ func (w *worker) noteInterruptedStart(id string, err error) {
 // that did not run since, shown as created (never started); it forgets the
 // ones that are gone or were seen running.
 func (w *worker) unstarted(rs pleg.PodStatus) pleg.PodStatus {
-	if len(w.interrupted) == 0 {
+	if len(w.starts.interrupted) == 0 {
 		return rs
 	}
-	out, keep := asUnstarted(rs, w.interrupted)
-	w.interrupted = keep
+	out, keep := asUnstarted(rs, w.starts.interrupted)
+	w.starts.interrupted = keep
 	return out
 }
 

@@ -135,9 +135,13 @@ type Manager struct {
 	// services feeds the service-link variables; started on first use.
 	services *serviceInformer
 
+	// newWorker makes a new pod's worker (newPodWorkerPair; tests: a
+	// podWorker around a fake syncer).
+	newWorker func(pod *v1.Pod, src string) *podWorker
+
 	mu        sync.Mutex
 	ctx       context.Context
-	workers   map[types.UID]*worker
+	workers   map[types.UID]*podWorker
 	staticSet map[types.UID]bool
 	wg        sync.WaitGroup
 }
@@ -202,31 +206,24 @@ func New(o Options) (*Manager, error) {
 	if o.Names.HostsPath == "" {
 		o.Names.HostsPath = "/etc/hosts"
 	}
-	m := &Manager{
-		opts:      o,
-		log:       o.Logger,
-		workers:   map[types.UID]*worker{},
-		staticSet: map[types.UID]bool{},
-		status:    status.NewManager(o.Client.statusPods(), o.Logger),
-	}
-	var rec Recorder
+	st := status.NewManager(o.Client.statusPods(), o.Logger)
+	m := newManager(o, &workerDeps{
+		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: st, netns: o.NetNS, net: o.Network,
+		clock: o.Clock, met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir, podLogsDir: o.PodLogsDir,
+		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, security: o.Security,
+	}, st)
 	if o.Client != nil {
 		m.api = source.NewAPISource(o.Client.Pods(""), o.NodeName, m, o.NodeSynced, o.Clock, o.Logger.With("source", "api"))
 		m.status.SetLister(m.api.Lister())
 		m.mirror = mirror.New(o.Client.mirrorPods(), m.api.Lister(), o.Node, o.Logger)
 		m.bc = record.NewBroadcaster()
-		rec = m.bc.NewRecorder(o.Client.Scheme, v1.EventSource{Component: "nodeagent", Host: o.NodeName})
+		m.deps.rec = m.bc.NewRecorder(o.Client.Scheme, v1.EventSource{Component: "nodeagent", Host: o.NodeName})
 	}
-	m.deps = &workerDeps{
-		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: m.status, rec: rec,
-		volumes: volume.NewManager(m.newProjector()), netns: o.NetNS, net: o.Network, host: m, clock: o.Clock,
-		met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir, podLogsDir: o.PodLogsDir,
-		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, hostIP: m.hostIP, security: o.Security,
-	}
+	m.deps.volumes = volume.NewManager(m.newProjector())
 	if m.mirror != nil {
 		m.deps.mirror = m.mirror
 	}
-	m.deps.hostIPs, m.deps.nodeAnyway, m.deps.names = m.hostIPs, o.NodeAnyway, o.Names
+	m.deps.nodeAnyway, m.deps.names = o.NodeAnyway, o.Names
 	m.deps.cgroups = o.Cgroups
 	m.deps.podNS, m.deps.podNSDir = o.PodNS, o.PodNSDir
 	if p, ok := o.Runtime.(PauseRuntime); ok {
@@ -241,8 +238,41 @@ func New(o Options) (*Manager, error) {
 		m.deps.services = m.services
 		m.deps.runtimeClass = apiRuntimeClassHandler(o.Client.RuntimeClasses)
 	}
-	m.setupProbes(rec)
+	m.setupProbes(m.deps.rec)
 	return m, nil
+}
+
+// newManager makes a Manager around its dependencies: o, validated and
+// defaulted (its sources and admission settings), the workers'
+// collaborators d (the Manager is their host) and the status manager st.
+// New fills them with the real ones, the Manager's tests with fakes.
+func newManager(o Options, d *workerDeps, st *status.Manager) *Manager {
+	m := &Manager{
+		opts:      o,
+		log:       o.Logger,
+		deps:      d,
+		workers:   map[types.UID]*podWorker{},
+		staticSet: map[types.UID]bool{},
+		status:    st,
+	}
+	d.host = m
+	if d.hostIP == nil {
+		d.hostIP = m.hostIP
+	}
+	if d.hostIPs == nil {
+		d.hostIPs = m.hostIPs
+	}
+	m.newWorker = func(pod *v1.Pod, src string) *podWorker {
+		return newPodWorkerPair(m.deps, pod, src, m.log)
+	}
+	return m
+}
+
+// begin makes the Manager take pods (until ctx ends).
+func (m *Manager) begin(ctx context.Context) {
+	m.mu.Lock()
+	m.ctx = ctx
+	m.mu.Unlock()
 }
 
 // Run starts the sources and the workers and blocks until ctx is done and
@@ -262,9 +292,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	m.mu.Lock()
-	m.ctx = ctx
-	m.mu.Unlock()
+	m.begin(ctx)
 	if m.services != nil {
 		m.services.run(ctx)
 	}
@@ -416,10 +444,7 @@ func (m *Manager) upsert(src string, pod *v1.Pod) {
 		w.update(pod)
 		return
 	}
-	w := newWorker(m.deps, pod, src, m.log)
-	if pod.Status.StartTime != nil {
-		w.startTime = pod.Status.StartTime.Time
-	}
+	w := m.newWorker(pod, src)
 	if pod.DeletionTimestamp == nil && !status.PodIsTerminal(pod.Status) {
 		if r := m.admitLocked(pod, node, nodeErr); r != nil {
 			w.reject(*r)
@@ -454,7 +479,7 @@ func (m *Manager) nodeForAdmission() (*v1.Node, error) {
 }
 
 // startLocked registers and starts a worker; m.mu is held.
-func (m *Manager) startLocked(w *worker) {
+func (m *Manager) startLocked(w *podWorker) {
 	m.workers[w.uid] = w
 	m.deps.met.workers.Inc()
 	m.wg.Add(1)
@@ -482,7 +507,7 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 	var admitted []*v1.Pod
 	for _, w := range m.workers {
 		p, removed := w.snapshot()
-		if removed || w.rejected.Load() || p.DeletionTimestamp != nil || w.terminal.Load() {
+		if removed || w.rejected() || p.DeletionTimestamp != nil || w.terminal.Load() {
 			continue
 		}
 		admitted = append(admitted, p)
@@ -532,7 +557,7 @@ func (m *Manager) staticHashes() map[string]string {
 }
 
 // workerDone is called by a worker's goroutine as it ends.
-func (m *Manager) workerDone(w *worker) {
+func (m *Manager) workerDone(w *podWorker) {
 	if m.deps.probes != nil {
 		m.deps.probes.RemovePod(w.uid)
 	}
@@ -556,13 +581,13 @@ func (m *Manager) workerDone(w *worker) {
 	m.wg.Done()
 }
 
-// terminatingSibling reports whether another pod with w's namespace/name
-// is still being stopped.
-func (m *Manager) terminatingSibling(w *worker, pod *v1.Pod) bool {
+// terminatingSibling reports whether another pod than uid with pod's
+// namespace/name is still being stopped.
+func (m *Manager) terminatingSibling(uid types.UID, pod *v1.Pod) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for uid, o := range m.workers {
-		if uid == w.uid {
+	for ouid, o := range m.workers {
+		if ouid == uid {
 			continue
 		}
 		op, removed := o.snapshot()

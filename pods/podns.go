@@ -53,6 +53,12 @@ type hostPodNS struct{}
 func (hostPodNS) Create(dir string, o netns.PodNamespaces) error { return netns.CreatePod(dir, o) }
 func (hostPodNS) Remove(dir string) error                        { return netns.RemovePod(dir) }
 
+// podSandbox is what a worker knows of what its pod's containers share.
+type podSandbox struct {
+	pausePID uint32 // the pod's pause process (0: none)
+	released bool   // a finished pod's sandbox was released (finished.go)
+}
+
 // podNSPlan is which shared namespaces a pod gets.
 type podNSPlan struct {
 	ns netns.PodNamespaces
@@ -104,12 +110,12 @@ func pauseExit(ps []runtime.Pause, id string) string {
 func (w *worker) podNSDir() string { return filepath.Join(w.d.podNSDir, string(w.uid)) }
 
 // setupPodNamespaces makes the pod's IPC and UTS namespaces and, for a
-// shareProcessNamespace pod, finds its running pause (w.pausePID),
+// shareProcessNamespace pod, finds its running pause (w.sandbox.pausePID),
 // removing dead or duplicate ones, and the running one too once the pod
 // is terminal (as kubelet stops a finished pod's sandbox). ensurePause
 // starts one when a container is about to start.
 func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
-	w.pausePID = 0
+	w.sandbox.pausePID = 0
 	if w.d.podNS == nil {
 		return nil
 	}
@@ -149,7 +155,7 @@ func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
 		}
 	}
 	if use != nil {
-		w.pausePID = use.Pid
+		w.sandbox.pausePID = use.Pid
 	}
 	return nil
 }
@@ -157,7 +163,7 @@ func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
 // ensurePause starts the pause of a shareProcessNamespace pod when one of
 // its containers is about to start (starting says so) and none runs.
 func (w *worker) ensurePause(ctx context.Context, pod *v1.Pod, starting bool) error {
-	if !starting || w.pausePID != 0 || w.d.podNS == nil {
+	if !starting || w.sandbox.pausePID != 0 || w.d.podNS == nil {
 		return nil
 	}
 	p := podNamespacesFor(pod, w.names.utsHostname)
@@ -171,7 +177,7 @@ func (w *worker) ensurePause(ctx context.Context, pod *v1.Pod, starting bool) er
 	return nil
 }
 
-// startPause creates and starts the pod's pause and sets w.pausePID.
+// startPause creates and starts the pod's pause and sets w.sandbox.pausePID.
 func (w *worker) startPause(ctx context.Context, pod *v1.Pod, p podNSPlan) error {
 	if w.d.pauses == nil {
 		return errors.New("pod PID namespace: shareProcessNamespace needs a runtime with pause containers")
@@ -205,8 +211,8 @@ func (w *worker) startPause(ctx context.Context, pod *v1.Pod, p podNSPlan) error
 	if use == nil || use.ID != id {
 		return fmt.Errorf("pod PID namespace: pause container %s is not running", id)
 	}
-	w.pausePID = use.Pid
-	w.log.Info("started the pod's pause process", "containerID", id, "pid", w.pausePID)
+	w.sandbox.pausePID = use.Pid
+	w.log.Info("started the pod's pause process", "containerID", id, "pid", w.sandbox.pausePID)
 	return nil
 }
 
@@ -231,8 +237,8 @@ func (w *worker) joinPodNamespaces(pod *v1.Pod, spec *runtime.ContainerSpec) {
 	}
 	p := podNamespacesFor(pod, w.names.utsHostname)
 	spec.PodNamespaces = w.podNamespacePaths(p)
-	if p.pause && w.pausePID != 0 {
-		spec.Security.PIDNSPath = "/proc/" + strconv.FormatUint(uint64(w.pausePID), 10) + "/ns/pid"
+	if p.pause && w.sandbox.pausePID != 0 {
+		spec.Security.PIDNSPath = "/proc/" + strconv.FormatUint(uint64(w.sandbox.pausePID), 10) + "/ns/pid"
 	}
 }
 

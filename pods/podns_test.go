@@ -213,7 +213,7 @@ func TestWorkerSharesPodNamespaces(t *testing.T) {
 		t.Errorf("ensurePause without a container to start: %v, pauses %+v", err, fp.ps)
 	}
 	w.terminal.Store(false)
-	w.released = false
+	w.sandbox.released = false
 	fp.stopped, fns.removed = nil, nil
 	if _, err := fp.CreatePause(context.Background(), runtime.PauseSpec{Pod: runtime.PodRef{UID: pod.UID}}); err != nil {
 		t.Fatal(err)
@@ -258,9 +258,7 @@ func TestAgentStoppedPodLosesItsPause(t *testing.T) {
 	if len(fp.ps) != 1 {
 		t.Fatalf("pauses %+v", fp.ps)
 	}
-	w.mu.Lock()
-	w.evictReq = &evictRequest{grace: time.Second, reason: "Evicted", message: "low", done: make(chan struct{})}
-	w.mu.Unlock()
+	w.terminate(newTermination(termEviction, time.Second, termStatus{reason: "Evicted", message: "low", disruption: true}))
 	e.settle(w)
 	if len(fp.ps) != 0 || len(fp.stopped) != 1 {
 		t.Errorf("after the eviction: pauses %+v stopped %v, want the pause stopped and removed", fp.ps, fp.stopped)

@@ -192,22 +192,21 @@ func containerSpecOf(pod *v1.Pod, name string) *v1.Container {
 }
 
 // statusExtras adds to a status's input what the probes, the termination
-// messages and the active deadline say.
+// messages and the termination in force (terminate.go) say.
 func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, in *status.Input) {
 	if w.d.probes != nil {
-		if w.deadlineHit != nil || w.evicted != nil || w.stopHit != nil || w.rejection != nil || status.PodIsTerminal(w.withStatus(pod).Status) {
+		if w.ended.failure != nil || status.PodIsTerminal(w.withStatus(pod).Status) {
 			w.d.probes.RemovePod(w.uid)
 		} else {
 			in.Probed = w.probed(pod, rs)
 		}
 	}
 	in.Messages = w.terminationMessages(ctx, pod, rs)
-	if d := w.deadlineHit; d != nil {
-		in.FailReason, in.FailMessage = d.Reason, d.Message
-	}
-	w.evictionStatus(in)
-	if r := w.stopHit; r != nil {
-		in.FailReason, in.FailMessage, in.Disruption = r.why.Reason, r.why.Message, r.why.Message
+	if f := w.ended.failure; f != nil && !f.rejected {
+		in.FailReason, in.FailMessage = f.reason, f.message
+		if f.disruption {
+			in.Disruption = f.message
+		}
 	}
 }
 

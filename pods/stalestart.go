@@ -19,12 +19,18 @@ import (
 // was being SIGKILLed. The worker waits for the PLEG to see the start
 // instead.
 
+// startTracker is what a worker remembers of the starts it made.
+type startTracker struct {
+	started     map[string]bool // containers this worker started
+	interrupted map[string]bool // starts cut off by containerd's death (interruptedstart.go)
+}
+
 // noteStarted records that the worker started container id.
 func (w *worker) noteStarted(id string) {
-	if w.startedIDs == nil {
-		w.startedIDs = map[string]bool{}
+	if w.starts.started == nil {
+		w.starts.started = map[string]bool{}
 	}
-	w.startedIDs[id] = true
+	w.starts.started[id] = true
 }
 
 // staleStarts returns the containers rs shows as created although the
@@ -32,7 +38,7 @@ func (w *worker) noteStarted(id string) {
 func (w *worker) staleStarts(rs pleg.PodStatus) []string {
 	var out []string
 	for _, c := range rs.Containers {
-		if c.State == runtime.StateCreated && w.startedIDs[c.ID] {
+		if c.State == runtime.StateCreated && w.starts.started[c.ID] {
 			out = append(out, c.ID)
 		}
 	}

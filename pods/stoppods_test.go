@@ -11,9 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/internal/testlog"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
-	"github.com/nodeagent/nodeagent/pods/status"
 )
 
 func TestStopGrace(t *testing.T) {
@@ -48,7 +46,8 @@ func TestStopPodsForNodeShutdown(t *testing.T) {
 	e.settle(w)
 	done := e.worker(testPod("done", v1.RestartPolicyNever, ctr("c")), kubetypes.SourceAPI)
 	done.terminal.Store(true)
-	m := &Manager{workers: map[types.UID]*worker{w.uid: w, done.uid: done}, status: status.NewManager(nil, testlog.New(t))}
+	m := e.manager(Options{})
+	adopt(m, w, done)
 
 	if got := m.ActivePods(); len(got) != 1 || got[0].UID != pod.UID {
 		t.Fatalf("ActivePods = %v, want only web", got)
@@ -60,10 +59,7 @@ func TestStopPodsForNodeShutdown(t *testing.T) {
 	}()
 	// Wait for the request, then run the worker's syncs by hand.
 	for i := 0; ; i++ {
-		w.mu.Lock()
-		req := w.stopReq
-		w.mu.Unlock()
-		if req != nil {
+		if _, req := w.pw.current(); req != nil {
 			break
 		}
 		if i > 1000 {
@@ -126,7 +122,8 @@ func TestStopPodsTimesOut(t *testing.T) {
 	pod := testPod("web", v1.RestartPolicyAlways, ctr("a"))
 	w := e.worker(pod, kubetypes.SourceAPI)
 	e.settle(w)
-	m := &Manager{workers: map[types.UID]*worker{w.uid: w}, status: status.NewManager(nil, testlog.New(t))}
+	m := e.manager(Options{})
+	adopt(m, w)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := m.StopPods(ctx, []types.UID{pod.UID}, time.Second, StopForNodeShutdown); !errors.Is(err, context.DeadlineExceeded) {
@@ -143,7 +140,7 @@ func TestStopPodsTimesOut(t *testing.T) {
 // While the node shuts down, new pods are rejected as kubelet rejects them.
 func TestAdmissionWhileShuttingDown(t *testing.T) {
 	var shutting error
-	m := &Manager{opts: Options{ShuttingDown: func() error { return shutting }}, workers: map[types.UID]*worker{}}
+	m := newWorkerEnv(t).manager(Options{ShuttingDown: func() error { return shutting }})
 	if r := m.shutdownRejection(); r != nil {
 		t.Fatalf("rejected before the shutdown: %+v", r)
 	}

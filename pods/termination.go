@@ -73,18 +73,18 @@ func (w *worker) terminationMount(c *v1.Container, spec *runtime.ContainerSpec) 
 // exited containers by container ID. A message is read once, when its
 // container is first seen exited.
 func (w *worker) terminationMessages(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) map[string]string {
-	if w.messages == nil {
-		w.messages = map[string]string{}
+	if w.report.messages == nil {
+		w.report.messages = map[string]string{}
 	}
 	out := map[string]string{}
 	for _, c := range rs.Containers {
 		if c.State != runtime.StateExited {
 			continue
 		}
-		msg, ok := w.messages[c.ID]
+		msg, ok := w.report.messages[c.ID]
 		if !ok {
 			msg = terminationMessage(ctx, c, containerSpecOf(pod, c.Name))
-			w.messages[c.ID] = msg
+			w.report.messages[c.ID] = msg
 		}
 		if msg != "" {
 			out[c.ID] = msg

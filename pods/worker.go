@@ -9,14 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/network"
@@ -46,59 +43,41 @@ const (
 	imageTimeout = 10 * time.Second
 )
 
-// worker owns one pod: it syncs it sequentially, woken by its source, by the
-// PLEG, by its own timers.
+// worker is a pod's syncer (podSyncer): it makes the pod's containers
+// match its spec, stops them when the pod terminates, and keeps what it
+// needs of the pod between syncs (back-offs, start failures, image IDs,
+// the last status). Its podWorker calls it from the pod's goroutine only.
 type worker struct {
-	d    *workerDeps
-	uid  types.UID
-	log  *slog.Logger
-	wake chan struct{} // 1-buffered
+	d      *workerDeps
+	uid    types.UID
+	source string
+	log    *slog.Logger
+	// wake is the podWorker's: a wake-up while the pod stops reports its
+	// status again (whileStopping).
+	wake <-chan struct{}
+	// terminal is the podWorker's: set with each computed status.
+	terminal *atomic.Bool
 
-	mu      sync.Mutex
-	pod     *v1.Pod // the desired pod, latest from its source
-	removed bool    // the source no longer has it
-
-	// Owned by the worker goroutine.
-	source    string
-	rejection *status.Waiting // admission refused the pod (reason, message)
-	startTime time.Time
 	backoff   map[string]crashLoop
 	errs      map[string]status.Waiting // per container: why its last start failed
 	imageIDs  map[string]string
 	pulls     pullState // image pull back-off (pullsecrets.go)
 	reaped    map[string]bool
-	lastSync  time.Time
-	retry     wait.Backoff // the failed-sync back-off; reset by a good sync
-	busy      wait.Backoff // slows a worker that keeps acting; reset when it settles
-	immediate int
-	status    *v1.PodStatus // last computed
-	terminal  atomic.Bool   // the last computed status is terminal (read by admission)
-	rejected  atomic.Bool   // rejection is set (read by admission)
-	podIPs    []string      // from the pod network (not hostNetwork pods)
-	refreshAt time.Time     // projected volumes need refreshing then (zero: never)
-	deleted   bool          // the zero-grace API delete was sent
-	// seen is when the agent first saw the pod; reportedRunning says the
-	// start duration was observed.
-	seen            time.Time
-	reportedRunning bool
-	backoffEvent    map[string]string // container → back-off message last reported
-	names           podNames          // the pod's name-service files (namefiles.go)
+	status    *v1.PodStatus // last computed (setStatus)
+	report    statusReport
+	podIPs    []string  // from the pod network (not hostNetwork pods)
+	refreshAt time.Time // projected volumes need refreshing then (zero: never)
+	ended     termState // what the pod's termination did (terminate.go)
+	names     podNames  // the pod's name-service files (namefiles.go)
 	// runtimeType is the containerd runtime of the pod's RuntimeClass
 	// handler, once resolved ("": the default).
 	runtimeType     string
 	runtimeResolved bool
-
-	messages    map[string]string // termination messages by container ID
-	deadlineHit *status.Waiting   // the pod passed its activeDeadlineSeconds
-	pausePID    uint32            // the pod's pause process (podns.go; 0: none)
-	evictReq    *evictRequest     // node-pressure eviction asked (under mu; evict.go)
-	evicted     *evictRequest     // the eviction being carried out (worker-owned)
-	stopReq     *stopRequest      // StopPods asked to stop the pod (under mu; stoppods.go)
-	stopHit     *stopRequest      // the request being enforced (worker-owned)
-	released    bool              // a finished pod's sandbox was released (finished.go)
-	startedIDs  map[string]bool   // containers this worker started (stalestart.go)
-	interrupted map[string]bool   // starts cut off by containerd's death (interruptedstart.go)
+	sandbox         podSandbox // pause and namespaces (podns.go), release (finished.go)
+	starts          startTracker
 }
+
+var _ podSyncer = (*worker)(nil)
 
 func allRunning(cs []v1.ContainerStatus) bool {
 	for _, c := range cs {
@@ -109,23 +88,32 @@ func allRunning(cs []v1.ContainerStatus) bool {
 	return len(cs) > 0
 }
 
-// newWorker makes a pod's worker (not started).
+// newWorker makes a pod's syncer. Its podWorker sets wake and terminal
+// (newPodWorkerPair).
 func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker {
 	now := d.clock.Now()
-	return &worker{
-		d: d, uid: pod.UID, pod: pod, source: src,
-		log:          log.With("pod", kubetypes.FullName(pod), "podUID", pod.UID),
-		wake:         make(chan struct{}, 1),
-		backoff:      map[string]crashLoop{},
-		errs:         map[string]status.Waiting{},
-		imageIDs:     map[string]string{},
-		reaped:       map[string]bool{},
-		backoffEvent: map[string]string{},
-		startTime:    now,
-		seen:         now,
-		retry:        syncRetry,
-		busy:         syncRetry,
+	w := &worker{
+		d: d, uid: pod.UID, source: src, log: log,
+		terminal: &atomic.Bool{},
+		backoff:  map[string]crashLoop{},
+		errs:     map[string]status.Waiting{},
+		imageIDs: map[string]string{},
+		reaped:   map[string]bool{},
+		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
 	}
+	if pod.Status.StartTime != nil {
+		w.report.startTime = pod.Status.StartTime.Time
+	}
+	return w
+}
+
+// newPodWorkerPair makes a pod's state machine and its syncer.
+func newPodWorkerPair(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *podWorker {
+	log = log.With("pod", kubetypes.FullName(pod), "podUID", pod.UID)
+	s := newWorker(d, pod, src, log)
+	pw := newPodWorker(d, pod, src, s, log)
+	s.wake, s.terminal = pw.wake, &pw.terminal
+	return pw
 }
 
 // sourceOrphan is the source of a pod no source knows any more.
@@ -133,167 +121,34 @@ const sourceOrphan = "orphan"
 
 // newOrphanWorker makes the worker that removes what a pod no source knows
 // left on the host (its containers, directory, network namespace, logs).
-func newOrphanWorker(d *workerDeps, ref runtime.PodRef, log *slog.Logger) *worker {
+func newOrphanWorker(d *workerDeps, ref runtime.PodRef, log *slog.Logger) *podWorker {
 	orphan := &v1.Pod{}
 	orphan.UID, orphan.Name, orphan.Namespace = ref.UID, ref.Name, ref.Namespace
 	orphan.Spec.TerminationGracePeriodSeconds = utilptr.To[int64](orphanGrace)
-	w := newWorker(d, orphan, sourceOrphan, log)
-	w.removed = true
+	w := newPodWorkerPair(d, orphan, sourceOrphan, log)
+	w.remove()
 	return w
 }
 
-// reject records admission's refusal (before the worker runs): nothing of
-// the pod runs, and its status says why.
-func (w *worker) reject(r status.Waiting) {
-	w.rejection = &r
-	w.rejected.Store(true)
-	w.d.met.rejected.WithLabelValues(r.Reason).Inc()
-	w.log.Warn("pod rejected", "reason", r.Reason, "message", r.Message)
-	w.d.event(w.pod, v1.EventTypeWarning, r.Reason, r.Message)
-}
-
-func (w *worker) poke() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (w *worker) update(pod *v1.Pod) {
-	w.mu.Lock()
-	news := needsSync(w.pod, pod)
-	w.pod = pod
-	w.mu.Unlock()
-	if news {
-		w.poke()
-	}
-}
-
-func (w *worker) remove() {
-	w.mu.Lock()
-	w.removed = true
-	w.mu.Unlock()
-	w.poke()
-}
-
-func (w *worker) snapshot() (*v1.Pod, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.pod, w.removed
-}
-
-func (w *worker) run(ctx context.Context) {
-	defer w.d.host.workerDone(w)
-	for {
-		next, done := w.syncOnce(ctx)
-		if done || ctx.Err() != nil {
-			return
-		}
-		if next == 0 {
-			w.immediate++
-			if w.immediate <= maxImmediate {
-				continue
-			}
-			next = w.busy.Step()
-		} else {
-			w.immediate, w.busy = 0, syncRetry
-		}
-		t := w.d.clock.NewTimer(next)
-		select {
-		case <-w.wake:
-			w.immediate, w.busy = 0, syncRetry
-		case <-t.C():
-		case <-ctx.Done():
-		}
-		t.Stop()
-	}
-}
-
-// syncOnce runs one sync and says when to run the next (0: at once) or that
-// the worker is done.
-func (w *worker) syncOnce(ctx context.Context) (time.Duration, bool) {
-	pod, removed := w.snapshot()
-	// Wait for the events of the previous sync's actions, then for a
-	// status at least as new as that sync's start.
-	wctx, cancel := context.WithTimeout(ctx, expectTTL+time.Second)
-	_ = w.d.pleg.WaitExpected(wctx, w.uid)
-	cancel()
-	gctx, cancel := context.WithTimeout(ctx, cacheWait)
-	rs, err := w.d.cache.GetNewerThan(gctx, w.uid, w.lastSync)
-	cancel()
-	if ctx.Err() != nil {
-		return 0, true
-	}
-	if err != nil {
-		w.log.Warn("pod status from the PLEG is stale; syncing with it", "err", err)
-		rs, _ = w.d.cache.Get(w.uid)
-	}
-	now := w.d.clock.Now()
-	w.lastSync = now
-
-	if removed || pod.DeletionTimestamp != nil {
-		return w.terminate(ctx, pod, removed, rs)
-	}
-	if w.rejection != nil {
-		// Nothing of a rejected pod runs (it may have run before an agent
-		// restart re-admitted it).
-		if running := w.toStop(rs); len(running) > 0 {
-			if err := w.stopRunning(ctx, pod, running, gracePeriod(pod)); err != nil {
-				w.log.Warn("cannot stop the containers of a rejected pod", "err", err)
-			}
-			return 0, false // the next sync sees their ends
-		}
-		w.setStatus(ctx, pod, rs, nil, false, now)
-		w.settleRequests()
-		return w.d.resync, false
-	}
-	if next, evicted, err := w.enforceEviction(ctx, pod, rs, now); evicted {
-		if err != nil {
-			w.log.Warn("evicting a pod failed; retrying", "err", err)
-			return w.retry.Step(), false
-		}
-		return next, false
-	}
-	if next, stopped, err := w.enforceStop(ctx, pod, rs, now); stopped {
-		if err != nil {
-			w.log.Warn("stopping a pod for the agent failed; retrying", "err", err)
-			return w.retry.Step(), false
-		}
-		return next, false
-	}
-	if next, past, err := w.enforceDeadline(ctx, pod, rs, now); past {
-		if err != nil {
-			w.log.Warn("stopping a pod past its deadline failed; retrying", "err", err)
-			return w.retry.Step(), false
-		}
-		return next, false
-	}
+// SyncPod makes a running pod's containers match its spec. It reports
+// whether it acted (the caller syncs again once the PLEG saw it) and when
+// the pod needs a sync (a held-back restart, a volume refresh).
+func (w *worker) SyncPod(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (syncResult, error) {
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
-	if err != nil {
-		w.d.met.syncs.WithLabelValues("error").Inc()
-		d := w.retry.Step()
-		w.log.Warn("pod sync failed; retrying", "err", err, "retryIn", d)
-		return d, false
+	if err != nil || acted {
+		return syncResult{acted: acted}, err
 	}
-	w.d.met.syncs.WithLabelValues("ok").Inc()
-	w.retry = syncRetry
-	if acted {
-		return 0, false
+	if r := w.refreshAt; !r.IsZero() && (wakeAt.IsZero() || r.Before(wakeAt)) {
+		wakeAt = r
 	}
-	next := w.d.resync
-	for _, at := range []time.Time{wakeAt, w.refreshAt, w.deadline(pod)} {
-		if !at.IsZero() && at.Sub(now) < next {
-			next = max(at.Sub(now), time.Millisecond)
-		}
-	}
-	return next, false
+	return syncResult{wakeAt: wakeAt}, nil
 }
 
 // sync makes a running pod's containers match its spec. It reports whether
 // it acted (the caller syncs again once the PLEG saw it), when a held-back
 // container may restart, and the first error.
 func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (bool, time.Time, error) {
-	if w.d.host.terminatingSibling(w, pod) {
+	if w.d.host.terminatingSibling(w.uid, pod) {
 		// Another pod of the same name (the previous version of a static
 		// pod, or a deleted API pod) is still stopping: as kubelet, start
 		// only once it is gone (its end wakes this worker).
@@ -683,47 +538,6 @@ func (w *worker) reap(ctx context.Context, rs pleg.PodStatus) {
 	}
 }
 
-// terminate stops a deleted or removed pod: every container with the grace
-// period, then (API pods) the final status and the zero-grace delete, then,
-// once the source forgot the pod, its containers, volumes and namespace.
-func (w *worker) terminate(ctx context.Context, pod *v1.Pod, removed bool, rs pleg.PodStatus) (time.Duration, bool) {
-	now := w.d.clock.Now()
-	if running := w.toStop(rs); len(running) > 0 {
-		w.probed(pod, rs) // liveness and startup probes end with the deletion
-		grace := gracePeriod(pod)
-		w.log.Info("stopping pod", "gracePeriod", grace, "containers", len(running))
-		if err := w.stopRunning(ctx, pod, running, grace); err != nil {
-			w.log.Warn("stopping pod failed; retrying", "err", err)
-			return w.retry.Step(), false
-		}
-		return 0, false
-	}
-	w.settleRequests() // nothing of the pod runs any more
-	if w.source == kubetypes.SourceAPI && !removed {
-		if w.deleted {
-			return w.d.resync, false // waiting for the API to drop it
-		}
-		st := w.setStatus(ctx, pod, rs, nil, true, now)
-		if err := w.d.status.Flush(ctx, w.uid); err != nil {
-			w.log.Warn("final pod status not written; retrying", "err", err, "phase", st.Phase)
-			return w.retry.Step(), false
-		}
-		if err := w.d.status.DeletePod(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
-			w.log.Warn("pod not deleted from the API; retrying", "err", err)
-			return w.retry.Step(), false
-		}
-		w.deleted = true
-		w.log.Info("pod stopped and deleted from the API")
-		return w.d.resync, false
-	}
-	if err := w.cleanup(ctx, pod, rs); err != nil {
-		w.log.Warn("pod cleanup failed; retrying", "err", err)
-		return w.retry.Step(), false
-	}
-	w.log.Info("pod removed")
-	return 0, true
-}
-
 // cleanup removes what the pod left: containers, volumes, network
 // namespace, its directory, its mirror pod and its status.
 func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) error {
@@ -760,6 +574,17 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 	return errors.Join(errs...)
 }
 
+// statusReport is what a worker remembers of the statuses it reported.
+type statusReport struct {
+	startTime time.Time // status.startTime
+	// seen is when the agent first saw the pod; running says the start
+	// duration was observed.
+	seen         time.Time
+	running      bool
+	backoffEvent map[string]string // container → back-off message last reported
+	messages     map[string]string // termination messages by container ID (termination.go)
+}
+
 // setStatus computes the pod's status and hands it to the status manager.
 func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, waiting map[string]status.Waiting, sandboxReady bool, now time.Time) v1.PodStatus {
 	in := status.Input{
@@ -769,10 +594,10 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 		Terminating:  pod.DeletionTimestamp != nil,
 		HostIP:       w.d.hostIP(),
 		PodIPs:       w.podIPsOf(pod),
-		StartTime:    w.startTime,
+		StartTime:    w.report.startTime,
 	}
-	if r := w.rejection; r != nil {
-		in.Rejected, in.RejectReason, in.RejectMessage = true, r.Reason, r.Message
+	if f := w.ended.failure; f != nil && f.rejected {
+		in.Rejected, in.RejectReason, in.RejectMessage = true, f.reason, f.message
 	}
 	for k, v := range w.errs {
 		in.Waiting[k] = v
@@ -789,13 +614,13 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 		}
 	}
 	st := status.Compute(w.withStatus(pod), rs, in, now)
-	if !w.reportedRunning && st.Phase == v1.PodRunning && allRunning(st.ContainerStatuses) {
-		w.reportedRunning = true
-		w.d.met.startDuration.Observe(now.Sub(w.seen).Seconds())
+	if !w.report.running && st.Phase == v1.PodRunning && allRunning(st.ContainerStatuses) {
+		w.report.running = true
+		w.d.met.startDuration.Observe(now.Sub(w.report.seen).Seconds())
 	}
 	for name, wt := range in.Waiting {
-		if wt.Reason == status.ReasonCrashLoopBackOff && w.backoffEvent[name] != wt.Message {
-			w.backoffEvent[name] = wt.Message
+		if wt.Reason == status.ReasonCrashLoopBackOff && w.report.backoffEvent[name] != wt.Message {
+			w.report.backoffEvent[name] = wt.Message
 			w.d.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
 		}
 	}

@@ -184,9 +184,10 @@ func (r *fakeRuntime) running() map[string]runtime.Container {
 type fakePLEG struct {
 	mu       sync.Mutex
 	expected []pleg.EventType
+	events   chan pleg.Event // Watch (nil: none)
 }
 
-func (p *fakePLEG) Watch() <-chan pleg.Event { return nil }
+func (p *fakePLEG) Watch() <-chan pleg.Event { return p.events }
 func (p *fakePLEG) ExpectWithin(_ types.UID, _ string, t pleg.EventType, _ time.Duration) {
 	p.mu.Lock()
 	p.expected = append(p.expected, t)
@@ -282,8 +283,8 @@ type fakeHost struct {
 	done    int
 }
 
-func (h *fakeHost) terminatingSibling(*worker, *v1.Pod) bool { return h.sibling }
-func (h *fakeHost) workerDone(*worker)                       { h.done++ }
+func (h *fakeHost) terminatingSibling(types.UID, *v1.Pod) bool { return h.sibling }
+func (h *fakeHost) workerDone(*podWorker)                      { h.done++ }
 
 type workerEnv struct {
 	t      *testing.T
@@ -325,18 +326,80 @@ func ctr(name string) v1.Container {
 	return v1.Container{Name: name, Image: "busybox:test", Command: []string{"sleep", "1d"}, ImagePullPolicy: v1.PullIfNotPresent}
 }
 
-func (e *workerEnv) worker(pod *v1.Pod, src string) *worker {
-	return newWorker(e.deps, pod, src, testlog.New(e.t))
+// testWorker is a pod's state machine with the real syncer, as the tests
+// drive them: the syncer's fields and methods, and the podWorker's
+// requests.
+type testWorker struct {
+	*worker
+	pw *podWorker
+}
+
+func (w testWorker) update(pod *v1.Pod)                                 { w.pw.update(pod) }
+func (w testWorker) remove()                                            { w.pw.remove() }
+func (w testWorker) reject(r status.Waiting)                            { w.pw.reject(r) }
+func (w testWorker) poke()                                              { w.pw.poke() }
+func (w testWorker) rejected() bool                                     { return w.pw.rejected() }
+func (w testWorker) syncOnce(ctx context.Context) (time.Duration, bool) { return w.pw.syncOnce(ctx) }
+func (w testWorker) pod() *v1.Pod                                       { p, _ := w.pw.snapshot(); return p }
+
+// terminate asks the worker to end the pod as t says and returns the
+// termination in force.
+func (w testWorker) terminate(t *termination) *termination { return w.pw.requestTermination(t) }
+
+func (e *workerEnv) worker(pod *v1.Pod, src string) testWorker {
+	pw := newPodWorkerPair(e.deps, pod, src, testlog.New(e.t))
+	return testWorker{worker: pw.sync.(*worker), pw: pw}
+}
+
+// manager makes a Manager around the env's fakes (its status manager
+// writes nowhere).
+func (e *workerEnv) manager(o Options) *Manager {
+	if o.Logger == nil {
+		o.Logger = testlog.New(e.t)
+	}
+	if o.NodeName == "" {
+		o.NodeName = "node-1"
+	}
+	if o.MaxPods == 0 {
+		o.MaxPods = 110
+	}
+	if o.NodeAnyway == nil {
+		o.NodeAnyway = func(context.Context) (*v1.Node, error) { return &v1.Node{}, nil }
+	}
+	if o.Node == nil {
+		o.Node = func() *v1.Node { return nil }
+	}
+	if o.RootDir == "" {
+		o.RootDir = e.deps.rootDir
+	}
+	if o.NetNSDir == "" {
+		o.NetNSDir, o.PodNSDir = e.deps.netnsDir, e.t.TempDir()
+	}
+	o.Runtime, o.PLEG, o.PodCache, o.Clock = e.rt, e.pleg, e.rt, e.clk
+	return newManager(o, e.deps, status.NewManager(nil, o.Logger))
+}
+
+// adopt gives workers made by e.worker to m, as if it had made them.
+func adopt(m *Manager, ws ...testWorker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range ws {
+		m.workers[w.uid] = w.pw
+	}
+}
+
+type syncer interface {
+	syncOnce(context.Context) (time.Duration, bool)
 }
 
 // sync runs one sync and returns when the worker asks to run the next.
-func (e *workerEnv) sync(w *worker) (time.Duration, bool) {
+func (e *workerEnv) sync(w syncer) (time.Duration, bool) {
 	e.t.Helper()
 	return w.syncOnce(context.Background())
 }
 
 // settle syncs until the worker stops acting at once (at most 10 syncs).
-func (e *workerEnv) settle(w *worker) (time.Duration, bool) {
+func (e *workerEnv) settle(w syncer) (time.Duration, bool) {
 	e.t.Helper()
 	for i := 0; i < 10; i++ {
 		next, done := e.sync(w)
@@ -504,7 +567,7 @@ func TestWorkerRejectedPodRunsNothing(t *testing.T) {
 
 	w := e.worker(pod, kubetypes.SourceAPI)
 	w.reject(status.Waiting{Reason: "OutOfcpu", Message: "Pod was rejected: Node didn't have enough resource: cpu"})
-	if !w.rejected.Load() || !e.rec.has("OutOfcpu") {
+	if !w.rejected() || !e.rec.has("OutOfcpu") {
 		t.Fatal("rejection not recorded")
 	}
 	e.settle(w)
@@ -691,7 +754,7 @@ func TestContainerHashIgnoresDefaultedFields(t *testing.T) {
 	ch := e.worker(testPod("img", v1.RestartPolicyAlways, c), kubetypes.SourceAPI)
 	e.settle(ch)
 	before := len(e.rt.specs)
-	newImage := ch.pod.DeepCopy()
+	newImage := ch.pod().DeepCopy()
 	newImage.Spec.Containers[0].Image = "busybox:other"
 	ch.update(newImage)
 	e.settle(ch)
@@ -705,8 +768,8 @@ func TestContainerHashIgnoresDefaultedFields(t *testing.T) {
 // a deleted one of that name is still stopping.
 func TestManagerGetPods(t *testing.T) {
 	e := newWorkerEnv(t)
-	m := &Manager{workers: map[types.UID]*worker{}, status: status.NewManager(nil, testlog.New(t))}
-	add := func(w *worker) { m.workers[w.uid] = w }
+	m := e.manager(Options{})
+	add := func(w testWorker) { adopt(m, w) }
 	old := testPod("web", v1.RestartPolicyAlways, ctr("c"))
 	old.UID = "old"
 	old.DeletionTimestamp = &metav1.Time{Time: e.clk.Now()}
@@ -714,9 +777,10 @@ func TestManagerGetPods(t *testing.T) {
 	cur := testPod("web", v1.RestartPolicyAlways, ctr("c"))
 	add(e.worker(cur, kubetypes.SourceAPI))
 	gone := e.worker(testPod("gone", v1.RestartPolicyAlways, ctr("c")), kubetypes.SourceAPI)
-	gone.removed = true
+	gone.remove()
 	add(gone)
-	add(newOrphanWorker(e.deps, runtime.PodRef{UID: "orphan", Name: "orphan", Namespace: "default"}, testlog.New(t)))
+	orphan := newOrphanWorker(e.deps, runtime.PodRef{UID: "orphan", Name: "orphan", Namespace: "default"}, testlog.New(t))
+	add(testWorker{worker: orphan.sync.(*worker), pw: orphan})
 
 	if pods := m.GetPods(); len(pods) != 2 {
 		t.Errorf("GetPods: %d pods, want the two named web", len(pods))
