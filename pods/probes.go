@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/containerspec"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/prober"
 	"github.com/nodeagent/nodeagent/pods/status"
@@ -226,7 +227,7 @@ func withProbeCommands(pod *v1.Pod) *v1.Pod {
 			}
 			oc := probedContainers(out)[i]
 			op := []*v1.Probe{oc.LivenessProbe, oc.ReadinessProbe, oc.StartupProbe}[j]
-			op.Exec.Command = expandAll(p.Exec.Command, staticEnv(c))
+			op.Exec.Command = containerspec.ExpandAll(p.Exec.Command, staticEnv(c))
 		}
 	}
 	if out == nil {
