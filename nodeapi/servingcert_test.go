@@ -22,7 +22,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	clocktesting "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/pki"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -49,7 +49,7 @@ func TestBootstrapperRenews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clocktesting.NewFakeClock(time.Now())
+	clk := testingclock.NewFakeClock(time.Now())
 	client := fake.NewClientset()
 	var created atomic.Int32
 	var last atomic.Pointer[x509.CertificateRequest]
