@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -209,7 +210,7 @@ func checkSchema(v any, t reflect.Type, p *field.Path) []schemaError {
 		}
 		fields := jsonFields(t)
 		var errs []schemaError
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			ft, ok := fields[k]
 			if !ok {
 				detail := "unknown field"
@@ -233,7 +234,7 @@ func checkSchema(v any, t reflect.Type, p *field.Path) []schemaError {
 			return invalid("must be a mapping (object)")
 		}
 		var errs []schemaError
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			e := checkSchema(m[k], t.Elem(), p.Key(k))
 			errs = append(errs, e...)
 			if unusable(e, t.Elem(), p.Key(k)) {
@@ -365,7 +366,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 // in another case, or the nearest one at edit distance ≤ 2.
 func suggest(key string, fields map[string]reflect.Type) string {
 	best, bestD := "", 3
-	for _, name := range sortedKeys(fields) {
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		if strings.EqualFold(name, key) {
 			return name
 		}
@@ -398,15 +399,6 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func jsonKind(v any) string {

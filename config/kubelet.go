@@ -2,7 +2,9 @@ package config
 
 import (
 	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"time"
 )
@@ -66,7 +68,7 @@ var kubeletLoggingSupported = map[string]bool{"format": true, "verbosity": true}
 // KubeletSupportedFields lists the KubeletConfiguration fields nodeagent
 // uses, sorted.
 func KubeletSupportedFields() []string {
-	out := sortedKeys(kubeletSupported)
+	out := slices.Sorted(maps.Keys(kubeletSupported))
 	out = append(out, "logging.format", "logging.verbosity")
 	sort.Strings(out)
 	return out
@@ -81,14 +83,14 @@ func fromKubelet(obj map[string]any) (map[string]any, []string) {
 	out := map[string]any{}
 	var unsupported []string
 	kfields := jsonFields(kubeletType)
-	for _, k := range sortedKeys(obj) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		v := obj[k]
 		switch {
 		case k == "logging":
 			lm, _ := v.(map[string]any)
 			sub := map[string]any{}
 			lfields := jsonFields(kfields["logging"])
-			for _, lk := range sortedKeys(lm) {
+			for _, lk := range slices.Sorted(maps.Keys(lm)) {
 				if !kubeletLoggingSupported[lk] {
 					unsupported = append(unsupported, "logging."+lk)
 					continue

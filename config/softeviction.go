@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +22,7 @@ func validateSoftEviction(c *NodeAgentConfiguration) (field.ErrorList, []string)
 	var warnings []string
 	errs := validateEviction(c.EvictionSoft, field.NewPath("evictionSoft"))
 	gp := field.NewPath("evictionSoftGracePeriod")
-	for _, k := range sortedKeys(c.EvictionSoft) {
+	for _, k := range slices.Sorted(maps.Keys(c.EvictionSoft)) {
 		v := c.EvictionSoft[k]
 		if v == "0%" || v == "100%" || len(validateEviction(map[string]string{k: v}, field.NewPath("evictionSoft"))) > 0 {
 			continue // ignored (as kubelet), or already an error
@@ -29,7 +31,7 @@ func validateSoftEviction(c *NodeAgentConfiguration) (field.ErrorList, []string)
 			errs = append(errs, field.Required(gp.Key(k), "grace period must be specified for the soft eviction threshold "+k))
 		}
 	}
-	for _, k := range sortedKeys(c.EvictionSoftGracePeriod) {
+	for _, k := range slices.Sorted(maps.Keys(c.EvictionSoftGracePeriod)) {
 		kp, v := gp.Key(k), c.EvictionSoftGracePeriod[k]
 		if !contains(evictionSignals, k) {
 			errs = append(errs, field.NotSupported(kp, k, evictionSignals))
@@ -47,7 +49,7 @@ func validateSoftEviction(c *NodeAgentConfiguration) (field.ErrorList, []string)
 		}
 	}
 	mp := field.NewPath("evictionMinimumReclaim")
-	for _, k := range sortedKeys(c.EvictionMinimumReclaim) {
+	for _, k := range slices.Sorted(maps.Keys(c.EvictionMinimumReclaim)) {
 		kp, v := mp.Key(k), c.EvictionMinimumReclaim[k]
 		if !contains(evictionSignals, k) {
 			errs = append(errs, field.NotSupported(kp, k, evictionSignals))

@@ -2,10 +2,12 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -183,7 +185,7 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 
 	errs = append(errs, validateCgroups(c)...)
 
-	for _, h := range sortedKeys(c.RuntimeHandlers) {
+	for _, h := range slices.Sorted(maps.Keys(c.RuntimeHandlers)) {
 		p := field.NewPath("runtimeHandlers").Key(h)
 		for _, msg := range validation.IsDNS1123Label(h) {
 			errs = append(errs, field.Invalid(p, h, msg))
@@ -256,7 +258,7 @@ func validateEndpoint(s string, p *field.Path) field.ErrorList {
 
 func validateReserved(m map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		kp := p.Key(k)
 		if !contains(reservableResources, k) {
 			errs = append(errs, field.NotSupported(kp, k, reservableResources))
@@ -276,7 +278,7 @@ func validateReserved(m map[string]string, p *field.Path) field.ErrorList {
 
 func validateEviction(m map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		kp := p.Key(k)
 		v := m[k]
 		if !contains(evictionSignals, k) {
@@ -309,7 +311,7 @@ var numericRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 
 func validateNodeLabels(m map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		kp := p.Key(k)
 		for _, msg := range validation.IsQualifiedName(k) {
 			errs = append(errs, field.Invalid(kp, k, "label key "+msg))

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
-	clocktesting "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 )
 
 // logSink sends logs to t.Logf and keeps them for assertions.
@@ -220,11 +222,11 @@ func TestWatcherSymlinkToOtherDirectory(t *testing.T) {
 func TestWatcherDebounceAndTrigger(t *testing.T) {
 	dir := t.TempDir()
 	p := writeFile(t, dir, "config.yaml", hdr)
-	fc := clocktesting.NewFakeClock(time.Now())
+	fc := testingclock.NewFakeClock(time.Now())
 	w, _ := startWatcher(t, LoadOptions{Path: p}, fc, time.Second)
 
 	writeFile(t, dir, "config.yaml", hdr+"nodeLeaseDurationSeconds: 60\n")
-	waitFor(t, "the debounce timer", fc.HasWaiters)
+	backofftest.WaitFor(t, fc.HasWaiters, "the debounce timer")
 	expectNoUpdate(t, w, 200*time.Millisecond)
 	fc.Step(time.Second)
 	if c := waitUpdate(t, w); c.NodeLeaseDurationSeconds != 60 {
@@ -252,7 +254,7 @@ func TestWatcherReload(t *testing.T) {
 	dir := t.TempDir()
 	p := writeFile(t, dir, "config.yaml", hdr)
 	log, logs := newTestLogger(t)
-	w := NewWatcher(LoadOptions{Path: p}, log, clocktesting.NewFakeClock(time.Now()), Default())
+	w := NewWatcher(LoadOptions{Path: p}, log, testingclock.NewFakeClock(time.Now()), Default())
 
 	if _, changed := w.Reload(); changed {
 		t.Errorf("Reload of an unchanged file reported a change")
@@ -276,17 +278,6 @@ func TestWatcherReload(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -304,14 +295,14 @@ func TestWatcherRetriesLostWatch(t *testing.T) {
 	parent := filepath.Join(other, "nodeagent")
 	dropIns := filepath.Join(parent, "config.d")
 	must(t, os.MkdirAll(dropIns, 0o755))
-	fc := clocktesting.NewFakeClock(time.Now())
+	fc := testingclock.NewFakeClock(time.Now())
 	w, logs := startWatcher(t, LoadOptions{Path: p, DropInDir: dropIns}, fc, time.Second)
 
 	must(t, os.RemoveAll(parent))
-	waitFor(t, "the debounce timer", fc.HasWaiters)
+	backofftest.WaitFor(t, fc.HasWaiters, "the debounce timer")
 	fc.Step(time.Second)
 	logs.waitLog(t, "Cannot watch directory; retrying", "dir="+parent, "new configuration rejected")
-	waitFor(t, "the retry timer", fc.HasWaiters)
+	backofftest.WaitFor(t, fc.HasWaiters, "the retry timer")
 
 	must(t, os.MkdirAll(dropIns, 0o755))
 	writeFile(t, dropIns, "10.conf", hdr+"nodeLeaseDurationSeconds: 60\n")
@@ -322,7 +313,7 @@ func TestWatcherRetriesLostWatch(t *testing.T) {
 	}
 	// Watched again: a change is seen through the debounce timer.
 	writeFile(t, dropIns, "10.conf", hdr+"nodeLeaseDurationSeconds: 80\n")
-	waitFor(t, "the debounce timer", fc.HasWaiters)
+	backofftest.WaitFor(t, fc.HasWaiters, "the debounce timer")
 	fc.Step(time.Second)
 	if c := waitUpdate(t, w); c.NodeLeaseDurationSeconds != 80 {
 		t.Fatalf("lease %d, want 80", c.NodeLeaseDurationSeconds)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	testclock "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	sig "github.com/nodeagent/nodeagent/internal/eviction"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
@@ -197,7 +197,7 @@ func (r *recorder) AnnotatedEventf(o k8sruntime.Object, _ map[string]string, typ
 }
 
 type fixture struct {
-	clk      *testclock.FakeClock
+	clk      *testingclock.FakeClock
 	obs      []sig.Observation // successive measurements; the last repeats
 	maxAges  []time.Duration
 	passes   atomic.Int32 // Observe calls (read by Run tests while Run runs)
@@ -212,7 +212,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, pods []*v1.Pod, usage map[string]PodUsage, obs ...sig.Observation) *fixture {
-	f := &fixture{clk: testclock.NewFakeClock(time.Unix(1e9, 0)), obs: obs, pods: pods, usage: usage}
+	f := &fixture{clk: testingclock.NewFakeClock(time.Unix(1e9, 0)), obs: obs, pods: pods, usage: usage}
 	m, err := New(Options{
 		Observe: func(maxAge time.Duration) sig.Observation {
 			f.maxAges = append(f.maxAges, maxAge)

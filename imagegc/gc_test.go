@@ -12,7 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	testclock "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/testlog"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -86,9 +86,9 @@ func (e *events) Event(_ k8sruntime.Object, typ, reason, msg string) {
 	e.evs = append(e.evs, typ+" "+reason+": "+msg)
 }
 
-func newCollector(t *testing.T, p Policy) (*Collector, *fakeFS, *testclock.FakeClock, *events) {
+func newCollector(t *testing.T, p Policy) (*Collector, *fakeFS, *testingclock.FakeClock, *events) {
 	fs := &fakeFS{images: map[string]runtime.Image{}, capacity: 1000}
-	clk := testclock.NewFakeClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ev := &events{}
 	c := New(Options{Policy: p, Runtime: fs, Usage: fs.usage, Recorder: ev, Node: &v1.Node{}, Clock: clk, Logger: testlog.New(t)})
 	return c, fs, clk, ev

@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	testclock "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/imagegc"
 	"github.com/nodeagent/nodeagent/internal/testimage"
@@ -111,7 +111,7 @@ func TestCollectorAgainstContainerd(t *testing.T) {
 	}
 	t.Logf("image filesystem: %s", root)
 
-	clk := testclock.NewFakeClock(time.Now())
+	clk := testingclock.NewFakeClock(time.Now())
 	rec := &recorder{}
 	c := imagegc.New(imagegc.Options{
 		Policy:  imagegc.Policy{HighThresholdPercent: 1, LowThresholdPercent: 0, MinAge: 2 * time.Minute},

@@ -25,7 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testenv"
@@ -886,7 +886,7 @@ func TestResyncWhileNotReady(t *testing.T) {
 	f.editConf(t, func(list map[string]any) {
 		list["plugins"] = append(list["plugins"].([]any), map[string]any{"type": "late"})
 	})
-	clk := clocktesting.NewFakeClock(time.Now())
+	clk := testingclock.NewFakeClock(time.Now())
 	n, err := New(Config{ConfDir: f.cni.ConfDir, BinDirs: append([]string{late}, f.cni.BinDirs...), CacheDir: f.cache, Logger: testLogger(t), Clock: clk, ResyncPeriod: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	clocktesting "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/internal/pki"
@@ -171,7 +171,7 @@ type testEnv struct {
 	pods  *fakePods
 	conts *fakeContainers
 	logs  string
-	clock *clocktesting.FakeClock
+	clock *testingclock.FakeClock
 }
 
 func newTestEnv(t *testing.T, mutate func(*Options)) *testEnv {
@@ -186,7 +186,7 @@ func newTestEnv(t *testing.T, mutate func(*Options)) *testEnv {
 			return s.User == "admin" || s.User == "pods-reader" && s.ResourceAttributes.Subresource == "pods"
 		}),
 		ca: ca, pods: &fakePods{}, conts: &fakeContainers{}, logs: filepath.Join(dir, "logs"),
-		clock: clocktesting.NewFakeClock(time.Now()),
+		clock: testingclock.NewFakeClock(time.Now()),
 	}
 	opts := Options{
 		NodeName: "node-a", Address: "127.0.0.1", Port: 0,

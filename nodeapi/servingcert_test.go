@@ -23,7 +23,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	clocktesting "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/certificate"
 	"github.com/nodeagent/nodeagent/internal/pki"
@@ -38,7 +38,7 @@ func TestServingManagerRenews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clocktesting.NewFakeClock(time.Now())
+	clk := testingclock.NewFakeClock(time.Now())
 	client := fake.NewClientset()
 	var created atomic.Int32
 	var last atomic.Pointer[x509.CertificateRequest]

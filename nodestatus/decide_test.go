@@ -2,6 +2,7 @@ package nodestatus
 
 import (
 	"encoding/json"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -273,7 +274,7 @@ func TestStatusPatch(t *testing.T) {
 // TestSignalConditionCoversEverySignal: every signal config accepts drives
 // a condition here, and no other.
 func TestSignalConditionCoversEverySignal(t *testing.T) {
-	if got, want := sortedKeys(signalCondition), eviction.Signals(); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+	if got, want := slices.Sorted(maps.Keys(signalCondition)), eviction.Signals(); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Errorf("signals with a condition %v, want eviction.Signals() %v", got, want)
 	}
 }

@@ -2,6 +2,8 @@ package nodestatus
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,10 +40,10 @@ type threshold struct {
 // disable a signal, as in kubelet.
 func parseThresholds(m map[string]string) ([]threshold, error) {
 	var out []threshold
-	for _, sig := range sortedKeys(m) {
+	for _, sig := range slices.Sorted(maps.Keys(m)) {
 		val := strings.TrimSpace(m[sig])
 		if _, ok := signalCondition[sig]; !ok {
-			return nil, fmt.Errorf("unsupported eviction signal %q (supported: %s)", sig, strings.Join(sortedKeys(signalCondition), ", "))
+			return nil, fmt.Errorf("unsupported eviction signal %q (supported: %s)", sig, strings.Join(slices.Sorted(maps.Keys(signalCondition)), ", "))
 		}
 		if strings.HasSuffix(val, "%") {
 			if val == "0%" || val == "100%" {
@@ -73,7 +75,7 @@ func parseThresholds(m map[string]string) ([]threshold, error) {
 // quantity (0 allowed) or a positive percentage of capacity, per signal.
 func parseMinReclaims(m map[string]string) (map[string]threshold, error) {
 	out := map[string]threshold{}
-	for _, sig := range sortedKeys(m) {
+	for _, sig := range slices.Sorted(maps.Keys(m)) {
 		val := strings.TrimSpace(m[sig])
 		if _, ok := signalCondition[sig]; !ok {
 			return nil, fmt.Errorf("unsupported eviction signal %q", sig)

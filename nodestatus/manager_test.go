@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	testclock "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/backofftest"
 )
@@ -29,7 +29,7 @@ type testEnv struct {
 	t      *testing.T
 	host   *fakeHost
 	client *fake.Clientset
-	clock  *testclock.FakeClock
+	clock  *testingclock.FakeClock
 	m      *Manager
 
 	mu          sync.Mutex
@@ -41,7 +41,7 @@ type testEnv struct {
 func newTestEnv(t *testing.T, mutate func(*Options), objects ...runtime.Object) *testEnv {
 	t.Helper()
 	e := &testEnv{t: t, host: newFakeHost(t), client: fake.NewClientset(objects...),
-		clock: testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+		clock: testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	e.images = []Image{
 		{ID: "sha256:small", Names: []string{"docker.io/library/busybox:1.36"}, SizeBytes: 2 << 20},
 		{ID: "sha256:big", Names: []string{"registry.k8s.io/pause@sha256:abc", "registry.k8s.io/pause:3.10"}, SizeBytes: 300 << 20},

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -216,7 +217,7 @@ func (o Options) validate() (*config, error) {
 		name string
 		m    map[string]string
 	}{{"systemReserved", o.SystemReserved}, {"kubeReserved", o.KubeReserved}} {
-		for _, k := range sortedKeys(r.m) {
+		for _, k := range slices.Sorted(maps.Keys(r.m)) {
 			q, err := resource.ParseQuantity(r.m[k])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s[%s]: %q: %w", r.name, k, r.m[k], err))
@@ -247,7 +248,7 @@ func (o Options) validate() (*config, error) {
 	if c.minReclaim, err = parseMinReclaims(o.EvictionMinimumReclaim); err != nil {
 		errs = append(errs, fmt.Errorf("evictionMinimumReclaim: %w", err))
 	}
-	for _, k := range sortedKeys(o.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(o.Labels)) {
 		if err := validateNodeLabel(k, o.Labels[k]); err != nil {
 			errs = append(errs, fmt.Errorf("nodeLabels: %w", err))
 		}
@@ -322,13 +323,4 @@ func validateTaint(t v1.Taint) error {
 		return fmt.Errorf("taint %q: effect %q is not one of NoSchedule, PreferNoSchedule, NoExecute", t.Key, t.Effect)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,12 +1,8 @@
 package pods
 
 import (
-	"fmt"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/nodeagent/nodeagent/runtime"
 )
 
 // PodCgroups lays out pods' cgroups as kubelet does; *cm.Manager
@@ -19,20 +15,6 @@ type PodCgroups interface {
 	RemovePod(uid types.UID) error
 	// OOMScoreAdj is the oom_score_adj of container c of pod.
 	OOMScoreAdj(pod *v1.Pod, c *v1.Container) int
-}
-
-// podCgroup puts the container in its pod's cgroup, with its OOM score.
-func (w *worker) podCgroup(pod *v1.Pod, c *v1.Container, spec *runtime.ContainerSpec) error {
-	if w.d.cgroups == nil {
-		return nil
-	}
-	parent, err := w.d.cgroups.EnsurePod(pod)
-	if err != nil {
-		return fmt.Errorf("pod cgroup: %w", err)
-	}
-	adj := w.d.cgroups.OOMScoreAdj(pod, c)
-	spec.CgroupParent, spec.OOMScoreAdj = parent, &adj
-	return nil
 }
 
 // removePodCgroup removes the pod's cgroup, wherever this or an older

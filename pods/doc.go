@@ -37,12 +37,15 @@
 // on change; a static pod's status goes to its mirror pod (package
 // mirror). Volumes are set up and torn down by package volume.
 //
-// A container's environment is made as kubelet makes it (env.go: envFrom,
-// env, valueFrom sources, service-link variables; ConfigMaps and Secrets
-// through package objcache, Services through an informer started on first
-// use), and every pod gets kubelet's /etc/hosts, resolv.conf and hostname
-// (namefiles.go, contents from package network), written in its directory
-// and bind-mounted into each container.
+// A container's runtime spec is built by package containerspec
+// (containerspec.Build) from the pod, the container and what the worker
+// resolved for it (specinputs.go): its environment's sources (envsrc.go:
+// ConfigMaps and Secrets through package objcache, Services through an
+// informer started on first use, the node's allocatable), volumes, pod
+// IPs, runtime type, cgroups and shared namespaces. Every pod gets
+// kubelet's /etc/hosts, resolv.conf and hostname (namefiles.go, contents
+// from package network), written in its directory and bind-mounted into
+// each container.
 //
 // A worker depends only on the narrow interfaces of deps.go (Runtime,
 // PLEG, PodCache, StatusSink, MirrorClient, Volumes, NetNS, Recorder,

@@ -2,7 +2,6 @@ package pods
 
 import (
 	"fmt"
-	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -48,15 +47,5 @@ func (p *plan) startEphemeral(pod *v1.Pod, named map[string]*attempts) {
 			s.pidNSOf = a.cur.Pid
 		}
 		p.start = append(p.start, s)
-	}
-}
-
-// ephemeralSpec adjusts an ephemeral container's runtime spec.
-func ephemeralSpec(s startAction, spec *runtime.ContainerSpec) {
-	if !s.ephemeral {
-		return
-	}
-	if s.pidNSOf != 0 {
-		spec.Security.PIDNSPath = "/proc/" + strconv.FormatUint(uint64(s.pidNSOf), 10) + "/ns/pid"
 	}
 }

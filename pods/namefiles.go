@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodeagent/nodeagent/network"
-	"github.com/nodeagent/nodeagent/runtime"
+	"github.com/nodeagent/nodeagent/pods/containerspec"
 )
 
 // NameSettings are the agent's settings for the pods' name-service files.
@@ -24,14 +24,6 @@ type NameSettings struct {
 	// (default /etc/hosts).
 	HostsPath string
 }
-
-// The files the agent keeps in a pod's directory: etc-hosts is kubelet's
-// name; resolv.conf and hostname are what containerd keeps per sandbox.
-const (
-	podHostsFile      = "etc-hosts"
-	podResolvConfFile = "resolv.conf"
-	podHostnameFile   = "hostname"
-)
 
 // podNames is what a worker set up of its pod's name service.
 type podNames struct {
@@ -99,9 +91,9 @@ func (w *worker) setupNameFiles(pod *v1.Pod) error {
 		have    *[]byte
 		content []byte
 	}{
-		{podHostsFile, &n.hosts, f.Hosts},
-		{podResolvConfFile, &n.resolv, f.ResolvConf},
-		{podHostnameFile, &n.hostname, f.Hostname},
+		{containerspec.HostsFile, &n.hosts, f.Hosts},
+		{containerspec.ResolvConfFile, &n.resolv, f.ResolvConf},
+		{containerspec.HostnameFile, &n.hostname, f.Hostname},
 	} {
 		if *file.have != nil && bytes.Equal(*file.have, file.content) {
 			continue
@@ -109,7 +101,7 @@ func (w *worker) setupNameFiles(pod *v1.Pod) error {
 		if err := writeInPlace(filepath.Join(dir, file.name), file.content); err != nil {
 			return err
 		}
-		if file.name == podResolvConfFile {
+		if file.name == containerspec.ResolvConfFile {
 			for _, e := range f.Events {
 				w.d.event(pod, v1.EventTypeWarning, e.Reason, e.Message)
 			}
@@ -130,29 +122,4 @@ func writeInPlace(path string, b []byte) error {
 		return fmt.Errorf("pod name-service file: %w", err)
 	}
 	return nil
-}
-
-// nameMounts are the bind mounts of the pod's name-service files into c:
-// /etc/hosts unless c mounts a volume there itself (kubelet's rule),
-// /etc/resolv.conf and /etc/hostname (containerd's, likewise skipped
-// where c mounts something).
-func (w *worker) nameMounts(c *v1.Container) []runtime.Mount {
-	if w.names.hosts == nil {
-		return nil
-	}
-	taken := map[string]bool{}
-	for _, m := range c.VolumeMounts {
-		taken[filepath.Clean(m.MountPath)] = true
-	}
-	var out []runtime.Mount
-	for _, m := range []struct{ file, target string }{
-		{podHostsFile, network.EtcHostsPath},
-		{podResolvConfFile, network.EtcResolvConfPath},
-		{podHostnameFile, network.EtcHostnamePath},
-	} {
-		if !taken[m.target] {
-			out = append(out, runtime.Mount{HostPath: filepath.Join(w.podDir(), m.file), ContainerPath: m.target})
-		}
-	}
-	return out
 }

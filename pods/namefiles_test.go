@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/pods/containerspec"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -31,8 +32,6 @@ func TestWorkerNameFiles(t *testing.T) {
 
 	e := newWorkerEnv(t)
 	e.deps.names = NameSettings{ClusterDNS: []string{"10.96.0.10"}, ClusterDomain: "cluster.local", ResolvConf: hostResolv, HostsPath: nodeHosts}
-	own := ctr("own")
-	own.VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/etc/hosts"}}
 	pod := testPod("web", v1.RestartPolicyAlways, ctr("a"))
 	pod.Spec.Hostname, pod.Spec.Subdomain = "h", "sub"
 	pod.Spec.SetHostnameAsFQDN = utilptr.To(true)
@@ -49,7 +48,7 @@ func TestWorkerNameFiles(t *testing.T) {
 		}
 		return string(b)
 	}
-	hosts := read(podHostsFile)
+	hosts := read(containerspec.HostsFile)
 	for _, want := range []string{"127.0.0.1\tlocalhost\n", "10.0.0.5\th.sub.default.svc.cluster.local\th\n",
 		"# Entries added by HostAliases.\n192.0.2.9\tfoo\tbar\n"} {
 		if !strings.Contains(hosts, want) {
@@ -57,10 +56,10 @@ func TestWorkerNameFiles(t *testing.T) {
 		}
 	}
 	wantResolv := "search default.svc.cluster.local svc.cluster.local cluster.local corp.example\nnameserver 10.96.0.10\noptions ndots:5\n"
-	if got := read(podResolvConfFile); got != wantResolv {
+	if got := read(containerspec.ResolvConfFile); got != wantResolv {
 		t.Errorf("resolv.conf:\n%s\nwant:\n%s", got, wantResolv)
 	}
-	if got := read(podHostnameFile); got != "h.sub.default.svc.cluster.local\n" {
+	if got := read(containerspec.HostnameFile); got != "h.sub.default.svc.cluster.local\n" {
 		t.Errorf("hostname file %q", got)
 	}
 
@@ -76,31 +75,24 @@ func TestWorkerNameFiles(t *testing.T) {
 		return m
 	}
 	a := targets(specs["a"])
-	for file, target := range map[string]string{podHostsFile: "/etc/hosts", podResolvConfFile: "/etc/resolv.conf", podHostnameFile: "/etc/hostname"} {
+	for file, target := range map[string]string{containerspec.HostsFile: "/etc/hosts", containerspec.ResolvConfFile: "/etc/resolv.conf", containerspec.HostnameFile: "/etc/hostname"} {
 		if a[target] != filepath.Join(w.podDir(), file) {
 			t.Errorf("container a: %s mounted from %q, want the pod's %s", target, a[target], file)
 		}
-	}
-	ownMounts := targets(runtime.ContainerSpec{Mounts: w.nameMounts(&own)})
-	if _, ok := ownMounts["/etc/hosts"]; ok {
-		t.Error("a container that mounts /etc/hosts itself got the pod's hosts file")
-	}
-	if _, ok := ownMounts["/etc/resolv.conf"]; !ok {
-		t.Error("a container that mounts /etc/hosts itself: no resolv.conf mount")
 	}
 	if h := specs["a"].Hostname; h != "h.sub.default.svc.cluster.local" {
 		t.Errorf("UTS hostname %q, want the FQDN (setHostnameAsFQDN)", h)
 	}
 
 	// A change is written in place (the bind mounts keep the inode).
-	before, _ := os.Stat(filepath.Join(w.podDir(), podHostsFile))
+	before, _ := os.Stat(filepath.Join(w.podDir(), containerspec.HostsFile))
 	pod2 := pod.DeepCopy()
 	pod2.Spec.HostAliases = append(pod2.Spec.HostAliases, v1.HostAlias{IP: "192.0.2.10", Hostnames: []string{"baz"}})
 	if err := w.setupNameFiles(pod2); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := os.Stat(filepath.Join(w.podDir(), podHostsFile))
-	if !os.SameFile(before, after) || !strings.Contains(read(podHostsFile), "192.0.2.10\tbaz\n") {
+	after, _ := os.Stat(filepath.Join(w.podDir(), containerspec.HostsFile))
+	if !os.SameFile(before, after) || !strings.Contains(read(containerspec.HostsFile), "192.0.2.10\tbaz\n") {
 		t.Errorf("hosts file not rewritten in place")
 	}
 
@@ -111,11 +103,11 @@ func TestWorkerNameFiles(t *testing.T) {
 	hp.Spec.HostAliases = []v1.HostAlias{{IP: "192.0.2.9", Hostnames: []string{"foo"}}}
 	hw := e.worker(hp, kubetypes.SourceAPI)
 	e.settle(hw)
-	b, _ := os.ReadFile(filepath.Join(hw.podDir(), podHostsFile))
+	b, _ := os.ReadFile(filepath.Join(hw.podDir(), containerspec.HostsFile))
 	if !strings.Contains(string(b), "192.0.2.1 node-1\n") || !strings.Contains(string(b), "192.0.2.9\tfoo\n") {
 		t.Errorf("host-network hosts file:\n%s", b)
 	}
-	b, _ = os.ReadFile(filepath.Join(hw.podDir(), podResolvConfFile))
+	b, _ = os.ReadFile(filepath.Join(hw.podDir(), containerspec.ResolvConfFile))
 	if string(b) != "search corp.example\nnameserver 192.0.2.53\n" {
 		t.Errorf("host-network Default resolv.conf:\n%s", b)
 	}

@@ -229,17 +229,23 @@ func (w *worker) podNamespacePaths(p podNSPlan) runtime.PodNamespaces {
 	return out
 }
 
-// joinPodNamespaces makes a container join its pod's namespaces (after
-// its security settings are applied: they hold the PID namespace).
-func (w *worker) joinPodNamespaces(pod *v1.Pod, spec *runtime.ContainerSpec) {
+// podNamespacesOf are the pod's namespaces its containers join, and its
+// PID namespace ("": none; held by its pause process).
+func (w *worker) podNamespacesOf(pod *v1.Pod) (runtime.PodNamespaces, string) {
 	if w.d.podNS == nil {
-		return
+		return runtime.PodNamespaces{}, ""
 	}
 	p := podNamespacesFor(pod, w.names.utsHostname)
-	spec.PodNamespaces = w.podNamespacePaths(p)
+	var pidNS string
 	if p.pause && w.sandbox.pausePID != 0 {
-		spec.Security.PIDNSPath = "/proc/" + strconv.FormatUint(uint64(w.sandbox.pausePID), 10) + "/ns/pid"
+		pidNS = pidNSPath(w.sandbox.pausePID)
 	}
+	return w.podNamespacePaths(p), pidNS
+}
+
+// pidNSPath is the PID namespace of process pid.
+func pidNSPath(pid uint32) string {
+	return "/proc/" + strconv.FormatUint(uint64(pid), 10) + "/ns/pid"
 }
 
 // teardownPodNamespaces stops and removes the pod's pause containers and

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/containerspec"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/prober"
 	"github.com/nodeagent/nodeagent/pods/status"
@@ -65,7 +66,7 @@ func (w *worker) probed(pod *v1.Pod, rs pleg.PodStatus) map[string]status.Probed
 	}
 	cur := byName(rs)
 	var cs []prober.Container
-	for _, c := range probedContainers(pod) {
+	for _, c := range kubetypes.ProbedContainers(pod) {
 		pc := prober.Container{Name: c.Name}
 		if a := cur[c.Name]; a != nil {
 			pc.ID, pc.StartedAt = a.cur.ID, a.cur.StartedAt
@@ -215,7 +216,7 @@ func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatu
 // ExpandContainerCommandOnlyStatic); pod itself when there are none.
 func withProbeCommands(pod *v1.Pod) *v1.Pod {
 	var out *v1.Pod
-	for i, c := range probedContainers(pod) {
+	for i, c := range kubetypes.ProbedContainers(pod) {
 		for j, p := range []*v1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
 			if p == nil || p.Exec == nil || !hasRef(p.Exec.Command) {
 				continue
@@ -223,9 +224,9 @@ func withProbeCommands(pod *v1.Pod) *v1.Pod {
 			if out == nil {
 				out = pod.DeepCopy()
 			}
-			oc := probedContainers(out)[i]
+			oc := kubetypes.ProbedContainers(out)[i]
 			op := []*v1.Probe{oc.LivenessProbe, oc.ReadinessProbe, oc.StartupProbe}[j]
-			op.Exec.Command = expandAll(p.Exec.Command, staticEnv(c))
+			op.Exec.Command = containerspec.ExpandAll(p.Exec.Command, staticEnv(c))
 		}
 	}
 	if out == nil {

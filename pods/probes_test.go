@@ -13,7 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	testclock "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
@@ -67,7 +67,7 @@ func (p *fakeProber) Unhealthy(uid types.UID) []prober.Kill {
 
 // fakeHooks records hooks; a hook "takes" took on the fake clock.
 type fakeHooks struct {
-	clk   *testclock.FakeClock
+	clk   *testingclock.FakeClock
 	took  time.Duration
 	fail  bool
 	ran   []string

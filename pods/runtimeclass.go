@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/pods/containerspec"
 )
 
 // runtimeClassHandler returns the handler of a RuntimeClass (from the API
@@ -22,39 +24,13 @@ func apiRuntimeClassHandler(c RuntimeClassGetter) runtimeClassHandler {
 	}
 }
 
-// runtimeTypeFor resolves a pod's runtimeClassName to the containerd
-// runtime type of its handler ("" for a pod without one: the default).
-// A handler the node does not have is containerd's error, which kubelet
-// reports as FailedCreatePodSandBox.
-func runtimeTypeFor(ctx context.Context, pod *v1.Pod, lookup runtimeClassHandler, handlers map[string]string) (string, error) {
-	if pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName == "" {
-		return "", nil
-	}
-	if lookup == nil {
-		return "", fmt.Errorf("RuntimeClass %q: no API server to look it up", *pod.Spec.RuntimeClassName)
-	}
-	h, err := lookup(ctx, *pod.Spec.RuntimeClassName)
-	if err != nil {
-		return "", err
-	}
-	t, ok := handlers[h]
-	if !ok {
-		return "", errNoRuntime(h)
-	}
-	return t, nil
-}
-
-func errNoRuntime(h string) error {
-	return fmt.Errorf("failed to get sandbox runtime: no runtime for %q is configured", h)
-}
-
 // resolveRuntime sets the worker's runtime type from the pod's
 // RuntimeClass, once (a pod's runtimeClassName does not change).
 func (w *worker) resolveRuntime(ctx context.Context, pod *v1.Pod) error {
 	if w.runtimeResolved {
 		return nil
 	}
-	t, err := runtimeTypeFor(ctx, pod, w.d.runtimeClass, w.d.runtimeHandlers)
+	t, err := containerspec.RuntimeType(ctx, pod, w.d.runtimeClass, w.d.runtimeHandlers)
 	if err != nil {
 		return err
 	}

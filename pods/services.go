@@ -2,6 +2,7 @@ package pods
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -13,6 +14,10 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
+
+// errServicesNotRead is kubelet's error while its Service informer has
+// not listed the Services once.
+var errServicesNotRead = errors.New("services have not yet been read at least once, cannot construct envvars")
 
 // serviceSyncWait bounds how long a container start waits for the first
 // list of Services before it fails with kubelet's error (and is retried).

@@ -283,18 +283,3 @@ func (w *worker) sidecarStarted(name, id string) bool {
 	p, ok := w.d.probes.Status(w.uid, name, id)
 	return !ok || p.Started
 }
-
-// probedContainers are the containers of pod that may have probes: its
-// sidecars and its regular containers.
-func probedContainers(pod *v1.Pod) []*v1.Container {
-	var out []*v1.Container
-	for i := range pod.Spec.InitContainers {
-		if kubetypes.IsSidecar(&pod.Spec.InitContainers[i]) {
-			out = append(out, &pod.Spec.InitContainers[i])
-		}
-	}
-	for i := range pod.Spec.Containers {
-		out = append(out, &pod.Spec.Containers[i])
-	}
-	return out
-}

@@ -2,19 +2,16 @@ package pods
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/containerspec"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -32,42 +29,7 @@ const (
 // LabelTerminationMessagePath is the label holding the host file a
 // container's terminationMessagePath is bind-mounted from, so that its
 // message is found again after an agent restart.
-const LabelTerminationMessagePath = "io.nodeagent.termination-message-path"
-
-// terminationMount gives a container a fresh, empty, world-writable host
-// file at its terminationMessagePath, as kubelet:
-// <pod dir>/containers/<name>/<random>.
-func (w *worker) terminationMount(c *v1.Container, spec *runtime.ContainerSpec) error {
-	if c.TerminationMessagePath == "" {
-		return nil
-	}
-	dir := filepath.Join(w.podDir(), "containers", c.Name)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("termination message file: %w", err)
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	host := filepath.Join(dir, hex.EncodeToString(b))
-	f, err := os.Create(host)
-	if err != nil {
-		return fmt.Errorf("termination message file: %w", err)
-	}
-	f.Close()
-	// Whatever the umask, any user of the container may write it.
-	if err := os.Chmod(host, 0o666); err != nil {
-		return fmt.Errorf("termination message file: %w", err)
-	}
-	path := c.TerminationMessagePath
-	if !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
-	spec.Mounts = append(spec.Mounts, runtime.Mount{HostPath: host, ContainerPath: path})
-	if spec.Labels == nil {
-		spec.Labels = map[string]string{}
-	}
-	spec.Labels[LabelTerminationMessagePath] = host
-	return nil
-}
+const LabelTerminationMessagePath = containerspec.LabelTerminationMessagePath
 
 // terminationMessages returns the termination messages of the pod's
 // exited containers by container ID. A message is read once, when its

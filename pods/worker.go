@@ -18,9 +18,9 @@ import (
 
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/containerspec"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/status"
-	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -333,12 +333,10 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		w.errs[c.Name] = status.Waiting{Reason: reason, Message: err.Error()}
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
-	spec, err := w.containerSpec(ctx, pod, c, s.attempt, vols)
+	in, err := w.specInputs(ctx, pod, s, vols)
+	var spec runtime.ContainerSpec
 	if err == nil {
-		spec.RuntimeType = w.runtimeType
-		err = w.applySecurity(ctx, pod, c, &spec)
-		w.joinPodNamespaces(pod, &spec)
-		ephemeralSpec(s, &spec)
+		spec, err = containerspec.Build(ctx, pod, c, in)
 	}
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reasonCreateContainerConfig, Message: err.Error()}
@@ -399,71 +397,6 @@ func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) 
 	return w.pull(ctx, pod, c)
 }
 
-// containerSpec turns a pod's container into what the runtime creates.
-func (w *worker) containerSpec(ctx context.Context, pod *v1.Pod, c *v1.Container, attempt uint32, vols map[string]string) (runtime.ContainerSpec, error) {
-	env, err := w.envOf(ctx, pod, c)
-	if err != nil {
-		return runtime.ContainerSpec{}, err
-	}
-	lookup := envLookup(env)
-	mounts, err := volume.ContainerMountsWithSubPaths(w.podDir(), c, vols, subPathExpander(lookup))
-	if err != nil {
-		return runtime.ContainerSpec{}, err
-	}
-	spec := runtime.ContainerSpec{
-		Pod:         runtime.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace},
-		Name:        c.Name,
-		Attempt:     attempt,
-		Image:       c.Image,
-		Command:     expandAll(c.Command, lookup),
-		Args:        expandAll(c.Args, lookup),
-		Env:         env,
-		WorkingDir:  c.WorkingDir,
-		Mounts:      mounts,
-		Resources:   resourcesOf(c),
-		LogPath:     w.logPath(pod, c.Name, attempt),
-		HostNetwork: pod.Spec.HostNetwork,
-		Labels:      map[string]string{LabelContainerHash: containerHash(c)},
-		Hostname:    w.names.utsHostname,
-	}
-	spec.Mounts = append(spec.Mounts, w.nameMounts(c)...)
-	if err := w.podCgroup(pod, c, &spec); err != nil {
-		return runtime.ContainerSpec{}, err
-	}
-	w.withStdio(c, &spec)
-	if !pod.Spec.HostNetwork {
-		spec.NetNSPath = w.netnsPath()
-	}
-	if err := w.terminationMount(c, &spec); err != nil {
-		return runtime.ContainerSpec{}, err
-	}
-	return spec, nil
-}
-
-func expandAll(in []string, lookup func(string) (string, bool)) []string {
-	if in == nil {
-		return nil
-	}
-	out := make([]string, len(in))
-	for i, s := range in {
-		out[i] = expand(s, lookup)
-	}
-	return out
-}
-
-func envLookup(env []string) func(string) (string, bool) {
-	m := make(map[string]string, len(env))
-	for _, kv := range env {
-		for i := 0; i < len(kv); i++ {
-			if kv[i] == '=' {
-				m[kv[:i]] = kv[i+1:]
-				break
-			}
-		}
-	}
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
-
 // podIPsOf is status.podIPs: the host's IP for hostNetwork pods, else what
 // the pod network gave the pod (none without one).
 func (w *worker) podIPsOf(pod *v1.Pod) []string {
@@ -478,42 +411,6 @@ func (w *worker) podIPsOf(pod *v1.Pod) []string {
 
 func (w *worker) netRef(pod *v1.Pod) network.PodRef {
 	return network.PodRef{Namespace: pod.Namespace, Name: pod.Name, UID: w.uid}
-}
-
-// resourcesOf maps requests and limits to cgroup limits as kubelet does:
-// cpu request → shares (min 2), cpu limit → CFS quota over 100ms, memory
-// limit → memory limit.
-func resourcesOf(c *v1.Container) runtime.Resources {
-	var r runtime.Resources
-	cpuReq := c.Resources.Requests.Cpu()
-	if cpuReq.IsZero() {
-		cpuReq = c.Resources.Limits.Cpu()
-	}
-	r.CPUShares = milliCPUToShares(cpuReq.MilliValue())
-	if l, ok := c.Resources.Limits[v1.ResourceCPU]; ok && !l.IsZero() {
-		const period = 100000
-		q := l.MilliValue() * period / 1000
-		if q < 1000 {
-			q = 1000
-		}
-		r.CPUQuota, r.CPUPeriod = q, period
-	}
-	if l, ok := c.Resources.Limits[v1.ResourceMemory]; ok && !l.IsZero() {
-		r.MemoryLimitBytes = l.Value()
-	}
-	return r
-}
-
-func milliCPUToShares(milli int64) uint64 {
-	const minShares, sharesPerCPU = 2, 1024
-	if milli == 0 {
-		return minShares
-	}
-	s := milli * sharesPerCPU / 1000
-	if s < minShares {
-		return minShares
-	}
-	return uint64(s)
 }
 
 // stop stops one container with a grace period, expecting its death. It

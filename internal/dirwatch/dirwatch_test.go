@@ -2,7 +2,6 @@ package dirwatch
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math"
 	"os"
@@ -15,7 +14,9 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clocktesting "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 )
 
 // manifestName is the static pod source's filter, the harder of the two
@@ -95,7 +96,7 @@ func (s *logSink) Write(p []byte) (int, error) {
 // waitFor waits until the logs contain every string of want.
 func (s *logSink) waitFor(t *testing.T, want ...string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("logs with %q", want), func() bool {
+	backofftest.WaitFor(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, w := range want {
@@ -104,7 +105,7 @@ func (s *logSink) waitFor(t *testing.T, want ...string) {
 			}
 		}
 		return true
-	})
+	}, "logs with %q", want)
 }
 
 // start runs a Watcher on o until the end of the test.
@@ -150,17 +151,6 @@ func noNotify(t *testing.T, w *Watcher, what string) {
 	case <-w.C():
 		t.Fatalf("unexpected notification: %s", what)
 	default:
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -252,13 +242,13 @@ func TestInotify(t *testing.T) {
 	a := filepath.Join(dir, "a.yaml")
 	write(t, a, "v1")
 	waitNotify(t, w, "a created")
-	eventually(t, "a.yaml relevant", func() bool { return obs.has(a, true) })
+	backofftest.WaitFor(t, func() bool { return obs.has(a, true) }, "a.yaml relevant")
 
 	// Editor and hidden files are seen but ignored.
 	for _, name := range []string{".a.yaml.swp", "a.yaml~", "4913", "notes.txt"} {
 		p := filepath.Join(dir, name)
 		write(t, p, "x")
-		eventually(t, name+" ignored", func() bool { return obs.has(p, false) })
+		backofftest.WaitFor(t, func() bool { return obs.has(p, false) }, "%s", name+" ignored")
 		if obs.has(p, true) {
 			t.Errorf("%s counted as a change", name)
 		}
@@ -278,7 +268,7 @@ func TestInotify(t *testing.T) {
 	b := filepath.Join(dir, "b.yaml")
 	write(t, b, "v1")
 	waitNotify(t, w, "b created in the re-created directory")
-	eventually(t, "b.yaml relevant", func() bool { return obs.has(b, true) })
+	backofftest.WaitFor(t, func() bool { return obs.has(b, true) }, "b.yaml relevant")
 
 	// The directory moved away and created again: the new one is watched,
 	// not the old one that the watch followed.
@@ -289,7 +279,7 @@ func TestInotify(t *testing.T) {
 	c := filepath.Join(dir, "c.yaml")
 	write(t, c, "v1")
 	waitNotify(t, w, "c created in the new directory")
-	eventually(t, "c.yaml relevant", func() bool { return obs.has(c, true) })
+	backofftest.WaitFor(t, func() bool { return obs.has(c, true) }, "c.yaml relevant")
 }
 
 // TestDirectoryAppears starts with the directory missing: its parent is
@@ -307,7 +297,7 @@ func TestDirectoryAppears(t *testing.T) {
 	waitNotify(t, w, "the initial notification")
 	other := filepath.Join(parent, "unrelated")
 	write(t, other, "x")
-	eventually(t, "the parent's other entries ignored", func() bool { return obs.has(other, false) })
+	backofftest.WaitFor(t, func() bool { return obs.has(other, false) }, "the parent's other entries ignored")
 
 	must(t, os.Remove(dir))
 	waitNotify(t, w, "the file removed")
@@ -316,14 +306,14 @@ func TestDirectoryAppears(t *testing.T) {
 	f := filepath.Join(dir, "10.conf")
 	write(t, f, "x")
 	waitNotify(t, w, "a file in the new directory")
-	eventually(t, "10.conf relevant", func() bool { return obs.has(f, true) })
+	backofftest.WaitFor(t, func() bool { return obs.has(f, true) }, "10.conf relevant")
 }
 
 // TestDebounce uses a fake clock: the notification comes Debounce after
 // the change, not before.
 func TestDebounce(t *testing.T) {
 	dir := t.TempDir()
-	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fc := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	w, obs := start(t, Options{
 		Dirs:     func() []string { return []string{dir} },
 		Debounce: time.Second,
@@ -339,13 +329,13 @@ func TestDebounce(t *testing.T) {
 	// one would arm the timer again after the step).
 	p := filepath.Join(dir, "a")
 	must(t, os.Mkdir(p, 0o755))
-	eventually(t, "the event", func() bool { return obs.has(p, true) })
-	eventually(t, "the debounce timer", fc.HasWaiters)
+	backofftest.WaitFor(t, func() bool { return obs.has(p, true) }, "the event")
+	backofftest.WaitFor(t, fc.HasWaiters, "the debounce timer")
 	fc.Step(time.Second - time.Millisecond)
 	noNotify(t, w, "before the debounce period passed")
 	fc.Step(time.Millisecond)
 	waitNotify(t, w, "after the debounce period")
-	eventually(t, "the debounce timer to go", func() bool { return !fc.HasWaiters() })
+	backofftest.WaitFor(t, func() bool { return !fc.HasWaiters() }, "the debounce timer to go")
 }
 
 // TestBurstBound uses a fake clock: a burst that never goes quiet is
@@ -353,7 +343,7 @@ func TestDebounce(t *testing.T) {
 // inotify event, so the test knows when Run has seen it.
 func TestBurstBound(t *testing.T) {
 	dir := t.TempDir()
-	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fc := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	const ms = time.Millisecond
 	w, obs := start(t, Options{
 		Dirs:     func() []string { return []string{dir} },
@@ -367,14 +357,14 @@ func TestBurstBound(t *testing.T) {
 		t.Helper()
 		p := filepath.Join(dir, name)
 		must(t, os.Mkdir(p, 0o755))
-		eventually(t, "the event on "+name, func() bool { return obs.has(p, true) })
+		backofftest.WaitFor(t, func() bool { return obs.has(p, true) }, "%s", "the event on "+name)
 	}
 	// step moves the clock, then waits for the debounce timer to be
 	// armed again (it fires and re-arms itself while the burst goes on).
 	step := func(d time.Duration) {
 		t.Helper()
 		fc.Step(d)
-		eventually(t, "the debounce timer", fc.HasWaiters)
+		backofftest.WaitFor(t, fc.HasWaiters, "the debounce timer")
 		noNotify(t, w, "within the burst")
 	}
 
@@ -402,7 +392,7 @@ func TestRetry(t *testing.T) {
 	base := t.TempDir()
 	parent := filepath.Join(base, "etc")
 	dir := filepath.Join(parent, "config.d")
-	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fc := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	logs := &logSink{t: t}
 	w, obs := start(t, Options{
 		Dirs:     func() []string { return []string{dir} },
@@ -413,14 +403,14 @@ func TestRetry(t *testing.T) {
 	})
 	waitNotify(t, w, "the initial notification")
 	logs.waitFor(t, "Cannot watch directory; retrying", "dir="+parent)
-	eventually(t, "the retry timer", fc.HasWaiters)
+	backofftest.WaitFor(t, fc.HasWaiters, "the retry timer")
 
 	for _, delay := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
 		fc.Step(delay - time.Millisecond)
 		noNotify(t, w, "before the retry delay "+delay.String())
 		fc.Step(time.Millisecond)
 		waitNotify(t, w, "the retry after "+delay.String())
-		eventually(t, "the next retry timer", fc.HasWaiters)
+		backofftest.WaitFor(t, fc.HasWaiters, "the next retry timer")
 	}
 
 	// Created meanwhile: only the next retry can see it.
@@ -428,22 +418,22 @@ func TestRetry(t *testing.T) {
 	fc.Step(4 * time.Second)
 	waitNotify(t, w, "the retry that finds the directory")
 	logs.waitFor(t, "Watching every directory again")
-	eventually(t, "no timer once everything is watched", func() bool { return !fc.HasWaiters() })
+	backofftest.WaitFor(t, func() bool { return !fc.HasWaiters() }, "no timer once everything is watched")
 
 	p := filepath.Join(dir, "10.d") // a mkdir: one event, see TestDebounce
 	must(t, os.Mkdir(p, 0o755))
-	eventually(t, "the event", func() bool { return obs.has(p, true) })
-	eventually(t, "the debounce timer", fc.HasWaiters)
+	backofftest.WaitFor(t, func() bool { return obs.has(p, true) }, "the event")
+	backofftest.WaitFor(t, fc.HasWaiters, "the debounce timer")
 	fc.Step(time.Second)
 	waitNotify(t, w, "the change in the watched directory")
 
 	// Lost again: the back-off starts over at 1s.
 	must(t, os.RemoveAll(parent))
-	eventually(t, "the removal", func() bool { return obs.has(dir, true) })
-	eventually(t, "the debounce timer", fc.HasWaiters)
+	backofftest.WaitFor(t, func() bool { return obs.has(dir, true) }, "the removal")
+	backofftest.WaitFor(t, fc.HasWaiters, "the debounce timer")
 	fc.Step(time.Second)
 	waitNotify(t, w, "the removal")
-	eventually(t, "the retry timer", fc.HasWaiters)
+	backofftest.WaitFor(t, fc.HasWaiters, "the retry timer")
 	fc.Step(time.Second)
 	waitNotify(t, w, "the first retry, 1s after the failure")
 }
@@ -451,7 +441,7 @@ func TestRetry(t *testing.T) {
 // TestRescanAndTrigger: the periodic notification, and Trigger's.
 func TestRescanAndTrigger(t *testing.T) {
 	dir := t.TempDir()
-	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fc := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	w, _ := start(t, Options{
 		Dirs:     func() []string { return []string{dir} },
 		Debounce: time.Second,
@@ -460,7 +450,7 @@ func TestRescanAndTrigger(t *testing.T) {
 		Clock:    fc,
 	})
 	waitNotify(t, w, "the initial notification")
-	eventually(t, "the rescan ticker", fc.HasWaiters)
+	backofftest.WaitFor(t, fc.HasWaiters, "the rescan ticker")
 	fc.Step(time.Minute - time.Millisecond)
 	noNotify(t, w, "before the rescan period")
 	fc.Step(time.Millisecond)
@@ -491,7 +481,7 @@ func TestDirsChange(t *testing.T) {
 	write(t, old, "x")
 	write(t, p, "x")
 	waitNotify(t, w, "the change in the new directory")
-	eventually(t, "the event in the new directory", func() bool { return obs.has(p, true) })
+	backofftest.WaitFor(t, func() bool { return obs.has(p, true) }, "the event in the new directory")
 	if obs.has(old, true) || obs.has(old, false) {
 		t.Errorf("an event in the directory no longer returned was seen")
 	}
@@ -510,7 +500,7 @@ func TestCoalesce(t *testing.T) {
 		w.Trigger()
 		write(t, filepath.Join(dir, "f"), strings.Repeat("x", i))
 	}
-	eventually(t, "a pending notification", func() bool { return len(w.C()) == 1 })
+	backofftest.WaitFor(t, func() bool { return len(w.C()) == 1 }, "a pending notification")
 	// The watcher still runs: after the pending one is taken, a new
 	// change notifies again.
 	<-w.C()

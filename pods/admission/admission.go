@@ -191,7 +191,7 @@ var podSpecChecks = []check[v1.PodSpec]{
 }
 
 // podSecurityContextAccepted: the pod's securityContext fields nodeagent
-// applies as kubelet does (see pods.containerSecurity). sysctls and
+// applies as kubelet does (see containerspec.containerSecurity). sysctls and
 // appArmorProfile pass AdmitSecurity first; seLinuxOptions and
 // seLinuxChangePolicy are refused by AdmitSecurity on SELinux hosts and
 // ignored elsewhere (as a runtime without SELinux does); windowsOptions

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	testclock "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
@@ -143,7 +143,7 @@ func TestNode(t *testing.T) {
 	write(filepath.Join(root, "config.json"), `{not json`)
 	write(filepath.Join(home, ".docker", "config.json"), `{"auths":{"r.io":{"auth":"`+b64("home:1")+`"}}}`)
 	write(filepath.Join(root, ".dockercfg"), `{"r.io":{"username":"cfg","password":"2"}}`)
-	clk := testclock.NewFakeClock(time.Unix(1000, 0))
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	n := &Node{Paths: NodePaths(root, home), Clock: clk}
 	users := func() []string {
 		var out []string

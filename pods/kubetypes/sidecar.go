@@ -19,3 +19,19 @@ func HasSidecar(pod *v1.Pod) bool {
 	}
 	return false
 }
+
+// ProbedContainers are the containers of pod that may have probes: its
+// sidecars and its regular containers (the API refuses probes on other
+// init containers).
+func ProbedContainers(pod *v1.Pod) []*v1.Container {
+	var out []*v1.Container
+	for i := range pod.Spec.InitContainers {
+		if IsSidecar(&pod.Spec.InitContainers[i]) {
+			out = append(out, &pod.Spec.InitContainers[i])
+		}
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, &pod.Spec.Containers[i])
+	}
+	return out
+}

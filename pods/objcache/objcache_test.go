@@ -17,17 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 	"github.com/nodeagent/nodeagent/internal/testlog"
 )
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
 
 func TestSecretsWatched(t *testing.T) {
 	ctx := context.Background()
@@ -66,12 +58,12 @@ func TestSecretsWatched(t *testing.T) {
 	if _, ok := selectors.Load("metadata.name=s"); !ok {
 		t.Error("the list did not select the object by name")
 	}
-	waitFor(t, "the watch", func() bool { return watches.Load() == 1 })
+	backofftest.WaitFor(t, func() bool { return watches.Load() == 1 }, "the watch")
 	// Created: the users hear of it and Get answers from memory.
 	if _, err := client.CoreV1().Secrets("ns").Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}, Data: map[string][]byte{"k": []byte("v")}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the change", func() bool { return nChanges() == 1 })
+	backofftest.WaitFor(t, func() bool { return nChanges() == 1 }, "the change")
 	if _, err := c.Get(ctx, "pod-b", "ns", "s"); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +80,7 @@ func TestSecretsWatched(t *testing.T) {
 	if _, err := client.CoreV1().Secrets("ns").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the update", func() bool { return nChanges() == 2 })
+	backofftest.WaitFor(t, func() bool { return nChanges() == 2 }, "the update")
 	mu.Lock()
 	if len(changes[1]) != 2 {
 		t.Errorf("update told %v, want both pods", changes[1])
@@ -102,7 +94,7 @@ func TestSecretsWatched(t *testing.T) {
 	if err := client.CoreV1().Secrets("ns").Delete(ctx, "s", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the deletion", func() bool { return nChanges() == 3 })
+	backofftest.WaitFor(t, func() bool { return nChanges() == 3 }, "the deletion")
 	if _, err := c.Get(ctx, "pod-a", "ns", "s"); !apierrors.IsNotFound(err) {
 		t.Errorf("Get after delete = %v", err)
 	}

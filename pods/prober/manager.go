@@ -114,7 +114,7 @@ func (m *Manager) SetPod(pod *v1.Pod, podIP string, cs []Container) {
 			}
 		}
 	}
-	for _, c := range probedContainers(pod) {
+	for _, c := range kubetypes.ProbedContainers(pod) {
 		for k, p := range map[Kind]*v1.Probe{Liveness: c.LivenessProbe, Readiness: c.ReadinessProbe, Startup: c.StartupProbe} {
 			key := workerKey{c.Name, k}
 			if p == nil || e.workers[key] != nil {
@@ -133,7 +133,7 @@ func (m *Manager) SetPod(pod *v1.Pod, podIP string, cs []Container) {
 }
 
 func hasProbes(pod *v1.Pod) bool {
-	for _, c := range probedContainers(pod) {
+	for _, c := range kubetypes.ProbedContainers(pod) {
 		if c.LivenessProbe != nil || c.ReadinessProbe != nil || c.StartupProbe != nil {
 			return true
 		}

@@ -18,7 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	testclock "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -254,7 +254,7 @@ func TestTCPAndGRPCProbes(t *testing.T) {
 // container starts and then every period; results reach OnChange and
 // Status; a liveness failure makes the container Unhealthy.
 func TestManager(t *testing.T) {
-	clk := testclock.NewFakeClock(t0)
+	clk := testingclock.NewFakeClock(t0)
 	ex := &fakeExec{}
 	changed := make(chan types.UID, 100)
 	m := NewManager(Options{Exec: ex, OnChange: func(uid types.UID) { changed <- uid }, Clock: clk})

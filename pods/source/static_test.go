@@ -18,9 +18,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 	"github.com/nodeagent/nodeagent/internal/testlog"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
@@ -155,16 +156,6 @@ func waitFor(t *testing.T, s *StaticSource, want string) []*v1.Pod {
 }
 
 // eventually polls cond until it holds or fails at the deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func write(t *testing.T, path, content string) {
 	t.Helper()
@@ -485,17 +476,17 @@ func TestStaticRunInotify(t *testing.T) {
 		}, "a=v4,c=v1"},
 		{"broken new file: skipped, the others kept", func(t *testing.T) {
 			write(t, filepath.Join(dir, "b.yaml"), brokenManifest)
-			eventually(t, "b.yaml reported", func() bool { return errs.count("b.yaml") == 1 })
+			backofftest.WaitFor(t, func() bool { return errs.count("b.yaml") == 1 }, "b.yaml reported")
 			write(t, filepath.Join(dir, "d.yaml"), manifest("d", "v1")) // a visible change to wait for
 		}, "a=v4,c=v1,d=v1"},
 		{"broken edit of a good file: last good kept", func(t *testing.T) {
 			write(t, a, brokenManifest)
-			eventually(t, "a.yaml reported", func() bool { return errs.count("a.yaml") == 1 })
+			backofftest.WaitFor(t, func() bool { return errs.count("a.yaml") == 1 }, "a.yaml reported")
 			must(t, os.Remove(filepath.Join(dir, "d.yaml")))
 		}, "a=v4,c=v1"},
 		{"duplicate name", func(t *testing.T) {
 			write(t, filepath.Join(dir, "e.yaml"), manifest("c", "from-e"))
-			eventually(t, "e.yaml reported", func() bool { return errs.count("e.yaml") == 1 })
+			backofftest.WaitFor(t, func() bool { return errs.count("e.yaml") == 1 }, "e.yaml reported")
 			must(t, os.Remove(filepath.Join(dir, "c.yaml")))
 		}, "a=v4,c=from-e"},
 		{"delete", func(t *testing.T) { must(t, os.Remove(a)) }, "c=from-e"},
@@ -544,24 +535,24 @@ func TestStaticRunDirCreatedLate(t *testing.T) {
 // fake clock (and real inotify).
 func TestStaticRunFakeClock(t *testing.T) {
 	dir, outside := t.TempDir(), t.TempDir()
-	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	const debounce, rescan = time.Second, time.Minute
 	s, _ := newTestSource(t, dir, StaticOptions{Debounce: debounce, Rescan: rescan, Clock: clk})
 	run(t, s)
 	waitFor(t, s, "")
-	eventually(t, "the rescan ticker", func() bool { return clk.Waiters() == 1 })
+	backofftest.WaitFor(t, func() bool { return clk.Waiters() == 1 }, "the rescan ticker")
 
 	// A symlink to a file outside the directory: changing the target is
 	// invisible to the directory's inotify watch.
 	target := filepath.Join(outside, "real.yaml")
 	write(t, target, manifest("a", "v1"))
 	must(t, os.Symlink(target, filepath.Join(dir, "a.yaml")))
-	eventually(t, "the debounce timer", func() bool { return clk.Waiters() == 2 })
+	backofftest.WaitFor(t, func() bool { return clk.Waiters() == 2 }, "the debounce timer")
 	clk.Step(debounce - time.Millisecond)
 	assertNoUpdate(t, s)
 	clk.Step(time.Millisecond)
 	waitFor(t, s, "a=v1")
-	eventually(t, "the debounce timer to go", func() bool { return clk.Waiters() == 1 })
+	backofftest.WaitFor(t, func() bool { return clk.Waiters() == 1 }, "the debounce timer to go")
 
 	write(t, target, manifest("a", "v2"))
 	assertNoUpdate(t, s)

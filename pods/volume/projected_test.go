@@ -27,9 +27,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
-	clocktesting "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 	"github.com/nodeagent/nodeagent/internal/testlog"
 	"github.com/nodeagent/nodeagent/pods/internal/podtest"
 	"github.com/nodeagent/nodeagent/pods/objcache"
@@ -41,7 +42,7 @@ var projT0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 // tokenText(n), valid for the requested expirationSeconds from the fake
 // clock's now (or for lifetime, when set, as a server that shortens it).
 type tokenServer struct {
-	clk *clocktesting.FakeClock
+	clk *testingclock.FakeClock
 
 	mu       sync.Mutex
 	requests []*authenticationv1.TokenRequest
@@ -91,7 +92,7 @@ func (s *tokenServer) setFail(err error) {
 }
 
 type projFixture struct {
-	clk    *clocktesting.FakeClock
+	clk    *testingclock.FakeClock
 	client *fake.Clientset
 	tokens *tokenServer
 	p      *Projector
@@ -101,7 +102,7 @@ type projFixture struct {
 func newProjFixture(t *testing.T, objs ...runtime.Object) *projFixture {
 	t.Helper()
 	needRootForVolumes(t)
-	clk := clocktesting.NewFakeClock(projT0)
+	clk := testingclock.NewFakeClock(projT0)
 	client := fake.NewClientset(objs...)
 	ts := &tokenServer{clk: clk}
 	client.PrependReactor("create", "serviceaccounts", ts.react)
@@ -542,7 +543,7 @@ func TestProjectorConfigMapWatched(t *testing.T) {
 
 	// An update arrives through the watch and is written by the next Setup.
 	// (The fake's watch does not replay what happened before it started.)
-	waitFor(t, "the watch", func() bool { mu.Lock(); defer mu.Unlock(); return watches > 0 })
+	backofftest.WaitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return watches > 0 }, "the watch")
 	if _, err := f.client.CoreV1().ConfigMaps("default").Update(ctx, rootCA("CA 2"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -640,7 +641,7 @@ func TestDownwardAPIValueErrors(t *testing.T) {
 func TestProjectorErrors(t *testing.T) {
 	ctx := context.Background()
 	t.Run("relative pod directory", func(t *testing.T) {
-		p := newFakeProjector(fake.NewClientset(), clocktesting.NewFakeClock(projT0), testlog.New(t))
+		p := newFakeProjector(fake.NewClientset(), testingclock.NewFakeClock(projT0), testlog.New(t))
 		if _, _, err := p.Setup(ctx, apiPod(), "pod"); err == nil || !strings.Contains(err.Error(), "must be absolute") {
 			t.Errorf("Setup = %v, want an error about the relative directory", err)
 		}
@@ -826,15 +827,6 @@ func TestProjectorConcurrentPods(t *testing.T) {
 	}
 	if got := f.tokens.count(); got != n {
 		t.Errorf("%d token requests for %d pods, want one each", got, n)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/internal/backofftest"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
@@ -137,16 +138,16 @@ func TestProjectorMissingThenCreated(t *testing.T) {
 		t.Fatalf("Setup = %v, want NotFound", err)
 	}
 	// (The fake's watch does not replay what happened before it started.)
-	waitFor(t, "the watch", func() bool { return watches.Load() > 0 })
+	backofftest.WaitFor(t, func() bool { return watches.Load() > 0 }, "the watch")
 	if _, err := f.client.CoreV1().Secrets("default").Create(ctx, secretObj("later", map[string]string{"k": "v"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var vols map[string]string
-	waitFor(t, "the secret to be seen", func() bool {
+	backofftest.WaitFor(t, func() bool {
 		var err error
 		vols, _, err = f.p.Setup(ctx, pod, f.podDir)
 		return err == nil
-	})
+	}, "the secret to be seen")
 	if got, _ := readVolFile(t, vols["s"], "k"); got != "v" {
 		t.Errorf("k = %q", got)
 	}
@@ -155,13 +156,13 @@ func TestProjectorMissingThenCreated(t *testing.T) {
 	if _, err := f.client.CoreV1().Secrets("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the update", func() bool {
+	backofftest.WaitFor(t, func() bool {
 		if _, _, err := f.p.Setup(ctx, pod, f.podDir); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(filepath.Join(vols["s"], "new"))
 		return string(b) == "n"
-	})
+	}, "the update")
 	if got, _ := readVolFile(t, vols["s"], "k"); got != "v2" {
 		t.Errorf("k after the update = %q", got)
 	}

@@ -10,27 +10,6 @@ import (
 	"github.com/nodeagent/nodeagent/pods/volume"
 )
 
-func TestSubPathExpander(t *testing.T) {
-	exp := subPathExpander(envLookup([]string{"POD=web-1", "NS=default", "EMPTY="}))
-	for _, tt := range []struct{ in, want, err string }{
-		{"$(NS)/$(POD)", "default/web-1", ""},
-		{"logs", "logs", ""},
-		{"$$(POD)", "$(POD)", ""},
-		{"$(NOPE)/$(EMPTY)", "", "missing value for EMPTY, NOPE"},
-	} {
-		got, err := exp(tt.in)
-		if tt.err != "" {
-			if err == nil || err.Error() != tt.err {
-				t.Errorf("%q: %v, want error %q", tt.in, err, tt.err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("%q = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
-	}
-}
-
 func TestSandboxEventsFailedMount(t *testing.T) {
 	rec := &msgRecorder{}
 	w := &worker{d: &workerDeps{rec: rec}}

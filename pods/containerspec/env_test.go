@@ -1,4 +1,4 @@
-package pods
+package containerspec
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ func resRef(r, container, divisor string) *v1.EnvVarSource {
 	return &v1.EnvVarSource{ResourceFieldRef: s}
 }
 
-func testInputs() envInputs {
+func testInputs() Env {
 	cms := map[string]*v1.ConfigMap{
 		"cm": {Data: map[string]string{"A": "cm-a", "B": "cm-b"}},
 	}
@@ -54,11 +54,11 @@ func testInputs() envInputs {
 	notFound := func(res, name string) error {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: res}, name)
 	}
-	return envInputs{
-		nodeName: "node-1",
-		hostIPs:  []string{"192.0.2.1", "2001:db8::1"},
-		podIPs:   []string{"10.0.0.5", "fd00::5"},
-		services: []*v1.Service{
+	return Env{
+		NodeName: "node-1",
+		HostIPs:  []string{"192.0.2.1", "2001:db8::1"},
+		PodIPs:   []string{"10.0.0.5", "fd00::5"},
+		Services: []*v1.Service{
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},
 				Spec: v1.ServiceSpec{ClusterIP: "10.96.0.1", Ports: []v1.ServicePort{{Name: "https", Port: 443, Protocol: v1.ProtocolTCP}}}},
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "my-svc"},
@@ -68,17 +68,17 @@ func testInputs() envInputs {
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "headless"},
 				Spec: v1.ServiceSpec{ClusterIP: v1.ClusterIPNone, Ports: []v1.ServicePort{{Port: 80}}}},
 		},
-		allocatable: v1.ResourceList{
+		Allocatable: v1.ResourceList{
 			v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi"),
 			v1.ResourceEphemeralStorage: resource.MustParse("100Gi"),
 		},
-		configMap: func(name string) (*v1.ConfigMap, error) {
+		ConfigMap: func(name string) (*v1.ConfigMap, error) {
 			if cm, ok := cms[name]; ok {
 				return cm, nil
 			}
 			return nil, notFound("configmap", name)
 		},
-		secret: func(name string) (*v1.Secret, error) {
+		Secret: func(name string) (*v1.Secret, error) {
 			if s, ok := secrets[name]; ok {
 				return s, nil
 			}
@@ -107,7 +107,7 @@ func TestMakeEnv(t *testing.T) {
 		desc      string
 		c         v1.Container
 		links     *bool
-		mutate    func(*envInputs)
+		mutate    func(*Env)
 		want      map[string]string // checked entries ("" value: must be absent when in absent)
 		absent    []string
 		wantFirst []string // the first variables, in order
@@ -156,11 +156,11 @@ func TestMakeEnv(t *testing.T) {
 		{desc: "missing Secret key", c: v1.Container{Env: []v1.EnvVar{{Name: "X", ValueFrom: fromSecret("s", "k", false)}}},
 			err: "couldn't find key k in Secret ns/s"},
 		{desc: "no API server", c: v1.Container{Env: []v1.EnvVar{{Name: "X", ValueFrom: fromCM("cm", "A", false)}}},
-			mutate: func(in *envInputs) { in.configMap = nil },
+			mutate: func(in *Env) { in.ConfigMap = nil },
 			err:    "couldn't get configMap ns/cm, no kubeClient defined"},
 		{desc: "API error is returned", c: v1.Container{Env: []v1.EnvVar{{Name: "X", ValueFrom: fromSecret("s", "pw", true)}}},
-			mutate: func(in *envInputs) {
-				in.secret = func(string) (*v1.Secret, error) { return nil, errors.New("connection refused") }
+			mutate: func(in *Env) {
+				in.Secret = func(string) (*v1.Secret, error) { return nil, errors.New("connection refused") }
 			},
 			err: "connection refused"},
 		{
@@ -231,7 +231,7 @@ func TestMakeEnv(t *testing.T) {
 		{
 			desc:   "no Services known: no service variables",
 			c:      v1.Container{},
-			mutate: func(in *envInputs) { in.services = nil },
+			mutate: func(in *Env) { in.Services = nil },
 			absent: append(slices.Clone(serviceVars), mySvcVars...),
 		},
 	}

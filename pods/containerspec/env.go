@@ -1,51 +1,37 @@
-package pods
+package containerspec
 
 import (
-	"context"
-	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
-// ObjectGetter reads one kind of API object for the pod with uid (which
-// becomes one of its users), by namespace and name. *objcache.Cache, kept
-// current by a watch per object, implements it.
-type ObjectGetter[T any] interface {
-	Get(ctx context.Context, uid types.UID, namespace, name string) (T, error)
-}
-
-// Services lists the cluster's Services for the service-link variables.
-type Services interface {
-	// List returns every Service; an error when they have not been read
-	// yet (with wait, after waiting a little for the first read).
-	List(ctx context.Context, wait bool) ([]*v1.Service, error)
-}
-
-// envInputs is what a container's environment is made of besides the pod
-// and the container.
-type envInputs struct {
-	nodeName string
-	hostIPs  []string // status.hostIPs (status.hostIP is the first)
-	podIPs   []string // status.podIPs
-	// services are the cluster's Services (nil: none known, as kubelet
+// Env is what a container's environment is made of besides the pod and
+// the container, as the worker resolved it.
+type Env struct {
+	NodeName string
+	HostIPs  []string // status.hostIPs (status.hostIP is the first)
+	PodIPs   []string // status.podIPs
+	// Services are the cluster's Services (nil: none known, as kubelet
 	// without an API server).
-	services []*v1.Service
-	// allocatable is the node's, the default of unset limits for
+	Services []*v1.Service
+	// Allocatable is the node's, the default of unset limits for
 	// resourceFieldRef.
-	allocatable v1.ResourceList
-	configMap   func(name string) (*v1.ConfigMap, error)
-	secret      func(name string) (*v1.Secret, error)
+	Allocatable v1.ResourceList
+	// ConfigMap and Secret read an object of the pod's namespace (nil: no
+	// API server, kubelet's "no kubeClient defined").
+	ConfigMap func(name string) (*v1.ConfigMap, error)
+	Secret    func(name string) (*v1.Secret, error)
 }
 
 // makeEnv resolves a container's environment as kubelet
@@ -61,11 +47,11 @@ type envInputs struct {
 // Kubelet returns the variables in random (map) order; makeEnv returns
 // the container's in the order first set, then the service variables
 // sorted by name.
-func makeEnv(pod *v1.Pod, c *v1.Container, in envInputs) ([]string, error) {
+func makeEnv(pod *v1.Pod, c *v1.Container, in Env) ([]string, error) {
 	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
 	var serviceEnv map[string]string
-	if in.services != nil {
-		serviceEnv = network.ServiceEnv(pod.Namespace, &links, in.services)
+	if in.Services != nil {
+		serviceEnv = network.ServiceEnv(pod.Namespace, &links, in.Services)
 	}
 	vals := map[string]string{}
 	var order []string
@@ -81,10 +67,10 @@ func makeEnv(pod *v1.Pod, c *v1.Container, in envInputs) ([]string, error) {
 		if cm, ok := configMaps[name]; ok {
 			return cm, true, nil
 		}
-		if in.configMap == nil {
+		if in.ConfigMap == nil {
 			return nil, false, fmt.Errorf("couldn't get configMap %s/%s, no kubeClient defined", pod.Namespace, name)
 		}
-		cm, err := in.configMap(name)
+		cm, err := in.ConfigMap(name)
 		if err != nil {
 			if optional && apierrors.IsNotFound(err) {
 				return nil, false, nil
@@ -98,10 +84,10 @@ func makeEnv(pod *v1.Pod, c *v1.Container, in envInputs) ([]string, error) {
 		if s, ok := secrets[name]; ok {
 			return s, true, nil
 		}
-		if in.secret == nil {
+		if in.Secret == nil {
 			return nil, false, fmt.Errorf("couldn't get secret %s/%s, no kubeClient defined", pod.Namespace, name)
 		}
-		s, err := in.secret(name)
+		s, err := in.Secret(name)
 		if err != nil {
 			if optional && apierrors.IsNotFound(err) {
 				return nil, false, nil
@@ -122,7 +108,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, in envInputs) ([]string, error) {
 			if !ok {
 				continue
 			}
-			for _, k := range sortedKeys(cm.Data) {
+			for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
 				set(ef.Prefix+k, cm.Data[k])
 			}
 		case ef.SecretRef != nil:
@@ -133,7 +119,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, in envInputs) ([]string, error) {
 			if !ok {
 				continue
 			}
-			for _, k := range sortedKeys(s.Data) {
+			for _, k := range slices.Sorted(maps.Keys(s.Data)) {
 				set(ef.Prefix+k, string(s.Data[k]))
 			}
 		}
@@ -150,7 +136,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, in envInputs) ([]string, error) {
 		v := e.Value
 		switch {
 		case v != "":
-			v = expand(v, lookup)
+			v = Expand(v, lookup)
 		case e.ValueFrom == nil:
 		case e.ValueFrom.FieldRef != nil:
 			var err error
@@ -159,7 +145,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, in envInputs) ([]string, error) {
 			}
 		case e.ValueFrom.ResourceFieldRef != nil:
 			var err error
-			if v, err = resourceFieldValue(pod, c, e.ValueFrom.ResourceFieldRef, in.allocatable); err != nil {
+			if v, err = resourceFieldValue(pod, c, e.ValueFrom.ResourceFieldRef, in.Allocatable); err != nil {
 				return nil, err
 			}
 		case e.ValueFrom.ConfigMapKeyRef != nil:
@@ -212,20 +198,11 @@ func makeEnv(pod *v1.Pod, c *v1.Container, in envInputs) ([]string, error) {
 
 func isTrue(b *bool) bool { return b != nil && *b }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // fieldRefValue is a downward API field of the pod, as kubelet's
 // podFieldSelectorRuntimeValue: the pod's identity, labels['k'] and
 // annotations['k'], spec.nodeName, spec.serviceAccountName, and the host
 // and pod addresses (the plural ones comma-separated).
-func fieldRefValue(pod *v1.Pod, fs *v1.ObjectFieldSelector, in envInputs) (string, error) {
+func fieldRefValue(pod *v1.Pod, fs *v1.ObjectFieldSelector, in Env) (string, error) {
 	if fs.APIVersion != "" && fs.APIVersion != "v1" {
 		return "", fmt.Errorf("unsupported pod version: %s", fs.APIVersion)
 	}
@@ -252,17 +229,17 @@ func fieldRefValue(pod *v1.Pod, fs *v1.ObjectFieldSelector, in envInputs) (strin
 		if pod.Spec.NodeName != "" {
 			return pod.Spec.NodeName, nil
 		}
-		return in.nodeName, nil
+		return in.NodeName, nil
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
 	case "status.hostIP":
-		return first(in.hostIPs), nil
+		return first(in.HostIPs), nil
 	case "status.hostIPs":
-		return strings.Join(in.hostIPs, ","), nil
+		return strings.Join(in.HostIPs, ","), nil
 	case "status.podIP":
-		return first(in.podIPs), nil
+		return first(in.PodIPs), nil
 	case "status.podIPs":
-		return strings.Join(in.podIPs, ","), nil
+		return strings.Join(in.PodIPs, ","), nil
 	}
 	return "", fmt.Errorf("field label not supported: %s", path)
 }
@@ -329,7 +306,3 @@ func resourceFieldValue(pod *v1.Pod, c *v1.Container, fs *v1.ResourceFieldSelect
 	}
 	return "", fmt.Errorf("unsupported container resource : %v", fs.Resource)
 }
-
-// errServicesNotRead is kubelet's error while its Service informer has
-// not listed the Services once.
-var errServicesNotRead = errors.New("services have not yet been read at least once, cannot construct envvars")
