@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 
 	"github.com/fsnotify/fsnotify"
 )

@@ -1,5 +1,5 @@
 // Package e2e runs the nodeagent binary against the real local cluster
-// (internal/testenv): kube-apiserver with Node authorization and
+// (internal/testing/testenv): kube-apiserver with Node authorization and
 // NodeRestriction, kube-controller-manager's node lifecycle controller,
 // containerd. Every test uses its own node name, so tests run in parallel.
 package e2e
@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodeagent/nodeagent/internal/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 )
 
 var agentBin string

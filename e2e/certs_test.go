@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodeagent/nodeagent/internal/localcluster"
-	"github.com/nodeagent/nodeagent/internal/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 )
 
 // bootstrapAgent is an agent with no kubeconfig yet and a bootstrap

@@ -17,7 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 )
 
 // TestPodNetworkCyclesLeaveNothingBehind: static pods on the CNI network

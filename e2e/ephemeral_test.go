@@ -12,8 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeagent/nodeagent/internal/testenv"
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 )
 
 // `kubectl debug -i --target` through the real API server: the

@@ -12,10 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeagent/nodeagent/internal/localcluster"
 	"github.com/nodeagent/nodeagent/internal/netns"
-	"github.com/nodeagent/nodeagent/internal/testenv"
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 )
 
 // kubelet's Ready message without a usable CNI configuration.

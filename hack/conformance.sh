@@ -12,7 +12,7 @@
 #      1.37.0 from its source (Debian's copy of the release tarball, checked
 #      against its sha256) with its defconfig, static, as Docker's busybox
 #      image that upstream's mirrors; the programs are cached the same way,
-#      see internal/testimage.E2EImages for the layouts) and imports them
+#      see internal/testing/testimage.E2EImages for the layouts) and imports them
 #      into the agent's containerd namespace under the names the specs use,
 #      since nothing can be pulled here;
 #   3. starts one agent with node credentials as conformance-<random> and a
@@ -158,7 +158,7 @@ s=$(now)
 log "e2e images imported in $(( $(now) - s ))s"
 
 # 3. The agent, with a bridge network as an operator's CNI DaemonSet would
-# install it (like internal/testenv.WriteCNIConfig for the e2e tests).
+# install it (like internal/testing/testenv.WriteCNIConfig for the e2e tests).
 id=$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')
 node=conformance-$id
 bridge=naconf$id # at most 15 characters

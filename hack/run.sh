@@ -12,7 +12,7 @@ root=$PWD
 dir=$root/_output/local
 agentroot=$dir/agent/root
 manifests=$dir/agent/manifests
-# internal/testimage's reference.
+# internal/testing/testimage's reference.
 image=docker.io/nodeagent/busybox:test
 node=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
 

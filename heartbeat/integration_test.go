@@ -15,7 +15,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/heartbeat"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
-	"github.com/nodeagent/nodeagent/internal/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

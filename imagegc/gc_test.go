@@ -14,7 +14,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

@@ -15,8 +15,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/imagegc"
-	"github.com/nodeagent/nodeagent/internal/testimage"
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

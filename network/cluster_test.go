@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodeagent/nodeagent/internal/localcluster"
-	"github.com/nodeagent/nodeagent/internal/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

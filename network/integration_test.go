@@ -28,7 +28,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/netns"
-	"github.com/nodeagent/nodeagent/internal/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 )
 
 // These tests run the reference plugins (bridge, host-local, portmap,

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
-	"github.com/nodeagent/nodeagent/internal/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"

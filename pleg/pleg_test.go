@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodeagent/nodeagent/internal/backofftest"
+	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
 )
 
 func TestTransition(t *testing.T) {

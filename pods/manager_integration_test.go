@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodeagent/nodeagent/internal/netns"
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/pods/volume"

@@ -15,7 +15,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )

@@ -18,7 +18,7 @@ import (
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/crilog"
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"

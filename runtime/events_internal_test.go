@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodeagent/nodeagent/internal/backofftest"
+	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
 )
 
 // fakeEvents is containerd's event service with a stream that stays open

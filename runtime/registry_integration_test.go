@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )

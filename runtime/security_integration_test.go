@@ -10,7 +10,7 @@ import (
 
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

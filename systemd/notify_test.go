@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 
 	testingclock "k8s.io/utils/clock/testing"
 )

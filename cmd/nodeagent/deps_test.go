@@ -7,7 +7,7 @@ import (
 )
 
 // The agent's binary must not link test-only code (the test registry and
-// image of internal/testimage) or k8s.io/kubernetes, and only the runtime
+// image of internal/testing/testimage) or k8s.io/kubernetes, and only the runtime
 // package may import containerd.
 func TestDependencies(t *testing.T) {
 	const mod = "github.com/nodeagent/nodeagent/"
@@ -16,7 +16,7 @@ func TestDependencies(t *testing.T) {
 		switch {
 		case strings.HasPrefix(pkg, "k8s.io/kubernetes"):
 			t.Errorf("the binary links %s", pkg)
-		case pkg == mod+"internal/testimage", pkg == mod+"internal/testenv", strings.HasPrefix(pkg, "github.com/google/go-containerregistry"):
+		case pkg == mod+"internal/testing/testimage", pkg == mod+"internal/testing/testenv", strings.HasPrefix(pkg, "github.com/google/go-containerregistry"):
 			t.Errorf("the binary links test-only %s", pkg)
 		}
 		if !strings.HasPrefix(pkg, mod) || pkg == mod+"runtime" {

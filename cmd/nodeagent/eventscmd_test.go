@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/runtime"

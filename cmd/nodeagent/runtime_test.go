@@ -13,7 +13,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/config"
-	"github.com/nodeagent/nodeagent/internal/backofftest"
+	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/runtime"
 )

@@ -13,7 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeagent/nodeagent/internal/faultproxy"
+	"github.com/nodeagent/nodeagent/internal/testing/faultproxy"
 )
 
 // Tests that stop or freeze a shared component (API server, etcd,

@@ -1,7 +1,7 @@
 // Package fault is the fault suite of issue 15: it breaks the real
 // components under a running nodeagent (stops and freezes the API server and
 // etcd, blackholes, delays and resets the agent's connections through
-// internal/faultproxy, kills containerd, starves the agent of CPU) and checks
+// internal/testing/faultproxy, kills containerd, starves the agent of CPU) and checks
 // what must hold: the Lease keeps being renewed, the Node never goes
 // NotReady, no container restarts, the agent neither crashes nor leaks.
 //
@@ -31,7 +31,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 
 	"github.com/opencontainers/cgroups"
 	cgmanager "github.com/opencontainers/cgroups/manager"
@@ -43,10 +43,10 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nodeagent/nodeagent/internal/faultproxy"
-	"github.com/nodeagent/nodeagent/internal/localcluster"
-	"github.com/nodeagent/nodeagent/internal/testenv"
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/faultproxy"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

@@ -22,8 +22,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/internal/mountinfo"
-	"github.com/nodeagent/nodeagent/internal/testenv"
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 )
 
 // startPods creates n pods (one long-running container each) on the

@@ -5,7 +5,7 @@
 //	go run ./hack/fleet --nodes 200 --duration 3m --restart-apiserver-at 1m --defrag-at 2m
 //
 // Every simulated node is the agent's own heartbeat.Controller and
-// nodestatus.Manager (internal/fleetsim) with its own node credentials
+// nodestatus.Manager (internal/testing/fleetsim) with its own node credentials
 // (system:node:<name>), its own main client and its own heartbeat
 // connection, the default timings and jitter, a simulated host and a
 // stand-in runtime reporting --images images. Nodes start in a ramp
@@ -50,8 +50,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeagent/nodeagent/heartbeat"
-	"github.com/nodeagent/nodeagent/internal/fleetsim"
-	"github.com/nodeagent/nodeagent/internal/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/fleetsim"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
 )
 
 type flags struct {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nodeagent/nodeagent/internal/fleetsim"
+	"github.com/nodeagent/nodeagent/internal/testing/fleetsim"
 )
 
 // procTracker follows the CPU time and RSS of the control plane's

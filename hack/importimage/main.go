@@ -1,4 +1,4 @@
-// Command importimage imports the busybox test image (internal/testimage,
+// Command importimage imports the busybox test image (internal/testing/testimage,
 // docker.io/nodeagent/busybox:test, built from the host's busybox-static)
 // into a containerd namespace, so that pods can use it without a registry.
 // `make run` (hack/run.sh) runs it against the local cluster's containerd.
@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

@@ -1,5 +1,5 @@
 // Command localcluster starts and stops the local control plane and private
-// containerd used by `make run` and `make test` (see internal/localcluster).
+// containerd used by `make run` and `make test` (see internal/testing/localcluster).
 //
 //	localcluster up [--dir DIR] [--bin-dir DIR] [--no-containerd]
 //	localcluster down [--dir DIR]
@@ -19,7 +19,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/nodeagent/nodeagent/internal/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
 )
 
 func main() {

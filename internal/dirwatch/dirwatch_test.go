@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodeagent/nodeagent/internal/backofftest"
+	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
 )
 
 // manifestName is the static pod source's filter, the harder of the two

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeagent/nodeagent/internal/backofftest"
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 )
 
 func TestSecretsWatched(t *testing.T) {

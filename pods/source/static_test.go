@@ -21,8 +21,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeagent/nodeagent/internal/backofftest"
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 

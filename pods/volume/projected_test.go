@@ -30,8 +30,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/internal/backofftest"
-	"github.com/nodeagent/nodeagent/internal/testlog"
+	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
+	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 	"github.com/nodeagent/nodeagent/pods/internal/podtest"
 	"github.com/nodeagent/nodeagent/pods/objcache"
 )

@@ -24,7 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/internal/backofftest"
+	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
 	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 

@@ -50,8 +50,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodeagent/nodeagent/heartbeat"
-	"github.com/nodeagent/nodeagent/internal/fleetsim"
-	"github.com/nodeagent/nodeagent/internal/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/fleetsim"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
 	"github.com/nodeagent/nodeagent/nodestatus"
 )
 

@@ -40,7 +40,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/runtime"
 	"k8s.io/apimachinery/pkg/types"

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeagent/nodeagent/internal/fleetsim"
+	"github.com/nodeagent/nodeagent/internal/testing/fleetsim"
 )
 
 // The pressure phase (issue 16): with -memory-limit the agents run under a

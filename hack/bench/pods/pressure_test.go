@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/fleetsim"
+	"github.com/nodeagent/nodeagent/internal/testing/fleetsim"
 )
 
 func TestParsePSISome(t *testing.T) {

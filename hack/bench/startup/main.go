@@ -45,8 +45,8 @@ import (
 	"github.com/opencontainers/cgroups"
 	cgmanager "github.com/opencontainers/cgroups/manager"
 
-	"github.com/nodeagent/nodeagent/internal/localcluster"
-	"github.com/nodeagent/nodeagent/internal/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 )
 
 type build struct {

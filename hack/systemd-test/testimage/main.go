@@ -1,4 +1,4 @@
-// Command testimage writes the busybox test image (internal/testimage, the
+// Command testimage writes the busybox test image (internal/testing/testimage, the
 // image the e2e tests run, referenced as docker.io/nodeagent/busybox:test)
 // as an OCI image layout tar archive to the file named by its argument, for
 // `ctr images import` in hack/test-systemd.sh's container, which has its own
@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 )
 
 func main() {

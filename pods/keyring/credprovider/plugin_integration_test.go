@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/testimage"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/pods/keyring"
 	"github.com/nodeagent/nodeagent/pods/keyring/credprovider"
 	"github.com/nodeagent/nodeagent/runtime"

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeagent/nodeagent/internal/localcluster"
 	"github.com/nodeagent/nodeagent/internal/mountinfo"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
 )
 
 // Containerd is a private containerd daemon: its root, state and sockets

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/heartbeat"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
-	"github.com/nodeagent/nodeagent/internal/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
 	"github.com/nodeagent/nodeagent/nodestatus"
 )
 

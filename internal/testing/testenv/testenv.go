@@ -1,6 +1,6 @@
 // Package testenv gives integration and e2e tests the real local cluster
 // (kube-apiserver, etcd, kube-controller-manager, kube-scheduler) and the
-// private containerd of internal/localcluster.
+// private containerd of internal/testing/localcluster.
 //
 // One cluster serves a whole test binary. When NODEAGENT_CLUSTER_DIR names a
 // running cluster (make test starts one and shares it between all test
@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nodeagent/nodeagent/internal/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
 )
 
 var (
