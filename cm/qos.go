@@ -3,7 +3,7 @@ package cm
 import (
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // QOSClass is the pod's QoS class: status.qosClass once set (it never

@@ -16,7 +16,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	sig "github.com/nodeagent/nodeagent/internal/eviction"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 const mi = 1 << 20

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	sig "github.com/nodeagent/nodeagent/internal/eviction"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // MonitoringInterval is how often the manager checks the thresholds

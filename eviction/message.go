@@ -9,7 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	sig "github.com/nodeagent/nodeagent/internal/eviction"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // Kubelet's eviction reason, event reasons and annotation keys.

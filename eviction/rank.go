@@ -7,7 +7,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	sig "github.com/nodeagent/nodeagent/internal/eviction"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // Resources kubelet names in eviction messages besides memory and

@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/containerspec"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 // ObjectGetter reads one kind of API object for the pod with uid (which

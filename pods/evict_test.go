@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // An eviction stops the pod's containers with the eviction's grace (not

@@ -9,8 +9,8 @@ import (
 	"github.com/containerd/containerd/errdefs"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pleg"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

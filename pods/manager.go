@@ -20,10 +20,10 @@ import (
 
 	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/internal/netns"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/admission"
 	"github.com/nodeagent/nodeagent/pods/keyring"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/mirror"
 	"github.com/nodeagent/nodeagent/pods/objcache"
 	"github.com/nodeagent/nodeagent/pods/source"

@@ -9,8 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/containerspec"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

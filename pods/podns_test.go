@@ -13,7 +13,7 @@ import (
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/internal/netns"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pleg"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/status"
 )
 

@@ -16,8 +16,8 @@ import (
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/internal/testing/testlog"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pleg"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 // The podWorker state machine against a fake syncer, a fake PLEG and a

@@ -11,9 +11,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/containerspec"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/prober"
 	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"

@@ -16,7 +16,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/prober"
 	"github.com/nodeagent/nodeagent/pods/status"
 )

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pleg"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"
 )

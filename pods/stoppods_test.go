@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 func TestStopGrace(t *testing.T) {

@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/containerspec"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"
 )

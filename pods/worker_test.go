@@ -19,9 +19,9 @@ import (
 
 	"github.com/nodeagent/nodeagent/crilog"
 	"github.com/nodeagent/nodeagent/internal/testing/testlog"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pleg"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	v1 "k8s.io/api/core/v1"
 )
 

@@ -24,7 +24,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/mountinfo"
 	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 	"github.com/nodeagent/nodeagent/internal/testing/testimage"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

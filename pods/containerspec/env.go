@@ -12,8 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/network"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 // Env is what a container's environment is made of besides the pod and

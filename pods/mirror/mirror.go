@@ -21,7 +21,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // requestTimeout bounds each API call.

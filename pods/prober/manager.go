@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // maxProbeRetries is how often a probe that could not run is tried again

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeagent/nodeagent/internal/yamldoc"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // MaxManifestSize is the largest static pod manifest DecodeManifest reads

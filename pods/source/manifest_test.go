@@ -13,8 +13,8 @@ import (
 	utilptr "k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/admission"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 )
 
 const minimalManifest = `apiVersion: v1

@@ -24,7 +24,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/internal/dirwatch"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // Defaults of StaticOptions.

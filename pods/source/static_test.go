@@ -23,7 +23,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
 	"github.com/nodeagent/nodeagent/internal/testing/testlog"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // fakeDecode stands in for DecodeManifest: strict YAML/JSON into a Pod, a

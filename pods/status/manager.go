@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // Manager writes pod statuses to the API server, as kubelet's status

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pleg"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 

@@ -39,7 +39,7 @@ import (
 	"k8s.io/utils/clock"
 	utilptr "k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 const (

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // Directories of the payload volume types under <podDir>/volumes.

@@ -25,7 +25,7 @@ import (
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
-	"github.com/nodeagent/nodeagent/pods/kubetypes"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 func secretObj(name string, data map[string]string) *v1.Secret {
