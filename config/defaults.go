@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 // Default values; the kubelet's where the field has the same meaning.
@@ -92,7 +92,7 @@ func Default() *NodeAgentConfiguration {
 		MaxPods:                          DefaultMaxPods,
 		SystemReserved:                   map[string]string{},
 		KubeReserved:                     map[string]string{},
-		EvictionHard:                     eviction.DefaultHard(),
+		EvictionHard:                     evictionapi.DefaultHard(),
 		EvictionPressureTransitionPeriod: metav1.Duration{Duration: DefaultEvictionPressureTransitionPeriod},
 		EvictionSoft:                     map[string]string{},
 		EvictionSoftGracePeriod:          map[string]string{},

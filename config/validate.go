@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 // reservedPorts are used by other node components (kubelet healthz, kube-proxy
@@ -39,7 +39,7 @@ var reservedPorts = map[int32]string{
 var reservableResources = []string{"cpu", "memory", "ephemeral-storage", "pid"}
 
 // evictionSignals are the signals evictionHard may name, as in kubelet.
-var evictionSignals = eviction.Signals()
+var evictionSignals = evictionapi.Signals()
 
 var containerdNamespaceRE = regexp.MustCompile(`^[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*$`)
 

@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
@@ -25,8 +25,8 @@ func TestDefaultIsValid(t *testing.T) {
 // included, and the one nodestatus applies when given none.
 func TestDefaultEvictionHard(t *testing.T) {
 	got := Default().EvictionHard
-	if !maps.Equal(got, eviction.DefaultHard()) {
-		t.Errorf("Default().EvictionHard = %v, want eviction.DefaultHard() %v", got, eviction.DefaultHard())
+	if !maps.Equal(got, evictionapi.DefaultHard()) {
+		t.Errorf("Default().EvictionHard = %v, want eviction.DefaultHard() %v", got, evictionapi.DefaultHard())
 	}
 	if got["imagefs.inodesFree"] != "5%" {
 		t.Errorf("imagefs.inodesFree = %q, want kubelet's 5%%", got["imagefs.inodesFree"])

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
-	sig "github.com/nodeagent/nodeagent/internal/eviction"
+	sig "github.com/nodeagent/nodeagent/internal/evictionapi"
 	"github.com/nodeagent/nodeagent/kubetypes"
 )
 

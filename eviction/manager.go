@@ -11,7 +11,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 
-	sig "github.com/nodeagent/nodeagent/internal/eviction"
+	sig "github.com/nodeagent/nodeagent/internal/evictionapi"
 	"github.com/nodeagent/nodeagent/kubetypes"
 )
 

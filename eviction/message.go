@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 
-	sig "github.com/nodeagent/nodeagent/internal/eviction"
+	sig "github.com/nodeagent/nodeagent/internal/evictionapi"
 	"github.com/nodeagent/nodeagent/kubetypes"
 )
 

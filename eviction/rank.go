@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	sig "github.com/nodeagent/nodeagent/internal/eviction"
+	sig "github.com/nodeagent/nodeagent/internal/evictionapi"
 	"github.com/nodeagent/nodeagent/kubetypes"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	sig "github.com/nodeagent/nodeagent/internal/eviction"
+	sig "github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 // threshold names one configured threshold: a signal's hard

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 func TestShouldReport(t *testing.T) {
@@ -119,7 +119,7 @@ func TestParseThresholds(t *testing.T) {
 		want    int
 		wantErr bool
 	}{
-		{"defaults", eviction.DefaultHard(), 5, false},
+		{"defaults", evictionapi.DefaultHard(), 5, false},
 		{"0% and 100% disable", map[string]string{"memory.available": "0%", "nodefs.available": "100%"}, 0, false},
 		{"pid", map[string]string{"pid.available": "1000"}, 1, false},
 		{"unknown signal", map[string]string{"memory.free": "1Gi"}, 0, true},
@@ -149,17 +149,17 @@ func TestThresholdsMet(t *testing.T) {
 		want map[v1.NodeConditionType]bool
 	}{
 		{"all fine", map[string]observation{
-			eviction.SignalMemoryAvailable: {available: 200 << 20, capacity: 1 << 30},
-			eviction.SignalNodeFsAvailable: {available: 20, capacity: 100},
-			eviction.SignalPIDAvailable:    {available: 50, capacity: 100},
+			evictionapi.SignalMemoryAvailable: {available: 200 << 20, capacity: 1 << 30},
+			evictionapi.SignalNodeFsAvailable: {available: 20, capacity: 100},
+			evictionapi.SignalPIDAvailable:    {available: 50, capacity: 100},
 		}, map[v1.NodeConditionType]bool{}},
-		{"memory below quantity", map[string]observation{eviction.SignalMemoryAvailable: {available: 99 << 20, capacity: 1 << 30}},
+		{"memory below quantity", map[string]observation{evictionapi.SignalMemoryAvailable: {available: 99 << 20, capacity: 1 << 30}},
 			map[v1.NodeConditionType]bool{v1.NodeMemoryPressure: true}},
-		{"equal is not below", map[string]observation{eviction.SignalMemoryAvailable: {available: 100 << 20, capacity: 1 << 30}},
+		{"equal is not below", map[string]observation{evictionapi.SignalMemoryAvailable: {available: 100 << 20, capacity: 1 << 30}},
 			map[v1.NodeConditionType]bool{}},
-		{"disk below percent", map[string]observation{eviction.SignalNodeFsAvailable: {available: 9, capacity: 100}},
+		{"disk below percent", map[string]observation{evictionapi.SignalNodeFsAvailable: {available: 9, capacity: 100}},
 			map[v1.NodeConditionType]bool{v1.NodeDiskPressure: true}},
-		{"pids", map[string]observation{eviction.SignalPIDAvailable: {available: 5, capacity: 100}},
+		{"pids", map[string]observation{evictionapi.SignalPIDAvailable: {available: 5, capacity: 100}},
 			map[v1.NodeConditionType]bool{v1.NodePIDPressure: true}},
 		{"no observation", map[string]observation{}, map[v1.NodeConditionType]bool{}},
 	} {
@@ -274,7 +274,7 @@ func TestStatusPatch(t *testing.T) {
 // TestSignalConditionCoversEverySignal: every signal config accepts drives
 // a condition here, and no other.
 func TestSignalConditionCoversEverySignal(t *testing.T) {
-	if got, want := slices.Sorted(maps.Keys(signalCondition)), eviction.Signals(); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+	if got, want := slices.Sorted(maps.Keys(signalCondition)), evictionapi.Signals(); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Errorf("signals with a condition %v, want eviction.Signals() %v", got, want)
 	}
 }
@@ -287,14 +287,14 @@ func TestNilEvictionHardIsDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := parseThresholds(eviction.DefaultHard())
+	want, err := parseThresholds(evictionapi.DefaultHard())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(c.thresholds, want) {
 		t.Errorf("thresholds %+v, want %+v", c.thresholds, want)
 	}
-	if !slices.ContainsFunc(c.thresholds, func(th threshold) bool { return th.signal == eviction.SignalImageFsInodesFree }) {
+	if !slices.ContainsFunc(c.thresholds, func(th threshold) bool { return th.signal == evictionapi.SignalImageFsInodesFree }) {
 		t.Errorf("no imagefs.inodesFree threshold by default")
 	}
 }

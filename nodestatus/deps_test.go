@@ -8,7 +8,7 @@ import (
 
 // TestDependencies keeps the package's contract: it reaches the runtime and
 // the PLEG only through function values, so it imports neither containerd nor
-// any other nodeagent package (but internal/eviction, kubelet's eviction
+// any other nodeagent package (but internal/evictionapi, kubelet's eviction
 // vocabulary shared with config, and internal/informer, which import
 // nothing of ours), nor k8s.io/kubernetes.
 func TestDependencies(t *testing.T) {
@@ -25,7 +25,7 @@ func TestDependencies(t *testing.T) {
 		case strings.HasPrefix(dep, "github.com/containerd/"),
 			strings.HasPrefix(dep, "k8s.io/kubernetes/"),
 			strings.HasPrefix(dep, "github.com/nodeagent/nodeagent/") &&
-				dep != "github.com/nodeagent/nodeagent/nodestatus" && dep != "github.com/nodeagent/nodeagent/internal/eviction" &&
+				dep != "github.com/nodeagent/nodeagent/nodestatus" && dep != "github.com/nodeagent/nodeagent/internal/evictionapi" &&
 				dep != "github.com/nodeagent/nodeagent/internal/informer":
 			t.Errorf("forbidden dependency %s", dep)
 		}

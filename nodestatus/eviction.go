@@ -11,20 +11,20 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 // signalCondition maps each signal to the pressure condition it drives.
 var signalCondition = map[string]v1.NodeConditionType{
-	eviction.SignalMemoryAvailable:            v1.NodeMemoryPressure,
-	eviction.SignalAllocatableMemoryAvailable: v1.NodeMemoryPressure,
-	eviction.SignalNodeFsAvailable:            v1.NodeDiskPressure,
-	eviction.SignalNodeFsInodesFree:           v1.NodeDiskPressure,
-	eviction.SignalImageFsAvailable:           v1.NodeDiskPressure,
-	eviction.SignalImageFsInodesFree:          v1.NodeDiskPressure,
-	eviction.SignalContainerFsAvailable:       v1.NodeDiskPressure,
-	eviction.SignalContainerFsInodesFree:      v1.NodeDiskPressure,
-	eviction.SignalPIDAvailable:               v1.NodePIDPressure,
+	evictionapi.SignalMemoryAvailable:            v1.NodeMemoryPressure,
+	evictionapi.SignalAllocatableMemoryAvailable: v1.NodeMemoryPressure,
+	evictionapi.SignalNodeFsAvailable:            v1.NodeDiskPressure,
+	evictionapi.SignalNodeFsInodesFree:           v1.NodeDiskPressure,
+	evictionapi.SignalImageFsAvailable:           v1.NodeDiskPressure,
+	evictionapi.SignalImageFsInodesFree:          v1.NodeDiskPressure,
+	evictionapi.SignalContainerFsAvailable:       v1.NodeDiskPressure,
+	evictionapi.SignalContainerFsInodesFree:      v1.NodeDiskPressure,
+	evictionapi.SignalPIDAvailable:               v1.NodePIDPressure,
 }
 
 // threshold is one eviction threshold: the signal is met when its
@@ -151,9 +151,9 @@ func hardEvictionReservation(ts []threshold, capacity v1.ResourceList) v1.Resour
 		}
 		var name v1.ResourceName
 		switch t.signal {
-		case eviction.SignalMemoryAvailable:
+		case evictionapi.SignalMemoryAvailable:
 			name = v1.ResourceMemory
-		case eviction.SignalNodeFsAvailable:
+		case evictionapi.SignalNodeFsAvailable:
 			name = v1.ResourceEphemeralStorage
 		default:
 			continue

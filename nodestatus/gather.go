@@ -7,7 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 // gather reads the host and calls the runtime once, filling m.in for the
@@ -138,15 +138,15 @@ func (m *Manager) readCapacity(obs map[string]observation) (v1.ResourceList, err
 		capErrs = append(capErrs, err)
 	} else {
 		capacity[v1.ResourceMemory] = bytesQ(int64(mi.Total))
-		obs[eviction.SignalMemoryAvailable] = observation{available: int64(mi.Available()), capacity: int64(mi.Total)}
+		obs[evictionapi.SignalMemoryAvailable] = observation{available: int64(mi.Available()), capacity: int64(mi.Total)}
 	}
 	if fs, err := h.FS(m.cfg.RootDir); err != nil {
 		capErrs = append(capErrs, fmt.Errorf("nodefs: %w", err))
 	} else {
 		capacity[v1.ResourceEphemeralStorage] = bytesQ(int64(fs.CapacityBytes))
-		obs[eviction.SignalNodeFsAvailable] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
+		obs[evictionapi.SignalNodeFsAvailable] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
 		if fs.Inodes > 0 {
-			obs[eviction.SignalNodeFsInodesFree] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
+			obs[evictionapi.SignalNodeFsInodesFree] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
 		}
 	}
 	if hp, err := h.HugePages(); err != nil {

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 const (
@@ -51,7 +51,7 @@ type Manager struct {
 
 	lister atomic.Pointer[corelisters.NodeLister] // set by Run once the informer synced
 
-	observed atomic.Pointer[eviction.Observation] // the last sync's signals (Signals)
+	observed atomic.Pointer[evictionapi.Observation] // the last sync's signals (Signals)
 	crossMu  sync.Mutex
 	crossed  map[v1.NodeConditionType]time.Time // crossings Signals saw between syncs
 	updated  chan struct{}                      // 1-buffered: a sync published signals (SignalsUpdated)

@@ -17,7 +17,7 @@ import (
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/clock"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 // Defaults, as in kubelet.
@@ -234,7 +234,7 @@ func (o Options) validate() (*config, error) {
 	}
 	hard := o.EvictionHard
 	if hard == nil {
-		hard = eviction.DefaultHard()
+		hard = evictionapi.DefaultHard()
 	}
 	if c.thresholds, err = parseThresholds(hard); err != nil {
 		errs = append(errs, fmt.Errorf("evictionHard: %w", err))

@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 // readSignals records the imagefs and pid eviction signals in obs (the
@@ -18,11 +18,11 @@ func (m *Manager) readSignals(obs map[string]observation) {
 	if fs, err := h.FS(imagefs); err != nil {
 		m.log.Warn("reading imagefs stats", "path", imagefs, "err", err)
 	} else {
-		for _, sig := range []string{eviction.SignalImageFsAvailable, eviction.SignalContainerFsAvailable} {
+		for _, sig := range []string{evictionapi.SignalImageFsAvailable, evictionapi.SignalContainerFsAvailable} {
 			obs[sig] = observation{int64(fs.AvailableBytes), int64(fs.CapacityBytes)}
 		}
 		if fs.Inodes > 0 {
-			for _, sig := range []string{eviction.SignalImageFsInodesFree, eviction.SignalContainerFsInodesFree} {
+			for _, sig := range []string{evictionapi.SignalImageFsInodesFree, evictionapi.SignalContainerFsInodesFree} {
 				obs[sig] = observation{int64(fs.InodesFree), int64(fs.Inodes)}
 			}
 		}
@@ -30,16 +30,16 @@ func (m *Manager) readSignals(obs map[string]observation) {
 	if limit, running, err := h.PIDs(); err != nil {
 		m.log.Warn("reading pid stats", "err", err)
 	} else {
-		obs[eviction.SignalPIDAvailable] = observation{limit - running, limit}
+		obs[evictionapi.SignalPIDAvailable] = observation{limit - running, limit}
 	}
 }
 
 // observationOf joins measured signals with their thresholds and
 // minimum reclaims.
-func observationOf(now time.Time, c *config, obs map[string]observation, pressure map[v1.NodeConditionType]bool) *eviction.Observation {
-	out := &eviction.Observation{Time: now, Signals: map[string]eviction.Observed{}, Pressure: maps.Clone(pressure)}
+func observationOf(now time.Time, c *config, obs map[string]observation, pressure map[v1.NodeConditionType]bool) *evictionapi.Observation {
+	out := &evictionapi.Observation{Time: now, Signals: map[string]evictionapi.Observed{}, Pressure: maps.Clone(pressure)}
 	for sig, o := range obs {
-		out.Signals[sig] = eviction.Observed{Available: o.available, Capacity: o.capacity}
+		out.Signals[sig] = evictionapi.Observed{Available: o.available, Capacity: o.capacity}
 	}
 	for _, t := range c.pressureThresholds() {
 		o, ok := out.Signals[t.signal]
@@ -92,7 +92,7 @@ func (m *Manager) Pressure() map[v1.NodeConditionType]bool {
 // them when that is at most maxAge old, else measures the host now (the
 // pressure conditions are then still the last sync's: only a sync moves
 // them). Safe to call concurrently with the manager's loop.
-func (m *Manager) Signals(maxAge time.Duration) eviction.Observation {
+func (m *Manager) Signals(maxAge time.Duration) evictionapi.Observation {
 	now := m.clock.Now()
 	last := m.observed.Load()
 	if last != nil && now.Sub(last.Time) <= maxAge {

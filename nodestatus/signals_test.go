@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 // Signals shares the sync's measurement while it is fresh, measures anew
@@ -24,11 +24,11 @@ func TestSignalsSharedWithTheSync(t *testing.T) {
 		t.Fatal("a sync published no signals")
 	}
 	first := e.m.Signals(10 * time.Second)
-	mem := first.Signals[eviction.SignalMemoryAvailable]
+	mem := first.Signals[evictionapi.SignalMemoryAvailable]
 	if mem.Available != 5<<30 || mem.Threshold != 2<<30 || mem.ThresholdText != "2Gi" || mem.Met() {
 		t.Errorf("memory.available %+v, want 5Gi available against 2Gi", mem)
 	}
-	nodefs := first.Signals[eviction.SignalNodeFsAvailable]
+	nodefs := first.Signals[evictionapi.SignalNodeFsAvailable]
 	if nodefs.Threshold != 10<<30 || nodefs.ThresholdText != "10Gi" {
 		t.Errorf("nodefs.available %+v, want a 10Gi threshold (10%% of 100Gi)", nodefs)
 	}
@@ -41,7 +41,7 @@ func TestSignalsSharedWithTheSync(t *testing.T) {
 	}
 	// ...an older one is measured again, without moving the condition.
 	now := e.m.Signals(time.Second)
-	if o := now.Signals[eviction.SignalMemoryAvailable]; !o.Met() || !now.Time.Equal(e.clock.Now()) {
+	if o := now.Signals[evictionapi.SignalMemoryAvailable]; !o.Met() || !now.Time.Equal(e.clock.Now()) {
 		t.Errorf("fresh observation %+v at %v, want memory.available met now", o, now.Time)
 	}
 	if now.Pressure[v1.NodeMemoryPressure] {

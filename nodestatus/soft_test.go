@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodeagent/nodeagent/internal/eviction"
+	"github.com/nodeagent/nodeagent/internal/evictionapi"
 )
 
 // A soft threshold sets its pressure condition at the first sync that sees
@@ -27,14 +27,14 @@ func TestSoftThresholdSetsPressure(t *testing.T) {
 		t.Errorf("MemoryPressure %s with memory.available 5Gi below the soft 6Gi, want True", c.Status)
 	}
 	obs := e.m.Signals(10 * time.Second)
-	mem := obs.Signals[eviction.SignalMemoryAvailable]
+	mem := obs.Signals[evictionapi.SignalMemoryAvailable]
 	if mem.Threshold != 1<<30 || mem.Soft != 6<<30 || mem.SoftText != "6Gi" || mem.MinReclaim != 512<<20 {
 		t.Errorf("memory.available %+v, want hard 1Gi, soft 6Gi, minimum reclaim 512Mi", mem)
 	}
 	if mem.Met() || !mem.SoftMet() || !mem.Unresolved(true) || mem.Unresolved(false) {
 		t.Errorf("memory.available %+v: want only the soft threshold met", mem)
 	}
-	nodefs := obs.Signals[eviction.SignalNodeFsAvailable]
+	nodefs := obs.Signals[evictionapi.SignalNodeFsAvailable]
 	if nodefs.Threshold != 0 || nodefs.Soft != 20<<30 || nodefs.SoftText != "20Gi" || nodefs.MinReclaim != 5<<30 {
 		t.Errorf("nodefs.available %+v, want soft 20Gi (20%% of 100Gi) and minimum reclaim 5Gi", nodefs)
 	}

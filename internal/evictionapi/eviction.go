@@ -1,4 +1,4 @@
-// Package eviction is kubelet's eviction vocabulary, shared by config (which
+// Package evictionapi is kubelet's eviction vocabulary, shared by config (which
 // validates and defaults evictionHard) and nodestatus (which turns thresholds
 // into pressure conditions): the signal names and the default hard
 // thresholds.
@@ -7,7 +7,7 @@
 // can depend on it without depending on each other. The names and values are
 // kubelet 1.34's (pkg/kubelet/eviction/api and
 // pkg/kubelet/eviction/defaults_linux.go).
-package eviction
+package evictionapi
 
 import (
 	"time"
