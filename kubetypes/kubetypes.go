@@ -1,8 +1,11 @@
-// Package kubetypes holds the vocabulary the pod packages share with kubelet
-// (its pkg/kubelet/types): the annotations kubelet puts on the pods it takes
-// from sources, the source names, and the pod's full name, the key that ties
-// a static pod to its mirror pod. It has no behaviour and imports nothing of
-// ours.
+// Package kubetypes is the pod vocabulary nodeagent shares with kubelet
+// (its pkg/kubelet/types, imported there as kubetypes, and the QoS helper
+// of pkg/apis/core/v1/helper/qos): the annotations kubelet puts on the pods
+// it takes from sources, the source names, the pod's full name (the key
+// that ties a static pod to its mirror pod), priorities and critical pods,
+// the QoS class and sidecar helpers. pods, cm, eviction and shutdown all
+// use it, so it sits at the top level rather than under pods/. It makes no
+// decisions of its own and imports nothing of ours.
 package kubetypes
 
 import (

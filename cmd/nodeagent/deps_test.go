@@ -16,7 +16,7 @@ func TestDependencies(t *testing.T) {
 		switch {
 		case strings.HasPrefix(pkg, "k8s.io/kubernetes"):
 			t.Errorf("the binary links %s", pkg)
-		case pkg == mod+"internal/testing/testimage", pkg == mod+"internal/testing/testenv", strings.HasPrefix(pkg, "github.com/google/go-containerregistry"):
+		case strings.HasPrefix(pkg, mod+"internal/testing/"), strings.HasPrefix(pkg, "github.com/google/go-containerregistry"):
 			t.Errorf("the binary links test-only %s", pkg)
 		}
 		if !strings.HasPrefix(pkg, mod) || pkg == mod+"runtime" {
@@ -27,6 +27,38 @@ func TestDependencies(t *testing.T) {
 				t.Errorf("%s imports %s; only runtime may", pkg, imp)
 			}
 		}
+	}
+}
+
+// TestProductDoesNotImportTestHarness: the harness under internal/testing/
+// may import the product (the fleet simulator runs the agent's heartbeat
+// and node status), never the other way: no package outside the harness,
+// hack/ and e2e/ imports it except from its tests.
+func TestProductDoesNotImportTestHarness(t *testing.T) {
+	const mod = "github.com/nodeagent/nodeagent/"
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imps, _ := strings.Cut(line, " ")
+		rel := strings.TrimPrefix(pkg, mod)
+		if strings.HasPrefix(rel, "internal/testing/") || strings.HasPrefix(rel, "hack/") || rel == "e2e" || strings.HasPrefix(rel, "e2e/") {
+			continue
+		}
+		n++
+		for _, imp := range strings.Fields(imps) {
+			if strings.HasPrefix(imp, mod+"internal/testing/") {
+				t.Errorf("%s imports the test harness %s", pkg, imp)
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("go list listed only %d product packages:\n%s", n, out)
 	}
 }
 

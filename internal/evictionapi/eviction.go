@@ -1,7 +1,8 @@
-// Package evictionapi is kubelet's eviction vocabulary, shared by config (which
-// validates and defaults evictionHard) and nodestatus (which turns thresholds
-// into pressure conditions): the signal names and the default hard
-// thresholds.
+// Package evictionapi is kubelet's eviction vocabulary (kubelet's
+// pkg/kubelet/eviction/api, whose name it takes), shared by config (which
+// validates and defaults evictionHard), nodestatus (which turns thresholds
+// into pressure conditions) and eviction: the signal names and the default
+// hard thresholds.
 //
 // It holds data only and imports nothing of the agent, so that both sides
 // can depend on it without depending on each other. The names and values are
