@@ -87,6 +87,18 @@ func ParseRoot(systemd bool, root string) (CgroupName, error) {
 	return n, nil
 }
 
+// RootFor is the cgroup the agent's kubepods hierarchy lives under:
+// cgroupRoot when set (ParseRoot); otherwise RootForNamespace(namespace),
+// the host's root for the k8s.io namespace (kubelet's paths) and a root of
+// the agent's own for any other, so that agents sharing a host never touch
+// each other's QoS cgroups.
+func RootFor(systemd bool, cgroupRoot, namespace string) (CgroupName, error) {
+	if cgroupRoot != "" {
+		return ParseRoot(systemd, cgroupRoot)
+	}
+	return RootForNamespace(namespace), nil
+}
+
 // RootForNamespace is the default cgroup root of an agent that uses
 // containerd namespace ns: the host's root for k8s.io (kubelet's paths),
 // else a root of its own, so that agents sharing a host (tests, a second

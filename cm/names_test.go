@@ -85,3 +85,26 @@ func TestRootForNamespace(t *testing.T) {
 		t.Errorf("two namespaces share a root: %v %v", a, b)
 	}
 }
+
+func TestRootFor(t *testing.T) {
+	for _, tc := range []struct {
+		desc, ns, root string
+		systemd        bool
+		want           string // cgroupfs path of kubepods' parent
+	}{
+		{"k8s.io: kubelet's paths", "k8s.io", "", false, "/"},
+		{"another namespace: a root of its own", "e2e-n1", "", false, "/nodeagent-e2e-n1"},
+		{"cgroupRoot wins", "e2e-n1", "/custom", false, "/custom"},
+		{"systemd slice root", "k8s.io", "/custom.slice", true, "/custom"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, err := RootFor(tc.systemd, tc.root, tc.ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ToCgroupfs() != tc.want {
+				t.Errorf("root %s, want %s", got.ToCgroupfs(), tc.want)
+			}
+		})
+	}
+}

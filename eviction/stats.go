@@ -192,3 +192,19 @@ func (s Stats) podLogDirs(p *v1.Pod) []string {
 	}
 	return dirs
 }
+
+// DedicatedImageFS reports whether the image filesystem (where writable
+// layers live; imageFSRoot is the runtime's ImageFSRoot) is another
+// filesystem than rootDir's, which decides Stats.DedicatedImageFS. Unknown
+// counts as shared.
+func DedicatedImageFS(ctx context.Context, imageFSRoot func(context.Context) (string, error), rootDir string) bool {
+	dir, err := imageFSRoot(ctx)
+	if err != nil {
+		return false
+	}
+	var a, b syscall.Stat_t
+	if syscall.Stat(dir, &a) != nil || syscall.Stat(rootDir, &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev
+}

@@ -290,6 +290,23 @@ func (s Status) LoopAlive(now time.Time, d time.Duration) error {
 	return fmt.Errorf("lease renew loop has not completed a renewal for %s (limit %s)", now.Sub(s.LastAttempt).Round(time.Second), d)
 }
 
+// Live is the heartbeat's part of the agent's liveness check (/livez, the
+// systemd watchdog) for a loop started at started: a renewal takes at most
+// one interval and starts at most an interval (plus jitter) after the
+// previous one, so a loop that has not finished an attempt for three
+// intervals is wedged, and one that has not finished its first within two
+// has never come up. An unreachable API server does not fail it.
+func (s Status) Live(now, started time.Time) error {
+	interval := RenewInterval(s.LeaseDuration)
+	if err := s.LoopAlive(now, 3*interval+time.Second); err != nil {
+		return err
+	}
+	if s.LastAttempt.IsZero() && now.Sub(started) > 2*interval+time.Second {
+		return errors.New("lease renew loop has not completed its first renewal")
+	}
+	return nil
+}
+
 // Run renews until ctx is cancelled. The first renewal starts at once.
 func (c *Controller) Run(ctx context.Context) {
 	c.log.Info("starting lease heartbeat", "leaseDuration", c.LeaseDuration(), "renewInterval", RenewInterval(c.LeaseDuration()))

@@ -453,6 +453,30 @@ func TestStatusChecks(t *testing.T) {
 	}
 }
 
+// Live: with a 40s lease (10s interval) the loop is wedged after 31s
+// without a finished attempt, and never came up after 21s without a first.
+func TestStatusLive(t *testing.T) {
+	started := t0
+	const d = 40 * time.Second
+	for _, tc := range []struct {
+		desc  string
+		st    Status
+		after time.Duration // since started
+		ok    bool
+	}{
+		{"starting", Status{LeaseDuration: d}, 20 * time.Second, true},
+		{"first renewal overdue", Status{LeaseDuration: d}, 22 * time.Second, false},
+		{"failing but looping", Status{LeaseDuration: d, LastAttempt: t0.Add(time.Minute), LastError: fmt.Errorf("refused")}, time.Minute + 30*time.Second, true},
+		{"wedged", Status{LeaseDuration: d, LastRenew: t0.Add(time.Minute), LastAttempt: t0.Add(time.Minute)}, time.Minute + 32*time.Second, false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if err := tc.st.Live(started.Add(tc.after), started); (err == nil) != tc.ok {
+				t.Errorf("Live = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
 // A registration renews at once only a Lease that still lacks its owner:
 // one created with its owner (the first renewal came after the Node) keeps
 // its cadence.

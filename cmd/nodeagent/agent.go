@@ -346,10 +346,36 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 }
 
 // run starts every loop and blocks until ctx is done, then shuts down.
+// newAgent has built the heartbeat, CNI, graceful shutdown and node status
+// (in that order); run starts the agent's components in this order, the one
+// place that decides it:
+//
+//  1. the agent's own oom_score_adj (before anything can use memory);
+//  2. the health server (/healthz, /livez, /readyz, /metrics, /events) and
+//     the node API's listener: a port that cannot be bound fails the start
+//     before any loop runs;
+//  3. the heartbeat, at once: it has the highest priority, and creates its
+//     Lease even before the Node exists (the owner reference follows); then
+//     the certificate manager (TLS bootstrap, client certificate rotation),
+//     whose certificates every new TLS handshake picks up;
+//  4. the Node's registration, then node status;
+//  5. the containerd connection and, once it is up, the components that
+//     need it in runOnRuntime's order: cm, pleg, imagegc, pods, eviction;
+//  6. systemd READY=1 once registered and heartbeating, and the watchdog;
+//  7. the configuration watcher (SIGHUP, file changes);
+//  8. graceful node shutdown (its pods are handed over in 5);
+//  9. CNI;
+//  10. the node API serving on the listener of 2.
+//
+// Nothing waits for another step to have started: a step that needs
+// another's result (node status the runtime, eviction the pods) reads it
+// through the agent when it is there.
 func (a *agent) run(ctx context.Context) error {
 	a.log.Info("starting nodeagent", "version", version, "leaseDuration", a.hb.LeaseDuration(),
 		"statusUpdate", a.cfg.NodeStatusUpdateFrequency.Duration, "statusReport", a.cfg.NodeStatusReportFrequency.Duration)
+	// 1.
 	a.protectFromOOMKiller()
+	// 2.
 	srv, err := a.startServer()
 	if err != nil {
 		return err
@@ -367,12 +393,12 @@ func (a *agent) run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
 	}
-	// The heartbeat starts at once: it has the highest priority, and creates
-	// its Lease even before the Node exists (the owner reference follows).
+	// 3.
 	goLoop(a.hb.Run)
 	if a.certs != nil {
 		goLoop(a.certs.Run)
 	}
+	// 4.
 	goLoop(func(ctx context.Context) {
 		if _, err := a.ns.Register(ctx); err != nil {
 			return // ctx is done
@@ -382,18 +408,24 @@ func (a *agent) run(ctx context.Context) error {
 		a.hb.NodeRegistered() // an ownerless Lease gets its owner now, not in 10s
 		a.ns.Run(ctx)
 	})
+	// 5.
 	if a.cfg.ContainerRuntimeEndpoint != "" {
 		goLoop(a.connectRuntime)
 	}
+	// 6.
 	goLoop(a.notifyReady)
 	goLoop(func(ctx context.Context) {
 		systemd.RunWatchdog(ctx, a.log.With("component", "watchdog"), a.clock, a.live)
 	})
+	// 7.
 	goLoop(a.watchConfig)
+	// 8.
 	goLoop(a.shutdown.run)
+	// 9.
 	if a.net != nil {
 		goLoop(a.net.Run)
 	}
+	// 10.
 	if api != nil {
 		goLoop(func(ctx context.Context) {
 			if err := api.Serve(ctx, apiListener); err != nil {
@@ -462,14 +494,8 @@ func (a *agent) ready() error {
 // does not fail it, so the agent never crash-loops over an outage; a wedged
 // heartbeat loop or a stuck PLEG does.
 func (a *agent) live() error {
-	st := a.hb.Status()
-	// A renewal takes at most one interval, and starts at most an interval
-	// (plus jitter) after the previous one: three intervals is wedged.
-	if err := st.LoopAlive(a.clock.Now(), 3*heartbeat.RenewInterval(st.LeaseDuration)+time.Second); err != nil {
+	if err := a.hb.Status().Live(a.clock.Now(), a.started); err != nil {
 		return err
-	}
-	if st.LastAttempt.IsZero() && a.clock.Since(a.started) > 2*heartbeat.RenewInterval(st.LeaseDuration)+time.Second {
-		return errors.New("lease renew loop has not completed its first renewal")
 	}
 	return a.plegHealthy()
 }

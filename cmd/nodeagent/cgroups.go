@@ -13,22 +13,10 @@ import (
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
-// cgroupRootFor is the cgroup the agent's kubepods hierarchy lives under:
-// cgroupRoot when set; otherwise the host's root for the k8s.io namespace
-// (kubelet's paths) and a root of the agent's own for any other namespace,
-// derived from the namespace as netnsDirFor derives its directory, so that
-// agents sharing a host never touch each other's QoS cgroups.
-func cgroupRootFor(c *config.NodeAgentConfiguration) (cm.CgroupName, error) {
-	if c.CgroupRoot != "" {
-		return cm.ParseRoot(c.CgroupDriver == config.CgroupDriverSystemd, c.CgroupRoot)
-	}
-	return cm.RootForNamespace(c.ContainerRuntimeNamespace), nil
-}
-
 // newCgroupManager builds the pod cgroup layout from the configuration and
 // the host's capacity, and lays out kubepods and its QoS levels.
 func (a *agent) newCgroupManager(ctx context.Context) (*cm.Manager, error) {
-	root, err := cgroupRootFor(a.cfg)
+	root, err := cm.RootFor(a.cfg.CgroupDriver == config.CgroupDriverSystemd, a.cfg.CgroupRoot, a.cfg.ContainerRuntimeNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +35,7 @@ func (a *agent) newCgroupManager(ctx context.Context) (*cm.Manager, error) {
 		Root:               root,
 		CgroupsPerQOS:      a.cfg.CgroupsPerQOS,
 		PodPidsLimit:       a.cfg.PodPidsLimit,
-		Allocatable:        allocatableForPods(capacity, a.cfg.SystemReserved, a.cfg.KubeReserved),
+		Allocatable:        cm.AllocatableForPods(capacity, a.cfg.SystemReserved, a.cfg.KubeReserved),
 		EnforceAllocatable: a.cfg.EnforcePodsAllocatable(),
 		MemoryCapacity:     memCapacity,
 		LegacyParent:       runtime.DefaultCgroupParent,
@@ -61,30 +49,6 @@ func (a *agent) newCgroupManager(ctx context.Context) (*cm.Manager, error) {
 	}
 	go m.Run(ctx)
 	return m, nil
-}
-
-// allocatableForPods is capacity minus the reservations (kubelet's
-// getNodeAllocatableInternalAbsolute: eviction thresholds are not taken
-// off, so that eviction acts before the cgroup limit is hit). Config
-// validation has checked the quantities.
-func allocatableForPods(capacity v1.ResourceList, reserved ...map[string]string) v1.ResourceList {
-	out := capacity.DeepCopy()
-	for _, r := range reserved {
-		for name, s := range r {
-			q, err := resource.ParseQuantity(s)
-			if err != nil {
-				continue
-			}
-			if v, ok := out[v1.ResourceName(name)]; ok {
-				v.Sub(q)
-				if v.Sign() < 0 {
-					v = resource.Quantity{}
-				}
-				out[v1.ResourceName(name)] = v
-			}
-		}
-	}
-	return out
 }
 
 // cgroupDriverError names the field for a layout that cannot be made.

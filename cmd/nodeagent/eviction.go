@@ -3,45 +3,27 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
-	"strconv"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodeagent/nodeagent/cm"
 	"github.com/nodeagent/nodeagent/eviction"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
-// agentOOMScoreAdj is the agent's own oom_score_adj (kubelet's default
-// oomScoreAdj): the kernel's OOM killer takes pods before the agent.
-const agentOOMScoreAdj = -999
-
-// protectFromOOMKiller sets the agent's own oom_score_adj.
+// protectFromOOMKiller sets the agent's own oom_score_adj (kubelet's
+// -999, cm.AgentOOMScoreAdj): the kernel's OOM killer takes pods first.
 func (a *agent) protectFromOOMKiller() {
-	if err := setOOMScoreAdj("/proc/self/oom_score_adj", agentOOMScoreAdj); err != nil {
-		a.log.Warn("cannot set the agent's oom_score_adj; the OOM killer may choose it before pods", "oomScoreAdj", agentOOMScoreAdj, "err", err)
+	if err := cm.SetOOMScoreAdj("/proc/self/oom_score_adj", cm.AgentOOMScoreAdj); err != nil {
+		a.log.Warn("cannot set the agent's oom_score_adj; the OOM killer may choose it before pods", "oomScoreAdj", cm.AgentOOMScoreAdj, "err", err)
 		return
 	}
-	a.log.Info("set the agent's oom_score_adj", "oomScoreAdj", agentOOMScoreAdj)
-}
-
-// setOOMScoreAdj writes an oom_score_adj file (/proc/<pid>/oom_score_adj).
-func setOOMScoreAdj(path string, v int) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(strconv.Itoa(v))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	a.log.Info("set the agent's oom_score_adj", "oomScoreAdj", cm.AgentOOMScoreAdj)
 }
 
 // admitUnderPressure is the eviction admit handler: no new pods (or, under
@@ -64,7 +46,7 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 		PodLogsDir:       a.cfg.PodLogsDir,
 		Containers:       rt.ListContainers,
 		WritableLayer:    rt.WritableLayerUsage,
-		DedicatedImageFS: dedicatedImageFS(ctx, rt, a.cfg.RootDir),
+		DedicatedImageFS: eviction.DedicatedImageFS(ctx, rt.ImageFSRoot, a.cfg.RootDir),
 	}
 	o := eviction.Options{
 		Observe:    a.ns.Signals,
@@ -113,19 +95,4 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 		return
 	}
 	m.Run(ctx)
-}
-
-// dedicatedImageFS reports whether containerd's image filesystem (where
-// writable layers live) is another filesystem than rootDir's; unknown
-// counts as shared.
-func dedicatedImageFS(ctx context.Context, rt *runtime.Runtime, rootDir string) bool {
-	dir, err := rt.ImageFSRoot(ctx)
-	if err != nil {
-		return false
-	}
-	var a, b syscall.Stat_t
-	if syscall.Stat(dir, &a) != nil || syscall.Stat(rootDir, &b) != nil {
-		return false
-	}
-	return a.Dev != b.Dev
 }

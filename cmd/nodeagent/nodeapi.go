@@ -52,7 +52,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		Attach:                 runtimeContainers{a},
 		LogRoot:                c.PodLogsDir,
 		LegacyLogRoots:         []string{filepath.Join(c.RootDir, "logs")},
-		NetNSDir:               netnsDirFor(c.ContainerRuntimeNamespace),
+		NetNSDir:               c.NetNSDir(),
 		StatsFsDir:             c.RootDir,
 		Healthy:                a.live,
 		Metrics:                promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),

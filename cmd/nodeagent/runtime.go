@@ -17,12 +17,14 @@ import (
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods"
+	"github.com/nodeagent/nodeagent/pods/admission"
 	"github.com/nodeagent/nodeagent/pods/keyring"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
 // connectRuntime connects to containerd, retrying with backoff and logging
-// why, then runs the PLEG and the pod workers until ctx is done. It returns
+// why, then runs the components that need it (runOnRuntime) until ctx is
+// done. It returns
 // only after they have stopped, so the agent closes the runtime after its
 // last user. A missing containerd never stops the agent: the node
 // heartbeats and reports Ready=False naming the cause until containerd is
@@ -70,7 +72,7 @@ func (a *agent) connectRuntime(ctx context.Context) {
 	if err := rt.SyncLogSymlinks(ctx); err != nil {
 		log.Warn("container log symlinks", "dir", a.cfg.ContainerLogsDir, "err", err)
 	}
-	a.runPLEG(ctx, rt)
+	a.runOnRuntime(ctx, rt)
 }
 
 // dialRuntime calls dial until it succeeds, waiting between attempts
@@ -99,9 +101,66 @@ func (a *agent) dialRuntime(ctx context.Context, log *slog.Logger, dial func(con
 	}
 }
 
-// runPLEG runs the PLEG and the pod workers over rt until ctx is done and
-// both have stopped.
-func (a *agent) runPLEG(ctx context.Context, rt *runtime.Runtime) {
+// runOnRuntime runs the components that need containerd, over rt, until
+// ctx is done and every one of them has stopped. It builds and starts them
+// in this order, each from those above it (run's comment gives the whole
+// agent's order); one that cannot be built is logged and those below it
+// are not started, while the node keeps heartbeating and reporting status:
+//
+//  1. cm: the pod cgroup layout (kubepods and its QoS levels);
+//  2. pleg: over rt, watching 1's cgroup parents; its health feeds /livez;
+//  3. imagegc: over rt;
+//  4. pods: the pod workers over rt, 2 and 1; the node API reads their
+//     pods from then on;
+//  5. eviction: node-pressure eviction of 4's pods, reclaiming through 4
+//     and 3; it stops when 4 stops;
+//  6. graceful node shutdown gets 4's pods;
+//  7. 4 runs until ctx is done and every worker has stopped.
+func (a *agent) runOnRuntime(ctx context.Context, rt *runtime.Runtime) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	goRun := func(ctx context.Context, f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+
+	// 1. cm
+	cgroups, err := a.newCgroupManager(ctx)
+	if err != nil {
+		a.log.Error("cannot lay out pod cgroups; running no pods", "err", cgroupDriverError(a.cfg, err))
+		return
+	}
+	// 2. pleg
+	p, err := a.newPLEG(rt, cgroups)
+	if err != nil {
+		a.log.Error("cannot start the PLEG", "err", err)
+		return
+	}
+	a.pl.Store(p)
+	goRun(ctx, p.Run)
+	// 3. imagegc
+	goRun(ctx, func(ctx context.Context) { a.runImageGC(ctx, rt) })
+	// 4. pods
+	pm, err := a.newPods(rt, p, cgroups)
+	if err != nil {
+		a.log.Error("cannot start the pod workers", "err", err)
+		return
+	}
+	a.apiPods.use(pm)
+	// 5. eviction (evStop runs before wg.Wait)
+	evCtx, evStop := context.WithCancel(ctx)
+	defer evStop()
+	goRun(evCtx, func(ctx context.Context) { a.runEviction(ctx, rt, pm) })
+	// 6. shutdown
+	a.shutdown.usePods(pm)
+	// 7.
+	if err := pm.Run(ctx); err != nil {
+		a.log.Error("pod workers stopped", "err", err)
+	}
+}
+
+// newPLEG builds the PLEG over rt, watching the cgroup parents of cgroups.
+func (a *agent) newPLEG(rt *runtime.Runtime, cgroups *cm.Manager) (*pleg.PLEG, error) {
 	var sources []pleg.Source
 	for _, s := range a.cfg.PLEG.EventSources {
 		src, err := pleg.ParseSource(s)
@@ -111,12 +170,7 @@ func (a *agent) runPLEG(ctx context.Context, rt *runtime.Runtime) {
 		}
 		sources = append(sources, src)
 	}
-	cgroups, err := a.newCgroupManager(ctx)
-	if err != nil {
-		a.log.Error("cannot lay out pod cgroups; running no pods", "err", cgroupDriverError(a.cfg, err))
-		return
-	}
-	p, err := pleg.New(rt, pleg.Options{
+	return pleg.New(rt, pleg.Options{
 		CgroupParents:        cgroups.WatchParents(),
 		RelistPeriod:         a.cfg.PLEG.RelistPeriod.Duration,
 		FallbackRelistPeriod: a.cfg.PLEG.FallbackRelistPeriod.Duration,
@@ -125,38 +179,25 @@ func (a *agent) runPLEG(ctx context.Context, rt *runtime.Runtime) {
 		Logger:               a.base.With("component", "pleg"),
 		Registerer:           a.reg,
 	})
-	if err != nil {
-		a.log.Error("cannot start the PLEG", "err", err)
-		return
-	}
-	a.pl.Store(p)
-	plegDone := make(chan struct{})
-	go func() { defer close(plegDone); p.Run(ctx) }()
-	gcDone := make(chan struct{})
-	go func() { defer close(gcDone); a.runImageGC(ctx, rt) }()
-	a.runPods(ctx, rt, p, cgroups)
-	<-plegDone
-	<-gcDone
 }
 
-// runPods runs the pod workers for static pods and the API server's pods
-// bound to this node until ctx is done and every worker has stopped.
-func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager) {
+// newPods builds the pod workers for static pods and the API server's pods
+// bound to this node, over rt, the PLEG p and the pod cgroups.
+func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager) (*pods.Manager, error) {
 	var podNet pods.PodNetwork // a nil *network.Network must stay a nil interface
 	if a.net != nil {
 		podNet = a.net
 	}
-	podSec, admitSec := podSecurity(a.cfg)
 	var credProviders keyring.Provider // a nil *credprovider.Plugins must stay a nil interface
 	if a.credProviders != nil {
 		credProviders = a.credProviders
 	}
-	pm, err := pods.New(pods.Options{
+	return pods.New(pods.Options{
 		CredentialProviders: credProviders,
-		Security:            podSec,
+		Security:            pods.SecurityOptions{SeccompDefault: a.cfg.SeccompDefault},
 		RuntimeHandlers:     a.cfg.RuntimeHandlers,
 		Cgroups:             cgroups,
-		Admission:           admitSec,
+		Admission:           admission.HostSecurity(a.cfg.AllowedUnsafeSysctls),
 		Admit:               a.admitUnderPressure,
 		ShuttingDown:        a.shutdown.ShuttingDown,
 		Network:             podNet,
@@ -165,8 +206,8 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 		StaticPodPath:       a.cfg.StaticPodPath,
 		RootDir:             a.cfg.RootDir,
 		PodLogsDir:          a.cfg.PodLogsDir,
-		NetNSDir:            netnsDirFor(a.cfg.ContainerRuntimeNamespace),
-		PodNSDir:            podNSDirFor(a.cfg.ContainerRuntimeNamespace),
+		NetNSDir:            a.cfg.NetNSDir(),
+		PodNSDir:            a.cfg.PodNSDir(),
 		MaxPods:             int(a.cfg.MaxPods),
 		Node:                a.ns.Node,
 		NodeAnyway:          a.ns.NodeAnyway,
@@ -180,20 +221,6 @@ func (a *agent) runPods(ctx context.Context, rt *runtime.Runtime, p *pleg.PLEG, 
 			ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, ResolvConf: a.cfg.ResolvConf,
 		},
 	})
-	if err != nil {
-		a.log.Error("cannot start the pod workers", "err", err)
-		return
-	}
-	a.apiPods.use(pm)
-	evCtx, evStop := context.WithCancel(ctx)
-	evDone := make(chan struct{})
-	go func() { defer close(evDone); a.runEviction(evCtx, rt, pm) }()
-	a.shutdown.usePods(pm)
-	if err := pm.Run(ctx); err != nil {
-		a.log.Error("pod workers stopped", "err", err)
-	}
-	evStop()
-	<-evDone
 }
 
 var errRuntimeNotConnected = errors.New("container runtime not connected")
@@ -277,29 +304,6 @@ func (a *agent) listImages(ctx context.Context) ([]nodestatus.Image, error) {
 		out = append(out, nodestatus.Image{ID: im.ID, Names: im.Names, SizeBytes: im.Size})
 	}
 	return out, nil
-}
-
-// netnsDirFor is where the pods' network namespaces of the agent that
-// uses containerd namespace ns are mounted (<dir>/<pod UID>). Each agent
-// treats the entries of its directory without containers as its own
-// orphans, so two agents on one host (tests, or a second instance in
-// another containerd namespace) must not share it: the default namespace
-// keeps the documented /run/nodeagent/netns, any other gets its own.
-func netnsDirFor(ns string) string {
-	if ns == "" || ns == config.DefaultContainerRuntimeNamespace {
-		return "/run/nodeagent/netns"
-	}
-	return "/run/nodeagent/netns-" + ns
-}
-
-// podNSDirFor is where the pods' IPC and UTS namespaces and /dev/shm of
-// the agent that uses containerd namespace ns are mounted
-// (<dir>/<pod UID>/{ipc,uts,shm}), one directory per agent as netnsDirFor.
-func podNSDirFor(ns string) string {
-	if ns == "" || ns == config.DefaultContainerRuntimeNamespace {
-		return "/run/nodeagent/pods"
-	}
-	return "/run/nodeagent/pods-" + ns
 }
 
 // pullProgressTimeout maps imagePullProgressTimeout (0: never, as

@@ -67,24 +67,6 @@ func TestDialRuntimeBackoff(t *testing.T) {
 	}
 }
 
-// Agents in different containerd namespaces never share a network
-// namespace directory: each one's orphan scan would remove the other's.
-func TestNetNSDirPerContainerdNamespace(t *testing.T) {
-	if got := netnsDirFor(""); got != "/run/nodeagent/netns" {
-		t.Errorf("default: %s", got)
-	}
-	if got := netnsDirFor("k8s.io"); got != "/run/nodeagent/netns" {
-		t.Errorf("k8s.io: %s", got)
-	}
-	a, b := netnsDirFor("test-a"), netnsDirFor("test-b")
-	if a == b || a == netnsDirFor("k8s.io") {
-		t.Errorf("namespaces share a directory: %s %s", a, b)
-	}
-	if a, b := podNSDirFor("test-a"), podNSDirFor("test-b"); a == b || a == podNSDirFor("k8s.io") || podNSDirFor("") != "/run/nodeagent/pods" {
-		t.Errorf("pod namespace directories: %s %s %s", a, b, podNSDirFor(""))
-	}
-}
-
 // A restarted agent's status checks wait for its first dial of containerd
 // instead of reporting "not connected" a moment before the connection is
 // up (a false NotReady of a Ready node); once a dial has failed they answer

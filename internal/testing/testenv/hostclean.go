@@ -15,8 +15,8 @@ import (
 )
 
 // AgentRunDirs are the directories under /run/nodeagent that an agent
-// using containerd namespace ns keeps for itself (cmd/nodeagent's
-// netnsDirFor and podNSDirFor): its pods' network namespaces, and their
+// using containerd namespace ns keeps for itself (config's NetNSDir
+// and PodNSDir): its pods' network namespaces, and their
 // IPC/UTS namespaces and /dev/shm. They outlive the agent, so a test that
 // runs an agent in a namespace of its own must remove them.
 func AgentRunDirs(ns string) []string {

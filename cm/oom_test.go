@@ -1,4 +1,4 @@
-package main
+package cm
 
 import (
 	"os"
@@ -11,13 +11,13 @@ func TestSetOOMScoreAdj(t *testing.T) {
 	if err := os.WriteFile(p, []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := setOOMScoreAdj(p, agentOOMScoreAdj); err != nil {
+	if err := SetOOMScoreAdj(p, AgentOOMScoreAdj); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != "-999" {
 		t.Errorf("wrote %q, want kubelet's -999", b)
 	}
-	if err := setOOMScoreAdj(filepath.Join(t.TempDir(), "missing", "oom_score_adj"), -999); err == nil {
+	if err := SetOOMScoreAdj(filepath.Join(t.TempDir(), "missing", "oom_score_adj"), -999); err == nil {
 		t.Error("no error for a file that cannot be opened")
 	}
 }
