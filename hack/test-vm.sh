@@ -101,7 +101,9 @@ cp "$DEB" "$WORK/share/nodeagent.deb"
 vm_start "$IMG"
 # The control plane starts while the guest boots.
 eval "$(ns "$LC" up --dir "$CLUSTER" --no-containerd 2>"$WORK/cluster.log")" || { cat "$WORK/cluster.log" >&2; fail "localcluster up"; }
-k() { ns kubectl "$@"; }
+KUBECTL=$ROOT/_output/bin/kubectl
+[[ -x $KUBECTL ]] || KUBECTL=$(command -v kubectl) || fail "no kubectl (make controlplane builds one)"
+k() { ns "$KUBECTL" "$@"; }
 NODE_KC=$(ns "$LC" node-kubeconfig "$NODE" --dir "$CLUSTER")
 # The guest reaches the namespace's loopback as 10.0.2.2; the API server's
 # certificate names localhost.
@@ -233,7 +235,7 @@ spec:
   - name: c
     image: docker.io/nodeagent/busybox:test
     imagePullPolicy: Never
-    command: [sh, -c, "tail /dev/zero"]
+    command: [sh, -c, "x=0123456789abcdef; while :; do x=$x$x; done"]
     resources:
       limits: {cpu: 100m, memory: 24Mi}
 EOF
