@@ -22,7 +22,6 @@
 VM_NS=
 VM_QEMU_PID=
 VM_SHARE=
-VM_SEQ=0
 VM_BOOT_SECONDS=
 
 # vm_netns creates the network namespace (loopback up, 10.0.2.15/32 on it).
@@ -79,8 +78,10 @@ vm_wait_ready() {
 g() {
 	local timeout=120
 	if [[ $1 == -t ]]; then timeout=$2; shift 2; fi
-	local n
-	n=$(printf '%05d' $((++VM_SEQ)))
+	# A name unique per call without a counter: g often runs inside $(...),
+	# where a counter's increment would be lost to the subshell and the
+	# next call would read the previous one's output.
+	local n=${EPOCHREALTIME/./}-$BASHPID
 	printf '%s\n' "$*" >"$VM_SHARE/cmd/$n.sh.tmp"
 	mv "$VM_SHARE/cmd/$n.sh.tmp" "$VM_SHARE/cmd/$n.sh"
 	local deadline=$((SECONDS + timeout))
