@@ -44,8 +44,10 @@ vm_start() {
 	command -v qemu-system-x86_64 >/dev/null || fail "qemu-system-x86_64 is not installed (hack/ensure-deps.sh installs qemu-system-x86)"
 	# TCG: there is no KVM here. 2 vCPUs (the agent's cgroup math sees a
 	# multi-CPU node), 2 GiB.
-	ns qemu-system-x86_64 -accel tcg,thread=multi -smp 2 -m 2G -nodefaults -no-user-config \
-		-display none -serial "file:$WORK/console.log" \
+	# (ip netns exec directly, not the ns function: a function in the
+	# background is a subshell, whose pid is not qemu's; -pidfile as well)
+	ip netns exec "$VM_NS" qemu-system-x86_64 -accel tcg,thread=multi -smp 2 -m 2G -nodefaults -no-user-config \
+		-display none -serial "file:$WORK/console.log" -pidfile "$WORK/qemu.pid" \
 		-kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
 		-append "console=ttyS0 root=/dev/vda rw rootfstype=ext4 systemd.unified_cgroup_hierarchy=1 systemd.show_status=0 quiet loglevel=4 mitigations=off" \
 		-drive "file=$img/root.img,format=raw,if=virtio,snapshot=on,cache=unsafe" \
@@ -111,6 +113,9 @@ vm_save_logs() {
 # vm_stop kills qemu (the disk is a snapshot: nothing to shut down cleanly)
 # and removes the network namespace.
 vm_stop() {
+	local p
+	# qemu's own pid, should it differ from the one started
+	p=$(cat "$WORK/qemu.pid" 2>/dev/null) && [[ -n $p && $p != "$VM_QEMU_PID" ]] && kill -KILL "$p" 2>/dev/null
 	if [[ -n $VM_QEMU_PID ]]; then
 		kill -TERM "$VM_QEMU_PID" 2>/dev/null
 		for _ in $(seq 1 50); do kill -0 "$VM_QEMU_PID" 2>/dev/null || break; sleep 0.1; done
