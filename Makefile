@@ -8,7 +8,7 @@ VERSION ?= $(shell bash -c 'source <(sed -n "/^version() {/,/^}/p" hack/package.
 BIN := _output/bin
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
-	test-integration fuzz-smoke conformance lint clean fault-long soak
+	test-integration fuzz-smoke conformance lint clean fault-long soak test-vm
 
 all: build
 
@@ -58,6 +58,13 @@ SOAK_DURATION ?= 2h
 soak: build controlplane
 	NODEAGENT_SOAK=$(SOAK_DURATION) NODEAGENT_SOAK_SEED=$(SOAK_SEED) NODEAGENT_BIN=$(CURDIR)/$(BIN)/nodeagent \
 		go test -count=1 -v -timeout 0 -run '^TestSoak$$' ./e2e/fault 2>&1 | tee _output/soak.log; exit $${PIPESTATUS[0]}
+
+# The cgroup v2 virtual machine's short form alone (hack/test-vm.sh,
+# docs/vm.md): a Debian 12 guest under qemu (TCG), the agent's .deb as its
+# systemd unit, pods' cgroup v2 limits, OOMKilled, logs/exec, the PLEG's
+# cgroup v2 source. Its own control plane, in a network namespace.
+test-vm: controlplane
+	hack/test-vm.sh
 
 # Quick loop while coding: no cluster, tests that need one are skipped.
 # The long form of the client certificate rotation test: a cluster of its

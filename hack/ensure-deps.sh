@@ -23,6 +23,8 @@ declare -A need=(
   [make]=make              # the conformance e2e images' busybox is built from source
   [bzip2]=bzip2            # its release tarball
   [curl]=curl              # fetched once from Debian's mirror
+  [qemu-system-x86_64]=qemu-system-x86 # the cgroup v2 guest (hack/vm, TCG: no KVM needed)
+  [mkfs.ext4]=e2fsprogs                # its disk image (mkfs.ext4 -d, no loop device)
 )
 missing=()
 for cmd in "${!need[@]}"; do

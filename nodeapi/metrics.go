@@ -59,6 +59,15 @@ func readCgroup(mounts []string, path string) (cgroupUsage, error) {
 					inactive, u.rss = st["inactive_file"], st["anon"]
 				}
 				haveMem = true
+			} else if st, err := readKV(filepath.Join(dir, "memory.stat")); err == nil && path == "/" {
+				// The cgroup v2 root has memory.stat but no memory.current:
+				// usage is anon + file, as runc's root statistics (what
+				// cadvisor, and so kubelet, report for the node on v2), not
+				// MemTotal - MemAvailable.
+				if anon, ok := st["anon"]; ok {
+					usage, inactive, u.rss = anon+st["file"], st["inactive_file"], anon
+					haveMem = true
+				}
 			}
 			u.memUsage, u.hasMem = usage, haveMem
 			if haveMem && usage > inactive {
@@ -93,7 +102,8 @@ func readKV(p string) (map[string]uint64, error) {
 }
 
 // nodeMemoryWorkingSet is MemTotal - MemAvailable, for hosts whose root
-// cgroup has no memory statistics (cgroup v2).
+// cgroup has no memory statistics at all (neither v1's memory.usage_in_bytes
+// nor v2's root memory.stat: no memory controller mounted).
 func nodeMemoryWorkingSet(meminfo string) (uint64, error) {
 	b, err := os.ReadFile(meminfo)
 	if err != nil {

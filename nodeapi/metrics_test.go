@@ -49,6 +49,17 @@ func TestReadCgroup(t *testing.T) {
 	if err != nil || u.cpuNanos != 1500000 || u.workingSet != 3072 {
 		t.Fatalf("v2: %+v %v", u, err)
 	}
+	// The v2 root: no memory.current; usage is anon + file from its
+	// memory.stat, as runc reports the root (kubelet's node working set on
+	// v2), rss is anon.
+	writeFiles(t, v2, map[string]string{
+		"cpu.stat":    "usage_usec 7\n",
+		"memory.stat": "anon 3000\nfile 5000\nkernel 100000\ninactive_file 1500\nactive_file 3500\n",
+	})
+	u, err = readCgroup([]string{v2}, "/")
+	if err != nil || !u.hasMem || u.memUsage != 8000 || u.workingSet != 6500 || u.rss != 3000 {
+		t.Fatalf("v2 root: %+v %v", u, err)
+	}
 	if _, err := readCgroup([]string{v2}, "/gone"); err == nil {
 		t.Fatal("a missing cgroup read without error")
 	}

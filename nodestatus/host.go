@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -139,15 +140,33 @@ func parseOSRelease(b []byte) map[string]string {
 	return out
 }
 
-// Meminfo is the part of /proc/meminfo the agent uses, in bytes.
+// Meminfo is the part of /proc/meminfo the agent uses, in bytes, and on a
+// cgroup v2 host the root cgroup's working set.
 type Meminfo struct {
 	Total, Free, InactiveFile uint64
+	// CgroupV2 is set on a host whose unified root has the memory
+	// controller; CgroupV2WorkingSet is then the root cgroup's anon + file -
+	// inactive_file from its memory.stat: the node working set kubelet
+	// uses on v2 (runc's root statistics, which cadvisor reports; the v2
+	// root has no memory.current).
+	CgroupV2           bool
+	CgroupV2WorkingSet uint64
 }
 
 // Available is kubelet's memory.available at node level: capacity minus the
 // working set, where the working set is the memory in use minus inactive file
-// pages (reclaimable without I/O), i.e. MemFree + Inactive(file).
-func (m Meminfo) Available() uint64 { return m.Free + m.InactiveFile }
+// pages (reclaimable without I/O). On cgroup v2 that is MemTotal minus the
+// root cgroup's working set (kernel memory such as slab is not in it, as in
+// kubelet); elsewhere MemFree + Inactive(file).
+func (m Meminfo) Available() uint64 {
+	if m.CgroupV2 {
+		if m.CgroupV2WorkingSet >= m.Total {
+			return 0
+		}
+		return m.Total - m.CgroupV2WorkingSet
+	}
+	return m.Free + m.InactiveFile
+}
 
 // Meminfo parses /proc/meminfo.
 func (h *Host) Meminfo() (Meminfo, error) {
@@ -184,6 +203,35 @@ func (h *Host) Meminfo() (Meminfo, error) {
 	}
 	if m.Total == 0 {
 		return Meminfo{}, errors.New("meminfo: no MemTotal")
+	}
+	if ctrls, err := h.readTrimmed("/sys/fs/cgroup/cgroup.controllers"); err == nil && slices.Contains(strings.Fields(ctrls), "memory") {
+		st, err := h.read("/sys/fs/cgroup/memory.stat")
+		if err != nil {
+			return Meminfo{}, fmt.Errorf("cgroup v2 root memory.stat: %w", err)
+		}
+		vals := map[string]uint64{}
+		for _, l := range strings.Split(string(st), "\n") {
+			if k, v, ok := strings.Cut(l, " "); ok {
+				if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+					vals[k] = n
+				}
+			}
+		}
+		anon, okA := vals["anon"]
+		file, okF := vals["file"]
+		if !okA || !okF {
+			return Meminfo{}, errors.New("cgroup v2 root memory.stat: no anon or file")
+		}
+		usage := anon + file
+		// In a cgroup namespace /sys/fs/cgroup is a non-root cgroup, which
+		// has memory.current (runc reads that when it exists).
+		if cur, err := h.readTrimmed("/sys/fs/cgroup/memory.current"); err == nil {
+			if n, err := strconv.ParseUint(cur, 10, 64); err == nil {
+				usage = n
+			}
+		}
+		m.CgroupV2 = true
+		m.CgroupV2WorkingSet = max(usage, vals["inactive_file"]) - vals["inactive_file"]
 	}
 	return m, nil
 }

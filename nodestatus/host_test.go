@@ -145,6 +145,23 @@ func TestHostMeminfo(t *testing.T) {
 	if m.Total != 8<<30 || m.Free != 4<<30 || m.InactiveFile != 1<<30 || m.Available() != 5<<30 {
 		t.Errorf("got %+v", m)
 	}
+	// cgroup v2 with the memory controller: the root's memory.stat, as
+	// kubelet: MemTotal - (anon + file - inactive_file), not MemFree +
+	// Inactive(file) (kernel memory is not in the working set).
+	h.write("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n")
+	h.write("/sys/fs/cgroup/memory.stat", "anon 1073741824\nfile 2147483648\nkernel 536870912\ninactive_file 1073741824\n")
+	if m, err = h.Meminfo(); err != nil || !m.CgroupV2 || m.CgroupV2WorkingSet != 2<<30 || m.Available() != 6<<30 {
+		t.Errorf("cgroup v2: got %+v, available %d, %v", m, m.Available(), err)
+	}
+	h.write("/sys/fs/cgroup/memory.stat", "kernel 1\n")
+	if _, err := h.Meminfo(); err == nil {
+		t.Error("cgroup v2 root memory.stat without anon/file: want an error")
+	}
+	// A hybrid host's unified root without the memory controller: meminfo.
+	h.write("/sys/fs/cgroup/cgroup.controllers", "\n")
+	if m, err = h.Meminfo(); err != nil || m.CgroupV2 || m.Available() != 5<<30 {
+		t.Errorf("no v2 memory controller: got %+v, %v", m, err)
+	}
 	h.write("/proc/meminfo", "MemFree: 10 kB\n")
 	if _, err := h.Meminfo(); err == nil {
 		t.Error("no MemTotal: want an error")

@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# test-vm.sh: the short form of the cgroup v2 virtual-machine test (issue 27).
+#
+# Boots hack/vm's Debian bookworm guest (stock kernel, systemd, the unified
+# cgroup v2 hierarchy, containerd 2.x, Debian's runc) under qemu (TCG), installs
+# this tree's nodeagent .deb in it and starts it as the systemd unit with
+# cgroupDriver: systemd, registered with a local control plane of its own
+# (hack/vm/lib.sh says how the network stays on this machine). Then checks,
+# from the guest's own cgroup files:
+#   1. the node becomes Ready through nodeagent.service;
+#   2. a Guaranteed and a Burstable pod: kubelet's layout under kubepods.slice
+#      and their pod and container cpu.max, cpu.weight (converted from
+#      shares as kubelet converts them), memory.max and pids.max;
+#   3. a container that exceeds its memory limit is reported OOMKilled
+#      (memory.events' oom_kill);
+#   4. kubectl logs and kubectl exec through the guest's node API;
+#   5. the PLEG's cgroup v2 event source (cgroup.events) is healthy and
+#      delivered events (the agent's /metrics).
+# Fails loudly, never skips: a machine where qemu cannot run fails with the
+# reason. On failure the serial console, the guest's journal and the agent's
+# unit status are saved under _output/vm-failure/.
+#
+# Environment: KEEP=1 keeps the work dir; NODEAGENT_VM_BOOT_TIMEOUT (s, 240).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+T0=$SECONDS
+TSTEP=$SECONDS
+log() { printf '%s [%3ds] %s\n' "$(date +%H:%M:%S)" "$((SECONDS - T0))" "$*" >&2; }
+step() {
+	log "  ... done in $((SECONDS - TSTEP))s"
+	TSTEP=$SECONDS
+	log "== $*"
+}
+fail() {
+	log "FAIL: $*"
+	exit 1
+}
+expect_eq() { # DESCRIPTION GOT WANT
+	[[ $2 == "$3" ]] || fail "$1: got '$2', want '$3'"
+	log "ok: $1 = $3"
+}
+
+[[ $(id -u) == 0 ]] || fail "test-vm needs root (network namespace, debootstrap)"
+hack/ensure-deps.sh
+source hack/vm/lib.sh
+
+WORK=$(mktemp -d /var/tmp/nodeagent-test-vm.XXXXXX)
+CLUSTER=$WORK/cluster
+NODE=nodeagent-vm
+LC=$ROOT/_output/bin/localcluster
+
+cleanup() {
+	local rc=$?
+	set +e
+	if [[ $rc != 0 ]]; then
+		local out=$ROOT/_output/vm-failure
+		rm -rf "$out"
+		if [[ -n $VM_QEMU_PID ]]; then
+			g -t 30 'systemctl status --no-pager nodeagent containerd; journalctl -u nodeagent --no-pager -n 100' >"$WORK/agent-status.txt" 2>&1
+		fi
+		vm_save_logs "$out"
+		cp "$WORK/agent-status.txt" "$WORK/qemu.log" "$out/" 2>/dev/null
+		log "serial console, guest journal and agent status saved in $out"
+		tail -n 30 "$out/console.log" >&2
+	fi
+	vm_stop
+	[[ -n $VM_NS && -d $CLUSTER ]] && ns "$LC" down --dir "$CLUSTER" >/dev/null 2>&1
+	vm_netns_delete
+	if [[ $rc != 0 && ${KEEP:-} == 1 ]]; then
+		log "KEEP=1: leaving $WORK"
+	else
+		rm -rf --one-file-system "$WORK"
+	fi
+	if [[ $rc == 0 ]]; then log "PASS: test-vm in $((SECONDS - T0))s"; else log "FAIL: test-vm after $((SECONDS - T0))s"; fi
+}
+trap cleanup EXIT
+
+# --- build -------------------------------------------------------------------
+
+log "== build: the .deb, the guest image (cached), the control plane (cached)"
+VERSION=$(
+	source <(sed -n '/^version() {/,/^}/p' hack/package.sh)
+	version
+)
+DIST=$WORK/dist ARCHES=amd64 NODEAGENT_VERSION=$VERSION hack/package.sh >"$WORK/package.log" 2>&1 ||
+	{ tail -n 30 "$WORK/package.log" >&2; fail "hack/package.sh"; }
+DEB=$WORK/dist/nodeagent_${VERSION}_amd64.deb
+[[ -f $DEB ]] || fail "package.sh did not write $DEB"
+IMG=$(hack/vm/image.sh) || fail "hack/vm/image.sh"
+hack/build-controlplane.sh >/dev/null
+go build -o "$LC" ./hack/localcluster
+go build -o "$WORK/testimage" ./hack/systemd-test/testimage
+
+step "boot the guest and start the control plane (in network namespace navm-$$)"
+vm_netns
+mkdir -p "$WORK/share"
+cp "$DEB" "$WORK/share/nodeagent.deb"
+"$WORK/testimage" "$WORK/share/busybox.tar"
+vm_start "$IMG"
+# The control plane starts while the guest boots.
+eval "$(ns "$LC" up --dir "$CLUSTER" --no-containerd 2>"$WORK/cluster.log")" || { cat "$WORK/cluster.log" >&2; fail "localcluster up"; }
+KUBECTL=$ROOT/_output/bin/kubectl
+[[ -x $KUBECTL ]] || KUBECTL=$(command -v kubectl) || fail "no kubectl (make controlplane builds one)"
+k() { ns "$KUBECTL" "$@"; }
+NODE_KC=$(ns "$LC" node-kubeconfig "$NODE" --dir "$CLUSTER")
+# The guest reaches the namespace's loopback as 10.0.2.2; the API server's
+# certificate names localhost.
+sed -e 's|server: https://127.0.0.1:|server: https://10.0.2.2:|' \
+	-e 's|^\(    \)server: \(.*\)$|\1server: \2\n\1tls-server-name: localhost|' "$NODE_KC" >"$WORK/share/kubeconfig"
+grep -q 'tls-server-name: localhost' "$WORK/share/kubeconfig" || fail "could not rewrite the node kubeconfig"
+vm_wait_ready "${NODEAGENT_VM_BOOT_TIMEOUT:-240}"
+log "guest: $(g 'uname -r; stat -fc %T /sys/fs/cgroup; systemctl --version | head -n1' | tr '\n' ' ')"
+expect_eq "the guest's /sys/fs/cgroup" "$(g 'stat -fc %T /sys/fs/cgroup')" cgroup2fs
+expect_eq "containerd" "$(g 'systemctl is-active containerd')" active
+
+step "install the .deb and start nodeagent.service (cgroupDriver: systemd)"
+g -t 180 "$(cat <<'EOF'
+set -e
+/usr/local/bin/ctr --namespace k8s.io images import /host/busybox.tar >/dev/null
+dpkg -i /host/nodeagent.deb >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; exit 1; }
+install -m 0600 /host/kubeconfig /etc/nodeagent/kubeconfig
+cat >>/etc/nodeagent/config.yaml <<'CFG'
+hostnameOverride: nodeagent-vm
+cgroupDriver: systemd
+podPidsLimit: 128
+cniConfDir: ""
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1%
+  imagefs.available: 1%
+CFG
+systemctl restart nodeagent.service
+systemctl is-active nodeagent.service
+EOF
+)" || fail "install and start the agent in the guest"
+log "ok: systemctl start nodeagent returned (READY=1: registered, first Lease renewed)"
+k wait --for=condition=Ready "node/$NODE" --timeout=90s >/dev/null || fail "node $NODE not Ready"
+expect_eq "Node InternalIP" "$(k get node "$NODE" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')" 10.0.2.15
+expect_eq "daemonEndpoints port" "$(k get node "$NODE" -o jsonpath='{.status.daemonEndpoints.kubeletEndpoint.Port}')" 10250
+expect_eq "kubepods.slice exists" "$(g 'test -d /sys/fs/cgroup/kubepods.slice && echo yes')" yes
+
+step "a Guaranteed and a Burstable pod"
+k create namespace vm >/dev/null
+k apply -n vm -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: guaranteed}
+spec:
+  nodeName: nodeagent-vm
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: c
+    image: docker.io/nodeagent/busybox:test
+    imagePullPolicy: Never
+    command: [sh, -c, "echo hello-from-the-vm; exec sleep 3600"]
+    resources:
+      limits: {cpu: 250m, memory: 64Mi}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: burstable}
+spec:
+  nodeName: nodeagent-vm
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: c
+    image: docker.io/nodeagent/busybox:test
+    imagePullPolicy: Never
+    command: [sh, -c, "exec sleep 3600"]
+    resources:
+      requests: {cpu: 100m, memory: 32Mi}
+      limits: {cpu: 200m, memory: 96Mi}
+EOF
+k wait -n vm --for=condition=Ready pod/guaranteed pod/burstable --timeout=120s >/dev/null || {
+	k get -n vm pods -o wide >&2
+	k describe -n vm pods >&2
+	fail "the pods did not become Ready"
+}
+# cgfile POD FILE [container]: a cgroup file of the pod's slice, or of its
+# container's scope, read in the guest.
+cgdir() {
+	local pod=$1 uid qos slice dir cid
+	uid=$(k get -n vm pod "$pod" -o jsonpath='{.metadata.uid}')
+	qos=$(k get -n vm pod "$pod" -o jsonpath='{.status.qosClass}')
+	case $qos in
+	Guaranteed) dir=kubepods.slice/kubepods-pod${uid//-/_}.slice ;;
+	Burstable) dir=kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod${uid//-/_}.slice ;;
+	*) fail "pod $pod has QoS class $qos" ;;
+	esac
+	if [[ ${2:-} == container ]]; then
+		cid=$(k get -n vm pod "$pod" -o jsonpath='{.status.containerStatuses[0].containerID}')
+		dir=$dir/cri-containerd-${cid#containerd://}.scope
+	fi
+	echo "/sys/fs/cgroup/$dir"
+}
+cgfiles() { # DIR: "cpu.max|cpu.weight|memory.max|pids.max"
+	g "cd $1 && echo \"\$(cat cpu.max)|\$(cat cpu.weight)|\$(cat memory.max)|\$(cat pids.max)\""
+}
+# kubelet: shares = milliCPU*1024/1000 (min 2); on v2
+# weight = 1 + (shares-2)*9999/262142. 250m -> 256 shares -> weight 10;
+# 100m -> 102 -> 4. Quota = milliCPU*100000/1000 per 100ms period.
+G=$(cgdir guaranteed)
+expect_eq "Guaranteed pod slice ($G)" "$(cgfiles "$G")" "25000 100000|10|67108864|128"
+expect_eq "Guaranteed container scope" "$(cgfiles "$(cgdir guaranteed container)")" "25000 100000|10|67108864|max"
+B=$(cgdir burstable)
+expect_eq "Burstable pod slice ($B)" "$(cgfiles "$B")" "20000 100000|4|100663296|128"
+expect_eq "Burstable container scope" "$(cgfiles "$(cgdir burstable container)")" "20000 100000|4|100663296|max"
+expect_eq "the Guaranteed container's process in its scope" \
+	"$(g "cat $(cgdir guaranteed container)/cgroup.procs | wc -l")" 1
+
+step "kubectl logs and exec through the guest's node API"
+out=$(k logs -n vm guaranteed) || fail "kubectl logs"
+expect_eq "kubectl logs" "$out" hello-from-the-vm
+out=$(k exec -n vm burstable -- sh -c 'echo exec-ok; cat /proc/self/cgroup') || fail "kubectl exec"
+[[ $out == exec-ok* ]] || fail "kubectl exec printed '$out'"
+log "ok: kubectl exec (its /proc/self/cgroup: $(echo "$out" | tail -n1))"
+
+step "a container over its memory limit is OOMKilled"
+k apply -n vm -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: oom}
+spec:
+  nodeName: nodeagent-vm
+  hostNetwork: true
+  restartPolicy: Never
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: c
+    image: docker.io/nodeagent/busybox:test
+    imagePullPolicy: Never
+    command: [sh, -c, "x=0123456789abcdef; while :; do x=$x$x; done"]
+    resources:
+      limits: {cpu: 100m, memory: 24Mi}
+EOF
+deadline=$((SECONDS + 120))
+until reason=$(k get -n vm pod oom -o jsonpath='{.status.containerStatuses[0].state.terminated.reason}') && [[ -n $reason ]]; do
+	((SECONDS < deadline)) || { k get -n vm pod oom -o yaml >&2; fail "the OOM container did not terminate in 120s"; }
+	sleep 1
+done
+expect_eq "terminated reason" "$reason" OOMKilled
+expect_eq "exit code" "$(k get -n vm pod oom -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')" 137
+expect_eq "pod phase" "$(k get -n vm pod oom -o jsonpath='{.status.phase}')" Failed
+
+step "the PLEG's cgroup v2 event source"
+k get --raw "/api/v1/nodes/$NODE/proxy/metrics" >"$WORK/metrics.txt" || fail "the node's /metrics through the API server"
+grep -E '^nodeagent_pleg_(source_healthy|events_total|fallbacks_total)' "$WORK/metrics.txt" >&2 || true
+grep -qx 'nodeagent_pleg_source_healthy{source="cgroups"} 1' "$WORK/metrics.txt" || fail "the cgroups event source is not healthy"
+n=$(awk '/^nodeagent_pleg_events_total\{.*source="cgroups"/ { s += $2 } END { print s + 0 }' "$WORK/metrics.txt")
+((n > 0)) || fail "the cgroups event source delivered no event"
+log "ok: the cgroups event source is healthy and delivered $n events"
+! grep -q '^nodeagent_pleg_fallbacks_total{source="cgroups"} [1-9]' "$WORK/metrics.txt" || fail "the PLEG fell back from the cgroups source"
+g 'journalctl -u nodeagent --no-pager -o cat' >"$WORK/journal.txt"
+! grep -E 'PLEG event source failed|cannot watch pod cgroup parent' "$WORK/journal.txt" >&2 || fail "the agent's journal reports a PLEG event source failure"
+
+step "done (guest booted in ${VM_BOOT_SECONDS}s)"
