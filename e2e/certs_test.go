@@ -31,7 +31,7 @@ func bootstrapAgent(t *testing.T, env *testenv.Env, token string) (*agent, strin
 	if err := env.BootstrapKubeconfig(boot, token); err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, env, agentOpts{kubeconfig: filepath.Join(dir, "kubelet.conf"), noRuntime: true, config: "rotateCertificates: true\n"})
+	a := newAgent(t, env, agentOpts{kubeconfig: filepath.Join(dir, "kubelet.conf"), config: "rotateCertificates: true\n"})
 	a.args = append(a.args, "--bootstrap-kubeconfig", boot)
 	return a, filepath.Join(a.dir, "root", "pki")
 }
@@ -247,8 +247,11 @@ func TestClientCertificateRotation(t *testing.T) {
 		signing, window, want = 10*time.Minute, 30*time.Minute, 4 // the first is the kubeconfig's immediate replacement
 	}
 	env := testenv.OwnCluster(t, localcluster.Options{ClusterSigningDuration: signing})
+	// The own cluster has no containerd; the shared one's serves the
+	// agent's runtime (a node without a runtime is never Ready).
+	env.ContainerdAddress = testenv.Cluster(t).ContainerdAddress
 	ctx := context.Background()
-	a := newAgent(t, env, agentOpts{noRuntime: true, config: "rotateCertificates: true\n"})
+	a := newAgent(t, env, agentOpts{config: "rotateCertificates: true\n"})
 	a.start()
 	a.waitReady(ctx, 90*time.Second)
 
