@@ -100,7 +100,8 @@ cp "$R/boot/vmlinuz-$kver" "$TMP/out/vmlinuz"
 cp "$R/boot/initrd.img-$kver" "$TMP/out/initrd.img"
 echo "$kver" >"$TMP/out/kernel-version"
 # 4 GiB, sparse: room for the pods' images and logs.
-mkfs.ext4 -q -F -L root -d "$R" "$TMP/out/root.img" 4G
+# stdout is this script's answer (the image directory): mkfs says "Creating regular file ..." there even with -q.
+mkfs.ext4 -q -F -L root -d "$R" "$TMP/out/root.img" 4G >&2
 mv -T "$TMP/out" "$IMG" 2>/dev/null || [[ -s $IMG/root.img ]] || { echo "cannot move the image to $IMG" >&2; exit 1; }
 log "image in $((SECONDS - t))s: $(du -sh --apparent-size "$IMG/root.img" | cut -f1) apparent, $(du -sh "$IMG/root.img" | cut -f1) used, kernel $kver"
 echo "$IMG"
