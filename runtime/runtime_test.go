@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,20 +30,7 @@ func newRuntime(t *testing.T) (*runtime.Runtime, *testimage.Containerd) {
 func newRuntimeWith(t *testing.T, set func(*runtime.Options)) (*runtime.Runtime, *testimage.Containerd) {
 	t.Helper()
 	cd := testimage.StartContainerd(t)
-	opts := runtime.Options{
-		Address:      cd.Address,
-		CgroupParent: cd.CgroupParent,
-		CallTimeout:  20 * time.Second,
-		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-	}
-	if set != nil {
-		set(&opts)
-	}
-	rt, err := runtime.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
+	rt := bareRuntime(t, cd, "", set) // "": the runtime's default namespace
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := testimage.Import(ctx, rt); err != nil {
