@@ -6,7 +6,10 @@
 // under a switch, a helper process); any other skip fails the run, so that a
 // phase cannot skip itself to green because something it needs is missing.
 //
-//	go test -json ./... | gotestfilter [--allow FILE]
+//	go test -json ./... | gotestfilter [--allow FILE] [--slowest N]
+//
+// At the end it lists the N slowest top-level tests (default 10), so that
+// the CI budget (docs/testing.md) can be spent where it buys most.
 //
 // The exit status is 1 when a test or package failed, a test skipped
 // without being allowed, or the input held no test at all; 0 otherwise.
@@ -30,6 +33,7 @@ type Event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on pass and fail
 }
 
 // Allowed is a skip the list permits: a package (regexp), a test (regexp),
@@ -81,6 +85,13 @@ type Summary struct {
 	FailedPackages          []string
 	Unexpected              []string // "pkg TestX: reason"
 	AllowedSkips            int
+	Durations               []Duration // top-level tests that ended, slowest first
+}
+
+// Duration is how long one top-level test ran.
+type Duration struct {
+	Package, Test string
+	Seconds       float64
 }
 
 // Filter copies the plain output of in to out and returns the summary.
@@ -99,6 +110,9 @@ func Filter(in io.Reader, out io.Writer, allow []Allowed) (Summary, error) {
 			continue
 		}
 		k := key{e.Package, e.Test}
+		if (e.Action == "pass" || e.Action == "fail") && e.Test != "" && !strings.Contains(e.Test, "/") {
+			s.Durations = append(s.Durations, Duration{e.Package, e.Test, e.Elapsed})
+		}
 		switch e.Action {
 		case "output":
 			if e.Test == "" {
@@ -152,11 +166,21 @@ func Filter(in io.Reader, out io.Writer, allow []Allowed) (Summary, error) {
 			delete(buf, k)
 		}
 	}
+	slices.SortStableFunc(s.Durations, func(a, b Duration) int {
+		switch {
+		case a.Seconds > b.Seconds:
+			return -1
+		case a.Seconds < b.Seconds:
+			return 1
+		}
+		return 0
+	})
 	return s, sc.Err()
 }
 
 func main() {
 	allowPath := flag.String("allow", "hack/expected-skips.txt", "the skips that are allowed, each with why")
+	slowest := flag.Int("slowest", 10, "list this many of the slowest top-level tests")
 	flag.Parse()
 	var allow []Allowed
 	if b, err := os.ReadFile(*allowPath); err != nil {
@@ -172,6 +196,12 @@ func main() {
 		os.Exit(1)
 	}
 	slices.Sort(s.Unexpected)
+	if n := min(*slowest, len(s.Durations)); n > 0 {
+		fmt.Printf("gotestfilter: the %d slowest tests:\n", n)
+		for _, d := range s.Durations[:n] {
+			fmt.Printf("  %7.1fs  %s %s\n", d.Seconds, d.Package, d.Test)
+		}
+	}
 	fmt.Printf("gotestfilter: %d skips allowed by %s\n", s.AllowedSkips, *allowPath)
 	fmt.Printf("gotestfilter: %d passed, %d failed, %d skipped\n", s.Passed, s.Failed, s.Skipped)
 	rc := 0

@@ -8,11 +8,13 @@ import (
 const stream = `{"Action":"run","Package":"p","Test":"TestA"}
 {"Action":"output","Package":"p","Test":"TestA","Output":"=== RUN   TestA\n"}
 {"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:1: fine\n"}
-{"Action":"pass","Package":"p","Test":"TestA"}
+{"Action":"pass","Package":"p","Test":"TestA","Elapsed":1.5}
 {"Action":"run","Package":"p","Test":"TestB"}
 {"Action":"output","Package":"p","Test":"TestB","Output":"    b_test.go:2: broke\n"}
 {"Action":"output","Package":"p","Test":"TestB","Output":"--- FAIL: TestB (0.00s)\n"}
-{"Action":"fail","Package":"p","Test":"TestB"}
+{"Action":"run","Package":"p","Test":"TestB/sub"}
+{"Action":"pass","Package":"p","Test":"TestB/sub","Elapsed":9}
+{"Action":"fail","Package":"p","Test":"TestB","Elapsed":2.25}
 {"Action":"output","Package":"p","Test":"TestC","Output":"    c_test.go:3: needs root\n"}
 {"Action":"output","Package":"p","Test":"TestC","Output":"--- SKIP: TestC (0.00s)\n"}
 {"Action":"skip","Package":"p","Test":"TestC"}
@@ -36,7 +38,7 @@ func TestFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Passed != 1 || s.Failed != 1 || s.Skipped != 2 || s.AllowedSkips != 1 || len(s.FailedPackages) != 2 {
+	if s.Passed != 2 || s.Failed != 1 || s.Skipped != 2 || s.AllowedSkips != 1 || len(s.FailedPackages) != 2 {
 		t.Fatalf("summary %+v", s)
 	}
 	if len(s.Unexpected) != 1 || s.Unexpected[0] != "p TestC: c_test.go:3: needs root" {
@@ -47,6 +49,10 @@ func TestFilter(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+	// Top-level tests only, slowest first; skips have no duration.
+	if len(s.Durations) != 2 || s.Durations[0] != (Duration{"p", "TestB", 2.25}) || s.Durations[1] != (Duration{"p", "TestA", 1.5}) {
+		t.Errorf("durations %+v", s.Durations)
 	}
 	if strings.Contains(got, "fine") {
 		t.Errorf("a passing test's output was printed:\n%s", got)
