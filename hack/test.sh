@@ -12,12 +12,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 # Each phase's duration is printed at the end (docs/testing.md: the CI budget).
+# Beside the wall time, the CPU time of the phase's processes (user+system of
+# the children this shell waited for; the shared cluster's daemons are not in
+# it): what tells a phase that waits, and can overlap another, from one that
+# computes.
 durations=()
 phase_name=
 phase_start=$t0
+cpu_ticks() { awk '{print $16 + $17}' /proc/$$/stat; }
+phase_cpu=$(cpu_ticks)
 end_phase() {
   if [ -n "$phase_name" ]; then
-    durations+=("$(printf '%5ds  %s' $(( $(date +%s) - phase_start )) "$phase_name")")
+    durations+=("$(printf '%5ds  %5ds cpu  %s' $(( $(date +%s) - phase_start )) \
+      $(( ($(cpu_ticks) - phase_cpu) / $(getconf CLK_TCK) )) "$phase_name")")
   fi
   phase_name=
 }
@@ -25,6 +32,7 @@ phase() {
   end_phase
   phase_name=$*
   phase_start=$(date +%s)
+  phase_cpu=$(cpu_ticks)
   echo; echo "=== test: $* ($(( phase_start - t0 ))s elapsed)"
 }
 
