@@ -37,6 +37,7 @@ func main() {
 	noContainerd := fs.Bool("no-containerd", false, "do not start the private containerd")
 	signing := fs.Duration("cluster-signing-duration", 0, "kube-controller-manager --cluster-signing-duration (0: its default, a year)")
 	nodeMask := fs.Int("node-cidr-mask-size", localcluster.DefaultNodeCIDRMaskSize, "pod CIDR size per node out of "+localcluster.ClusterCIDR+" (29 for fleets of up to 8,192 nodes)")
+	clusterCIDR := fs.String("cluster-cidr", "", "the /16 node pod CIDRs come out of (default "+localcluster.ClusterCIDR+"; another for a second cluster whose nodes run CNI networks beside the first's)")
 	args := os.Args[2:]
 	var positional []string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
@@ -53,7 +54,7 @@ func main() {
 	case "up":
 		bin, err := filepath.Abs(*binDir)
 		check(err)
-		s, err := localcluster.Up(ctx, localcluster.Options{Dir: absDir, BinDir: bin, NoContainerd: *noContainerd, Log: os.Stderr, NodeCIDRMaskSize: *nodeMask, ClusterSigningDuration: *signing})
+		s, err := localcluster.Up(ctx, localcluster.Options{Dir: absDir, BinDir: bin, NoContainerd: *noContainerd, Log: os.Stderr, NodeCIDRMaskSize: *nodeMask, ClusterSigningDuration: *signing, ClusterCIDR: *clusterCIDR})
 		check(err)
 		printEnv(s)
 	case "down":

@@ -33,3 +33,29 @@ func TestNodeCIDRMaskSize(t *testing.T) {
 		}
 	}
 }
+
+// A second cluster beside the first takes another /16; anything the mask
+// checks cannot handle is refused by name before anything starts.
+func TestClusterCIDR(t *testing.T) {
+	for _, tc := range []struct {
+		cidr, network string
+		wantErr       bool
+	}{
+		{cidr: "", network: ClusterCIDR},
+		{cidr: "10.246.0.0/16", network: "10.246.0.0/16"},
+		{cidr: "10.246.0.0/24", wantErr: true},
+		{cidr: "10.246.1.0/16", wantErr: true}, // host bits set
+		{cidr: "fd00::/16", wantErr: true},
+		{cidr: "nonsense", wantErr: true},
+	} {
+		err := checkClusterCIDR(tc.cidr)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("checkClusterCIDR(%q) = %v, want error %v", tc.cidr, err, tc.wantErr)
+		}
+		if !tc.wantErr {
+			if got := (&State{ClusterCIDR: tc.cidr}).PodNetwork(); got != tc.network {
+				t.Errorf("PodNetwork with %q = %s, want %s", tc.cidr, got, tc.network)
+			}
+		}
+	}
+}

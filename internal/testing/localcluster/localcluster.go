@@ -28,6 +28,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,12 @@ type Options struct {
 	// valid); 0 is its default (a year). Rotation tests start a cluster of
 	// their own with a short one.
 	ClusterSigningDuration time.Duration
+	// ClusterCIDR is the /16 the controller manager gives node pod CIDRs
+	// out of; "" is ClusterCIDR. Two clusters whose nodes run CNI networks
+	// on one host at once (make test runs the conformance specs on a
+	// cluster of its own beside the e2e tests) need different ones, or two
+	// bridges get the same subnet.
+	ClusterCIDR string
 }
 
 // State describes a running cluster. It is saved as Dir/state.json.
@@ -81,6 +88,8 @@ type State struct {
 	TLSBootstrap bool `json:"tlsBootstrap,omitempty"`
 	// ClusterSigningDuration is Options.ClusterSigningDuration in force.
 	ClusterSigningDuration time.Duration `json:"clusterSigningDuration,omitempty"`
+	// ClusterCIDR is Options.ClusterCIDR in force ("" is ClusterCIDR).
+	ClusterCIDR string `json:"clusterCIDR,omitempty"`
 }
 
 const stateFile = "state.json"
@@ -104,6 +113,27 @@ func checkNodeCIDRMaskSize(mask int) error {
 		return fmt.Errorf("localcluster: NodeCIDRMaskSize %d: must be between %d and 30 (ClusterCIDR is %s)", mask, clusterCIDRBits+1, ClusterCIDR)
 	}
 	return nil
+}
+
+// checkClusterCIDR accepts "" (ClusterCIDR) or an IPv4 /16 (the mask
+// checks above assume 16 bits).
+func checkClusterCIDR(cidr string) error {
+	if cidr == "" {
+		return nil
+	}
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil || !p.Addr().Is4() || p.Bits() != clusterCIDRBits || p.Masked() != p {
+		return fmt.Errorf("localcluster: ClusterCIDR %q: want an IPv4 /%d such as %s", cidr, clusterCIDRBits, ClusterCIDR)
+	}
+	return nil
+}
+
+// PodNetwork is the /16 this cluster gives node pod CIDRs out of.
+func (s *State) PodNetwork() string {
+	if s.ClusterCIDR != "" {
+		return s.ClusterCIDR
+	}
+	return ClusterCIDR
 }
 
 // MaxNodes is how many nodes the controller manager can give a pod CIDR
@@ -162,6 +192,9 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err := checkNodeCIDRMaskSize(o.NodeCIDRMaskSize); err != nil {
 		return nil, err
 	}
+	if err := checkClusterCIDR(o.ClusterCIDR); err != nil {
+		return nil, err
+	}
 	if s, err := Load(dir); err == nil {
 		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		herr := s.Healthy(hctx)
@@ -171,6 +204,9 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		}
 		if herr == nil && s.ClusterSigningDuration != o.ClusterSigningDuration {
 			herr = fmt.Errorf("it signs certificates for %s, %s wanted", s.ClusterSigningDuration, o.ClusterSigningDuration)
+		}
+		if herr == nil && s.ClusterCIDR != o.ClusterCIDR {
+			herr = fmt.Errorf("its pod network is %s, %s wanted", s.PodNetwork(), (&State{ClusterCIDR: o.ClusterCIDR}).PodNetwork())
 		}
 		if herr == nil && (o.NoContainerd || s.ContainerdAddress != "") && s.MaxNodes() == 1<<(o.NodeCIDRMaskSize-clusterCIDRBits) {
 			fmt.Fprintf(o.Log, "localcluster: reusing the running cluster in %s (%s)\n", dir, s.APIServerURL)
@@ -260,6 +296,7 @@ func start(ctx context.Context, o Options) (*State, error) {
 		AdminKubeconfig:        filepath.Join(dir, "kubeconfig", "admin.kubeconfig"),
 		NodeCIDRMaskSize:       o.NodeCIDRMaskSize,
 		ClusterSigningDuration: o.ClusterSigningDuration,
+		ClusterCIDR:            o.ClusterCIDR,
 		TLSBootstrap:           true,
 		CACert:                 filepath.Join(dir, "pki", "ca.crt"),
 		Pids:                   map[string]int{},
@@ -354,7 +391,7 @@ func start(ctx context.Context, o Options) (*State, error) {
 		// Node pod CIDRs (spec.podCIDR) for the tests' CNI networks: a
 		// private /16 nothing else on the test hosts uses (the network
 		// package's own tests take /24s of 10.245.0.0/16).
-		"--allocate-node-cidrs=true", "--cluster-cidr="+ClusterCIDR, "--node-cidr-mask-size="+strconv.Itoa(s.NodeCIDRMaskSize),
+		"--allocate-node-cidrs=true", "--cluster-cidr="+s.PodNetwork(), "--node-cidr-mask-size="+strconv.Itoa(s.NodeCIDRMaskSize),
 	)...); err != nil {
 		return s, err
 	}
