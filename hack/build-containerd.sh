@@ -4,7 +4,7 @@
 # well as against Debian's containerd 1.6. The version is pinned in
 # hack/containerd-current/go.mod (a build-only module; the root go.mod is not
 # touched). Binaries are cached outside the work tree under
-#   ${NODEAGENT_CACHE:-/var/cache/nodeagent-dev}/containerd/<version>-<go version>/
+#   ${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/containerd/<version>-<go version>/
 # and linked into _output/bin/containerd-current/. A warm run only links.
 #
 # Usage: hack/build-containerd.sh   (prints the bin directory on the last line)
@@ -18,7 +18,7 @@ mod=$root/hack/containerd-current
 version=$(cd "$mod" && go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
 gover=$(go env GOVERSION)
 key="${version}-${gover}"
-cache="${NODEAGENT_CACHE:-/var/cache/nodeagent-dev}/containerd/$key"
+cache="${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/containerd/$key"
 out=$root/_output/bin/containerd-current
 
 if [ -x "$cache/containerd" ] && [ -x "$cache/containerd-shim-runc-v2" ]; then
