@@ -208,6 +208,12 @@ spec:
 		}
 	}
 	waitFor("every worker ended", func() bool { return len(m.Pods()) == 0 })
+	// A worker leaves Pods() as it ends; the manager removes the pod's log
+	// directory just after (workerDone, podlogs.go).
+	waitFor("every pod's log directory removed", func() bool {
+		es, _ := os.ReadDir(podLogs)
+		return len(es) == 0
+	})
 	cs, _ := rt.ListContainers(ctx)
 	if len(cs) != 0 {
 		t.Errorf("containers left: %+v", cs)
