@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # make test: every test against one shared, freshly started local cluster
 # (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd).
-#   1. make lint, go test ./... (unit, integration, e2e; pleg, pods and
-#      heartbeat again under -race)   2. config fuzzer, briefly
-#   3. upstream conformance specs (NodeLease and the [NodeConformance] specs
-#      of test/e2e/common/node, judged against hack/conformance/known-failures.txt)
-#   4. packages under systemd-nspawn
+# In order: make lint; go test ./... (unit, integration, e2e; pleg, pods and
+# heartbeat again under -race); the fault suite (its own cluster); the config
+# fuzzer, briefly; runtime and pleg against containerd 2.x; the packages
+# under systemd-nspawn. Beside them, from the start of go test, on a cluster
+# of its own: the upstream conformance specs (NodeLease and the
+# [NodeConformance] specs of test/e2e/common/node, judged by
+# hack/conformance/ratchet). docs/testing.md has the table and the budget.
 # Set SKIP_SYSTEMD=1, SKIP_CONFORMANCE=1 or SKIP_CONTAINERD_CURRENT=1 to leave
 # a phase out while iterating.
 set -euo pipefail
