@@ -138,8 +138,14 @@ phase "go test (unit, integration, e2e)"
 # starve other packages' watchers: they run on their own, after the rest.
 # Through hack/gotestfilter: the plain output of go test, and a failure for
 # any test that skipped itself unless hack/expected-skips.txt says why.
+# -parallel 4: the e2e tests that may share the node (t.Parallel) mostly
+# wait on agents and pods, and at go test's default (GOMAXPROCS, 2 here) the
+# e2e package alone was the phase's critical path. 60 CNI ADD/DEL cycles in
+# the network package's leak test (200 by default, NODEAGENT_CNI_CYCLES):
+# what leaks, leaks on every cycle.
 pkgs=$(go list ./... | grep -v '/pleg$' | grep -v '/e2e/fault$')
-go test -json -count=1 -timeout 20m $pkgs | _output/bin/gotestfilter || status=1
+NODEAGENT_CNI_CYCLES=${NODEAGENT_CNI_CYCLES:-60} \
+  go test -json -count=1 -parallel 4 -timeout 20m $pkgs | _output/bin/gotestfilter || status=1
 # The concurrent hearts of the agent also run under the race detector (the
 # pods package drives its manager, workers and static source against a real
 # containerd and PLEG in process).
