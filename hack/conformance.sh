@@ -184,6 +184,11 @@ cleanup() {
   kubectl delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   kubectl -n kube-node-lease delete lease "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   ip link del "$bridge" 2>/dev/null || true
+  # The cgroup root, once its pods' cgroups are gone (deepest first).
+  local cg
+  for cg in /sys/fs/cgroup/*/nodeagent-conformance /sys/fs/cgroup/nodeagent-conformance; do
+    [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
   if [ "$rc" != 0 ] && [ -s "$work/agent.log" ]; then
     mkdir -p "$root/_output/conformance"
     cp "$work/agent.log" "$root/_output/conformance/$node.log"
@@ -223,6 +228,11 @@ podLogsDir: $work/log/pods
 containerLogsDir: $work/log/containers
 healthzPort: 0
 port: $port
+# A cgroup root of its own, not the host's /kubepods: make test runs the
+# e2e tests beside this suite, and their agents without a containerd
+# namespace of their own lay out /kubepods too (with other pods, so other
+# QoS CPU weights).
+cgroupRoot: /nodeagent-conformance
 authentication:
   x509:
     clientCAFile: $NODEAGENT_CLUSTER_DIR/pki/ca.crt
