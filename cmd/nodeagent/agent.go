@@ -63,6 +63,12 @@ func runAgent(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
 		return 2
 	}
+	return startAgent(opts, stderr, nil)
+}
+
+// startAgent loads the configuration, logs its warnings and flagWarnings,
+// and runs the agent until SIGTERM or SIGINT.
+func startAgent(opts config.LoadOptions, stderr io.Writer, flagWarnings []string) int {
 	cfg, warnings, err := config.Load(opts)
 	if err != nil {
 		printLoadError(stderr, err)
@@ -70,7 +76,7 @@ func runAgent(args []string, stderr io.Writer) int {
 	}
 	level := new(slog.LevelVar)
 	log := newLogger(stderr, cfg.Logging, level)
-	for _, w := range warnings {
+	for _, w := range append(flagWarnings, warnings...) {
 		log.Warn("configuration warning", "warning", w)
 	}
 	a, err := newAgent(cfg, opts, log, level)
