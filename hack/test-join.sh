@@ -306,7 +306,7 @@ log "ok: /var/lib/kubelet/pki/kubelet-client-current.pem -> $CURRENT"
 c grep -q 'client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem' /etc/kubernetes/kubelet.conf ||
 	fail "kubelet.conf does not name /var/lib/kubelet/pki/kubelet-client-current.pem"
 c cat /var/lib/kubelet/pki/kubelet-client-current.pem | openssl x509 -noout -fingerprint -sha256 >"$WORK/node-cert.fp"
-expect_eq "node certificate subject" "$(c cat /var/lib/kubelet/pki/kubelet-client-current.pem | openssl x509 -noout -subject -nameopt compat)" "subject=O=system:nodes, CN=system:node:$NODE"
+expect_eq "node certificate subject" "$(c cat /var/lib/kubelet/pki/kubelet-client-current.pem | openssl x509 -noout -subject -nameopt RFC2253)" "subject=CN=system:node:$NODE,O=system:nodes"
 "$KUBECTL" get csr -o json >"$WORK/csrs.json"
 python3 - "$WORK/csrs.json" "$TOKEN_ID" "$NODE" >"$WORK/csr-cert.pem" <<'PY' || fail "no issued CSR of the bootstrap token for $NODE"
 import base64, json, sys

@@ -84,6 +84,7 @@ func startAgent(opts config.LoadOptions, stderr io.Writer, flagWarnings []string
 		log.Error("cannot start", "err", err)
 		return 1
 	}
+	a.configWarnings = warnings
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := a.run(ctx); err != nil {
@@ -126,12 +127,15 @@ func verbosityLevel(v int32) slog.Level { return slog.LevelInfo - slog.Level(v) 
 type agent struct {
 	cfg      *config.NodeAgentConfiguration
 	loadOpts config.LoadOptions
-	log      *slog.Logger // with the node name
-	base     *slog.Logger // without it, for components that add it
-	level    *slog.LevelVar
-	clock    clock.WithTicker
-	nodeName string
-	reg      *prometheus.Registry
+	// configWarnings are the configuration's warnings logged at start; the
+	// watcher logs them again only when they change.
+	configWarnings []string
+	log            *slog.Logger // with the node name
+	base           *slog.Logger // without it, for components that add it
+	level          *slog.LevelVar
+	clock          clock.WithTicker
+	nodeName       string
+	reg            *prometheus.Registry
 
 	client *kubeclient.Clientset
 	// certs is the client certificate manager; nil when the kubeconfig's
@@ -523,6 +527,7 @@ func (a *agent) watchConfig(ctx context.Context) {
 		return
 	}
 	w := config.NewWatcher(a.loadOpts, a.log.With("component", "config"), a.clock, a.cfg)
+	w.LoggedWarnings = a.configWarnings
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
