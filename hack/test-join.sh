@@ -30,9 +30,11 @@
 # taken on the host (another agent), the kubelet-config uses free ports and
 # the Port-10250 preflight check is skipped by name.
 #
-# Needs root, systemd-nspawn, debootstrap (first run), containerd and runc on
-# the host, and the local cluster (started if none is running and stopped
-# again). KEEP=1 keeps the container and work dir on failure.
+# Needs root, systemd-nspawn, debootstrap (first run), containerd, runc and
+# containernetworking-plugins on the host, and the local cluster (started if
+# none is running and stopped again). NODEAGENT_TEST_DEB=path uses that .deb
+# instead of building one; KEEP=1 keeps the container and work dir on
+# failure.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,7 +54,7 @@ fail() {
 }
 
 [[ $(id -u) == 0 ]] || fail "test-join needs root (systemd-nspawn, dpkg in a container)"
-for tool in systemd-nspawn debootstrap nsenter containerd containerd-shim-runc-v2 runc openssl python3 curl; do
+for tool in systemd-nspawn debootstrap nsenter containerd containerd-shim-runc-v2 runc ctr openssl python3 curl; do
 	command -v "$tool" >/dev/null || fail "$tool is not installed (hack/ensure-deps.sh)"
 done
 [[ -x /usr/lib/cni/loopback ]] || fail "no /usr/lib/cni/loopback (apt-get install containernetworking-plugins)"
@@ -60,6 +62,7 @@ done
 WORK=$(mktemp -d /var/tmp/nodeagent-test-join.XXXXXX)
 MACHINE=najoin-$$
 NODE=join-$$-$RANDOM
+POD=joined-$$
 NSPAWN_PID=
 LEADER=
 STARTED_CLUSTER=
@@ -80,6 +83,7 @@ cleanup() {
 		return
 	fi
 	if [[ -n ${KUBECONFIG:-} && -x $APICHECK ]]; then
+		"$KUBECTL" delete pod "$POD" --ignore-not-found --grace-period=0 --force >/dev/null 2>&1
 		"$APICHECK" delete "$NODE" 2>/dev/null
 	fi
 	if [[ -n $NSPAWN_PID ]] && kill -0 "$NSPAWN_PID" 2>/dev/null; then
@@ -144,9 +148,17 @@ VERSION=$(
 )
 DIST=$WORK/dist
 mkdir -p "$DIST"
-DIST=$DIST ARCHES=amd64 NODEAGENT_VERSION=$VERSION hack/package.sh
-DEB=nodeagent_${VERSION}_amd64.deb
-[[ -f $DIST/$DEB ]] || fail "package.sh did not write $DIST/$DEB"
+if [[ -n ${NODEAGENT_TEST_DEB:-} ]]; then
+	# make test's package phase built it already.
+	[[ -f $NODEAGENT_TEST_DEB ]] || fail "NODEAGENT_TEST_DEB=$NODEAGENT_TEST_DEB does not exist"
+	DEB=$(basename "$NODEAGENT_TEST_DEB")
+	cp "$NODEAGENT_TEST_DEB" "$DIST/"
+	log "using $NODEAGENT_TEST_DEB"
+else
+	DIST=$DIST ARCHES=amd64 NODEAGENT_VERSION=$VERSION hack/package.sh
+	DEB=nodeagent_${VERSION}_amd64.deb
+fi
+[[ -f $DIST/$DEB ]] || fail "no $DIST/$DEB"
 t=$SECONDS
 hack/build-kubeadm.sh
 log "kubeadm ready in $((SECONDS - t))s ($(_output/bin/kubeadm version -o short))"
@@ -191,7 +203,9 @@ fi
 mkdir -p "$WORK/root/pkgs" "$WORK/root/usr/local/bin"
 cp "$DIST/$DEB" "$WORK/root/pkgs/"
 cp _output/bin/kubeadm "$WORK/root/usr/local/bin/kubeadm"
-for bin in containerd containerd-shim-runc-v2 runc; do
+go build -o _output/bin/systemd-test-testimage ./hack/systemd-test/testimage
+_output/bin/systemd-test-testimage "$WORK/root/busybox.tar" || fail "write the test image"
+for bin in containerd containerd-shim-runc-v2 runc ctr; do
 	cp "$(command -v "$bin")" "$WORK/root/usr/local/bin/"
 done
 # The node's containerd, as a distribution's containerd.service: its default
@@ -214,7 +228,10 @@ ln -s /etc/systemd/system/containerd.service "$WORK/root/etc/systemd/system/mult
 # The node's hostname resolves (kubeadm's HostnameCheck); debootstrap writes
 # no hosts file.
 [[ -e $WORK/root/etc/hosts ]] || printf '127.0.0.1 localhost\n' >"$WORK/root/etc/hosts"
-binds=()
+# containerd's overlayfs snapshots cannot live on the container's overlay
+# root: its state directory is a directory of the host's file system.
+mkdir -p "$WORK/containerd-root"
+binds=("--bind=$WORK/containerd-root:/var/lib/containerd")
 cgd_before_boot
 systemd-nspawn --quiet --boot --register=no --keep-unit --machine="$MACHINE" \
 	--directory="$WORK/root" "${binds[@]}" >"$WORK/console.log" 2>&1 </dev/null &
@@ -243,6 +260,9 @@ log "container $MACHINE booted ($state)"
 # systemd need its controller hierarchies writable (cgroup-driver.sh).
 cgd_writable
 wait_for 30 "containerd in the container" c test -S /run/containerd/containerd.sock
+# The test pod's image, as a node's image cache would hold it.
+c ctr --address /run/containerd/containerd.sock --namespace k8s.io images import /busybox.tar >/dev/null ||
+	fail "import the test image"
 
 # --- install -----------------------------------------------------------------
 
@@ -329,6 +349,34 @@ c journalctl -u kubelet --no-pager -o cat >"$WORK/journal"
 grep -c 'ignoring KubeletConfiguration fields that nodeagent does not support' "$WORK/journal" | grep -qx 1 ||
 	fail "want one warning naming the unsupported KubeletConfiguration fields"
 grep -o 'ignoring KubeletConfiguration fields[^(]*' "$WORK/journal" | head -n1 >&2
+
+# --- a pod ---------------------------------------------------------------------
+
+step "a pod on the joined node, and kubectl logs through its node API"
+"$KUBECTL" create -f - >/dev/null <<YAML || fail "create the pod"
+apiVersion: v1
+kind: Pod
+metadata: {name: $POD, namespace: default}
+spec:
+  nodeName: $NODE
+  # nspawn keeps CAP_NET_ADMIN from the container: no pod network namespace.
+  hostNetwork: true
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: c
+    image: docker.io/nodeagent/busybox:test
+    imagePullPolicy: Never
+    command: [sh, -c, "echo joined with kubeadm; sleep 3600"]
+YAML
+"$KUBECTL" wait --for=condition=Ready "pod/$POD" --timeout=120s >/dev/null || {
+	"$KUBECTL" describe pod "$POD" >&2
+	fail "the pod did not become Ready"
+}
+log "ok: pod $POD Ready on $NODE"
+wait_for 30 "kubectl logs $POD" bash -c "'$KUBECTL' logs '$POD' | grep -qx 'joined with kubeadm'"
+log "ok: kubectl logs $POD (API server -> the node API on port $KUBELET_PORT, kubeadm's x509/webhook authentication)"
+"$KUBECTL" delete pod "$POD" --wait=true --timeout=60s >/dev/null || fail "delete the pod"
 
 # --- restart -----------------------------------------------------------------
 
