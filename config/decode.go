@@ -100,7 +100,13 @@ func decode(source string, data []byte) (*document, []Problem) {
 	}
 	doc := &document{source: source, kind: kind, obj: obj, lines: lines}
 	if kind == KubeletKind {
+		refused := refusedKubeletFields(source, obj)
+		probs = append(probs, refused...)
 		doc.obj, doc.unsupported = fromKubelet(obj)
+		// A refused field is an error, not also a warning.
+		doc.unsupported = slices.DeleteFunc(doc.unsupported, func(f string) bool {
+			return slices.ContainsFunc(refused, func(p Problem) bool { return p.Field == f })
+		})
 	}
 	return doc, withLines(probs)
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -325,5 +326,46 @@ func TestDecodeNeverPanicsOnOddYAML(t *testing.T) {
 		hdr + "nodeLabels:\n  ? [x]\n  : y\n", hdr + "evictionHard: !!map {}\n",
 	} {
 		_, _, _ = DecodeBytes("odd", []byte(s))
+	}
+}
+
+// KubeletConfiguration fields whose non-default values change behaviour a
+// user relies on are refused by name; their defaults are accepted.
+func TestKubeletRefusedFields(t *testing.T) {
+	for _, tc := range []struct {
+		desc, body string
+		want       []string // fields refused
+	}{
+		{"defaults, as kubeadm writes them", "failSwapOn: true\nmemorySwap: {}\ncpuManagerPolicy: none\nmemoryManagerPolicy: None\ntopologyManagerPolicy: none\nfeatureGates: {}\n", nil},
+		{"swap", "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n", []string{"failSwapOn", "memorySwap"}},
+		{"NoSwap is the default", "memorySwap:\n  swapBehavior: NoSwap\n", nil},
+		{"managers", "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\ntopologyManagerPolicy: single-numa-node\n", []string{"cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy"}},
+		{"feature gates", "featureGates:\n  KubeletInUserNamespace: true\n", []string{"featureGates"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, warnings, err := DecodeBytes("k.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+tc.body))
+			var got []string
+			var ce *Error
+			if errors.As(err, &ce) {
+				for _, p := range ce.Problems {
+					got = append(got, p.Field)
+					if !strings.Contains(p.Detail, "not supported") && !strings.Contains(p.Detail, "no feature gates") {
+						t.Errorf("%s: detail %q does not say why", p.Field, p.Detail)
+					}
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("refused %v, want %v", got, tc.want)
+			}
+			for _, f := range tc.want {
+				for _, w := range warnings {
+					if strings.Contains(w, f) {
+						t.Errorf("refused field %s is also in the warning %q", f, w)
+					}
+				}
+			}
+		})
 	}
 }

@@ -2,10 +2,12 @@ package config
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -163,4 +165,57 @@ func pruneKubeletZeros(m map[string]any, t reflect.Type) map[string]any {
 		}
 	}
 	return out
+}
+
+// kubeletRefused are KubeletConfiguration fields whose non-default values
+// change behaviour a user relies on and that nodeagent does not implement:
+// set to such a value, the file is refused with the field's path rather
+// than the value ignored (issue 26). Each returns the reason, or "" for a
+// value that means kubelet's default.
+var kubeletRefused = map[string]func(v any) string{
+	"featureGates": func(v any) string {
+		if m, ok := v.(map[string]any); ok && len(m) > 0 {
+			return fmt.Sprintf("nodeagent has no feature gates: the gates %s would be ignored; set them on the control plane only", strings.Join(slices.Sorted(maps.Keys(m)), ", "))
+		}
+		return ""
+	},
+	"failSwapOn": func(v any) string {
+		if b, ok := v.(bool); ok && !b {
+			return "false is not supported: nodeagent does not implement swap for pods (memorySwap); remove the field"
+		}
+		return ""
+	},
+	"memorySwap": func(v any) string {
+		m, _ := v.(map[string]any)
+		if b, _ := m["swapBehavior"].(string); b != "" && b != "NoSwap" {
+			return fmt.Sprintf("swapBehavior %s is not supported: nodeagent does not implement swap for pods", b)
+		}
+		return ""
+	},
+	"cpuManagerPolicy":      policyOtherThan("none", "the CPU manager (exclusive CPUs for Guaranteed pods)"),
+	"memoryManagerPolicy":   policyOtherThan("None", "the memory manager (NUMA-pinned memory for Guaranteed pods)"),
+	"topologyManagerPolicy": policyOtherThan("none", "the topology manager"),
+}
+
+func policyOtherThan(def, what string) func(v any) string {
+	return func(v any) string {
+		if s, _ := v.(string); s != "" && s != def {
+			return fmt.Sprintf("%s is not supported: nodeagent does not implement %s; remove the field or set it to %s", s, what, def)
+		}
+		return ""
+	}
+}
+
+// refusedKubeletFields returns a problem for each field of a
+// KubeletConfiguration object that kubeletRefused refuses, sorted.
+func refusedKubeletFields(source string, obj map[string]any) []Problem {
+	var probs []Problem
+	for _, k := range slices.Sorted(maps.Keys(kubeletRefused)) {
+		if v, ok := obj[k]; ok {
+			if why := kubeletRefused[k](v); why != "" {
+				probs = append(probs, Problem{Source: source, Field: k, Detail: why})
+			}
+		}
+	}
+	return probs
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -477,6 +479,57 @@ func applyOverrides(cfg *NodeAgentConfiguration, o Overrides, origins map[string
 		cfg.Logging.Verbosity = *o.Verbosity
 		origins["logging.verbosity"] = "flag -v"
 	}
+	if o.ContainerRuntimeEndpoint != nil {
+		cfg.ContainerRuntimeEndpoint = *o.ContainerRuntimeEndpoint
+		origins["containerRuntimeEndpoint"] = "flag --container-runtime-endpoint"
+	}
+	if o.NodeLabels != nil {
+		// As kubelet: the flag's labels are added to the file's.
+		if cfg.NodeLabels == nil {
+			cfg.NodeLabels = map[string]string{}
+		}
+		for k, v := range o.NodeLabels {
+			cfg.NodeLabels[k] = v
+		}
+		origins["nodeLabels"] = "flag --node-labels"
+	}
+	if o.RegisterWithTaints != nil {
+		cfg.RegisterWithTaints = o.RegisterWithTaints
+		origins["registerWithTaints"] = "flag --register-with-taints"
+	}
+	if o.ProviderID != nil {
+		cfg.ProviderID = *o.ProviderID
+		origins["providerID"] = "flag --provider-id"
+	}
+	if o.RootDir != nil {
+		cfg.RootDir = absPath(*o.RootDir)
+		origins["rootDir"] = "flag --root-dir"
+	}
+	if o.KubeletDefaults {
+		for path, set := range kubeletDefaults {
+			if lookupOrigin(origins, path) == "" {
+				set(cfg)
+				origins[path] = "kubelet's default"
+			}
+		}
+	}
+}
+
+// kubeletDefaults are kubelet's defaults of the fields where nodeagent's
+// own differ and that a node set up for kubelet relies on: the agent
+// started as kubelet uses them for fields no file or flag sets.
+var kubeletDefaults = map[string]func(*NodeAgentConfiguration){
+	// kubelet's --root-dir: its certificates (certDir), pods' volumes and
+	// the files kubeadm writes live under it.
+	"rootDir": func(c *NodeAgentConfiguration) { c.RootDir = "/var/lib/kubelet" },
+	// kubelet's healthz port, which kubeadm join polls.
+	"healthzPort": func(c *NodeAgentConfiguration) { c.HealthzPort = 10248 },
+}
+
+// KubeletDefaults lists the fields whose default is kubelet's when the
+// agent runs as kubelet (Overrides.KubeletDefaults), sorted.
+func KubeletDefaults() []string {
+	return slices.Sorted(maps.Keys(kubeletDefaults))
 }
 
 // normalize makes values canonical the way kubelet does: the node name is

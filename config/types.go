@@ -323,6 +323,18 @@ type Overrides struct {
 	// and --cert-dir.
 	BootstrapKubeconfig *string
 	CertDir             *string
+	// kubelet's --container-runtime-endpoint, --node-labels,
+	// --register-with-taints, --provider-id and --root-dir (the kubelet
+	// entry point's flags, as kubeadm's kubeadm-flags.env passes them).
+	ContainerRuntimeEndpoint *string
+	NodeLabels               map[string]string
+	RegisterWithTaints       []v1.Taint
+	ProviderID               *string
+	RootDir                  *string
+	// KubeletDefaults makes the fields no file or flag sets take kubelet's
+	// defaults where nodeagent's own differ (KubeletDefaults()): the agent
+	// started as kubelet.
+	KubeletDefaults bool
 }
 
 // LoadOptions say where the configuration comes from.

@@ -51,6 +51,12 @@ type Watcher struct {
 	// Debounce is the quiet time after a file change before re-reading;
 	// set it before Run. Zero means DefaultDebounce.
 	Debounce time.Duration
+	// LoggedWarnings are the warnings the caller logged when it loaded the
+	// running configuration; set it before Run. A reload logs its
+	// warnings only when they differ from the last ones logged, so that a
+	// warning (kubeadm's unsupported fields) is logged once at start, not
+	// again on every reload.
+	LoggedWarnings []string
 
 	trigger chan struct{}                // 1-buffered: triggers coalesce
 	started chan struct{}                // closed once Run watches (for tests)
@@ -218,6 +224,10 @@ func liveValue(c *NodeAgentConfiguration, f string) any {
 }
 
 func (w *Watcher) logWarnings(warnings []string) {
+	if slices.Equal(warnings, w.LoggedWarnings) {
+		return
+	}
+	w.LoggedWarnings = warnings
 	for _, s := range warnings {
 		w.log.Warn("configuration warning", "warning", s)
 	}

@@ -272,6 +272,26 @@ func TestWatcherReload(t *testing.T) {
 	if n := strings.Count(logs.String(), "requires restart"); n != 1 {
 		t.Errorf("restart warning logged %d times, want 1", n)
 	}
+	// So is a configuration warning: the caller's own at start (kubeadm's
+	// unsupported KubeletConfiguration fields) is not repeated by reloads.
+	kc := writeFile(t, dir, "kubelet.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsyncFrequency: 1m\n")
+	_, startWarnings, err := Load(LoadOptions{Path: kc})
+	if err != nil || len(startWarnings) != 1 {
+		t.Fatalf("Load: %v, warnings %q; want one", err, startWarnings)
+	}
+	kw := NewWatcher(LoadOptions{Path: kc}, log, testingclock.NewFakeClock(time.Now()), Default())
+	kw.LoggedWarnings = startWarnings
+	kw.Reload()
+	kw.Reload()
+	if n := strings.Count(logs.String(), "syncFrequency"); n != 0 {
+		t.Errorf("the start-up warning was logged %d more times by reloads, want 0:\n%s", n, logs)
+	}
+	writeFile(t, dir, "kubelet.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsyncFrequency: 1m\nfileCheckFrequency: 1m\n")
+	kw.Reload()
+	kw.Reload()
+	if n := strings.Count(logs.String(), "fileCheckFrequency"); n != 1 {
+		t.Errorf("a changed warning was logged %d times, want 1:\n%s", n, logs)
+	}
 	writeFile(t, dir, "config.yaml", "garbage")
 	if c, changed := w.Reload(); changed || c.Logging.Verbosity != 3 {
 		t.Errorf("an invalid file changed the running configuration: %+v %v", c, changed)

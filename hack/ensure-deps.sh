@@ -25,6 +25,8 @@ declare -A need=(
   [curl]=curl              # fetched once from Debian's mirror
   [qemu-system-x86_64]=qemu-system-x86 # the cgroup v2 guest (hack/vm, TCG: no KVM needed)
   [mkfs.ext4]=e2fsprogs                # its disk image (mkfs.ext4 -d, no loop device)
+  [openssl]=openssl                    # hack/test-join.sh: the node's certificate against its CSR's
+  [python3]=python3                    # hack/test-join.sh: reads the CSRs
 )
 missing=()
 for cmd in "${!need[@]}"; do

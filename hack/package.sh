@@ -72,15 +72,25 @@ grep -q '^EnvironmentFile=-/etc/sysconfig/nodeagent$' "$NODEAGENT_RPM_UNIT" || {
 	echo "package: could not derive the rpm unit from packaging/nodeagent.service" >&2
 	exit 1
 }
+# The same for kubelet.service (nodeagent in kubelet's place, docs/joining.md).
+export NODEAGENT_RPM_KUBELET_UNIT=$OUT/package/kubelet.rpm.service
+sed 's|^EnvironmentFile=-/etc/default/kubelet$|EnvironmentFile=-/etc/sysconfig/kubelet|' \
+	packaging/kubelet.service >"$NODEAGENT_RPM_KUBELET_UNIT"
+grep -q '^EnvironmentFile=-/etc/sysconfig/kubelet$' "$NODEAGENT_RPM_KUBELET_UNIT" || {
+	echo "package: could not derive the rpm unit from packaging/kubelet.service" >&2
+	exit 1
+}
 
 # Both unit variants must pass systemd-analyze verify (warnings count as
 # failures). verify insists that ExecStart's binary exists, so check a copy
 # that points at one that does.
 if command -v systemd-analyze >/dev/null; then
-	for unit in packaging/nodeagent.service "$NODEAGENT_RPM_UNIT"; do
+	for unit in packaging/nodeagent.service "$NODEAGENT_RPM_UNIT" packaging/kubelet.service "$NODEAGENT_RPM_KUBELET_UNIT"; do
 		tmp=$(mktemp -d)
-		sed 's|/usr/bin/nodeagent|/bin/true|' "$unit" >"$tmp/nodeagent.service"
-		out=$(systemd-analyze verify "$tmp/nodeagent.service" 2>&1) || true
+		name=nodeagent.service
+		[[ $unit == *kubelet* ]] && name=kubelet.service
+		sed 's|/usr/bin/nodeagent|/bin/true|; s|/usr/bin/kubelet|/bin/true|' "$unit" >"$tmp/$name"
+		out=$(systemd-analyze verify "$tmp/$name" 2>&1) || true
 		rm -rf "$tmp"
 		if [[ -n $out ]]; then
 			echo "package: systemd-analyze verify $unit:" >&2

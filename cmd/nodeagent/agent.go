@@ -63,6 +63,12 @@ func runAgent(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "nodeagent: %v\n", err)
 		return 2
 	}
+	return startAgent(opts, stderr, nil)
+}
+
+// startAgent loads the configuration, logs its warnings and flagWarnings,
+// and runs the agent until SIGTERM or SIGINT.
+func startAgent(opts config.LoadOptions, stderr io.Writer, flagWarnings []string) int {
 	cfg, warnings, err := config.Load(opts)
 	if err != nil {
 		printLoadError(stderr, err)
@@ -70,7 +76,7 @@ func runAgent(args []string, stderr io.Writer) int {
 	}
 	level := new(slog.LevelVar)
 	log := newLogger(stderr, cfg.Logging, level)
-	for _, w := range warnings {
+	for _, w := range append(flagWarnings, warnings...) {
 		log.Warn("configuration warning", "warning", w)
 	}
 	a, err := newAgent(cfg, opts, log, level)
@@ -78,6 +84,7 @@ func runAgent(args []string, stderr io.Writer) int {
 		log.Error("cannot start", "err", err)
 		return 1
 	}
+	a.configWarnings = warnings
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := a.run(ctx); err != nil {
@@ -120,12 +127,15 @@ func verbosityLevel(v int32) slog.Level { return slog.LevelInfo - slog.Level(v) 
 type agent struct {
 	cfg      *config.NodeAgentConfiguration
 	loadOpts config.LoadOptions
-	log      *slog.Logger // with the node name
-	base     *slog.Logger // without it, for components that add it
-	level    *slog.LevelVar
-	clock    clock.WithTicker
-	nodeName string
-	reg      *prometheus.Registry
+	// configWarnings are the configuration's warnings logged at start; the
+	// watcher logs them again only when they change.
+	configWarnings []string
+	log            *slog.Logger // with the node name
+	base           *slog.Logger // without it, for components that add it
+	level          *slog.LevelVar
+	clock          clock.WithTicker
+	nodeName       string
+	reg            *prometheus.Registry
 
 	client *kubeclient.Clientset
 	// certs is the client certificate manager; nil when the kubeconfig's
@@ -517,6 +527,7 @@ func (a *agent) watchConfig(ctx context.Context) {
 		return
 	}
 	w := config.NewWatcher(a.loadOpts, a.log.With("component", "config"), a.clock, a.cfg)
+	w.LoggedWarnings = a.configWarnings
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

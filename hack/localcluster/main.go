@@ -6,6 +6,9 @@
 //	localcluster status [--dir DIR]
 //	localcluster env [--dir DIR]               # shell exports for scripts
 //	localcluster node-kubeconfig NAME [--dir DIR]   # path of a node kubeconfig
+//	localcluster kubeadm-join-prepare [--dir DIR] [--healthz-port N] [--port N]
+//	    # what `kubeadm init` uploads for joins, and a token: prints
+//	    # KUBEADM_ENDPOINT, KUBEADM_TOKEN, KUBEADM_CA_CERT_HASH exports
 //
 // DIR defaults to $NODEAGENT_CLUSTER_DIR, else _output/local.
 package main
@@ -38,6 +41,9 @@ func main() {
 	signing := fs.Duration("cluster-signing-duration", 0, "kube-controller-manager --cluster-signing-duration (0: its default, a year)")
 	nodeMask := fs.Int("node-cidr-mask-size", localcluster.DefaultNodeCIDRMaskSize, "pod CIDR size per node out of "+localcluster.ClusterCIDR+" (29 for fleets of up to 8,192 nodes)")
 	clusterCIDR := fs.String("cluster-cidr", "", "the /16 node pod CIDRs come out of (default "+localcluster.ClusterCIDR+"; another for a second cluster whose nodes run CNI networks beside the first's)")
+	healthzPort := fs.Int("healthz-port", 0, "kubeadm-join-prepare: the kubelet-config's healthzPort (0: kubelet's 10248)")
+	kubeletPort := fs.Int("port", 0, "kubeadm-join-prepare: the kubelet-config's port (0: kubelet's 10250)")
+	k8sVersion := fs.String("kubernetes-version", "v1.34.4", "kubeadm-join-prepare: the ClusterConfiguration's kubernetesVersion")
 	args := os.Args[2:]
 	var positional []string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
@@ -81,6 +87,14 @@ func main() {
 		p, err := s.NodeKubeconfig(positional[0])
 		check(err)
 		fmt.Println(p)
+	case "kubeadm-join-prepare":
+		s, err := localcluster.Load(absDir)
+		check(err)
+		j, err := s.PrepareKubeadmJoin(ctx, localcluster.KubeadmJoinOptions{KubernetesVersion: *k8sVersion, HealthzPort: *healthzPort, Port: *kubeletPort})
+		check(err)
+		fmt.Printf("export KUBEADM_ENDPOINT=%q\n", j.Endpoint)
+		fmt.Printf("export KUBEADM_TOKEN=%q\n", j.Token)
+		fmt.Printf("export KUBEADM_CA_CERT_HASH=%q\n", j.CACertHash)
 	default:
 		usage()
 	}
@@ -106,6 +120,6 @@ func check(err error) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|env|node-kubeconfig NAME [--dir DIR] [--bin-dir DIR] [--no-containerd]")
+	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|env|node-kubeconfig NAME|kubeadm-join-prepare [--dir DIR] [--bin-dir DIR] [--no-containerd]")
 	os.Exit(2)
 }

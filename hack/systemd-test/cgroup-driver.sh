@@ -106,7 +106,11 @@ cgd_file() {
 	fi
 }
 
-cgd_test() {
+# cgd_writable makes the container's cgroup v1 controller hierarchies
+# writable (they are its private sub-cgroups, see above) and has its systemd
+# re-execute to use them; nothing on a cgroup v2 host. Also used by
+# hack/test-join.sh, whose agent runs with kubeadm's cgroupDriver: systemd.
+cgd_writable() {
 	local ctrl mnt
 	if [[ ! -f /sys/fs/cgroup/cgroup.controllers ]]; then
 		# Never make the host's own hierarchy writable to the container.
@@ -123,6 +127,10 @@ cgd_test() {
 		wait_for 30 "the container's systemd after daemon-reexec" c systemctl is-system-running
 		log "ok: the container's controller hierarchies are writable, systemd re-executed"
 	fi
+}
+
+cgd_test() {
+	cgd_writable
 
 	# 1. The cm package's test, under this systemd.
 	go test -c -o "$WORK/root/usr/local/bin/cm.test" ./cm

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -102,6 +103,36 @@ current-context: tls-bootstrap-token-user@local
 
 // create POSTs obj to path as the admin; AlreadyExists is fine.
 func (s *State) create(ctx context.Context, path string, obj any) error {
+	err := s.send(ctx, http.MethodPost, path, obj)
+	var se *statusError
+	if errors.As(err, &se) && se.code == http.StatusConflict {
+		return nil
+	}
+	return err
+}
+
+// createOrReplace POSTs obj to dir as the admin and, if it exists, PUTs
+// it to dir/name instead.
+func (s *State) createOrReplace(ctx context.Context, dir, name string, obj any) error {
+	err := s.send(ctx, http.MethodPost, dir, obj)
+	var se *statusError
+	if errors.As(err, &se) && se.code == http.StatusConflict {
+		return s.send(ctx, http.MethodPut, dir+"/"+name, obj)
+	}
+	return err
+}
+
+// statusError is an API server's answer other than 2xx.
+type statusError struct {
+	method, path, status, msg string
+	code                      int
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s %s: %s: %s", e.method, e.path, e.status, e.msg)
+}
+
+func (s *State) send(ctx context.Context, method, path string, obj any) error {
 	c, err := s.adminHTTPClient()
 	if err != nil {
 		return err
@@ -111,7 +142,7 @@ func (s *State) create(ctx context.Context, path string, obj any) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.APIServerURL+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, s.APIServerURL+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -122,8 +153,8 @@ func (s *State) create(ctx context.Context, path string, obj any) error {
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-	if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusConflict {
-		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, strings.TrimSpace(string(msg)))
+	if resp.StatusCode/100 != 2 {
+		return &statusError{method: method, path: path, status: resp.Status, code: resp.StatusCode, msg: strings.TrimSpace(string(msg))}
 	}
 	return nil
 }
