@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
 	"github.com/nodeagent/nodeagent/internal/testing/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 )
 
 // bootstrapAgent is an agent with no kubeconfig yet and a bootstrap
@@ -234,7 +237,8 @@ func TestTLSBootstrapFailures(t *testing.T) {
 
 // (c) Client certificate rotation against a cluster that signs short-lived
 // certificates: the agent rotates repeatedly with no gap in its Lease
-// renewals and Ready throughout. Short form (make test): 2-minute
+// renewals and Ready throughout, and a pod's kubectl logs -f neither ends
+// nor skips a line, nor does its container restart. Short form (make test): 2-minute
 // certificates (kube-controller-manager backdates NotBefore by 5 minutes,
 // so the agent renews 0–80 s after each issuance), at least 3 certificates
 // in 5 minutes. Long form (NODEAGENT_ROTATION_LONG=1, make
@@ -251,9 +255,34 @@ func TestClientCertificateRotation(t *testing.T) {
 	// agent's runtime (a node without a runtime is never Ready).
 	env.ContainerdAddress = testenv.Cluster(t).ContainerdAddress
 	ctx := context.Background()
-	a := newAgent(t, env, agentOpts{config: "rotateCertificates: true\n"})
+	a, _ := podAgentOn(t, env, "rotateCertificates: true\n")
 	a.start()
 	a.waitReady(ctx, 90*time.Second)
+	a.waitKubeletPort(ctx)
+
+	// A pod that writes a numbered line every second, followed with
+	// kubectl logs -f (API server → node API) across the rotations: the
+	// stream must neither end nor skip a line, and the container must not
+	// restart.
+	name := a.node + "-ticker"
+	kubectl(t, env, podYAML(name, a.node, fmt.Sprintf(`  containers:
+  - name: tick
+    image: %s
+    command: ["sh", "-c", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 1; done"]
+`, testimage.Ref)), "apply", "-f", "-")
+	pod := a.waitPod(ctx, name, 60*time.Second, "running", running)
+	containerID := pod.Status.ContainerStatuses[0].ContainerID
+	root, _ := testenv.RepoRoot()
+	fctx, cancelFollow := context.WithCancel(ctx)
+	defer cancelFollow()
+	follow := exec.CommandContext(fctx, filepath.Join(root, "_output", "bin", "kubectl"), "--kubeconfig", env.AdminKubeconfig, "logs", "-f", name)
+	var followed syncBuffer
+	follow.Stdout, follow.Stderr = &followed, &followed
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	followEnded := make(chan error, 1)
+	go func() { followEnded <- follow.Wait() }()
 
 	start := time.Now()
 	logAtStart := len(a.out.String())
@@ -298,4 +327,53 @@ func TestClientCertificateRotation(t *testing.T) {
 		t.Fatal("the agent exited")
 	default:
 	}
+
+	// The follow is still open and still current, with every line in order.
+	select {
+	case err := <-followEnded:
+		t.Fatalf("kubectl logs -f ended during the rotations (%v):\n%s", err, followed.String())
+	default:
+	}
+	lastTick := func(text string) (last, count int) {
+		last = -1
+		for i, l := range strings.Split(strings.TrimSpace(text), "\n") {
+			var n int
+			if _, err := fmt.Sscanf(l, "tick %d", &n); err != nil {
+				t.Fatalf("line %d: %q", i, l)
+			}
+			if last >= 0 && n != last+1 {
+				t.Fatalf("went from tick %d to tick %d", last, n)
+			}
+			last, count = n, count+1
+		}
+		return last, count
+	}
+	p, err := env.Admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].RestartCount != 0 || cs[0].ContainerID != containerID || cs[0].State.Running == nil {
+		t.Fatalf("the container restarted or stopped across the rotations: %+v", cs)
+	}
+	// What the container has written by now (its log file) reaches the
+	// follow within seconds.
+	b, err := os.ReadFile(a.logPath(p, "tick", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written int
+	if ls := strings.Split(strings.TrimSpace(string(b)), "\n"); len(ls) > 0 {
+		if _, err := fmt.Sscanf(ls[len(ls)-1][strings.LastIndex(ls[len(ls)-1], " tick ")+1:], "tick %d", &written); err != nil {
+			t.Fatalf("last log line %q", ls[len(ls)-1])
+		}
+	}
+	var last, count int
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		last, count = lastTick(followed.String())
+		return last >= written, nil
+	})
+	if last < written {
+		t.Fatalf("kubectl logs -f reached tick %d; the container had written tick %d", last, written)
+	}
+	t.Logf("kubectl logs -f followed %d lines across the rotations", count)
 }

@@ -30,7 +30,12 @@ import (
 // (tests run in parallel against one containerd) with the test image.
 func podAgent(t *testing.T, extraConfig string) (*agent, *runtime.Runtime) {
 	t.Helper()
-	env := testenv.Cluster(t)
+	return podAgentOn(t, testenv.Cluster(t), extraConfig)
+}
+
+// podAgentOn is podAgent on env's cluster and containerd.
+func podAgentOn(t *testing.T, env *testenv.Env, extraConfig string) (*agent, *runtime.Runtime) {
+	t.Helper()
 	node := testenv.NodeName(t)
 	ns := "e2e-" + node
 	rt, err := runtime.New(runtime.Options{Address: env.ContainerdAddress, Namespace: ns})
