@@ -167,6 +167,10 @@ DEB=nodeagent_${VERSION}_amd64.deb
 DEB_UPGRADE=upgrade/nodeagent_${UPGRADE_VERSION}_amd64.deb
 RPM=$DIST/nodeagent-${VERSION}.x86_64.rpm
 for f in "$DIST/$DEB" "$DIST/$DEB_UPGRADE" "$RPM"; do [[ -f $f ]] || fail "package.sh did not write $f"; done
+# make test hands this .deb on to hack/test-join.sh (NODEAGENT_TEST_DEB).
+if [[ -n ${NODEAGENT_SAVE_DEB:-} ]]; then
+	cp "$DIST/$DEB" "$NODEAGENT_SAVE_DEB"
+fi
 go build -o "$APICHECK" ./hack/systemd-test/apicheck
 go build -o _output/bin/systemd-test-testimage ./hack/systemd-test/testimage
 

@@ -4,12 +4,12 @@
 # In order: make lint; go test ./... (unit, integration, e2e; pleg, pods and
 # heartbeat again under -race); the fault suite (its own cluster); the config
 # fuzzer, briefly; runtime and pleg against containerd 2.x; the packages
-# under systemd-nspawn. Beside them, from the start of go test, on a cluster
-# of its own: the upstream conformance specs (NodeLease and the
+# under systemd-nspawn; kubeadm join with the package as kubelet. Beside
+# them, from the start of go test, on a cluster of its own: the upstream conformance specs (NodeLease and the
 # [NodeConformance] specs of test/e2e/common/node, judged by
 # hack/conformance/ratchet). docs/testing.md has the table and the budget.
-# Set SKIP_SYSTEMD=1, SKIP_CONFORMANCE=1 or SKIP_CONTAINERD_CURRENT=1 to leave
-# a phase out while iterating.
+# Set SKIP_SYSTEMD=1, SKIP_JOIN=1, SKIP_CONFORMANCE=1 or
+# SKIP_CONTAINERD_CURRENT=1 to leave a phase out while iterating.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -179,9 +179,22 @@ if [ -z "${SKIP_CONTAINERD_CURRENT:-}" ]; then
   fi
 fi
 # ---------------------------------------------------------------------------
+deb=
 if [ -z "${SKIP_SYSTEMD:-}" ]; then
   phase "packages under systemd-nspawn"
-  hack/test-systemd.sh || status=1
+  deb=$dir/nodeagent.deb
+  NODEAGENT_SAVE_DEB=$deb hack/test-systemd.sh || status=1
+fi
+# kubeadm join on a booted Debian with the package in kubelet's place,
+# against the shared cluster (hack/test-join.sh, docs/joining.md), with the
+# .deb the package phase built.
+if [ -z "${SKIP_JOIN:-}" ]; then
+  phase "kubeadm join with the package as kubelet (systemd-nspawn)"
+  if [ -n "$deb" ] && [ -f "$deb" ]; then
+    NODEAGENT_TEST_DEB=$deb hack/test-join.sh || status=1
+  else
+    hack/test-join.sh || status=1
+  fi
 fi
 join_beside
 echo
