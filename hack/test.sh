@@ -5,9 +5,9 @@
 # heartbeat again under -race); the fault suite (its own cluster); the config
 # fuzzer, briefly; runtime and pleg against containerd 2.x; the packages
 # under systemd-nspawn; kubeadm join with the package as kubelet. Beside
-# them, from the start of go test, on a cluster of its own: the upstream conformance specs (NodeLease and the
-# [NodeConformance] specs of test/e2e/common/node, judged by
-# hack/conformance/ratchet). docs/testing.md has the table and the budget.
+# them, from the start of go test, on a cluster of its own: the upstream
+# conformance specs (NodeLease and the [NodeConformance] specs of
+# test/e2e/common/node, judged by hack/conformance/ratchet). docs/testing.md has the table and the budget.
 # Set SKIP_SYSTEMD=1, SKIP_JOIN=1, SKIP_CONFORMANCE=1 or
 # SKIP_CONTAINERD_CURRENT=1 to leave a phase out while iterating.
 set -euo pipefail
