@@ -5,9 +5,10 @@
 # heartbeat again under -race); the fault suite (its own cluster); the config
 # fuzzer, briefly; runtime and pleg against containerd 2.x; the packages
 # under systemd-nspawn; kubeadm join with the package as kubelet. Beside
-# them, from the start of go test, on a cluster of its own: the upstream
+# the phases after go test, on a cluster of its own: the upstream
 # conformance specs (NodeLease and the [NodeConformance] specs of
-# test/e2e/common/node, judged by hack/conformance/ratchet). docs/testing.md has the table and the budget.
+# test/e2e/common/node, judged by hack/conformance/ratchet).
+# docs/testing.md has the table and the budget.
 # Set SKIP_SYSTEMD=1, SKIP_JOIN=1, SKIP_CONFORMANCE=1 or
 # SKIP_CONTAINERD_CURRENT=1 to leave a phase out while iterating.
 set -euo pipefail
@@ -130,27 +131,30 @@ conformance_beside() {
 # definition, the linker's dead-code elimination on).
 phase "make lint"
 make lint || status=1
-if [ -z "${SKIP_CONFORMANCE:-}" ]; then
-  beside "upstream node conformance (NodeLease, [NodeConformance]; own cluster)" conformance_beside
-fi
 phase "go test (unit, integration, e2e)"
 # The PLEG tests lower fs.inotify.max_user_watches for a moment, which would
 # starve other packages' watchers: they run on their own, after the rest.
 # Through hack/gotestfilter: the plain output of go test, and a failure for
 # any test that skipped itself unless hack/expected-skips.txt says why.
-# -parallel 4: the e2e tests that may share the node (t.Parallel) mostly
-# wait on agents and pods, and at go test's default (GOMAXPROCS, 2 here) the
-# e2e package alone was the phase's critical path. 60 CNI ADD/DEL cycles in
-# the network package's leak test (200 by default, NODEAGENT_CNI_CYCLES):
-# what leaks, leaks on every cycle.
+# 60 CNI ADD/DEL cycles in the network package's leak test (200 by default,
+# NODEAGENT_CNI_CYCLES): what leaks, leaks on every cycle. The e2e tests run
+# at go test's default parallelism (GOMAXPROCS, 2 here): at 4, beside the
+# conformance specs on a machine at load 25, timing assertions (a preStop's
+# 2 s, a CNI retry's back-off) failed.
 pkgs=$(go list ./... | grep -v '/pleg$' | grep -v '/e2e/fault$')
 NODEAGENT_CNI_CYCLES=${NODEAGENT_CNI_CYCLES:-60} \
-  go test -json -count=1 -parallel 4 -timeout 20m $pkgs | _output/bin/gotestfilter || status=1
+  go test -json -count=1 -timeout 20m $pkgs | _output/bin/gotestfilter || status=1
 # The concurrent hearts of the agent also run under the race detector (the
 # pods package drives its manager, workers and static source against a real
 # containerd and PLEG in process).
 go test -json -race -count=1 -timeout 10m ./pleg | _output/bin/gotestfilter || status=1
 go test -json -race -count=1 -timeout 10m ./pods ./heartbeat | _output/bin/gotestfilter || status=1
+# From here on the conformance specs run beside the remaining phases (fault
+# suite, fuzzing, containerd 2.x, packages, kubeadm join: about 15 minutes
+# warm, mostly waiting), on a cluster of their own, and are joined at the end.
+if [ -z "${SKIP_CONFORMANCE:-}" ]; then
+  beside "upstream node conformance (NodeLease, [NodeConformance]; own cluster)" conformance_beside
+fi
 # The fault suite (issue 15) stops the API server, etcd and containerd: it
 # starts a cluster of its own and runs alone (docs/reliability.md).
 phase "fault suite (e2e/fault, on its own cluster)"
