@@ -100,6 +100,7 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 		imageIDs: map[string]string{},
 		reaped:   map[string]bool{},
 		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
+		starts:   startTracker{uid: pod.UID, pleg: d.pleg, log: log},
 	}
 	if pod.Status.StartTime != nil {
 		w.report.startTime = pod.Status.StartTime.Time
@@ -171,10 +172,10 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	if acted, err := w.killUnhealthy(ctx, pod, rs); acted || err != nil {
 		return true, time.Time{}, err
 	}
-	if w.waitForStarts(rs) {
+	if w.starts.waitForStarts(rs) {
 		return true, time.Time{}, nil
 	}
-	rs = w.unstarted(rs)
+	rs = w.starts.unstarted(rs)
 	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.sidecarStarted, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
@@ -355,11 +356,11 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	if err := w.d.rt.StartContainer(ctx, id); err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonRunContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
-		w.noteInterruptedStart(id, err)
+		w.starts.noteInterruptedStart(id, err)
 		_ = w.d.rt.RemoveContainer(ctx, id)
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
-	w.noteStarted(id)
+	w.starts.noteStarted(id)
 	delete(w.errs, c.Name)
 	kind := "new"
 	if s.attempt > 0 {
