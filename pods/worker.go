@@ -60,8 +60,7 @@ type worker struct {
 
 	backoff   map[string]crashLoop
 	errs      map[string]status.Waiting // per container: why its last start failed
-	imageIDs  map[string]string
-	pulls     pullState // image pull back-off (pullsecrets.go)
+	images    podImages // pulls and image IDs (images.go)
 	reaped    map[string]bool
 	status    *v1.PodStatus // last computed (setStatus)
 	report    statusReport
@@ -97,7 +96,7 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 		terminal: &atomic.Bool{},
 		backoff:  map[string]crashLoop{},
 		errs:     map[string]status.Waiting{},
-		imageIDs: map[string]string{},
+		images:   newPodImages(d, pod.UID, src, log),
 		reaped:   map[string]bool{},
 		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
 		starts:   startTracker{uid: pod.UID, pleg: d.pleg, log: log},
@@ -329,7 +328,7 @@ func (w *worker) logPath(pod *v1.Pod, name string, attempt uint32) string {
 // is kept for the container's waiting state.
 func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map[string]string) error {
 	c := s.container
-	img, reason, err := w.ensureImage(ctx, pod, c)
+	img, reason, err := w.images.ensure(ctx, pod, c)
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reason, Message: err.Error()}
 		return fmt.Errorf("container %s: %w", c.Name, err)
@@ -373,29 +372,6 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	return nil
-}
-
-// ensureImage applies the image pull policy and returns the reference to
-// create the container from.
-func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (string, string, error) {
-	policy := c.ImagePullPolicy
-	if policy != v1.PullAlways {
-		img, err := w.d.rt.GetImage(ctx, c.Image)
-		if err == nil {
-			w.imageIDs[c.Image] = img.ID
-			w.d.event(pod, v1.EventTypeNormal, reasonPulled, fmt.Sprintf(msgPresentFmt, c.Image))
-			return c.Image, "", nil
-		}
-		if !errors.Is(err, runtime.ErrNotFound) {
-			return "", status.ReasonErrImagePull, err
-		}
-		if policy == v1.PullNever {
-			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
-			w.d.event(pod, v1.EventTypeWarning, status.ReasonErrImageNeverPull, msg)
-			return "", status.ReasonErrImageNeverPull, errors.New(msg)
-		}
-	}
-	return w.pull(ctx, pod, c)
 }
 
 // podIPsOf is status.podIPs: the host's IP for hostNetwork pods, else what
@@ -488,7 +464,7 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 	in := status.Input{
 		SandboxReady: sandboxReady,
 		Waiting:      map[string]status.Waiting{},
-		ImageIDs:     w.imageIDs,
+		ImageIDs:     w.images.ids,
 		Terminating:  pod.DeletionTimestamp != nil,
 		HostIP:       w.d.hostIP(),
 		PodIPs:       w.podIPsOf(pod),
@@ -504,13 +480,7 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 		in.Waiting[k] = v
 	}
 	w.statusExtras(ctx, pod, rs, &in)
-	for _, c := range rs.Containers {
-		if _, ok := w.imageIDs[c.Image]; !ok && c.Image != "" {
-			if img, err := w.d.rt.GetImage(ctx, c.Image); err == nil {
-				w.imageIDs[c.Image] = img.ID
-			}
-		}
-	}
+	w.images.learnIDs(ctx, rs)
 	st := status.Compute(w.withStatus(pod), rs, in, now)
 	if !w.report.running && st.Phase == v1.PodRunning && allRunning(st.ContainerStatuses) {
 		w.report.running = true
