@@ -36,7 +36,7 @@ func (w *worker) specInputs(ctx context.Context, pod *v1.Pod, s startAction, vol
 	if images, ok := w.d.rt.(containerspec.ImageUsers); ok {
 		in.Images = images
 	}
-	in.PodNamespaces, in.PIDNSPath = w.podNamespacesOf(pod)
+	in.PodNamespaces, in.PIDNSPath = w.ns.of(pod, w.names.utsHostname)
 	if s.ephemeral && s.pidNSOf != 0 {
 		// An ephemeral container joins its target's PID namespace.
 		in.PIDNSPath = pidNSPath(s.pidNSOf)

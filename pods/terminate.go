@@ -18,13 +18,15 @@ import (
 // its status is written as the termination says and the termination's
 // after-steps run. What differs between reasons is data, in termPolicy.
 
-// termState is what a worker keeps of its pod's termination.
+// termState is what a worker keeps of its pod's end.
 type termState struct {
 	// failure is what the termination in force writes into the status
 	// (nil: none).
 	failure *termStatus
 	// deleted: the zero-grace API delete was sent.
 	deleted bool
+	// released: the finished pod's sandbox was released (finished.go).
+	released bool
 }
 
 // termPolicy is what a termination reason asks besides stopping the

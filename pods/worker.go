@@ -60,19 +60,19 @@ type worker struct {
 
 	backoff   map[string]crashLoop
 	errs      map[string]status.Waiting // per container: why its last start failed
-	images    podImages // pulls and image IDs (images.go)
+	images    podImages                 // pulls and image IDs (images.go)
 	reaped    map[string]bool
 	status    *v1.PodStatus // last computed (setStatus)
 	report    statusReport
 	podIPs    []string  // from the pod network (not hostNetwork pods)
 	refreshAt time.Time // projected volumes need refreshing then (zero: never)
-	ended     termState // what the pod's termination did (terminate.go)
+	ended     termState // what the pod's end did (terminate.go, finished.go)
 	names     podNames  // the pod's name-service files (namefiles.go)
 	// runtimeType is the containerd runtime of the pod's RuntimeClass
 	// handler, once resolved ("": the default).
 	runtimeType     string
 	runtimeResolved bool
-	sandbox         podSandbox // pause and namespaces (podns.go), release (finished.go)
+	ns              podNamespaces // IPC, UTS and PID namespaces (podns.go)
 	starts          startTracker
 }
 
@@ -99,6 +99,7 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 		images:   newPodImages(d, pod.UID, src, log),
 		reaped:   map[string]bool{},
 		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
+		ns:       newPodNamespaces(d, pod.UID, log),
 		starts:   startTracker{uid: pod.UID, pleg: d.pleg, log: log},
 	}
 	if pod.Status.StartTime != nil {
@@ -207,7 +208,8 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 			errs = append(errs, err)
 		}
 	}
-	if err := w.ensurePause(ctx, pod, len(p.start) > 0); err != nil {
+	if err := w.ns.ensurePause(ctx, pod, w.names.utsHostname, w.netnsPath(), len(p.start) > 0); err != nil {
+		w.sandboxEvents(pod, err)
 		errs, p.start = append(errs, err), nil
 	}
 	for _, s := range p.start {
@@ -285,7 +287,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err := w.setupNameFiles(pod); err != nil {
 		return nil, err
 	}
-	if err := w.setupPodNamespaces(ctx, pod); err != nil {
+	if err := w.ns.setup(ctx, pod, w.names.utsHostname, w.terminal.Load()); err != nil {
 		return nil, err
 	}
 	return vols, nil
