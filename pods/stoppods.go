@@ -115,7 +115,7 @@ func stopGrace(pod *v1.Pod, max time.Duration) time.Duration {
 func (w *worker) stopRunning(ctx context.Context, pod *v1.Pod, running []runtime.Container, grace time.Duration) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(running))
-	w.stopAll(ctx, pod, running, grace, &wg, errs)
+	w.killer.stopAll(ctx, pod, running, grace, w.podIP(pod), &wg, errs)
 	w.whileStopping(ctx, pod, &wg)
 	for i, c := range running {
 		if errs[i] == nil {

@@ -77,7 +77,7 @@ func (w *worker) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs pleg.Po
 	case p.statusFirst:
 		w.setStatus(ctx, pod, rs, nil, p.sandboxReady, now)
 	case t.reason == termDeletion || t.reason == termRemoval:
-		w.probed(pod, rs) // liveness and startup probes end with the deletion
+		w.probes.update(pod, rs, w.podIP(pod)) // liveness and startup probes end with the deletion
 	}
 	grace := t.gracePeriod(pod)
 	w.log.Info("stopping pod", "reason", t.reason, "gracePeriod", grace, "containers", len(running))

@@ -72,8 +72,10 @@ type worker struct {
 	// handler, once resolved ("": the default).
 	runtimeType     string
 	runtimeResolved bool
-	ns              podNamespaces // IPC, UTS and PID namespaces (podns.go)
-	starts          startTracker
+	ns              podNamespaces   // IPC, UTS and PID namespaces (podns.go)
+	starts          startTracker    // stale and interrupted starts (stalestart.go)
+	killer          containerKiller // stops containers, runs hooks (killer.go)
+	probes          podProbes       // the prober's view of the pod (probes.go)
 }
 
 var _ podSyncer = (*worker)(nil)
@@ -101,6 +103,8 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
 		ns:       newPodNamespaces(d, pod.UID, log),
 		starts:   startTracker{uid: pod.UID, pleg: d.pleg, log: log},
+		killer:   newContainerKiller(d, pod.UID, log),
+		probes:   podProbes{uid: pod.UID, prober: d.probes},
 	}
 	if pod.Status.StartTime != nil {
 		w.report.startTime = pod.Status.StartTime.Time
@@ -169,14 +173,18 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
 	}
-	if acted, err := w.killUnhealthy(ctx, pod, rs); acted || err != nil {
+	stopped, acted, err := w.probes.killUnhealthy(ctx, pod, rs, w.reaped, &w.killer, w.podIP(pod))
+	for _, id := range stopped {
+		w.reaped[id] = true
+	}
+	if acted || err != nil {
 		return true, time.Time{}, err
 	}
 	if w.starts.waitForStarts(rs) {
 		return true, time.Time{}, nil
 	}
 	rs = w.starts.unstarted(rs)
-	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.sidecarStarted, now)
+	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.probes.started, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
 	}
@@ -196,7 +204,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	var errs []error
 	for _, k := range p.kill {
 		w.log.Info("stopping container", "container", k.c.Name, "containerID", k.c.ID, "reason", k.reason)
-		if err := w.stop(ctx, pod, k.c, gracePeriod(pod)); err != nil {
+		if err := w.killer.kill(ctx, pod, k.c, gracePeriod(pod), "Stopping container "+k.c.Name, w.podIP(pod)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -370,7 +378,11 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	w.d.met.starts.WithLabelValues(kind).Inc()
 	w.d.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
 	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
-	if err := w.postStart(ctx, pod, c, id); err != nil {
+	killed, err := w.killer.postStart(ctx, pod, c, id, w.podIP(pod))
+	if killed {
+		w.reaped[id] = true
+	}
+	if err != nil {
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	return nil
@@ -390,13 +402,6 @@ func (w *worker) podIPsOf(pod *v1.Pod) []string {
 
 func (w *worker) netRef(pod *v1.Pod) network.PodRef {
 	return network.PodRef{Namespace: pod.Namespace, Name: pod.Name, UID: w.uid}
-}
-
-// stop stops one container with a grace period, expecting its death. It
-// may run concurrently for one pod's containers, so it touches no worker
-// state: the caller marks the container reaped.
-func (w *worker) stop(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration) error {
-	return w.kill(ctx, pod, c, grace, "Stopping container "+c.Name)
 }
 
 // reap deletes the tasks of exited containers so their shims exit; the
