@@ -58,7 +58,7 @@ func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 	}
 	if !pod.Spec.HostNetwork {
 		if w.d.net != nil {
-			if err := w.d.net.TearDown(ctx, w.netRef(pod), w.netnsPath()); err != nil {
+			if err := w.d.net.TearDown(ctx, netRef(pod), w.netnsPath()); err != nil {
 				errs = append(errs, fmt.Errorf("pod network: %w", err))
 			}
 		}
@@ -69,7 +69,7 @@ func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 		}
 	}
 	if len(errs) == 0 {
-		if err := w.removePodCgroup(); err != nil {
+		if err := w.d.removePodCgroup(w.uid); err != nil {
 			errs = append(errs, err)
 		}
 	}

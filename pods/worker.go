@@ -61,21 +61,20 @@ type worker struct {
 	backoff   map[string]crashLoop
 	errs      map[string]status.Waiting // per container: why its last start failed
 	images    podImages                 // pulls and image IDs (images.go)
-	reaped    map[string]bool
-	status    *v1.PodStatus // last computed (setStatus)
+	reaped    map[string]bool           // containers this worker stopped or released
+	status    *v1.PodStatus             // last computed (setStatus)
 	report    statusReport
 	podIPs    []string  // from the pod network (not hostNetwork pods)
 	refreshAt time.Time // projected volumes need refreshing then (zero: never)
 	ended     termState // what the pod's end did (terminate.go, finished.go)
 	names     podNames  // the pod's name-service files (namefiles.go)
 	// runtimeType is the containerd runtime of the pod's RuntimeClass
-	// handler, once resolved ("": the default).
-	runtimeType     string
-	runtimeResolved bool
-	ns              podNamespaces   // IPC, UTS and PID namespaces (podns.go)
-	starts          startTracker    // stale and interrupted starts (stalestart.go)
-	killer          containerKiller // stops containers, runs hooks (killer.go)
-	probes          podProbes       // the prober's view of the pod (probes.go)
+	// handler ("": the default); nil until resolved.
+	runtimeType *string
+	ns          podNamespaces   // IPC, UTS and PID namespaces (podns.go)
+	starts      startTracker    // stale and interrupted starts (stalestart.go)
+	killer      containerKiller // stops containers, runs hooks (killer.go)
+	probes      podProbes       // the prober's view of the pod (probes.go)
 }
 
 var _ podSyncer = (*worker)(nil)
@@ -169,7 +168,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	}
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
 	if sandboxErr != nil {
-		w.sandboxEvents(pod, sandboxErr)
+		sandboxEvents(w.d.event, pod, sandboxErr)
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
 	}
@@ -217,7 +216,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		}
 	}
 	if err := w.ns.ensurePause(ctx, pod, w.names.utsHostname, w.netnsPath(), len(p.start) > 0); err != nil {
-		w.sandboxEvents(pod, err)
+		sandboxEvents(w.d.event, pod, err)
 		errs, p.start = append(errs, err), nil
 	}
 	for _, s := range p.start {
@@ -315,7 +314,7 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("pod network options: %w", err)
 	}
-	res, err := w.d.net.SetUp(ctx, w.netRef(pod), w.netnsPath(), opts)
+	res, err := w.d.net.SetUp(ctx, netRef(pod), w.netnsPath(), opts)
 	if err != nil {
 		// containerd's words (the sandbox ID is the pod UID here).
 		return fmt.Errorf("failed to setup network for sandbox %q: %w", pod.UID, err)
@@ -324,14 +323,13 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// logDir holds a pod's container logs (kubelet's podLogsDir layout, as
-// crilog.PodLogDir; removed with the pod by the manager, podlogs.go).
-func (w *worker) logDir(pod *v1.Pod) string {
-	return filepath.Join(w.d.podLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
-}
-
-func (w *worker) logPath(pod *v1.Pod, name string, attempt uint32) string {
-	return filepath.Join(w.logDir(pod), name, strconv.FormatUint(uint64(attempt), 10)+".log")
+// containerLogPath is the log of attempt of the container name of pod:
+// kubelet's podLogsDir layout (as crilog.ContainerLogPath), under the pod's
+// log directory <ns>_<name>_<uid> (removed with the pod by the manager,
+// podlogs.go).
+func containerLogPath(podLogsDir string, pod *v1.Pod, name string, attempt uint32) string {
+	dir := filepath.Join(podLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+	return filepath.Join(dir, name, strconv.FormatUint(uint64(attempt), 10)+".log")
 }
 
 // start creates and starts one attempt of a container. Its failure reason
@@ -400,8 +398,9 @@ func (w *worker) podIPsOf(pod *v1.Pod) []string {
 	return w.podIPs
 }
 
-func (w *worker) netRef(pod *v1.Pod) network.PodRef {
-	return network.PodRef{Namespace: pod.Namespace, Name: pod.Name, UID: w.uid}
+// netRef names the pod to the pod network.
+func netRef(pod *v1.Pod) network.PodRef {
+	return network.PodRef{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 }
 
 // reap deletes the tasks of exited containers so their shims exit; the
