@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -150,23 +149,6 @@ func (p podProbes) killUnhealthy(ctx context.Context, pod *v1.Pod, rs pleg.PodSt
 	return stopped, acted, errors.Join(errs...)
 }
 
-// statusExtras adds to a status's input what the probes, the termination
-// messages and the termination in force (terminate.go) say.
-func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, in *status.Input) {
-	if w.ended.failure != nil || status.PodIsTerminal(w.withStatus(pod).Status) {
-		w.probes.remove()
-	} else {
-		in.Probed = w.probes.update(pod, rs, w.podIP(pod))
-	}
-	in.Messages = w.terminationMessages(ctx, pod, rs)
-	if f := w.ended.failure; f != nil && !f.rejected {
-		in.FailReason, in.FailMessage = f.reason, f.message
-		if f.disruption {
-			in.Disruption = f.message
-		}
-	}
-}
-
 // withProbeCommands returns pod with the $(VAR) references of its exec
 // probes expanded from each container's static env values (kubelet's
 // ExpandContainerCommandOnlyStatic); pod itself when there are none.
@@ -210,47 +192,4 @@ func staticEnv(c *v1.Container) func(string) (string, bool) {
 		}
 	}
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
-
-// whileStopping waits for a terminating pod's containers to stop (wg),
-// reporting its status again whenever the worker is woken meanwhile (a
-// readiness probe failed: the pod goes unready while its containers run
-// their preStop hooks and grace periods, as with kubelet). The stopping
-// goroutines touch no worker state. The caller syncs again at once after,
-// so a wake consumed here for another reason is not lost.
-func (w *worker) whileStopping(ctx context.Context, pod *v1.Pod, wg *sync.WaitGroup) {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	for {
-		select {
-		case <-done:
-			return
-		case <-w.wake:
-			if rs, ok := w.d.cache.Get(w.uid); ok {
-				w.setStatus(ctx, pod, rs, nil, true, w.d.clock.Now())
-			}
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				<-done
-				return
-			case <-w.d.clock.After(time.Second): // at most one status a second
-			}
-		case <-ctx.Done():
-			<-done
-			return
-		}
-	}
-}
-
-// podIP is the pod's first IP (status.podIP), "" without one.
-func (w *worker) podIP(pod *v1.Pod) string {
-	if ips := w.podIPsOf(pod); len(ips) > 0 {
-		return ips[0]
-	}
-	return ""
 }

@@ -398,6 +398,14 @@ func (w *worker) podIPsOf(pod *v1.Pod) []string {
 	return w.podIPs
 }
 
+// podIP is the pod's first IP (status.podIP), "" without one.
+func (w *worker) podIP(pod *v1.Pod) string {
+	if ips := w.podIPsOf(pod); len(ips) > 0 {
+		return ips[0]
+	}
+	return ""
+}
+
 // netRef names the pod to the pod network.
 func netRef(pod *v1.Pod) network.PodRef {
 	return network.PodRef{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
@@ -502,4 +510,21 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 	w.terminal.Store(status.PodIsTerminal(st))
 	w.d.status.Set(pod, st)
 	return st
+}
+
+// statusExtras adds to a status's input what the probes, the termination
+// messages and the termination in force (terminate.go) say.
+func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, in *status.Input) {
+	if w.ended.failure != nil || status.PodIsTerminal(w.withStatus(pod).Status) {
+		w.probes.remove()
+	} else {
+		in.Probed = w.probes.update(pod, rs, w.podIP(pod))
+	}
+	in.Messages = w.terminationMessages(ctx, pod, rs)
+	if f := w.ended.failure; f != nil && !f.rejected {
+		in.FailReason, in.FailMessage = f.reason, f.message
+		if f.disruption {
+			in.Disruption = f.message
+		}
+	}
 }
