@@ -19,9 +19,9 @@ type PodCgroups interface {
 
 // removePodCgroup removes the pod's cgroup, wherever this or an older
 // agent made it.
-func (w *worker) removePodCgroup() error {
-	if w.d.cgroups == nil {
-		return w.d.rt.RemovePodCgroup(w.uid)
+func (d *workerDeps) removePodCgroup(uid types.UID) error {
+	if d.cgroups == nil {
+		return d.rt.RemovePodCgroup(uid)
 	}
-	return w.d.cgroups.RemovePod(w.uid)
+	return d.cgroups.RemovePod(uid)
 }

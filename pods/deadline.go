@@ -21,11 +21,12 @@ func deadlineAt(pod *v1.Pod, start time.Time) time.Time {
 	return start.Add(time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second)
 }
 
-// podStartTime is the pod's status.startTime, the start of its deadline.
-func (w *worker) podStartTime(pod *v1.Pod) time.Time {
+// podStartTime is the pod's status.startTime, the start of its deadline:
+// as last computed (last; nil: none yet), else as its source has it.
+func podStartTime(last *v1.PodStatus, pod *v1.Pod) time.Time {
 	switch {
-	case w.status != nil && w.status.StartTime != nil:
-		return w.status.StartTime.Time
+	case last != nil && last.StartTime != nil:
+		return last.StartTime.Time
 	case pod.Status.StartTime != nil:
 		return pod.Status.StartTime.Time
 	}

@@ -168,6 +168,9 @@ type workerDeps struct {
 	cgroups     PodCgroups // nil: the runtime's default cgroup parent
 }
 
+// eventFunc records an Event about a pod (workerDeps.event).
+type eventFunc func(pod *v1.Pod, typ, reason, msg string)
+
 func (d *workerDeps) event(pod *v1.Pod, typ, reason, msg string) {
 	if d.rec != nil {
 		d.rec.Event(pod, typ, reason, msg)

@@ -37,6 +37,35 @@
 // on change; a static pod's status goes to its mirror pod (package
 // mirror). Volumes are set up and torn down by package volume.
 //
+// The worker keeps what a pod's syncs share (its last status, crash-loop
+// back-offs, start failures, pod IPs, name-service files, what its end
+// did) and owns small per-pod helpers, each with one job and only the collaborators it uses
+// (never the worker):
+//
+//   - podImages (images.go): the pull policy, pulls with the pod's image
+//     pull secrets and the node's credentials, kubelet's per-image pull
+//     back-off, and the image IDs the status reports;
+//   - podNamespaces (podns.go): the pod's IPC and UTS namespaces and
+//     /dev/shm, and the pause container holding the PID namespace of a
+//     shareProcessNamespace pod;
+//   - containerKiller (killer.go): kubelet's killContainer (Killing event,
+//     preStop hook within the grace period, stop, sidecars in kubelet's
+//     order: stopOrder in sidecar.go) and the postStart hook; it keeps no
+//     state, so one pod's containers stop concurrently;
+//   - podProbes (probes.go): the prober's view of the pod (what the probes
+//     say for the status and the plan, the unhealthy containers to
+//     restart);
+//   - startTracker (stalestart.go, interruptedstart.go): the starts the
+//     worker made, so that a status older than a start or a start cut off
+//     by containerd's death is not taken for a container's exit.
+//
+// The rest of the worker is in worker.go (SyncPod, the pod's sandbox
+// setup, starts, the status), terminate.go (SyncTerminatingPod,
+// SyncTerminatedPod), finished.go (a finished pod's sync and the release
+// of its sandbox), stoppods.go (stopping what runs while the status stays
+// current), namefiles.go, envsrc.go, runtimeclass.go, specinputs.go and
+// termination.go (termination messages).
+//
 // A container's runtime spec is built by package containerspec
 // (containerspec.Build) from the pod, the container and what the worker
 // resolved for it (specinputs.go): its environment's sources (envsrc.go:

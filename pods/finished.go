@@ -30,14 +30,14 @@ func (w *worker) finished(pod *v1.Pod) bool {
 // its memory-backed volumes for as long as its API object lived (evicted
 // pods may stay for days). It is idempotent; a worker releases once.
 func (w *worker) releaseFinished(ctx context.Context, pod *v1.Pod) error {
-	if w.sandbox.released {
+	if w.ended.released {
 		return nil
 	}
 	if err := w.releaseSandbox(ctx, pod); err != nil {
 		return fmt.Errorf("releasing a finished pod: %w", err)
 	}
-	w.sandbox.released = true
-	w.sandbox.pausePID = 0
+	w.ended.released = true
+	w.ns.pausePID = 0
 	w.log.Info("released the sandbox of a finished pod")
 	return nil
 }
@@ -50,7 +50,7 @@ func (w *worker) releaseFinished(ctx context.Context, pod *v1.Pod) error {
 // removed one (cleanup) go through it.
 func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 	var errs []error
-	if err := w.teardownPodNamespaces(ctx, pod); err != nil {
+	if err := w.ns.teardown(ctx, pod); err != nil {
 		errs = append(errs, err)
 	}
 	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
@@ -58,7 +58,7 @@ func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 	}
 	if !pod.Spec.HostNetwork {
 		if w.d.net != nil {
-			if err := w.d.net.TearDown(ctx, w.netRef(pod), w.netnsPath()); err != nil {
+			if err := w.d.net.TearDown(ctx, netRef(pod), w.netnsPath()); err != nil {
 				errs = append(errs, fmt.Errorf("pod network: %w", err))
 			}
 		}
@@ -69,7 +69,7 @@ func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 		}
 	}
 	if len(errs) == 0 {
-		if err := w.removePodCgroup(); err != nil {
+		if err := w.d.removePodCgroup(w.uid); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -86,6 +86,6 @@ func (w *worker) syncFinished(ctx context.Context, pod *v1.Pod, rs pleg.PodStatu
 	}
 	w.reap(ctx, rs)
 	err := w.releaseFinished(ctx, pod)
-	w.setStatus(ctx, pod, rs, nil, !w.sandbox.released, now)
+	w.setStatus(ctx, pod, rs, nil, !w.ended.released, now)
 	return false, retryAt, err
 }

@@ -27,26 +27,26 @@ import (
 
 // noteInterruptedStart records that the start of container id failed
 // because containerd went away.
-func (w *worker) noteInterruptedStart(id string, err error) {
+func (s *startTracker) noteInterruptedStart(id string, err error) {
 	if !runtime.IsUnavailable(err) {
 		return
 	}
-	if w.starts.interrupted == nil {
-		w.starts.interrupted = map[string]bool{}
+	if s.interrupted == nil {
+		s.interrupted = map[string]bool{}
 	}
-	w.starts.interrupted[id] = true
-	w.log.Info("starting a container was cut off by containerd becoming unavailable; it never ran and will be replaced under the same attempt", "containerID", id)
+	s.interrupted[id] = true
+	s.log.Info("starting a container was cut off by containerd becoming unavailable; it never ran and will be replaced under the same attempt", "containerID", id)
 }
 
 // unstarted returns rs with the containers whose start was interrupted, and
 // that did not run since, shown as created (never started); it forgets the
 // ones that are gone or were seen running.
-func (w *worker) unstarted(rs pleg.PodStatus) pleg.PodStatus {
-	if len(w.starts.interrupted) == 0 {
+func (s *startTracker) unstarted(rs pleg.PodStatus) pleg.PodStatus {
+	if len(s.interrupted) == 0 {
 		return rs
 	}
-	out, keep := asUnstarted(rs, w.starts.interrupted)
-	w.starts.interrupted = keep
+	out, keep := asUnstarted(rs, s.interrupted)
+	s.interrupted = keep
 	return out
 }
 

@@ -11,7 +11,7 @@ import (
 
 // Pod log directories. Containers log to
 // Options.PodLogsDir/<ns>_<pod>_<uid>/<container>/<attempt>.log (the
-// worker's logPath). Agents before podLogsDir wrote
+// containerLogPath). Agents before podLogsDir wrote
 // Options.RootDir/logs/<ns>_<pod>_<uid>/...; the logger process of a
 // container they started keeps writing there after an upgrade (its path is
 // the container's own), so that layout is still read (the node API) and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -53,10 +54,26 @@ type hostPodNS struct{}
 func (hostPodNS) Create(dir string, o netns.PodNamespaces) error { return netns.CreatePod(dir, o) }
 func (hostPodNS) Remove(dir string) error                        { return netns.RemovePod(dir) }
 
-// podSandbox is what a worker knows of what its pod's containers share.
-type podSandbox struct {
-	pausePID uint32 // the pod's pause process (0: none)
-	released bool   // a finished pod's sandbox was released (finished.go)
+// podNamespaces is a pod's shared namespaces: its IPC and UTS
+// namespaces and /dev/shm, held by the files in dir, and for a
+// shareProcessNamespace pod the pause container whose PID namespace its
+// containers join. It belongs to the pod's worker and is used from its
+// goroutine.
+type podNamespaces struct {
+	uid     types.UID
+	dir     string             // the pod's namespace files (PodNSDir/UID)
+	holder  PodNamespaceHolder // nil: containers keep their own IPC/UTS
+	pauses  PauseRuntime       // nil: no shareProcessNamespace
+	cgroups PodCgroups         // the pause's cgroup parent (nil: the runtime's default)
+	rootfs  string             // the pause's root filesystem
+	log     *slog.Logger
+
+	pausePID uint32 // the pod's running pause process (0: none)
+}
+
+func newPodNamespaces(d *workerDeps, uid types.UID, log *slog.Logger) podNamespaces {
+	return podNamespaces{uid: uid, dir: filepath.Join(d.podNSDir, string(uid)), holder: d.podNS, pauses: d.pauses,
+		cgroups: d.cgroups, rootfs: filepath.Join(d.rootDir, "pause-rootfs"), log: log}
 }
 
 // podNSPlan is which shared namespaces a pod gets.
@@ -107,31 +124,29 @@ func pauseExit(ps []runtime.Pause, id string) string {
 	return ""
 }
 
-func (w *worker) podNSDir() string { return filepath.Join(w.d.podNSDir, string(w.uid)) }
-
-// setupPodNamespaces makes the pod's IPC and UTS namespaces and, for a
-// shareProcessNamespace pod, finds its running pause (w.sandbox.pausePID),
-// removing dead or duplicate ones, and the running one too once the pod
-// is terminal (as kubelet stops a finished pod's sandbox). ensurePause
-// starts one when a container is about to start.
-func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
-	w.sandbox.pausePID = 0
-	if w.d.podNS == nil {
+// setup makes the pod's IPC and UTS namespaces (the UTS one with
+// hostname) and, for a shareProcessNamespace pod, finds its running pause
+// (pausePID), removing dead or duplicate ones, and the running one too
+// once the pod is terminal (as kubelet stops a finished pod's sandbox).
+// ensurePause starts one when a container is about to start.
+func (n *podNamespaces) setup(ctx context.Context, pod *v1.Pod, hostname string, terminal bool) error {
+	n.pausePID = 0
+	if n.holder == nil {
 		return nil
 	}
-	p := podNamespacesFor(pod, w.names.utsHostname)
+	p := podNamespacesFor(pod, hostname)
 	if p.ns.IPC || p.ns.UTS {
-		if err := w.d.podNS.Create(w.podNSDir(), p.ns); err != nil {
+		if err := n.holder.Create(n.dir, p.ns); err != nil {
 			return fmt.Errorf("pod namespaces: %w", err)
 		}
 	}
 	if !p.pause {
 		return nil
 	}
-	if w.d.pauses == nil {
+	if n.pauses == nil {
 		return errors.New("pod PID namespace: shareProcessNamespace needs a runtime with pause containers")
 	}
-	ps, err := w.d.pauses.ListPauses(ctx, w.uid)
+	ps, err := n.pauses.ListPauses(ctx, n.uid)
 	if err != nil {
 		return fmt.Errorf("pod PID namespace: %w", err)
 	}
@@ -139,9 +154,9 @@ func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	use, remove := pauseDecision(ps)
-	if use != nil && w.terminal.Load() {
-		w.log.Info("stopping the pause of a finished pod", "containerID", use.ID)
-		if err := w.d.pauses.StopContainer(ctx, use.ID, gracePeriod(pod)); err != nil {
+	if use != nil && terminal {
+		n.log.Info("stopping the pause of a finished pod", "containerID", use.ID)
+		if err := n.pauses.StopContainer(ctx, use.ID, gracePeriod(pod)); err != nil {
 			return fmt.Errorf("pod PID namespace: %w", err)
 		}
 		remove, use = append(remove, use.ID), nil
@@ -149,61 +164,58 @@ func (w *worker) setupPodNamespaces(ctx context.Context, pod *v1.Pod) error {
 	for _, id := range remove {
 		// A dead pause took the PID namespace and its processes with it
 		// (the kernel kills them); a duplicate holds nothing.
-		w.log.Info("removing a pause container", "containerID", id, "ended", pauseExit(ps, id))
-		if err := w.d.pauses.RemoveContainer(ctx, id); err != nil {
+		n.log.Info("removing a pause container", "containerID", id, "ended", pauseExit(ps, id))
+		if err := n.pauses.RemoveContainer(ctx, id); err != nil {
 			return fmt.Errorf("pod PID namespace: %w", err)
 		}
 	}
 	if use != nil {
-		w.sandbox.pausePID = use.Pid
+		n.pausePID = use.Pid
 	}
 	return nil
 }
 
 // ensurePause starts the pause of a shareProcessNamespace pod when one of
-// its containers is about to start (starting says so) and none runs.
-func (w *worker) ensurePause(ctx context.Context, pod *v1.Pod, starting bool) error {
-	if !starting || w.sandbox.pausePID != 0 || w.d.podNS == nil {
+// its containers is about to start (starting says so) and none runs; the
+// pause joins the pod's network namespace netnsPath.
+func (n *podNamespaces) ensurePause(ctx context.Context, pod *v1.Pod, hostname, netnsPath string, starting bool) error {
+	if !starting || n.pausePID != 0 || n.holder == nil {
 		return nil
 	}
-	p := podNamespacesFor(pod, w.names.utsHostname)
+	p := podNamespacesFor(pod, hostname)
 	if !p.pause {
 		return nil
 	}
-	if err := w.startPause(ctx, pod, p); err != nil {
-		w.sandboxEvents(pod, err)
-		return err
-	}
-	return nil
+	return n.startPause(ctx, pod, p, netnsPath)
 }
 
-// startPause creates and starts the pod's pause and sets w.sandbox.pausePID.
-func (w *worker) startPause(ctx context.Context, pod *v1.Pod, p podNSPlan) error {
-	if w.d.pauses == nil {
+// startPause creates and starts the pod's pause and sets pausePID.
+func (n *podNamespaces) startPause(ctx context.Context, pod *v1.Pod, p podNSPlan, netnsPath string) error {
+	if n.pauses == nil {
 		return errors.New("pod PID namespace: shareProcessNamespace needs a runtime with pause containers")
 	}
 	spec := runtime.PauseSpec{
 		Pod:         runtime.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace},
-		RootfsDir:   filepath.Join(w.d.rootDir, "pause-rootfs"),
+		RootfsDir:   n.rootfs,
 		HostNetwork: pod.Spec.HostNetwork,
 		HostIPC:     pod.Spec.HostIPC,
 	}
-	spec.PodNamespaces = w.podNamespacePaths(p)
+	spec.PodNamespaces = n.paths(p)
 	if !pod.Spec.HostNetwork {
-		spec.NetNSPath = w.netnsPath()
+		spec.NetNSPath = netnsPath
 	}
-	if w.d.cgroups != nil {
-		parent, err := w.d.cgroups.EnsurePod(pod)
+	if n.cgroups != nil {
+		parent, err := n.cgroups.EnsurePod(pod)
 		if err != nil {
 			return fmt.Errorf("pod cgroup: %w", err)
 		}
 		spec.CgroupParent = parent
 	}
-	id, err := w.d.pauses.CreatePause(ctx, spec)
+	id, err := n.pauses.CreatePause(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("pod PID namespace: %w", err)
 	}
-	ps, err := w.d.pauses.ListPauses(ctx, w.uid)
+	ps, err := n.pauses.ListPauses(ctx, n.uid)
 	if err != nil {
 		return fmt.Errorf("pod PID namespace: %w", err)
 	}
@@ -211,36 +223,35 @@ func (w *worker) startPause(ctx context.Context, pod *v1.Pod, p podNSPlan) error
 	if use == nil || use.ID != id {
 		return fmt.Errorf("pod PID namespace: pause container %s is not running", id)
 	}
-	w.sandbox.pausePID = use.Pid
-	w.log.Info("started the pod's pause process", "containerID", id, "pid", w.sandbox.pausePID)
+	n.pausePID = use.Pid
+	n.log.Info("started the pod's pause process", "containerID", id, "pid", n.pausePID)
 	return nil
 }
 
-// podNamespacePaths are the files of the namespaces p makes.
-func (w *worker) podNamespacePaths(p podNSPlan) runtime.PodNamespaces {
+// paths are the files of the namespaces p makes.
+func (n *podNamespaces) paths(p podNSPlan) runtime.PodNamespaces {
 	var out runtime.PodNamespaces
-	dir := w.podNSDir()
 	if p.ns.IPC {
-		out.IPCPath, out.ShmPath = filepath.Join(dir, netns.IPCFile), filepath.Join(dir, netns.ShmDir)
+		out.IPCPath, out.ShmPath = filepath.Join(n.dir, netns.IPCFile), filepath.Join(n.dir, netns.ShmDir)
 	}
 	if p.ns.UTS {
-		out.UTSPath = filepath.Join(dir, netns.UTSFile)
+		out.UTSPath = filepath.Join(n.dir, netns.UTSFile)
 	}
 	return out
 }
 
-// podNamespacesOf are the pod's namespaces its containers join, and its
-// PID namespace ("": none; held by its pause process).
-func (w *worker) podNamespacesOf(pod *v1.Pod) (runtime.PodNamespaces, string) {
-	if w.d.podNS == nil {
+// of are the pod's namespaces its containers join, and its PID namespace
+// ("": none; held by its pause process).
+func (n *podNamespaces) of(pod *v1.Pod, hostname string) (runtime.PodNamespaces, string) {
+	if n.holder == nil {
 		return runtime.PodNamespaces{}, ""
 	}
-	p := podNamespacesFor(pod, w.names.utsHostname)
+	p := podNamespacesFor(pod, hostname)
 	var pidNS string
-	if p.pause && w.sandbox.pausePID != 0 {
-		pidNS = pidNSPath(w.sandbox.pausePID)
+	if p.pause && n.pausePID != 0 {
+		pidNS = pidNSPath(n.pausePID)
 	}
-	return w.podNamespacePaths(p), pidNS
+	return n.paths(p), pidNS
 }
 
 // pidNSPath is the PID namespace of process pid.
@@ -248,27 +259,27 @@ func pidNSPath(pid uint32) string {
 	return "/proc/" + strconv.FormatUint(uint64(pid), 10) + "/ns/pid"
 }
 
-// teardownPodNamespaces stops and removes the pod's pause containers and
-// removes its namespace files (after its containers are gone).
-func (w *worker) teardownPodNamespaces(ctx context.Context, pod *v1.Pod) error {
-	if w.d.pauses != nil {
-		ps, err := w.d.pauses.ListPauses(ctx, w.uid)
+// teardown stops and removes the pod's pause containers and removes its
+// namespace files (after its containers are gone).
+func (n *podNamespaces) teardown(ctx context.Context, pod *v1.Pod) error {
+	if n.pauses != nil {
+		ps, err := n.pauses.ListPauses(ctx, n.uid)
 		if err != nil {
 			return fmt.Errorf("pod PID namespace: %w", err)
 		}
 		for _, p := range ps {
-			if err := w.d.pauses.StopContainer(ctx, p.ID, gracePeriod(pod)); err != nil {
+			if err := n.pauses.StopContainer(ctx, p.ID, gracePeriod(pod)); err != nil {
 				return fmt.Errorf("pod PID namespace: %w", err)
 			}
-			if err := w.d.pauses.RemoveContainer(ctx, p.ID); err != nil {
+			if err := n.pauses.RemoveContainer(ctx, p.ID); err != nil {
 				return fmt.Errorf("pod PID namespace: %w", err)
 			}
 		}
 	}
-	if w.d.podNS == nil {
+	if n.holder == nil {
 		return nil
 	}
-	if err := w.d.podNS.Remove(w.podNSDir()); err != nil {
+	if err := n.holder.Remove(n.dir); err != nil {
 		return fmt.Errorf("pod namespaces: %w", err)
 	}
 	return nil

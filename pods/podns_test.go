@@ -209,11 +209,11 @@ func TestWorkerSharesPodNamespaces(t *testing.T) {
 	if len(fp.ps) != 0 || len(fp.stopped) != 1 {
 		t.Errorf("a terminal pod's pauses %+v, stopped %v", fp.ps, fp.stopped)
 	}
-	if err := w.ensurePause(context.Background(), pod, false); err != nil || len(fp.ps) != 0 {
+	if err := w.ns.ensurePause(context.Background(), pod, w.names.utsHostname, w.netnsPath(), false); err != nil || len(fp.ps) != 0 {
 		t.Errorf("ensurePause without a container to start: %v, pauses %+v", err, fp.ps)
 	}
 	w.terminal.Store(false)
-	w.sandbox.released = false
+	w.ended.released = false
 	fp.stopped, fns.removed = nil, nil
 	if _, err := fp.CreatePause(context.Background(), runtime.PauseSpec{Pod: runtime.PodRef{UID: pod.UID}}); err != nil {
 		t.Fatal(err)

@@ -3,9 +3,7 @@ package pods
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,10 +16,6 @@ import (
 	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"
 )
-
-// minPreStopGrace is what a container has left to stop after its preStop
-// hook, however long the hook took (kubelet's minimumGracePeriodInSeconds).
-const minPreStopGrace = 2 * time.Second
 
 // setupProbes gives the workers a prober and a hook runner that exec
 // through the runtime.
@@ -58,10 +52,18 @@ func (m *Manager) pokeUID(uid types.UID) {
 	}
 }
 
-// probed tells the prober the pod's current containers and returns what
+// podProbes is the prober's view of one pod: it tells the prober the
+// pod's containers, reads back what their probes say and restarts the
+// containers they found unhealthy. With a nil prober nothing is probed.
+type podProbes struct {
+	uid    types.UID
+	prober Prober // nil: no probes
+}
+
+// update tells the prober the pod's current containers and returns what
 // the probes say of the running ones, for the status.
-func (w *worker) probed(pod *v1.Pod, rs pleg.PodStatus) map[string]status.Probed {
-	if w.d.probes == nil {
+func (p podProbes) update(pod *v1.Pod, rs pleg.PodStatus, podIP string) map[string]status.Probed {
+	if p.prober == nil {
 		return nil
 	}
 	cur := byName(rs)
@@ -75,140 +77,76 @@ func (w *worker) probed(pod *v1.Pod, rs pleg.PodStatus) map[string]status.Probed
 		}
 		cs = append(cs, pc)
 	}
-	w.d.probes.SetPod(withProbeCommands(pod), w.podIP(pod), cs)
+	p.prober.SetPod(withProbeCommands(pod), podIP, cs)
 	out := map[string]status.Probed{}
 	for _, c := range cs {
 		if !c.Running {
 			continue
 		}
-		if p, ok := w.d.probes.Status(w.uid, c.Name, c.ID); ok {
-			out[c.ID] = status.Probed{Started: p.Started, Ready: p.Ready}
+		if pr, ok := p.prober.Status(p.uid, c.Name, c.ID); ok {
+			out[c.ID] = status.Probed{Started: pr.Started, Ready: pr.Ready}
 		}
 	}
 	return out
 }
 
-// killUnhealthy stops the running containers whose liveness or startup
-// probe failed, with the probe's grace period if it has one; the plan then
-// restarts them per the restart policy. It reports whether it stopped any.
-func (w *worker) killUnhealthy(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) (bool, error) {
-	if w.d.probes == nil {
-		return false, nil
+// remove ends the pod's probes.
+func (p podProbes) remove() {
+	if p.prober != nil {
+		p.prober.RemovePod(p.uid)
 	}
-	kills := w.d.probes.Unhealthy(w.uid)
+}
+
+// started is the plan's startedFunc: what the probes say (a container
+// without a startup probe has started once it runs).
+func (p podProbes) started(name, id string) bool {
+	if p.prober == nil {
+		return true
+	}
+	pr, ok := p.prober.Status(p.uid, name, id)
+	return !ok || pr.Started
+}
+
+// killUnhealthy stops the running containers (not in reaped, those the
+// worker stopped) whose liveness or startup probe failed, with the
+// probe's grace period if it has one; the plan then restarts them per the
+// restart policy. It returns the containers it stopped, and whether it
+// tried to stop any.
+func (p podProbes) killUnhealthy(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, reaped map[string]bool, k *containerKiller, podIP string) ([]string, bool, error) {
+	if p.prober == nil {
+		return nil, false, nil
+	}
+	kills := p.prober.Unhealthy(p.uid)
 	if len(kills) == 0 {
-		return false, nil
+		return nil, false, nil
 	}
 	running := map[string]runtime.Container{}
 	for _, c := range rs.Containers {
-		if c.State == runtime.StateRunning && !w.reaped[c.ID] {
+		if c.State == runtime.StateRunning && !reaped[c.ID] {
 			running[c.ID] = c
 		}
 	}
 	acted := false
+	var stopped []string
 	var errs []error
-	for _, k := range kills {
-		c, ok := running[k.ID]
+	for _, kl := range kills {
+		c, ok := running[kl.ID]
 		if !ok {
 			continue
 		}
 		grace := gracePeriod(pod)
-		if k.Grace != nil {
-			grace = time.Duration(*k.Grace) * time.Second
+		if kl.Grace != nil {
+			grace = time.Duration(*kl.Grace) * time.Second
 		}
-		w.log.Info("restarting unhealthy container", "container", k.Name, "containerID", k.ID, "probe", k.Kind.String(), "gracePeriod", grace)
+		k.log.Info("restarting unhealthy container", "container", kl.Name, "containerID", kl.ID, "probe", kl.Kind.String(), "gracePeriod", grace)
 		acted = true
-		if err := w.kill(ctx, pod, c, grace, k.Message(pod.Spec.RestartPolicy != v1.RestartPolicyNever || kubetypes.IsSidecar(containerSpecOf(pod, k.Name)))); err != nil {
+		if err := k.kill(ctx, pod, c, grace, kl.Message(pod.Spec.RestartPolicy != v1.RestartPolicyNever || kubetypes.IsSidecar(containerSpecOf(pod, kl.Name))), podIP); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		w.reaped[c.ID] = true
+		stopped = append(stopped, c.ID)
 	}
-	return acted, errors.Join(errs...)
-}
-
-// kill stops one container as kubelet's killContainer: the Killing event
-// with msg, the container's preStop hook within the grace period, then
-// SIGTERM with what is left of it (at least 2s after a hook) and SIGKILL.
-// Like stop, it touches no worker state.
-func (w *worker) kill(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration, msg string) error {
-	return w.killInOrder(ctx, pod, c, grace, msg, nil)
-}
-
-// preStop runs the container's preStop hook, if any, for at most grace,
-// and returns the grace period left for the container.
-func (w *worker) preStop(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration) time.Duration {
-	spec := containerSpecOf(pod, c.Name)
-	if w.d.hooks == nil || spec == nil || spec.Lifecycle == nil || spec.Lifecycle.PreStop == nil || grace <= 0 || c.State != runtime.StateRunning {
-		return grace
-	}
-	start := w.d.clock.Now()
-	hctx, cancel := context.WithTimeout(ctx, grace)
-	defer cancel()
-	w.log.Info("running preStop hook", "container", c.Name, "containerID", c.ID, "gracePeriod", grace)
-	if _, err := w.d.hooks.Run(hctx, pod, spec, c.ID, w.podIP(pod), spec.Lifecycle.PreStop); err != nil {
-		w.log.Warn("preStop hook failed", "container", c.Name, "containerID", c.ID, "err", err)
-		// As kubelet, the event does not carry the message (it may hold
-		// secrets).
-		w.d.event(pod, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
-	}
-	// kubelet counts whole seconds.
-	left := grace - w.d.clock.Since(start).Truncate(time.Second)
-	return max(left, minPreStopGrace)
-}
-
-// postStart runs the container's postStart hook after it started. When
-// the hook fails the container is killed (kubelet's FailedPostStartHook)
-// and the error says so.
-func (w *worker) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) error {
-	if w.d.hooks == nil || c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
-		return nil
-	}
-	msg, err := w.d.hooks.Run(ctx, pod, c, id, w.podIP(pod), c.Lifecycle.PostStart)
-	if err == nil {
-		return nil
-	}
-	w.log.Warn("postStart hook failed", "container", c.Name, "containerID", id, "err", err)
-	w.d.event(pod, v1.EventTypeWarning, "FailedPostStartHook", msg)
-	rc := runtime.Container{ID: id, Name: c.Name, State: runtime.StateRunning}
-	if kerr := w.kill(ctx, pod, rc, gracePeriod(pod), "FailedPostStartHook"); kerr != nil {
-		return fmt.Errorf("PostStartHookError: %s (and %w)", msg, kerr)
-	}
-	w.reaped[id] = true
-	return fmt.Errorf("PostStartHookError: %s", msg)
-}
-
-func containerSpecOf(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	return nil
-}
-
-// statusExtras adds to a status's input what the probes, the termination
-// messages and the termination in force (terminate.go) say.
-func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, in *status.Input) {
-	if w.d.probes != nil {
-		if w.ended.failure != nil || status.PodIsTerminal(w.withStatus(pod).Status) {
-			w.d.probes.RemovePod(w.uid)
-		} else {
-			in.Probed = w.probed(pod, rs)
-		}
-	}
-	in.Messages = w.terminationMessages(ctx, pod, rs)
-	if f := w.ended.failure; f != nil && !f.rejected {
-		in.FailReason, in.FailMessage = f.reason, f.message
-		if f.disruption {
-			in.Disruption = f.message
-		}
-	}
+	return stopped, acted, errors.Join(errs...)
 }
 
 // withProbeCommands returns pod with the $(VAR) references of its exec
@@ -254,47 +192,4 @@ func staticEnv(c *v1.Container) func(string) (string, bool) {
 		}
 	}
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
-
-// whileStopping waits for a terminating pod's containers to stop (wg),
-// reporting its status again whenever the worker is woken meanwhile (a
-// readiness probe failed: the pod goes unready while its containers run
-// their preStop hooks and grace periods, as with kubelet). The stopping
-// goroutines touch no worker state. The caller syncs again at once after,
-// so a wake consumed here for another reason is not lost.
-func (w *worker) whileStopping(ctx context.Context, pod *v1.Pod, wg *sync.WaitGroup) {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	for {
-		select {
-		case <-done:
-			return
-		case <-w.wake:
-			if rs, ok := w.d.cache.Get(w.uid); ok {
-				w.setStatus(ctx, pod, rs, nil, true, w.d.clock.Now())
-			}
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				<-done
-				return
-			case <-w.d.clock.After(time.Second): // at most one status a second
-			}
-		case <-ctx.Done():
-			<-done
-			return
-		}
-	}
-}
-
-// podIP is the pod's first IP (status.podIP), "" without one.
-func (w *worker) podIP(pod *v1.Pod) string {
-	if ips := w.podIPsOf(pod); len(ips) > 0 {
-		return ips[0]
-	}
-	return ""
 }

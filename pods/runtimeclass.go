@@ -27,13 +27,13 @@ func apiRuntimeClassHandler(c RuntimeClassGetter) runtimeClassHandler {
 // resolveRuntime sets the worker's runtime type from the pod's
 // RuntimeClass, once (a pod's runtimeClassName does not change).
 func (w *worker) resolveRuntime(ctx context.Context, pod *v1.Pod) error {
-	if w.runtimeResolved {
+	if w.runtimeType != nil {
 		return nil
 	}
 	t, err := containerspec.RuntimeType(ctx, pod, w.d.runtimeClass, w.d.runtimeHandlers)
 	if err != nil {
 		return err
 	}
-	w.runtimeType, w.runtimeResolved = t, true
+	w.runtimeType = &t
 	return nil
 }

@@ -20,14 +20,14 @@ var errNetworkNotReady = errors.New("network is not ready")
 // event for each volume that could not be set up, else
 // FailedCreatePodSandBox with kubelet's "Failed to create pod sandbox: "
 // prefix.
-func (w *worker) sandboxEvents(pod *v1.Pod, err error) {
+func sandboxEvents(event eventFunc, pod *v1.Pod, err error) {
 	mes := volume.MountErrors(err)
 	for _, me := range mes {
-		w.d.event(pod, v1.EventTypeWarning, "FailedMount", me.Error())
+		event(pod, v1.EventTypeWarning, "FailedMount", me.Error())
 	}
 	// A network that is not ready has had its own event (NetworkNotReady):
 	// kubelet does not try to make the sandbox then.
 	if len(mes) == 0 && !errors.Is(err, errNetworkNotReady) {
-		w.d.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
+		event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: "+err.Error())
 	}
 }

@@ -12,10 +12,10 @@ import (
 
 func TestSandboxEventsFailedMount(t *testing.T) {
 	rec := &msgRecorder{}
-	w := &worker{d: &workerDeps{rec: rec}}
+	d := &workerDeps{rec: rec}
 	err := errors.Join(&volume.MountError{Volume: "a", Err: errors.New(`secret "s" not found`)}, &volume.MountError{Volume: "b", Err: errors.New("x")})
-	w.sandboxEvents(nil, err)
-	w.sandboxEvents(nil, errors.New("network namespace: boom"))
+	sandboxEvents(d.event, nil, err)
+	sandboxEvents(d.event, nil, errors.New("network namespace: boom"))
 	want := []string{
 		`Warning FailedMount MountVolume.SetUp failed for volume "a" : secret "s" not found`,
 		`Warning FailedMount MountVolume.SetUp failed for volume "b" : x`,

@@ -2,15 +2,14 @@ package pods
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/kubetypes"
-	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -204,24 +203,24 @@ func newStopOrder(pod *v1.Pod, running []runtime.Container) *stopOrder {
 
 // wait blocks until it is the turn of the container name to stop, for at
 // most limit, and returns how long it waited.
-func (o *stopOrder) wait(ctx context.Context, w *worker, name string, limit time.Duration) time.Duration {
+func (o *stopOrder) wait(ctx context.Context, clk clock.Clock, name string, limit time.Duration) time.Duration {
 	deps := o.after[name]
 	if len(deps) == 0 || limit <= 0 {
 		return 0
 	}
-	start := w.d.clock.Now()
-	t := w.d.clock.NewTimer(limit)
+	start := clk.Now()
+	t := clk.NewTimer(limit)
 	defer t.Stop()
 	for _, d := range deps {
 		select {
 		case <-d:
 		case <-t.C():
-			return w.d.clock.Since(start)
+			return clk.Since(start)
 		case <-ctx.Done():
-			return w.d.clock.Since(start)
+			return clk.Since(start)
 		}
 	}
-	return w.d.clock.Since(start)
+	return clk.Since(start)
 }
 
 // stopped records that the container name has stopped (or failed to).
@@ -232,54 +231,4 @@ func (o *stopOrder) stopped(name string) {
 		close(c)
 		delete(o.done, name)
 	}
-}
-
-// killInOrder is kill, for a container that stops in order (nil: at
-// once): after its preStop hook it waits for its turn within what is left
-// of its grace period, and stops with the rest of it (at least 2s).
-func (w *worker) killInOrder(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration, msg string, order *stopOrder) error {
-	if order != nil {
-		defer order.stopped(c.Name)
-	}
-	if expectsDeath(c) {
-		w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerDied, grace+expectTTL)
-	}
-	w.d.event(pod, v1.EventTypeNormal, "Killing", msg)
-	grace = w.preStop(ctx, pod, c, grace)
-	if order != nil {
-		waited := order.wait(ctx, w, c.Name, grace)
-		grace = max(grace-waited.Truncate(time.Second), minPreStopGrace)
-	}
-	if err := w.d.rt.StopContainer(ctx, c.ID, grace); err != nil {
-		return fmt.Errorf("stop container %s: %w", c.Name, err)
-	}
-	return nil
-}
-
-// stopAll starts stopping the running containers of a pod, all at once but
-// in kubelet's order when the pod has sidecars, each with the grace period,
-// and returns; wg is done once every one returned, errs[i] being the error
-// of running[i].
-func (w *worker) stopAll(ctx context.Context, pod *v1.Pod, running []runtime.Container, grace time.Duration, wg *sync.WaitGroup, errs []error) {
-	var order *stopOrder
-	if kubetypes.HasSidecar(pod) {
-		order = newStopOrder(pod, running)
-	}
-	for i, c := range running {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = w.killInOrder(ctx, pod, c, grace, "Stopping container "+c.Name, order)
-		}()
-	}
-}
-
-// sidecarStarted is the worker's startedFunc: what the probes say (a
-// container without a startup probe has started once it runs).
-func (w *worker) sidecarStarted(name, id string) bool {
-	if w.d.probes == nil {
-		return true
-	}
-	p, ok := w.d.probes.Status(w.uid, name, id)
-	return !ok || p.Started
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pods/containerspec"
 )
@@ -22,21 +23,21 @@ func (w *worker) specInputs(ctx context.Context, pod *v1.Pod, s startAction, vol
 	in := containerspec.Inputs{
 		Attempt:     s.attempt,
 		PodDir:      w.podDir(),
-		LogPath:     w.logPath(pod, c.Name, s.attempt),
+		LogPath:     containerLogPath(w.d.podLogsDir, pod, c.Name, s.attempt),
 		Volumes:     vols,
 		Env:         env,
 		Labels:      map[string]string{LabelContainerHash: containerHash(c)},
 		NameFiles:   w.names.hosts != nil,
 		Hostname:    w.names.utsHostname,
 		NetNSPath:   w.netnsPath(),
-		RuntimeType: w.runtimeType,
+		RuntimeType: utilptr.Deref(w.runtimeType, ""),
 		Cgroups:     w.d.cgroups,
 		Security:    w.d.security,
 	}
 	if images, ok := w.d.rt.(containerspec.ImageUsers); ok {
 		in.Images = images
 	}
-	in.PodNamespaces, in.PIDNSPath = w.podNamespacesOf(pod)
+	in.PodNamespaces, in.PIDNSPath = w.ns.of(pod, w.names.utsHostname)
 	if s.ephemeral && s.pidNSOf != 0 {
 		// An ephemeral container joins its target's PID namespace.
 		in.PIDNSPath = pidNSPath(s.pidNSOf)

@@ -2,6 +2,9 @@ package pods
 
 import (
 	"fmt"
+	"log/slog"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -19,26 +22,33 @@ import (
 // was being SIGKILLed. The worker waits for the PLEG to see the start
 // instead.
 
-// startTracker is what a worker remembers of the starts it made.
+// startTracker is what a worker remembers of the starts it made, so that
+// neither a status older than a start (here) nor a start cut off by
+// containerd's death (interruptedstart.go) is taken for a container's
+// exit. It belongs to the pod's worker and is used from its goroutine.
 type startTracker struct {
+	uid  types.UID
+	pleg PLEG // the expectations of the starts waited for
+	log  *slog.Logger
+
 	started     map[string]bool // containers this worker started
 	interrupted map[string]bool // starts cut off by containerd's death (interruptedstart.go)
 }
 
 // noteStarted records that the worker started container id.
-func (w *worker) noteStarted(id string) {
-	if w.starts.started == nil {
-		w.starts.started = map[string]bool{}
+func (s *startTracker) noteStarted(id string) {
+	if s.started == nil {
+		s.started = map[string]bool{}
 	}
-	w.starts.started[id] = true
+	s.started[id] = true
 }
 
-// staleStarts returns the containers rs shows as created although the
-// worker started them.
-func (w *worker) staleStarts(rs pleg.PodStatus) []string {
+// stale returns the containers rs shows as created although the worker
+// started them.
+func (s *startTracker) stale(rs pleg.PodStatus) []string {
 	var out []string
 	for _, c := range rs.Containers {
-		if c.State == runtime.StateCreated && w.starts.started[c.ID] {
+		if c.State == runtime.StateCreated && s.started[c.ID] {
 			out = append(out, c.ID)
 		}
 	}
@@ -46,15 +56,15 @@ func (w *worker) staleStarts(rs pleg.PodStatus) []string {
 }
 
 // waitForStarts makes the next sync wait until the PLEG saw the starts
-// of ids (or inspected them once the expectation expired). It reports
-// whether there was anything to wait for.
-func (w *worker) waitForStarts(rs pleg.PodStatus) bool {
-	ids := w.staleStarts(rs)
+// rs does not show yet (or inspected them once the expectation expired).
+// It reports whether there was anything to wait for.
+func (s *startTracker) waitForStarts(rs pleg.PodStatus) bool {
+	ids := s.stale(rs)
 	for _, id := range ids {
-		w.d.pleg.ExpectWithin(w.uid, id, pleg.ContainerStarted, expectTTL)
+		s.pleg.ExpectWithin(s.uid, id, pleg.ContainerStarted, expectTTL)
 	}
 	if len(ids) > 0 {
-		w.log.Info("the pod status does not show containers this worker started as started yet; waiting for the PLEG", "containerIDs", ids)
+		s.log.Info("the pod status does not show containers this worker started as started yet; waiting for the PLEG", "containerIDs", ids)
 	}
 	return len(ids) > 0
 }

@@ -115,7 +115,7 @@ func stopGrace(pod *v1.Pod, max time.Duration) time.Duration {
 func (w *worker) stopRunning(ctx context.Context, pod *v1.Pod, running []runtime.Container, grace time.Duration) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(running))
-	w.stopAll(ctx, pod, running, grace, &wg, errs)
+	w.killer.stopAll(ctx, pod, running, grace, w.podIP(pod), &wg, errs)
 	w.whileStopping(ctx, pod, &wg)
 	for i, c := range running {
 		if errs[i] == nil {
@@ -123,4 +123,39 @@ func (w *worker) stopRunning(ctx context.Context, pod *v1.Pod, running []runtime
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// whileStopping waits for a terminating pod's containers to stop (wg),
+// reporting its status again whenever the worker is woken meanwhile (a
+// readiness probe failed: the pod goes unready while its containers run
+// their preStop hooks and grace periods, as with kubelet). The stopping
+// goroutines touch no worker state. The caller syncs again at once after,
+// so a wake consumed here for another reason is not lost.
+func (w *worker) whileStopping(ctx context.Context, pod *v1.Pod, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		case <-w.wake:
+			if rs, ok := w.d.cache.Get(w.uid); ok {
+				w.setStatus(ctx, pod, rs, nil, true, w.d.clock.Now())
+			}
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				<-done
+				return
+			case <-w.d.clock.After(time.Second): // at most one status a second
+			}
+		case <-ctx.Done():
+			<-done
+			return
+		}
+	}
 }

@@ -18,13 +18,15 @@ import (
 // its status is written as the termination says and the termination's
 // after-steps run. What differs between reasons is data, in termPolicy.
 
-// termState is what a worker keeps of its pod's termination.
+// termState is what a worker keeps of its pod's end.
 type termState struct {
 	// failure is what the termination in force writes into the status
 	// (nil: none).
 	failure *termStatus
 	// deleted: the zero-grace API delete was sent.
 	deleted bool
+	// released: the finished pod's sandbox was released (finished.go).
+	released bool
 }
 
 // termPolicy is what a termination reason asks besides stopping the
@@ -75,7 +77,7 @@ func (w *worker) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs pleg.Po
 	case p.statusFirst:
 		w.setStatus(ctx, pod, rs, nil, p.sandboxReady, now)
 	case t.reason == termDeletion || t.reason == termRemoval:
-		w.probed(pod, rs) // liveness and startup probes end with the deletion
+		w.probes.update(pod, rs, w.podIP(pod)) // liveness and startup probes end with the deletion
 	}
 	grace := t.gracePeriod(pod)
 	w.log.Info("stopping pod", "reason", t.reason, "gracePeriod", grace, "containers", len(running))
@@ -111,8 +113,12 @@ func (w *worker) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs pleg.Pod
 			return 0, false, fmt.Errorf("final pod status (%s) not written: %w", st.Phase, err)
 		}
 	}
-	if p.release {
-		if err := w.stopFinishedPause(ctx, pod); err != nil {
+	if p.release && w.terminal.Load() {
+		// A finished pod the agent stopped itself is not synced again:
+		// its sandbox is released here (pause, namespaces, network,
+		// volumes, cgroup: releaseFinished), as kubelet stops a finished
+		// pod's sandbox.
+		if err := w.releaseFinished(ctx, pod); err != nil {
 			return 0, false, err
 		}
 	}
@@ -127,22 +133,11 @@ func (w *worker) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs pleg.Pod
 	return w.d.resync, false, nil
 }
 
-// stopFinishedPause releases the sandbox (pause, namespaces, network,
-// volumes, cgroup: releaseFinished) of a finished pod the agent stopped
-// itself (such a pod is not synced again), as kubelet stops a finished
-// pod's sandbox.
-func (w *worker) stopFinishedPause(ctx context.Context, pod *v1.Pod) error {
-	if !w.terminal.Load() {
-		return nil
-	}
-	return w.releaseFinished(ctx, pod)
-}
-
 // Deadline is when the pod passes its activeDeadlineSeconds (zero: no
 // deadline, not started, or already terminal).
 func (w *worker) Deadline(pod *v1.Pod) time.Time {
 	if w.status != nil && status.PodIsTerminal(*w.status) {
 		return time.Time{}
 	}
-	return deadlineAt(pod, w.podStartTime(pod))
+	return deadlineAt(pod, podStartTime(w.status, pod))
 }

@@ -60,21 +60,21 @@ type worker struct {
 
 	backoff   map[string]crashLoop
 	errs      map[string]status.Waiting // per container: why its last start failed
-	imageIDs  map[string]string
-	pulls     pullState // image pull back-off (pullsecrets.go)
-	reaped    map[string]bool
-	status    *v1.PodStatus // last computed (setStatus)
+	images    podImages                 // pulls and image IDs (images.go)
+	reaped    map[string]bool           // containers this worker stopped or released
+	status    *v1.PodStatus             // last computed (setStatus)
 	report    statusReport
 	podIPs    []string  // from the pod network (not hostNetwork pods)
 	refreshAt time.Time // projected volumes need refreshing then (zero: never)
-	ended     termState // what the pod's termination did (terminate.go)
+	ended     termState // what the pod's end did (terminate.go, finished.go)
 	names     podNames  // the pod's name-service files (namefiles.go)
 	// runtimeType is the containerd runtime of the pod's RuntimeClass
-	// handler, once resolved ("": the default).
-	runtimeType     string
-	runtimeResolved bool
-	sandbox         podSandbox // pause and namespaces (podns.go), release (finished.go)
-	starts          startTracker
+	// handler ("": the default); nil until resolved.
+	runtimeType *string
+	ns          podNamespaces   // IPC, UTS and PID namespaces (podns.go)
+	starts      startTracker    // stale and interrupted starts (stalestart.go)
+	killer      containerKiller // stops containers, runs hooks (killer.go)
+	probes      podProbes       // the prober's view of the pod (probes.go)
 }
 
 var _ podSyncer = (*worker)(nil)
@@ -97,9 +97,13 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 		terminal: &atomic.Bool{},
 		backoff:  map[string]crashLoop{},
 		errs:     map[string]status.Waiting{},
-		imageIDs: map[string]string{},
+		images:   newPodImages(d, pod.UID, src, log),
 		reaped:   map[string]bool{},
 		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
+		ns:       newPodNamespaces(d, pod.UID, log),
+		starts:   startTracker{uid: pod.UID, pleg: d.pleg, log: log},
+		killer:   newContainerKiller(d, pod.UID, log),
+		probes:   podProbes{uid: pod.UID, prober: d.probes},
 	}
 	if pod.Status.StartTime != nil {
 		w.report.startTime = pod.Status.StartTime.Time
@@ -164,18 +168,22 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	}
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
 	if sandboxErr != nil {
-		w.sandboxEvents(pod, sandboxErr)
+		sandboxEvents(w.d.event, pod, sandboxErr)
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
 	}
-	if acted, err := w.killUnhealthy(ctx, pod, rs); acted || err != nil {
+	stopped, acted, err := w.probes.killUnhealthy(ctx, pod, rs, w.reaped, &w.killer, w.podIP(pod))
+	for _, id := range stopped {
+		w.reaped[id] = true
+	}
+	if acted || err != nil {
 		return true, time.Time{}, err
 	}
-	if w.waitForStarts(rs) {
+	if w.starts.waitForStarts(rs) {
 		return true, time.Time{}, nil
 	}
-	rs = w.unstarted(rs)
-	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.sidecarStarted, now)
+	rs = w.starts.unstarted(rs)
+	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.probes.started, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
 	}
@@ -195,7 +203,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	var errs []error
 	for _, k := range p.kill {
 		w.log.Info("stopping container", "container", k.c.Name, "containerID", k.c.ID, "reason", k.reason)
-		if err := w.stop(ctx, pod, k.c, gracePeriod(pod)); err != nil {
+		if err := w.killer.kill(ctx, pod, k.c, gracePeriod(pod), "Stopping container "+k.c.Name, w.podIP(pod)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -207,7 +215,8 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 			errs = append(errs, err)
 		}
 	}
-	if err := w.ensurePause(ctx, pod, len(p.start) > 0); err != nil {
+	if err := w.ns.ensurePause(ctx, pod, w.names.utsHostname, w.netnsPath(), len(p.start) > 0); err != nil {
+		sandboxEvents(w.d.event, pod, err)
 		errs, p.start = append(errs, err), nil
 	}
 	for _, s := range p.start {
@@ -285,7 +294,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err := w.setupNameFiles(pod); err != nil {
 		return nil, err
 	}
-	if err := w.setupPodNamespaces(ctx, pod); err != nil {
+	if err := w.ns.setup(ctx, pod, w.names.utsHostname, w.terminal.Load()); err != nil {
 		return nil, err
 	}
 	return vols, nil
@@ -305,7 +314,7 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("pod network options: %w", err)
 	}
-	res, err := w.d.net.SetUp(ctx, w.netRef(pod), w.netnsPath(), opts)
+	res, err := w.d.net.SetUp(ctx, netRef(pod), w.netnsPath(), opts)
 	if err != nil {
 		// containerd's words (the sandbox ID is the pod UID here).
 		return fmt.Errorf("failed to setup network for sandbox %q: %w", pod.UID, err)
@@ -314,21 +323,20 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// logDir holds a pod's container logs (kubelet's podLogsDir layout, as
-// crilog.PodLogDir; removed with the pod by the manager, podlogs.go).
-func (w *worker) logDir(pod *v1.Pod) string {
-	return filepath.Join(w.d.podLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
-}
-
-func (w *worker) logPath(pod *v1.Pod, name string, attempt uint32) string {
-	return filepath.Join(w.logDir(pod), name, strconv.FormatUint(uint64(attempt), 10)+".log")
+// containerLogPath is the log of attempt of the container name of pod:
+// kubelet's podLogsDir layout (as crilog.ContainerLogPath), under the pod's
+// log directory <ns>_<name>_<uid> (removed with the pod by the manager,
+// podlogs.go).
+func containerLogPath(podLogsDir string, pod *v1.Pod, name string, attempt uint32) string {
+	dir := filepath.Join(podLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+	return filepath.Join(dir, name, strconv.FormatUint(uint64(attempt), 10)+".log")
 }
 
 // start creates and starts one attempt of a container. Its failure reason
 // is kept for the container's waiting state.
 func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map[string]string) error {
 	c := s.container
-	img, reason, err := w.ensureImage(ctx, pod, c)
+	img, reason, err := w.images.ensure(ctx, pod, c)
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reason, Message: err.Error()}
 		return fmt.Errorf("container %s: %w", c.Name, err)
@@ -355,11 +363,11 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	if err := w.d.rt.StartContainer(ctx, id); err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonRunContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
-		w.noteInterruptedStart(id, err)
+		w.starts.noteInterruptedStart(id, err)
 		_ = w.d.rt.RemoveContainer(ctx, id)
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
-	w.noteStarted(id)
+	w.starts.noteStarted(id)
 	delete(w.errs, c.Name)
 	kind := "new"
 	if s.attempt > 0 {
@@ -368,33 +376,14 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	w.d.met.starts.WithLabelValues(kind).Inc()
 	w.d.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
 	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
-	if err := w.postStart(ctx, pod, c, id); err != nil {
+	killed, err := w.killer.postStart(ctx, pod, c, id, w.podIP(pod))
+	if killed {
+		w.reaped[id] = true
+	}
+	if err != nil {
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	return nil
-}
-
-// ensureImage applies the image pull policy and returns the reference to
-// create the container from.
-func (w *worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container) (string, string, error) {
-	policy := c.ImagePullPolicy
-	if policy != v1.PullAlways {
-		img, err := w.d.rt.GetImage(ctx, c.Image)
-		if err == nil {
-			w.imageIDs[c.Image] = img.ID
-			w.d.event(pod, v1.EventTypeNormal, reasonPulled, fmt.Sprintf(msgPresentFmt, c.Image))
-			return c.Image, "", nil
-		}
-		if !errors.Is(err, runtime.ErrNotFound) {
-			return "", status.ReasonErrImagePull, err
-		}
-		if policy == v1.PullNever {
-			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
-			w.d.event(pod, v1.EventTypeWarning, status.ReasonErrImageNeverPull, msg)
-			return "", status.ReasonErrImageNeverPull, errors.New(msg)
-		}
-	}
-	return w.pull(ctx, pod, c)
 }
 
 // podIPsOf is status.podIPs: the host's IP for hostNetwork pods, else what
@@ -409,15 +398,17 @@ func (w *worker) podIPsOf(pod *v1.Pod) []string {
 	return w.podIPs
 }
 
-func (w *worker) netRef(pod *v1.Pod) network.PodRef {
-	return network.PodRef{Namespace: pod.Namespace, Name: pod.Name, UID: w.uid}
+// podIP is the pod's first IP (status.podIP), "" without one.
+func (w *worker) podIP(pod *v1.Pod) string {
+	if ips := w.podIPsOf(pod); len(ips) > 0 {
+		return ips[0]
+	}
+	return ""
 }
 
-// stop stops one container with a grace period, expecting its death. It
-// may run concurrently for one pod's containers, so it touches no worker
-// state: the caller marks the container reaped.
-func (w *worker) stop(ctx context.Context, pod *v1.Pod, c runtime.Container, grace time.Duration) error {
-	return w.kill(ctx, pod, c, grace, "Stopping container "+c.Name)
+// netRef names the pod to the pod network.
+func netRef(pod *v1.Pod) network.PodRef {
+	return network.PodRef{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 }
 
 // reap deletes the tasks of exited containers so their shims exit; the
@@ -487,7 +478,7 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 	in := status.Input{
 		SandboxReady: sandboxReady,
 		Waiting:      map[string]status.Waiting{},
-		ImageIDs:     w.imageIDs,
+		ImageIDs:     w.images.ids,
 		Terminating:  pod.DeletionTimestamp != nil,
 		HostIP:       w.d.hostIP(),
 		PodIPs:       w.podIPsOf(pod),
@@ -503,13 +494,7 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 		in.Waiting[k] = v
 	}
 	w.statusExtras(ctx, pod, rs, &in)
-	for _, c := range rs.Containers {
-		if _, ok := w.imageIDs[c.Image]; !ok && c.Image != "" {
-			if img, err := w.d.rt.GetImage(ctx, c.Image); err == nil {
-				w.imageIDs[c.Image] = img.ID
-			}
-		}
-	}
+	w.images.learnIDs(ctx, rs)
 	st := status.Compute(w.withStatus(pod), rs, in, now)
 	if !w.report.running && st.Phase == v1.PodRunning && allRunning(st.ContainerStatuses) {
 		w.report.running = true
@@ -525,4 +510,21 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 	w.terminal.Store(status.PodIsTerminal(st))
 	w.d.status.Set(pod, st)
 	return st
+}
+
+// statusExtras adds to a status's input what the probes, the termination
+// messages and the termination in force (terminate.go) say.
+func (w *worker) statusExtras(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, in *status.Input) {
+	if w.ended.failure != nil || status.PodIsTerminal(w.withStatus(pod).Status) {
+		w.probes.remove()
+	} else {
+		in.Probed = w.probes.update(pod, rs, w.podIP(pod))
+	}
+	in.Messages = w.terminationMessages(ctx, pod, rs)
+	if f := w.ended.failure; f != nil && !f.rejected {
+		in.FailReason, in.FailMessage = f.reason, f.message
+		if f.disruption {
+			in.Disruption = f.message
+		}
+	}
 }

@@ -939,8 +939,7 @@ func TestWorkerIgnoresStatusOnlyUpdates(t *testing.T) {
 func TestWorkerLogPathIsKubeletLayout(t *testing.T) {
 	e := newWorkerEnv(t)
 	pod := testPod("web", v1.RestartPolicyAlways)
-	w := &worker{d: e.deps}
-	if got, want := w.logPath(pod, "app", 2), crilog.ContainerLogPath(e.deps.podLogsDir, "default", "web", "uid-web", "app", 2); got != want {
-		t.Fatalf("logPath = %q, want %q", got, want)
+	if got, want := containerLogPath(e.deps.podLogsDir, pod, "app", 2), crilog.ContainerLogPath(e.deps.podLogsDir, "default", "web", "uid-web", "app", 2); got != want {
+		t.Fatalf("containerLogPath = %q, want %q", got, want)
 	}
 }

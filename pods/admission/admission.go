@@ -176,7 +176,7 @@ var podSpecAccepted = []string{
 	// runtimeHandlers); its overhead counts in FitsNode.
 	"runtimeClassName", "overhead",
 	"activeDeadlineSeconds", "readinessGates",
-	// imagePullSecrets: credentials for pulls (pods/pullsecrets.go).
+	// imagePullSecrets: credentials for pulls (pods/images.go).
 	"imagePullSecrets",
 	// Ephemeral containers (kubectl debug) are walked as containers.
 	"ephemeralContainers",

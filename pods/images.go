@@ -1,0 +1,240 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"log/slog"
+
+	"github.com/distribution/reference"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/kubetypes"
+	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/keyring"
+	"github.com/nodeagent/nodeagent/pods/status"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// Image pulls as kubelet makes them (pkg/kubelet/images): credentials from
+// the pod's image pull secrets, then the node's docker config, then the
+// credential provider plugins, tried in turn; a failed pull puts the image of this pod in back-off (10s doubling
+// to 5m, kubelet's imageBackOffPeriod and MaxImageBackOff), during which
+// the container waits with ImagePullBackOff and the image is not pulled.
+
+const (
+	imagePullBackoffInitial = 10 * time.Second
+	imagePullBackoffMax     = 300 * time.Second
+)
+
+// Event reasons and messages of kubelet's image manager.
+const (
+	reasonBackOffPull            = "BackOff"
+	reasonFailedPullSecret       = "FailedToRetrieveImagePullSecret"
+	reasonFailed                 = "Failed"
+	reasonPulling, reasonPulled  = "Pulling", "Pulled"
+	msgFailedPullSecret          = "Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed."
+	msgBackOffPull               = "Back-off pulling image %q"
+	msgFailedPull, msgPullingFmt = "Failed to pull image %q: %v", "Pulling image %q"
+	msgPulledFmt                 = "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes."
+	msgErrorFmt                  = "Error: %s"
+	msgPresentFmt                = "Container image %q already present on machine"
+)
+
+// NodeKeyring is the node's registry credentials (docker config files,
+// then credential provider plugins) for an image's repository;
+// *keyring.Node implements it.
+type NodeKeyring interface {
+	Lookup(repo string) []keyring.Cred
+}
+
+// NewNodeKeyring reads the node's credentials from kubelet's places under
+// rootDir and the process's home directory (keyring.NodePaths), and asks
+// o.CredentialProviders.
+func NewNodeKeyring(o Options) *keyring.Node {
+	home, _ := os.UserHomeDir()
+	n := &keyring.Node{Paths: keyring.NodePaths(o.RootDir, home), Clock: o.Clock, Log: o.Logger.With("component", "keyring")}
+	if o.CredentialProviders != nil {
+		n.Plugins = o.CredentialProviders
+	}
+	return n
+}
+
+// podImages is a pod's images: it makes each container's image present
+// as its pull policy says (pulling with the pod's and the node's
+// credentials, under kubelet's per-image back-off) and keeps the image IDs
+// the pod's status reports. It belongs to the pod's worker and is used
+// from its goroutine.
+type podImages struct {
+	uid    types.UID
+	source string // the pod's source: a static pod reads no pull secrets
+	rt     Runtime
+	clock  clock.Clock
+	event  eventFunc
+	log    *slog.Logger
+	// secrets reads the pod's image pull secrets (nil: no API server);
+	// node is the node's registry credentials (nil: none).
+	secrets ObjectGetter[*v1.Secret]
+	node    NodeKeyring
+
+	ids     map[string]string    // image ID by image reference, for the status
+	backoff *flowcontrol.Backoff // per image, since its last failed pull
+	lastErr map[string]string    // per image, the error of its last pull
+}
+
+func newPodImages(d *workerDeps, uid types.UID, source string, log *slog.Logger) podImages {
+	return podImages{uid: uid, source: source, rt: d.rt, clock: d.clock, event: d.event, log: log,
+		secrets: d.secrets, node: d.nodeKeyring, ids: map[string]string{}}
+}
+
+// ensure applies the image pull policy and returns the reference to
+// create the container from, or the waiting reason and the error.
+func (im *podImages) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container) (string, string, error) {
+	policy := c.ImagePullPolicy
+	if policy != v1.PullAlways {
+		img, err := im.rt.GetImage(ctx, c.Image)
+		if err == nil {
+			im.ids[c.Image] = img.ID
+			im.event(pod, v1.EventTypeNormal, reasonPulled, fmt.Sprintf(msgPresentFmt, c.Image))
+			return c.Image, "", nil
+		}
+		if !errors.Is(err, runtime.ErrNotFound) {
+			return "", status.ReasonErrImagePull, err
+		}
+		if policy == v1.PullNever {
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			im.event(pod, v1.EventTypeWarning, status.ReasonErrImageNeverPull, msg)
+			return "", status.ReasonErrImageNeverPull, errors.New(msg)
+		}
+	}
+	return im.pull(ctx, pod, c)
+}
+
+// learnIDs looks up the IDs of the images of rs's containers it does not
+// know yet (containers an earlier agent started), for the status.
+func (im *podImages) learnIDs(ctx context.Context, rs pleg.PodStatus) {
+	for _, c := range rs.Containers {
+		if _, ok := im.ids[c.Image]; !ok && c.Image != "" {
+			if img, err := im.rt.GetImage(ctx, c.Image); err == nil {
+				im.ids[c.Image] = img.ID
+			}
+		}
+	}
+}
+
+// pull pulls c's image with the pod's credentials unless it is in back-off,
+// and returns what ensure returns.
+func (im *podImages) pull(ctx context.Context, pod *v1.Pod, c *v1.Container) (string, string, error) {
+	if im.backoff == nil {
+		im.backoff = flowcontrol.NewBackOff(imagePullBackoffInitial, imagePullBackoffMax)
+		im.backoff.Clock = im.clock
+		im.lastErr = map[string]string{}
+	}
+	key := c.Image
+	if im.backoff.IsInBackOffSinceUpdate(key, im.clock.Now()) {
+		msg := fmt.Sprintf(msgBackOffPull, c.Image)
+		im.event(pod, v1.EventTypeNormal, reasonBackOffPull, msg)
+		im.event(pod, v1.EventTypeWarning, reasonFailed, fmt.Sprintf(msgErrorFmt, status.ReasonImagePullBackOff))
+		if prev, ok := im.lastErr[key]; ok {
+			msg += ": " + prev
+		}
+		return "", status.ReasonImagePullBackOff, errors.New(msg)
+	}
+	delete(im.lastErr, key)
+	creds, err := im.credentials(ctx, pod, c.Image)
+	if err != nil {
+		im.event(pod, v1.EventTypeWarning, reasonFailed, fmt.Sprintf(msgFailedPull, c.Image, err))
+		return "", status.ReasonErrImagePull, err
+	}
+	im.event(pod, v1.EventTypeNormal, reasonPulling, fmt.Sprintf(msgPullingFmt, c.Image))
+	start := im.clock.Now()
+	img, err := im.pullWith(ctx, c.Image, creds)
+	if err != nil {
+		im.event(pod, v1.EventTypeWarning, reasonFailed, fmt.Sprintf(msgFailedPull, c.Image, err))
+		im.event(pod, v1.EventTypeWarning, reasonFailed, fmt.Sprintf(msgErrorFmt, status.ReasonErrImagePull))
+		im.backoff.Next(key, im.clock.Now())
+		im.lastErr[key] = status.ReasonErrImagePull + ": " + err.Error()
+		return "", status.ReasonErrImagePull, err
+	}
+	d := im.clock.Since(start).Truncate(time.Millisecond)
+	im.ids[c.Image] = img.ID
+	im.event(pod, v1.EventTypeNormal, reasonPulled, fmt.Sprintf(msgPulledFmt, c.Image, d, d, img.Size))
+	im.backoff.GC()
+	return c.Image, "", nil
+}
+
+// pullWith tries each set of credentials in turn (anonymous when there are
+// none) and returns the first success, or every failure.
+func (im *podImages) pullWith(ctx context.Context, image string, creds []keyring.Cred) (runtime.Image, error) {
+	if len(creds) == 0 {
+		return im.rt.PullImageWithAuth(ctx, image, nil)
+	}
+	var errs []error
+	for _, cr := range creds {
+		img, err := im.rt.PullImageWithAuth(ctx, image, &runtime.RegistryAuth{Username: cr.Username, Password: cr.Password})
+		if err == nil {
+			return img, nil
+		}
+		im.log.Info("pull with credentials failed", "image", image, "credentials", cr.Source, "err", err)
+		errs = append(errs, err)
+	}
+	return runtime.Image{}, utilerrors.NewAggregate(errs)
+}
+
+// credentials returns the credentials for image: the pod's pull
+// secrets' first, then the node's. A pull secret that cannot be read is
+// skipped with kubelet's warning event (the pull may still succeed); one
+// that cannot be parsed fails the pull with an error naming it.
+func (im *podImages) credentials(ctx context.Context, pod *v1.Pod, image string) ([]keyring.Cred, error) {
+	named, err := reference.ParseDockerRef(image)
+	if err != nil {
+		return nil, fmt.Errorf("image reference %q: %w", image, err)
+	}
+	repo := named.Name()
+	var ring keyring.Keyring
+	static := kubetypes.IsStaticPod(pod) || im.source == kubetypes.SourceFile
+	var failed []string
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		if ref.Name == "" {
+			continue
+		}
+		if static || im.secrets == nil {
+			failed = append(failed, ref.Name)
+			continue
+		}
+		s, err := im.secrets.Get(ctx, im.uid, pod.Namespace, ref.Name)
+		if err != nil {
+			im.log.Info("Unable to retrieve pull secret, the image pull may not succeed.", "secret", pod.Namespace+"/"+ref.Name, "err", err)
+			failed = append(failed, ref.Name)
+			continue
+		}
+		cfg, err := keyring.FromSecret(s)
+		if err != nil {
+			return nil, fmt.Errorf("image pull secret %s/%s: %s: %w", pod.Namespace, ref.Name, secretKey(s), err)
+		}
+		ring.Add("secret "+pod.Namespace+"/"+ref.Name, cfg)
+	}
+	if len(failed) > 0 {
+		im.event(pod, v1.EventTypeWarning, reasonFailedPullSecret, fmt.Sprintf(msgFailedPullSecret, strings.Join(failed, ", ")))
+	}
+	creds := ring.Lookup(repo)
+	if im.node != nil {
+		creds = append(creds, im.node.Lookup(repo)...)
+	}
+	return creds, nil
+}
+
+func secretKey(s *v1.Secret) string {
+	if s.Type == v1.SecretTypeDockercfg {
+		return "data[" + v1.DockerConfigKey + "]"
+	}
+	return "data[" + v1.DockerConfigJsonKey + "]"
+}
