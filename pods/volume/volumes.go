@@ -242,11 +242,12 @@ func unmountAndRemove(dir string) error {
 }
 
 // ContainerMounts turns a container's volumeMounts into the runtime's bind
-// mounts, with the host paths SetupVolumes returned (vols). readOnly is
-// honoured. A mount of an unknown volume, a relative or duplicate mountPath,
-// or a feature outside the supported subset (subPath, subPathExpr,
-// mountPropagation other than None, recursiveReadOnly other than Disabled)
-// is an error naming the container and the mount.
+// mounts, with the host paths SetupVolumes returned (vols). readOnly and
+// mountPropagation (see Propagation) are honoured. A mount of an unknown
+// volume, a relative or duplicate mountPath, an invalid mountPropagation
+// (see Propagation), or a feature outside the supported subset (subPath,
+// subPathExpr, recursiveReadOnly other than Disabled) is an error naming
+// the container and the mount.
 func ContainerMounts(c *v1.Container, vols map[string]string) ([]runtime.Mount, error) {
 	out := make([]runtime.Mount, 0, len(c.VolumeMounts))
 	seen := make(map[string]bool, len(c.VolumeMounts))
@@ -264,16 +265,45 @@ func ContainerMounts(c *v1.Container, vols map[string]string) ([]runtime.Mount, 
 			return nil, fail("duplicate mountPath")
 		case m.SubPath != "" || m.SubPathExpr != "":
 			return nil, fail("subPath and subPathExpr are not supported")
-		case m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone:
-			return nil, fail("mountPropagation %s is not supported", *m.MountPropagation)
 		case m.RecursiveReadOnly != nil && *m.RecursiveReadOnly != v1.RecursiveReadOnlyDisabled:
 			return nil, fail("recursiveReadOnly %s is not supported", *m.RecursiveReadOnly)
 		}
+		prop, err := Propagation(m.MountPropagation, c)
+		if err != nil {
+			return nil, fail("%v", err)
+		}
 		seen[path.Clean(m.MountPath)] = true
-		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: m.ReadOnly})
+		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: m.ReadOnly, Propagation: prop})
 	}
 	return out, nil
 }
+
+// Propagation maps a volumeMount's mountPropagation to the runtime's, as
+// kubelet does (translateMountPropagation): unset and None are private,
+// HostToContainer is rslave, Bidirectional rshared. Another value is
+// kubelet's error. Bidirectional in a container that is not privileged is
+// refused with the API server's message (the API server refuses such a pod
+// and kubelet refuses such a static pod; see source.ValidatePod): it would
+// let the container mount over the host's directories.
+func Propagation(mode *v1.MountPropagationMode, c *v1.Container) (runtime.Propagation, error) {
+	switch {
+	case mode == nil, *mode == v1.MountPropagationNone:
+		return runtime.PropagationPrivate, nil
+	case *mode == v1.MountPropagationHostToContainer:
+		return runtime.PropagationHostToContainer, nil
+	case *mode == v1.MountPropagationBidirectional:
+		if sc := c.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+			return 0, errors.New(BidirectionalNotPrivileged)
+		}
+		return runtime.PropagationBidirectional, nil
+	}
+	return 0, fmt.Errorf("invalid MountPropagation mode: %q", *mode)
+}
+
+// BidirectionalNotPrivileged is the API server's message (pod validation)
+// for a Bidirectional mountPropagation in a container that is not
+// privileged.
+const BidirectionalNotPrivileged = "Bidirectional mount propagation is available only to privileged containers"
 
 // isMountPoint reports whether dir is a mount point.
 func isMountPoint(dir string) (bool, error) {

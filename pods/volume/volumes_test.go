@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -297,12 +298,15 @@ func TestVolumesContainerMounts(t *testing.T) {
 	vols := map[string]string{"data": "/var/lib/pod/volumes/empty-dir/data", "host": "/etc/ssl"}
 	none := v1.MountPropagationNone
 	bidi := v1.MountPropagationBidirectional
+	h2c := v1.MountPropagationHostToContainer
+	bogus := v1.MountPropagationMode("Sideways")
 	rroEnabled := v1.RecursiveReadOnlyEnabled
 	for _, tc := range []struct {
-		desc    string
-		mounts  []v1.VolumeMount
-		want    []runtime.Mount
-		wantErr string
+		desc       string
+		mounts     []v1.VolumeMount
+		privileged *bool
+		want       []runtime.Mount
+		wantErr    string
 	}{
 		{desc: "none", want: []runtime.Mount{}},
 		{
@@ -322,11 +326,40 @@ func TestVolumesContainerMounts(t *testing.T) {
 		{desc: "relative", mounts: []v1.VolumeMount{{Name: "data", MountPath: "x"}}, wantErr: "mountPath must be absolute"},
 		{desc: "duplicate", mounts: []v1.VolumeMount{{Name: "data", MountPath: "/x"}, {Name: "host", MountPath: "/x/"}}, wantErr: "duplicate mountPath"},
 		{desc: "subPath", mounts: []v1.VolumeMount{{Name: "data", MountPath: "/x", SubPath: "a"}}, wantErr: "subPath"},
-		{desc: "propagation", mounts: []v1.VolumeMount{{Name: "data", MountPath: "/x", MountPropagation: &bidi}}, wantErr: "mountPropagation Bidirectional"},
+		{
+			desc:   "propagation: HostToContainer in any container",
+			mounts: []v1.VolumeMount{{Name: "host", MountPath: "/h", ReadOnly: true, MountPropagation: &h2c}, {Name: "data", MountPath: "/d", MountPropagation: &none}},
+			want: []runtime.Mount{
+				{HostPath: "/etc/ssl", ContainerPath: "/h", ReadOnly: true, Propagation: runtime.PropagationHostToContainer},
+				{HostPath: vols["data"], ContainerPath: "/d"},
+			},
+		},
+		{
+			desc:       "propagation: Bidirectional in a privileged container",
+			mounts:     []v1.VolumeMount{{Name: "host", MountPath: "/h", MountPropagation: &bidi}},
+			privileged: utilptr.To(true),
+			want:       []runtime.Mount{{HostPath: "/etc/ssl", ContainerPath: "/h", Propagation: runtime.PropagationBidirectional}},
+		},
+		{
+			desc:    "propagation: Bidirectional without a securityContext",
+			mounts:  []v1.VolumeMount{{Name: "data", MountPath: "/x", MountPropagation: &bidi}},
+			wantErr: `container "c": volumeMount "data" at "/x": Bidirectional mount propagation is available only to privileged containers`,
+		},
+		{
+			desc:       "propagation: Bidirectional with privileged false",
+			mounts:     []v1.VolumeMount{{Name: "data", MountPath: "/x", MountPropagation: &bidi}},
+			privileged: utilptr.To(false),
+			wantErr:    "Bidirectional mount propagation is available only to privileged containers",
+		},
+		{desc: "propagation: unknown mode", mounts: []v1.VolumeMount{{Name: "data", MountPath: "/x", MountPropagation: &bogus}}, wantErr: `invalid MountPropagation mode: "Sideways"`},
 		{desc: "recursiveReadOnly", mounts: []v1.VolumeMount{{Name: "data", MountPath: "/x", ReadOnly: true, RecursiveReadOnly: &rroEnabled}}, wantErr: "recursiveReadOnly Enabled"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			got, err := ContainerMounts(&v1.Container{Name: "c", VolumeMounts: tc.mounts}, vols)
+			c := &v1.Container{Name: "c", VolumeMounts: tc.mounts}
+			if tc.privileged != nil {
+				c.SecurityContext = &v1.SecurityContext{Privileged: tc.privileged}
+			}
+			got, err := ContainerMounts(c, vols)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("ContainerMounts = %v, %v; want an error containing %q", got, err, tc.wantErr)
