@@ -140,12 +140,20 @@ func setupEmptyDir(podDir, name string, ed *v1.EmptyDirVolumeSource, fsGroup *in
 		}
 	}
 	// kubelet's setupDir: MkdirAll's mode is filtered by the umask; every
-	// user of the pod may write an emptyDir.
+	// user of the pod may write an emptyDir. Only the permission bits are
+	// compared, so that a tmpfs already mounted there (a restart between
+	// the mount and the ready file) keeps its sticky and setgid bits.
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return "", fmt.Errorf("emptyDir: %w", err)
 	}
-	if err := os.Chmod(dir, 0o777); err != nil {
+	fi, err := os.Lstat(dir)
+	if err != nil {
 		return "", fmt.Errorf("emptyDir: %w", err)
+	}
+	if fi.Mode().Perm() != 0o777 {
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return "", fmt.Errorf("emptyDir: %w", err)
+		}
 	}
 	if ed.Medium == v1.StorageMediumMemory {
 		mounted, err := isMountPoint(dir)

@@ -460,6 +460,17 @@ func TestVolumesEmptyDirFSGroup(t *testing.T) {
 	if mode, _ := stat(vols["disk"]); mode != fs.ModeDir|0o700 {
 		t.Errorf("a second setup changed the emptyDir's mode to %v", mode)
 	}
+	// A tmpfs mounted but not marked ready (an agent killed in between, or
+	// a pod from an agent before the ready file) keeps its sticky bit.
+	if err := os.Remove(filepath.Join(podDir, "plugins", "kubernetes.io~empty-dir", "plain-mem", "ready")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetupVolumes(podDir, plain); err != nil {
+		t.Fatal(err)
+	}
+	if mode, _ := stat(pvols["plain-mem"]); mode != fs.ModeDir|fs.ModeSticky|0o777 || mountCount(t, pvols["plain-mem"]) != 1 {
+		t.Errorf("tmpfs set up again without its ready file: mode %v, %d mounts", mode, mountCount(t, pvols["plain-mem"]))
+	}
 	// A tmpfs that went away (a reboot) is mounted and owned again.
 	if err := unix.Unmount(vols["mem"], 0); err != nil {
 		t.Fatal(err)
