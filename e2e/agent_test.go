@@ -137,6 +137,11 @@ func newAgent(t *testing.T, env *testenv.Env, o agentOpts) *agent {
 	a.args = []string{"--config", a.configPath, "--config-dir", a.configDir, "--kubeconfig", a.kubeconfig, "--hostname-override", a.node}
 	t.Cleanup(func() {
 		a.stop(syscall.SIGKILL)
+		// The rootDir's own shared bind mount (volume.MakeRShared), before
+		// t.TempDir's cleanup removes the directory.
+		if err := testenv.UnmountRootDir(a.rootDir()); err != nil {
+			t.Errorf("rootDir cleanup: %v", err)
+		}
 		ctx := context.Background()
 		_ = env.Admin.CoreV1().Nodes().Delete(ctx, a.node, metav1.DeleteOptions{})
 		_ = env.Admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, a.node, metav1.DeleteOptions{})

@@ -19,7 +19,8 @@ node=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
 # cleanup_pods removes what the pods of a previous or this run left on the
 # host once their containers are gone (localcluster down kills the shims):
 # the network namespace mounts (/run/nodeagent/netns/<uid>), the pods'
-# cgroups (kubepods/[<qos>/]pod<uid>, or /nodeagent/<uid> of older agents) and the tmpfs of Memory emptyDirs. Only pods
+# cgroups (kubepods/[<qos>/]pod<uid>, or /nodeagent/<uid> of older agents) and the tmpfs of Memory emptyDirs (and
+# the rootDir's own bind mount). Only pods
 # with a directory under this run's rootDir are touched: other agents on
 # the machine (tests) keep theirs. Logs stay until the next run.
 cleanup_pods() {
@@ -36,7 +37,9 @@ cleanup_pods() {
       if [ -d "$cg" ]; then find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
     done
   done
-  findmnt -rn -o TARGET | grep "^$agentroot/" | sort -r | xargs -r umount -l || true
+  # With the rootDir itself: the agent makes it a shared bind mount on a
+  # host whose / is not shared (as kubelet does).
+  findmnt -rn -o TARGET | grep -E "^$agentroot(/|\$)" | sort -r | xargs -r umount -l || true
 }
 
 hack/localcluster.sh up >/dev/null

@@ -2,8 +2,6 @@ package pods
 
 import (
 	"context"
-	"os"
-	"syscall"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -55,34 +53,6 @@ func TestWorkerRunAsNonRoot(t *testing.T) {
 		if s.Name == "user" && (s.Security.Seccomp != runtime.SeccompUnconfined || s.Security.NoNewPrivileges) {
 			t.Errorf("container %s security %+v, want kubelet's defaults", id, s.Security)
 		}
-	}
-}
-
-func TestApplyFSGroup(t *testing.T) {
-	dir, host := t.TempDir(), t.TempDir()
-	pod := &v1.Pod{Spec: v1.PodSpec{
-		SecurityContext: &v1.PodSecurityContext{FSGroup: utilptr.To[int64](2345)},
-		Volumes: []v1.Volume{
-			{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
-			{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: host}}},
-		},
-	}}
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	vols := map[string]string{"scratch": dir, "host": host}
-	for i := 0; i < 2; i++ { // idempotent
-		if err := applyFSGroup(pod, vols); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fi, _ := os.Stat(dir)
-	if st := fi.Sys().(*syscall.Stat_t); st.Gid != 2345 || fi.Mode()&os.ModeSetgid == 0 || fi.Mode().Perm() != 0o777 {
-		t.Errorf("emptyDir gid %d mode %v, want 2345 and drwxrwsrwx", st.Gid, fi.Mode())
-	}
-	fi, _ = os.Stat(host)
-	if st := fi.Sys().(*syscall.Stat_t); st.Gid == 2345 || fi.Mode()&os.ModeSetgid != 0 {
-		t.Errorf("hostPath changed: gid %d mode %v", st.Gid, fi.Mode())
 	}
 }
 

@@ -276,9 +276,6 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err != nil {
 		return nil, err
 	}
-	if err := applyFSGroup(pod, vols); err != nil {
-		return nil, err
-	}
 	if err := w.resolveRuntime(ctx, pod); err != nil {
 		return nil, err
 	}

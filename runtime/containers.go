@@ -215,6 +215,9 @@ func (s *ContainerSpec) Validate() error {
 		if !filepath.IsAbs(m.HostPath) || !path.IsAbs(m.ContainerPath) {
 			errs = append(errs, fmt.Errorf("mounts[%d]: hostPath %q and containerPath %q must be absolute", i, m.HostPath, m.ContainerPath))
 		}
+		if m.Propagation < PropagationPrivate || m.Propagation > PropagationBidirectional {
+			errs = append(errs, fmt.Errorf("mounts[%d]: unknown propagation %v", i, m.Propagation))
+		}
 	}
 	if s.LogPath != "" && !filepath.IsAbs(s.LogPath) {
 		errs = append(errs, fmt.Errorf("logPath %q must be absolute", s.LogPath))
@@ -320,15 +323,14 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		sopts = append(sopts, oci.WithProcessCwd(spec.WorkingDir))
 	}
 	if len(spec.Mounts) > 0 {
-		ms := make([]specs.Mount, 0, len(spec.Mounts))
-		for _, m := range spec.Mounts {
-			mode := "rw"
-			if m.ReadOnly {
-				mode = "ro"
-			}
-			ms = append(ms, specs.Mount{Type: "bind", Source: m.HostPath, Destination: m.ContainerPath, Options: []string{"rbind", mode}})
+		ms, rootfsPropagation, err := ociMounts(spec.Mounts, lookupMount)
+		if err != nil {
+			return "", fmt.Errorf("runtime: create container %s/%s %s: %w", spec.Pod.Namespace, spec.Pod.Name, spec.Name, err)
 		}
 		sopts = append(sopts, oci.WithMounts(ms))
+		if rootfsPropagation != "" {
+			sopts = append(sopts, withRootfsPropagation(rootfsPropagation))
+		}
 	}
 	hostname := spec.Hostname
 	if hostname == "" {

@@ -117,6 +117,9 @@ type Mount struct {
 	HostPath      string
 	ContainerPath string
 	ReadOnly      bool
+	// Propagation of mount events between the host and the container
+	// (zero: private). See ociMounts for what the source must be.
+	Propagation Propagation
 }
 
 // Resources are the cgroup limits of a container. Zero means "not set".

@@ -34,6 +34,7 @@ import (
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/keyring/credprovider"
+	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 	"github.com/nodeagent/nodeagent/systemd"
 )
@@ -292,6 +293,11 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	}
 	if err := os.MkdirAll(cfg.ContainerLogsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("container logs directory (containerLogsDir): %w", err)
+	}
+	// As kubelet: the root directory is a shared mount, for the mounts of
+	// Bidirectional volumes (CSI plugins) to reach the host and other pods.
+	if err := volume.MakeRShared(cfg.RootDir); err != nil {
+		return nil, fmt.Errorf("error configuring root directory: %w", err)
 	}
 	return a, nil
 }

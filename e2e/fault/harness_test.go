@@ -205,6 +205,10 @@ authentication:
 		if _, err := testenv.RemoveHostLeftovers(filepath.Join(a.dir, "root", "pods")); err != nil {
 			t.Errorf("host cleanup: %v", err)
 		}
+		// The rootDir's own shared bind mount (volume.MakeRShared).
+		if err := testenv.UnmountRootDir(filepath.Join(a.dir, "root")); err != nil {
+			t.Errorf("host cleanup: %v", err)
+		}
 		testenv.CleanAgentRunDirs(t, a.ns)
 		// The agent's cgroup root (its namespace's), in every controller.
 		if m, err := cgmanager.New(&cgroups.Cgroup{Path: "/nodeagent-" + a.ns, Resources: &cgroups.Resources{SkipDevices: true}}); err == nil {

@@ -39,6 +39,53 @@ type Mount struct {
 	// Source is the filesystem-specific source, e.g. "/dev/vda" or "tmpfs";
 	// it may be empty.
 	Source string
+	// Optional are the optional fields (field 7 up to the "-"), separated
+	// by spaces: the mount's propagation, "shared:N" (a member of peer
+	// group N), "master:N" (a slave of peer group N), "propagate_from:N",
+	// "unbindable". Empty: the mount is private.
+	Optional string
+}
+
+// Shared reports whether the mount propagates mount events to and from its
+// peers (mount --make-shared; a "shared:N" optional field).
+func (m Mount) Shared() bool { return m.hasOptional("shared:") }
+
+// Slave reports whether the mount receives mount events from a master
+// (mount --make-slave; a "master:N" optional field). A mount can be both
+// shared and a slave.
+func (m Mount) Slave() bool { return m.hasOptional("master:") }
+
+func (m Mount) hasOptional(prefix string) bool {
+	for _, o := range strings.Fields(m.Optional) {
+		if strings.HasPrefix(o, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Containing returns the mount that path is on: the mount in ms whose
+// mount point is the longest that is path or a parent of it, and of
+// mounts stacked on that mount point the one listed last (the one on top;
+// the kernel does not list every mount after its parent, so order alone
+// does not tell). path must be absolute, cleaned and free of symbolic
+// links (mountinfo shows resolved paths). ok is false when no mount
+// contains path, which happens only for a table of another namespace.
+func Containing(ms []Mount, path string) (m Mount, ok bool) {
+	best := -1
+	for i := range ms {
+		mp := ms[i].MountPoint
+		if mp != path && mp != "/" && !strings.HasPrefix(path, mp+"/") {
+			continue
+		}
+		if best < 0 || len(mp) >= len(ms[best].MountPoint) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return Mount{}, false
+	}
+	return ms[best], true
 }
 
 // selfMountinfo is the mount table of the process's mount namespace.
@@ -119,6 +166,9 @@ func parseLine(line string) (Mount, error) {
 		Options:    f[5],
 		FSType:     unescape(f[sep+1]),
 		Source:     unescape(f[sep+2]),
+	}
+	if sep > 6 {
+		m.Optional = strings.Join(f[6:sep], " ")
 	}
 	if !strings.HasPrefix(m.MountPoint, "/") {
 		return Mount{}, fmt.Errorf("mount point %q is not absolute: %q", m.MountPoint, line)

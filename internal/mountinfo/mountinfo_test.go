@@ -40,12 +40,12 @@ func TestParseSample(t *testing.T) {
 		i    int
 		want Mount
 	}{
-		{0, Mount{Root: "/", MountPoint: "/proc", Options: "rw,nosuid,nodev,noexec,relatime", FSType: "proc", Source: "proc"}},
-		{4, Mount{Root: "/", MountPoint: "/sys/fs/cgroup/unified", Options: "rw,nosuid,nodev,noexec,relatime", FSType: "cgroup2", Source: "cgroup2"}},
+		{0, Mount{Root: "/", MountPoint: "/proc", Options: "rw,nosuid,nodev,noexec,relatime", FSType: "proc", Source: "proc", Optional: "shared:12"}},
+		{4, Mount{Root: "/", MountPoint: "/sys/fs/cgroup/unified", Options: "rw,nosuid,nodev,noexec,relatime", FSType: "cgroup2", Source: "cgroup2", Optional: "shared:5"}},
 		{8, Mount{Root: "net:[4026532176]", MountPoint: "/run/nodeagent/netns/4de0b447", Options: "rw", FSType: "nsfs", Source: "nsfs"}},
-		{9, Mount{Root: "/", MountPoint: "/var/lib/nodeagent/pods/u1/volumes/empty dir/mem", Options: "rw,nosuid,nodev,relatime", FSType: "tmpfs", Source: "tmpfs"}},
-		{10, Mount{Root: "/srv/data", MountPoint: "/var/lib/nodeagent/pods/u1/volumes/host", Options: "rw,relatime", FSType: "ext4", Source: "/dev/vda1"}},
-		{12, Mount{Root: "/", MountPoint: "/mnt/odd\ttab\nnl\\bs", Options: "rw,relatime", FSType: "fuse.sshfs", Source: "user@host:/a b"}},
+		{9, Mount{Root: "/", MountPoint: "/var/lib/nodeagent/pods/u1/volumes/empty dir/mem", Options: "rw,nosuid,nodev,relatime", FSType: "tmpfs", Source: "tmpfs", Optional: "shared:20 master:3"}},
+		{10, Mount{Root: "/srv/data", MountPoint: "/var/lib/nodeagent/pods/u1/volumes/host", Options: "rw,relatime", FSType: "ext4", Source: "/dev/vda1", Optional: "shared:1"}},
+		{12, Mount{Root: "/", MountPoint: "/mnt/odd\ttab\nnl\\bs", Options: "rw,relatime", FSType: "fuse.sshfs", Source: "user@host:/a b", Optional: "propagate_from:2 unbindable"}},
 		{13, Mount{Root: "/", MountPoint: "/mnt/nosource", Options: "rw,relatime", FSType: "tmpfs", Source: ""}},
 	} {
 		if ms[tc.i] != tc.want {
@@ -80,7 +80,8 @@ func TestParse(t *testing.T) {
 		{
 			desc: "several optional fields",
 			in:   "2 1 0:5 / /a rw shared:1 master:2 propagate_from:3 unbindable - tmpfs tmpfs rw\n",
-			want: []Mount{{Root: "/", MountPoint: "/a", Options: "rw", FSType: "tmpfs", Source: "tmpfs"}},
+			want: []Mount{{Root: "/", MountPoint: "/a", Options: "rw", FSType: "tmpfs", Source: "tmpfs",
+				Optional: "shared:1 master:2 propagate_from:3 unbindable"}},
 		},
 		{
 			// A "-" before field 7 is a path, not the separator.
@@ -241,5 +242,46 @@ func TestReadEscapedMountPoint(t *testing.T) {
 	}
 	if err := unix.Unmount(ms[i].MountPoint, 0); err != nil {
 		t.Errorf("unmount the parsed mount point: %v", err)
+	}
+}
+
+func TestPropagationAndContaining(t *testing.T) {
+	table := "1 0 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n" +
+		"2 1 0:5 / /var/lib/kubelet rw shared:7 master:1 - ext4 /dev/sda1 rw\n" +
+		"3 2 0:6 / /var/lib/kubelet/pods/x/volumes/v rw - tmpfs tmpfs rw\n" +
+		"4 1 0:7 / /mnt rw master:3 - tmpfs tmpfs rw\n" +
+		"5 1 0:8 / /var/lib/kubeletx rw - tmpfs tmpfs rw\n" +
+		// Listed before its parent (as /proc often is), and stacked.
+		"6 8 0:9 / /srv/a rw - tmpfs tmpfs rw\n" +
+		"8 1 0:9 / /srv rw - tmpfs tmpfs rw\n" +
+		"9 6 0:10 / /srv/a rw shared:9 - tmpfs tmpfs rw\n"
+	ms, err := Parse(strings.NewReader(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path          string
+		wantMount     string
+		shared, slave bool
+	}{
+		{"/", "/", true, false},
+		{"/etc", "/", true, false},
+		{"/var/lib/kubelet", "/var/lib/kubelet", true, true},
+		{"/var/lib/kubelet/plugins/csi", "/var/lib/kubelet", true, true},
+		{"/var/lib/kubelet/pods/x/volumes/v/sub", "/var/lib/kubelet/pods/x/volumes/v", false, false},
+		{"/var/lib/kubeletx/a", "/var/lib/kubeletx", false, false}, // a prefix of the name is not a parent
+		{"/var/lib/kubele", "/", true, false},
+		{"/mnt/a", "/mnt", false, true},
+		{"/srv/a/b", "/srv/a", true, false},
+		{"/srv/b", "/srv", false, false},
+	} {
+		m, ok := Containing(ms, tc.path)
+		if !ok || m.MountPoint != tc.wantMount || m.Shared() != tc.shared || m.Slave() != tc.slave {
+			t.Errorf("Containing(%q) = %q (ok %v, shared %v, slave %v); want %q (shared %v, slave %v)",
+				tc.path, m.MountPoint, ok, m.Shared(), m.Slave(), tc.wantMount, tc.shared, tc.slave)
+		}
+	}
+	if _, ok := Containing(ms[1:2], "/etc"); ok {
+		t.Error("Containing found a mount for a path outside every mount of the table")
 	}
 }

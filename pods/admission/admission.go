@@ -278,17 +278,15 @@ func supportedFieldPath(p string) bool {
 }
 
 // volumeMountAccepted: subPath and subPathExpr (expanded with the
-// container's env) are mounted safely inside the volume.
-var volumeMountAccepted = []string{"name", "readOnly", "mountPath", "subPath", "subPathExpr"}
+// container's env) are mounted safely inside the volume; mountPropagation
+// is kubelet's (None, HostToContainer, Bidirectional in privileged
+// containers; see volume.Propagation).
+var volumeMountAccepted = []string{"name", "readOnly", "mountPath", "subPath", "subPathExpr", "mountPropagation"}
 
 var volumeMountChecks = []check[v1.VolumeMount]{
 	// Disabled is what nodeagent does anyway.
 	{"recursiveReadOnly", func(m *v1.VolumeMount) bool {
 		return m.RecursiveReadOnly != nil && *m.RecursiveReadOnly != v1.RecursiveReadOnlyDisabled
-	}},
-	// None (private) is what nodeagent does anyway.
-	{"mountPropagation", func(m *v1.VolumeMount) bool {
-		return m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone
 	}},
 }
 

@@ -282,9 +282,6 @@ var unsupportedCases = []struct {
 	{"spec.containers[0].volumeMounts[1].recursiveReadOnly", func(p *v1.Pod) {
 		p.Spec.Containers[0].VolumeMounts[1].RecursiveReadOnly = utilptr.To(v1.RecursiveReadOnlyEnabled)
 	}},
-	{"spec.containers[0].volumeMounts[1].mountPropagation", func(p *v1.Pod) {
-		p.Spec.Containers[0].VolumeMounts[1].MountPropagation = utilptr.To(v1.MountPropagationBidirectional)
-	}},
 
 	// Resources.
 	{"spec.containers[0].resources.claims", func(p *v1.Pod) {
@@ -384,6 +381,13 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 		{"mount propagation None, recursiveReadOnly Disabled", func(p *v1.Pod) {
 			p.Spec.Containers[0].VolumeMounts[0].MountPropagation = utilptr.To(v1.MountPropagationNone)
 			p.Spec.Containers[0].VolumeMounts[0].RecursiveReadOnly = utilptr.To(v1.RecursiveReadOnlyDisabled)
+		}},
+		// Whether Bidirectional is allowed (privileged containers only) is
+		// validation's (source.ValidatePod, the API server), not admission's.
+		{"mount propagation HostToContainer and Bidirectional", func(p *v1.Pod) {
+			p.Spec.Containers[0].VolumeMounts[0].MountPropagation = utilptr.To(v1.MountPropagationHostToContainer)
+			p.Spec.Containers[0].VolumeMounts[1].MountPropagation = utilptr.To(v1.MountPropagationBidirectional)
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: utilptr.To(true)}
 		}},
 		{"disk emptyDir", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumDefault }},
 		{"Memory emptyDir with sizeLimit", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.SizeLimit = utilptr.To(resource.MustParse("64Mi")) }},

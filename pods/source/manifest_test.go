@@ -219,6 +219,26 @@ spec:
 `, "n1", []string{"spec.containers[0].envFrom[0].configMapRef: Forbidden: a static pod may not reference a ConfigMap",
 			"spec.containers[0].envFrom[1].secretRef: Forbidden: a static pod may not reference a Secret",
 			"spec.containers[0].env[0].valueFrom.configMapKeyRef: Forbidden", "spec.containers[0].env[1].valueFrom.secretKeyRef: Forbidden"}},
+		{"mount propagation", `apiVersion: v1
+kind: Pod
+metadata: {name: hello}
+spec:
+  volumes: [{name: h, hostPath: {path: /mnt}}]
+  containers:
+  - name: c
+    image: busybox
+    volumeMounts:
+    - {name: h, mountPath: /a, mountPropagation: Bidirectional}
+    - {name: h, mountPath: /b, mountPropagation: HostToContainer}
+    - {name: h, mountPath: /c, mountPropagation: None}
+    - {name: h, mountPath: /d, mountPropagation: Sideways}
+  - name: d
+    image: busybox
+    securityContext: {privileged: false}
+    volumeMounts: [{name: h, mountPath: /a, mountPropagation: Bidirectional}]
+`, "n1", []string{"spec.containers[0].volumeMounts[0].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers",
+			`spec.containers[0].volumeMounts[3].mountPropagation: Unsupported value: "Sideways": supported values: "Bidirectional", "HostToContainer", "None"`,
+			"spec.containers[1].volumeMounts[0].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers"}},
 		{"no node name", minimalManifest, "", []string{"node name is empty"}},
 		{"too large", minimalManifest + "# " + strings.Repeat("x", MaxManifestSize) + "\n", "n1", []string{"more than the"}},
 	}
@@ -261,5 +281,30 @@ func TestManifestKeepsExistingToleration(t *testing.T) {
 	want := []v1.Toleration{{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: utilptr.To[int64](5)}, staticPodToleration}
 	if d := cmp.Diff(want, pod.Spec.Tolerations); d != "" {
 		t.Errorf("tolerations (-want +got):\n%s", d)
+	}
+}
+
+// A privileged container may use Bidirectional; HostToContainer and None
+// need nothing.
+func TestManifestMountPropagationAccepted(t *testing.T) {
+	pod, err := DecodeManifest([]byte(`apiVersion: v1
+kind: Pod
+metadata: {name: csi}
+spec:
+  volumes: [{name: h, hostPath: {path: /var/lib/kubelet/plugins}}]
+  containers:
+  - name: plugin
+    image: busybox
+    securityContext: {privileged: true}
+    volumeMounts: [{name: h, mountPath: /a, mountPropagation: Bidirectional}]
+  - name: watcher
+    image: busybox
+    volumeMounts: [{name: h, mountPath: /b, mountPropagation: HostToContainer}, {name: h, mountPath: /c, mountPropagation: None}]
+`), "/etc/pods/csi.yaml", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *pod.Spec.Containers[0].VolumeMounts[0].MountPropagation; got != "Bidirectional" {
+		t.Errorf("mountPropagation = %q", got)
 	}
 }

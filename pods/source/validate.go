@@ -26,7 +26,8 @@ import (
 // each volume has exactly one source, a hostPath has an absolute path, a
 // projected volume is well formed (see validateProjected);
 // every volume mount names an existing volume and has an absolute
-// mountPath; resource quantities are non-negative and requests do not
+// mountPath, and a mountPropagation that is None, HostToContainer, or
+// Bidirectional in a privileged container; resource quantities are non-negative and requests do not
 // exceed limits; restartPolicy is Always, OnFailure or Never;
 // terminationGracePeriodSeconds is not negative.
 //
@@ -284,9 +285,30 @@ func validateContainer(c *v1.Container, p *field.Path, hostNetwork bool, names, 
 		} else if !path.IsAbs(m.MountPath) {
 			errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, "must be an absolute path"))
 		}
+		errs = append(errs, validateMountPropagation(m.MountPropagation, c, mp.Child("mountPropagation"))...)
 	}
 	errs = append(errs, validateResources(&c.Resources, p.Child("resources"))...)
 	return errs
+}
+
+// validateMountPropagation: the API server's rules (which kubelet applies
+// to static pods): a known mode, and Bidirectional only in a privileged
+// container.
+func validateMountPropagation(mode *v1.MountPropagationMode, c *v1.Container, p *field.Path) field.ErrorList {
+	if mode == nil {
+		return nil
+	}
+	switch *mode {
+	case v1.MountPropagationNone, v1.MountPropagationHostToContainer:
+	case v1.MountPropagationBidirectional:
+		if sc := c.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+			return field.ErrorList{field.Forbidden(p, volume.BidirectionalNotPrivileged)}
+		}
+	default:
+		return field.ErrorList{field.NotSupported(p, *mode, []v1.MountPropagationMode{
+			v1.MountPropagationBidirectional, v1.MountPropagationHostToContainer, v1.MountPropagationNone})}
+	}
+	return nil
 }
 
 func validateResources(r *v1.ResourceRequirements, p *field.Path) field.ErrorList {

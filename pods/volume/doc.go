@@ -9,7 +9,13 @@
 // atomically with kubelet's ..data symlink swap. A volume that cannot be
 // set up is a *MountError carrying kubelet's FailedMount message.
 //
-// ContainerMounts maps a container's volumeMounts to runtime mounts;
+// An emptyDir of a pod with an fsGroup gets kubelet's volume ownership
+// (group, setgid) once, behind kubelet's ready file. MakeRShared makes
+// the agent's rootDir a shared mount at startup, as kubelet does, for
+// mountPropagation.
+//
+// ContainerMounts maps a container's volumeMounts (with their
+// mountPropagation, see Propagation) to runtime mounts;
 // ContainerMountsWithSubPaths also prepares subPath and subPathExpr mounts
 // (resolved safely inside the volume and bind-mounted under
 // <podDir>/volume-subpaths). Setup is idempotent; Teardown unmounts before

@@ -42,10 +42,15 @@ func volumesDir(podDir string) string { return filepath.Join(podDir, "volumes") 
 // name, the host path to bind-mount into containers:
 //   - emptyDir with medium "": a directory <podDir>/volumes/empty-dir/<name>
 //     with mode 0777 (sizeLimit is not enforced on disk);
-//   - emptyDir with medium Memory: a tmpfs mounted there (mode 0777,
-//     nosuid, nodev), of size sizeLimit when it is set and positive, else
-//     tmpfs's default (half of RAM); it counts against the memory of the
-//     host, not of the pod's cgroup limits;
+//   - emptyDir with medium Memory: a tmpfs mounted there (nosuid, nodev;
+//     tmpfs's root mode 1777 as under kubelet), of size sizeLimit when it
+//     is set and positive, else tmpfs's default (half of RAM); it counts
+//     against the memory of the host, not of the pod's cgroup limits;
+//   - an emptyDir of a pod with securityContext.fsGroup then belongs to
+//     that group with the setgid bit (2777 on disk, 3777 on tmpfs), its
+//     contents group read-write, as kubelet's volume ownership makes it
+//     (setOwnership); once, when the volume is first set up (see
+//     setupEmptyDir);
 //   - hostPath: the path, after the checks of its type (DirectoryOrCreate
 //     creates a directory 0755, FileOrCreate an empty file 0644 and its
 //     parent 0755; Directory, File, Socket, CharDevice and BlockDevice must
@@ -87,7 +92,7 @@ func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 		case v.EmptyDir != nil && v.HostPath != nil:
 			err = errors.New("more than one volume source")
 		case v.EmptyDir != nil:
-			p, err = setupEmptyDir(filepath.Join(volumesDir(podDir), emptyDirPlugin, v.Name), v.EmptyDir)
+			p, err = setupEmptyDir(podDir, v.Name, v.EmptyDir, fsGroupOf(pod))
 		case v.HostPath != nil:
 			p, err = setupHostPath(v.HostPath)
 		default:
@@ -101,35 +106,125 @@ func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 	return paths, nil
 }
 
-func setupEmptyDir(dir string, ed *v1.EmptyDirVolumeSource) (string, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+// emptyDirMetaDir is kubelet's directory for what it knows about an
+// emptyDir volume (its "ready" file), under the pod directory.
+func emptyDirMetaDir(podDir, name string) string {
+	return filepath.Join(podDir, "plugins", "kubernetes.io~empty-dir", name)
+}
+
+// setupEmptyDir lays out an emptyDir volume as kubelet's emptyDir plugin
+// does (SetUpAt): the directory with mode 0777; for medium Memory a tmpfs
+// on it, with tmpfs's own root mode 1777 (kubelet passes no mode); then,
+// with an fsGroup, the volume's ownership (setOwnership); then a "ready"
+// file in the volume's meta directory. A volume that is ready (and, for
+// Memory, still mounted) is left as it is, so ownership and modes are set
+// once, not on every sync: what the pod's processes change later stays.
+func setupEmptyDir(podDir, name string, ed *v1.EmptyDirVolumeSource, fsGroup *int64) (string, error) {
+	dir := filepath.Join(volumesDir(podDir), emptyDirPlugin, name)
+	ready := filepath.Join(emptyDirMetaDir(podDir, name), "ready")
+	if ed.Medium != v1.StorageMediumDefault && ed.Medium != v1.StorageMediumMemory {
+		return "", fmt.Errorf("emptyDir: unsupported medium %q (only \"\" and %q are supported)", ed.Medium, v1.StorageMediumMemory)
+	}
+	if _, err := os.Stat(ready); err == nil {
+		switch _, derr := os.Stat(dir); {
+		case derr == nil && ed.Medium == v1.StorageMediumDefault:
+			return dir, nil
+		case derr == nil:
+			mounted, err := isMountPoint(dir)
+			if err != nil {
+				return "", fmt.Errorf("emptyDir: %w", err)
+			}
+			if mounted {
+				return dir, nil
+			}
+		}
+	}
+	// kubelet's setupDir: MkdirAll's mode is filtered by the umask; every
+	// user of the pod may write an emptyDir. Only the permission bits are
+	// compared, so that a tmpfs already mounted there (a restart between
+	// the mount and the ready file) keeps its sticky and setgid bits.
+	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return "", fmt.Errorf("emptyDir: %w", err)
 	}
-	switch ed.Medium {
-	case v1.StorageMediumDefault:
-	case v1.StorageMediumMemory:
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("emptyDir: %w", err)
+	}
+	if fi.Mode().Perm() != 0o777 {
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return "", fmt.Errorf("emptyDir: %w", err)
+		}
+	}
+	if ed.Medium == v1.StorageMediumMemory {
 		mounted, err := isMountPoint(dir)
 		if err != nil {
 			return "", fmt.Errorf("emptyDir: %w", err)
 		}
 		if !mounted {
-			opts := "mode=0777"
+			var opts string
 			if ed.SizeLimit != nil && ed.SizeLimit.Sign() > 0 {
-				opts += ",size=" + strconv.FormatInt(ed.SizeLimit.Value(), 10)
+				opts = "size=" + strconv.FormatInt(ed.SizeLimit.Value(), 10)
 			}
 			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 				return "", fmt.Errorf("emptyDir: mount tmpfs (%s) on %s: %w", opts, dir, err)
 			}
 		}
-	default:
-		return "", fmt.Errorf("emptyDir: unsupported medium %q (only \"\" and %q are supported)", ed.Medium, v1.StorageMediumMemory)
 	}
-	// MkdirAll's mode is filtered by the umask; every user of the pod may
-	// write an emptyDir.
-	if err := os.Chmod(dir, 0o777); err != nil {
+	if fsGroup != nil {
+		setOwnership(dir, *fsGroup)
+	}
+	if err := os.MkdirAll(filepath.Dir(ready), 0o750); err != nil {
+		return "", fmt.Errorf("emptyDir: %w", err)
+	}
+	if err := os.WriteFile(ready, nil, 0o600); err != nil {
 		return "", fmt.Errorf("emptyDir: %w", err)
 	}
 	return dir, nil
+}
+
+// setOwnership gives everything under dir (dir included, children before
+// their parent, symbolic links not followed) to group gid and adds
+// read-write for user and group (0660), and for directories execute
+// (0110) and setgid, so that what is created in them later belongs to the
+// group too — kubelet's volume ownership for an fsGroup
+// (SetVolumeOwnership, changeFilePermission; an emptyDir always gets the
+// recursive change, its fsGroupChangePolicy does not apply). The mode of a
+// symbolic link is not changed. As in kubelet, a file that cannot be
+// changed does not fail the volume.
+func setOwnership(dir string, gid int64) {
+	_ = walkDepthFirst(dir, func(p string, fi fs.FileInfo) {
+		_ = os.Lchown(p, -1, int(gid))
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return
+		}
+		mask := fs.FileMode(0o660)
+		if fi.IsDir() {
+			mask |= fs.ModeSetgid | 0o110
+		}
+		_ = os.Chmod(p, fi.Mode()|mask)
+	})
+}
+
+// walkDepthFirst calls fn for every file under root (root included),
+// children before their directory, without following symbolic links.
+func walkDepthFirst(root string, fn func(string, fs.FileInfo)) error {
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		es, err := os.ReadDir(root)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			if err := walkDepthFirst(filepath.Join(root, e.Name()), fn); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	fn(root, fi)
+	return nil
 }
 
 func setupHostPath(hp *v1.HostPathVolumeSource) (string, error) {
@@ -242,11 +337,12 @@ func unmountAndRemove(dir string) error {
 }
 
 // ContainerMounts turns a container's volumeMounts into the runtime's bind
-// mounts, with the host paths SetupVolumes returned (vols). readOnly is
-// honoured. A mount of an unknown volume, a relative or duplicate mountPath,
-// or a feature outside the supported subset (subPath, subPathExpr,
-// mountPropagation other than None, recursiveReadOnly other than Disabled)
-// is an error naming the container and the mount.
+// mounts, with the host paths SetupVolumes returned (vols). readOnly and
+// mountPropagation (see Propagation) are honoured. A mount of an unknown
+// volume, a relative or duplicate mountPath, an invalid mountPropagation
+// (see Propagation), or a feature outside the supported subset (subPath,
+// subPathExpr, recursiveReadOnly other than Disabled) is an error naming
+// the container and the mount.
 func ContainerMounts(c *v1.Container, vols map[string]string) ([]runtime.Mount, error) {
 	out := make([]runtime.Mount, 0, len(c.VolumeMounts))
 	seen := make(map[string]bool, len(c.VolumeMounts))
@@ -264,16 +360,45 @@ func ContainerMounts(c *v1.Container, vols map[string]string) ([]runtime.Mount, 
 			return nil, fail("duplicate mountPath")
 		case m.SubPath != "" || m.SubPathExpr != "":
 			return nil, fail("subPath and subPathExpr are not supported")
-		case m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone:
-			return nil, fail("mountPropagation %s is not supported", *m.MountPropagation)
 		case m.RecursiveReadOnly != nil && *m.RecursiveReadOnly != v1.RecursiveReadOnlyDisabled:
 			return nil, fail("recursiveReadOnly %s is not supported", *m.RecursiveReadOnly)
 		}
+		prop, err := Propagation(m.MountPropagation, c)
+		if err != nil {
+			return nil, fail("%v", err)
+		}
 		seen[path.Clean(m.MountPath)] = true
-		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: m.ReadOnly})
+		out = append(out, runtime.Mount{HostPath: host, ContainerPath: m.MountPath, ReadOnly: m.ReadOnly, Propagation: prop})
 	}
 	return out, nil
 }
+
+// Propagation maps a volumeMount's mountPropagation to the runtime's, as
+// kubelet does (translateMountPropagation): unset and None are private,
+// HostToContainer is rslave, Bidirectional rshared. Another value is
+// kubelet's error. Bidirectional in a container that is not privileged is
+// refused with the API server's message (the API server refuses such a pod
+// and kubelet refuses such a static pod; see source.ValidatePod): it would
+// let the container mount over the host's directories.
+func Propagation(mode *v1.MountPropagationMode, c *v1.Container) (runtime.Propagation, error) {
+	switch {
+	case mode == nil, *mode == v1.MountPropagationNone:
+		return runtime.PropagationPrivate, nil
+	case *mode == v1.MountPropagationHostToContainer:
+		return runtime.PropagationHostToContainer, nil
+	case *mode == v1.MountPropagationBidirectional:
+		if sc := c.SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+			return 0, errors.New(BidirectionalNotPrivileged)
+		}
+		return runtime.PropagationBidirectional, nil
+	}
+	return 0, fmt.Errorf("invalid MountPropagation mode: %q", *mode)
+}
+
+// BidirectionalNotPrivileged is the API server's message (pod validation)
+// for a Bidirectional mountPropagation in a container that is not
+// privileged.
+const BidirectionalNotPrivileged = "Bidirectional mount propagation is available only to privileged containers"
 
 // isMountPoint reports whether dir is a mount point.
 func isMountPoint(dir string) (bool, error) {

@@ -1,15 +1,18 @@
 package volume
 
 import (
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -297,12 +300,15 @@ func TestVolumesContainerMounts(t *testing.T) {
 	vols := map[string]string{"data": "/var/lib/pod/volumes/empty-dir/data", "host": "/etc/ssl"}
 	none := v1.MountPropagationNone
 	bidi := v1.MountPropagationBidirectional
+	h2c := v1.MountPropagationHostToContainer
+	bogus := v1.MountPropagationMode("Sideways")
 	rroEnabled := v1.RecursiveReadOnlyEnabled
 	for _, tc := range []struct {
-		desc    string
-		mounts  []v1.VolumeMount
-		want    []runtime.Mount
-		wantErr string
+		desc       string
+		mounts     []v1.VolumeMount
+		privileged *bool
+		want       []runtime.Mount
+		wantErr    string
 	}{
 		{desc: "none", want: []runtime.Mount{}},
 		{
@@ -322,11 +328,40 @@ func TestVolumesContainerMounts(t *testing.T) {
 		{desc: "relative", mounts: []v1.VolumeMount{{Name: "data", MountPath: "x"}}, wantErr: "mountPath must be absolute"},
 		{desc: "duplicate", mounts: []v1.VolumeMount{{Name: "data", MountPath: "/x"}, {Name: "host", MountPath: "/x/"}}, wantErr: "duplicate mountPath"},
 		{desc: "subPath", mounts: []v1.VolumeMount{{Name: "data", MountPath: "/x", SubPath: "a"}}, wantErr: "subPath"},
-		{desc: "propagation", mounts: []v1.VolumeMount{{Name: "data", MountPath: "/x", MountPropagation: &bidi}}, wantErr: "mountPropagation Bidirectional"},
+		{
+			desc:   "propagation: HostToContainer in any container",
+			mounts: []v1.VolumeMount{{Name: "host", MountPath: "/h", ReadOnly: true, MountPropagation: &h2c}, {Name: "data", MountPath: "/d", MountPropagation: &none}},
+			want: []runtime.Mount{
+				{HostPath: "/etc/ssl", ContainerPath: "/h", ReadOnly: true, Propagation: runtime.PropagationHostToContainer},
+				{HostPath: vols["data"], ContainerPath: "/d"},
+			},
+		},
+		{
+			desc:       "propagation: Bidirectional in a privileged container",
+			mounts:     []v1.VolumeMount{{Name: "host", MountPath: "/h", MountPropagation: &bidi}},
+			privileged: utilptr.To(true),
+			want:       []runtime.Mount{{HostPath: "/etc/ssl", ContainerPath: "/h", Propagation: runtime.PropagationBidirectional}},
+		},
+		{
+			desc:    "propagation: Bidirectional without a securityContext",
+			mounts:  []v1.VolumeMount{{Name: "data", MountPath: "/x", MountPropagation: &bidi}},
+			wantErr: `container "c": volumeMount "data" at "/x": Bidirectional mount propagation is available only to privileged containers`,
+		},
+		{
+			desc:       "propagation: Bidirectional with privileged false",
+			mounts:     []v1.VolumeMount{{Name: "data", MountPath: "/x", MountPropagation: &bidi}},
+			privileged: utilptr.To(false),
+			wantErr:    "Bidirectional mount propagation is available only to privileged containers",
+		},
+		{desc: "propagation: unknown mode", mounts: []v1.VolumeMount{{Name: "data", MountPath: "/x", MountPropagation: &bogus}}, wantErr: `invalid MountPropagation mode: "Sideways"`},
 		{desc: "recursiveReadOnly", mounts: []v1.VolumeMount{{Name: "data", MountPath: "/x", ReadOnly: true, RecursiveReadOnly: &rroEnabled}}, wantErr: "recursiveReadOnly Enabled"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			got, err := ContainerMounts(&v1.Container{Name: "c", VolumeMounts: tc.mounts}, vols)
+			c := &v1.Container{Name: "c", VolumeMounts: tc.mounts}
+			if tc.privileged != nil {
+				c.SecurityContext = &v1.SecurityContext{Privileged: tc.privileged}
+			}
+			got, err := ContainerMounts(c, vols)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("ContainerMounts = %v, %v; want an error containing %q", got, err, tc.wantErr)
@@ -345,5 +380,105 @@ func TestVolumesContainerMounts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// emptyDir with fsGroup, as kubelet lays it out: the group and setgid on
+// the directory (2777 on disk; 3777 on tmpfs, whose root is 1777), group
+// read-write on what is inside; once — a later change by the pod stays.
+func TestVolumesEmptyDirFSGroup(t *testing.T) {
+	needRootForVolumes(t)
+	podDir := filepath.Join(t.TempDir(), "pod")
+	t.Cleanup(func() { _ = TeardownVolumes(podDir) })
+	pod := volPod(emptyDirVol("disk", "", ""), emptyDirVol("mem", v1.StorageMediumMemory, "1Mi"))
+	plain := volPod(emptyDirVol("plain-mem", v1.StorageMediumMemory, "1Mi"))
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: utilptr.To[int64](2345)}
+	// Content from before the first setup (kubelet walks it too).
+	disk := filepath.Join(podDir, "volumes", "empty-dir", "disk")
+	if err := os.MkdirAll(filepath.Join(disk, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(disk, "sub", "f"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/hostname", filepath.Join(disk, "link")); err != nil {
+		t.Fatal(err)
+	}
+	vols, err := SetupVolumes(podDir, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvols, err := SetupVolumes(podDir, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat := func(p string) (fs.FileMode, uint32) {
+		t.Helper()
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode(), fi.Sys().(*syscall.Stat_t).Gid
+	}
+	etcMode, _ := stat("/etc/hostname")
+	for _, tc := range []struct {
+		path     string
+		wantMode fs.FileMode
+		wantGid  uint32
+	}{
+		{vols["disk"], fs.ModeDir | fs.ModeSetgid | 0o777, 2345},
+		{vols["mem"], fs.ModeDir | fs.ModeSetgid | fs.ModeSticky | 0o777, 2345},
+		{pvols["plain-mem"], fs.ModeDir | fs.ModeSticky | 0o777, 0},
+		{filepath.Join(disk, "sub"), fs.ModeDir | fs.ModeSetgid | 0o770, 2345},
+		{filepath.Join(disk, "sub", "f"), 0o660, 2345},
+	} {
+		if mode, gid := stat(tc.path); mode != tc.wantMode || gid != tc.wantGid {
+			t.Errorf("%s: mode %v gid %d, want %v gid %d", tc.path, mode, gid, tc.wantMode, tc.wantGid)
+		}
+	}
+	// The symlink's target is not touched.
+	if mode, _ := stat("/etc/hostname"); mode != etcMode {
+		t.Errorf("/etc/hostname mode changed to %v through the symlink", mode)
+	}
+	if _, err := os.Stat(filepath.Join(podDir, "plugins", "kubernetes.io~empty-dir", "disk", "ready")); err != nil {
+		t.Errorf("no ready file: %v", err)
+	}
+	// A file the pod makes inherits the group.
+	if err := os.WriteFile(filepath.Join(vols["mem"], "new"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, gid := stat(filepath.Join(vols["mem"], "new")); gid != 2345 {
+		t.Errorf("a new file in the tmpfs emptyDir has gid %d, want 2345", gid)
+	}
+	// Set up once: the pod's own chmod survives the next sync.
+	if err := os.Chmod(vols["disk"], 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetupVolumes(podDir, pod); err != nil {
+		t.Fatal(err)
+	}
+	if mode, _ := stat(vols["disk"]); mode != fs.ModeDir|0o700 {
+		t.Errorf("a second setup changed the emptyDir's mode to %v", mode)
+	}
+	// A tmpfs mounted but not marked ready (an agent killed in between, or
+	// a pod from an agent before the ready file) keeps its sticky bit.
+	if err := os.Remove(filepath.Join(podDir, "plugins", "kubernetes.io~empty-dir", "plain-mem", "ready")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetupVolumes(podDir, plain); err != nil {
+		t.Fatal(err)
+	}
+	if mode, _ := stat(pvols["plain-mem"]); mode != fs.ModeDir|fs.ModeSticky|0o777 || mountCount(t, pvols["plain-mem"]) != 1 {
+		t.Errorf("tmpfs set up again without its ready file: mode %v, %d mounts", mode, mountCount(t, pvols["plain-mem"]))
+	}
+	// A tmpfs that went away (a reboot) is mounted and owned again.
+	if err := unix.Unmount(vols["mem"], 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetupVolumes(podDir, pod); err != nil {
+		t.Fatal(err)
+	}
+	if mode, gid := stat(vols["mem"]); mode != fs.ModeDir|fs.ModeSetgid|fs.ModeSticky|0o777 || gid != 2345 || mountCount(t, vols["mem"]) != 1 {
+		t.Errorf("re-mounted tmpfs: mode %v gid %d mounts %d", mode, gid, mountCount(t, vols["mem"]))
 	}
 }

@@ -40,6 +40,9 @@ cleanup() {
     [ -n "${pid[$l]:-}" ] && { kill "${pid[$l]}" 2>/dev/null; wait "${pid[$l]}" 2>/dev/null; }
     [ -n "${cg[$l]:-}" ] && rmdir "${cg[$l]}" 2>/dev/null
     [ -n "${node[$l]:-}" ] && _output/bin/kubectl delete node "${node[$l]}" --wait=false >/dev/null 2>&1
+    # The rootDir's shared bind mount (the agent makes one on a host whose
+    # / is not shared, as kubelet does).
+    umount -l "$work/$l/root" 2>/dev/null
   done
   rm -rf "$work"
 }

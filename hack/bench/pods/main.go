@@ -88,6 +88,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -1209,6 +1210,11 @@ func (b *bench) cleanup() {
 				fmt.Fprintf(os.Stderr, "cleanup %s: %v\n", a.mode, err)
 			}
 			_ = netns.Remove(filepath.Join("/run/nodeagent/netns-"+a.ns, e.Name())) // the agent's netns directory for a non-default containerd namespace
+		}
+		// The rootDir's shared bind mount (volume.MakeRShared), which would
+		// keep the work directory from being removed.
+		if err := testenv.UnmountRootDir(a.rootDir()); err != nil {
+			fmt.Fprintf(os.Stderr, "cleanup %s: %v\n", a.mode, err)
 		}
 		_ = a.rt.Close()
 		if b.admin != nil {

@@ -102,3 +102,28 @@ func CleanAgentRunDirs(t testing.TB, ns string) {
 		}
 	}
 }
+
+// UnmountRootDir lazily unmounts every mount at dir, an agent's rootDir,
+// with everything below it: on a host whose / is not a shared mount the
+// agent bind-mounts its rootDir onto itself to make it shared (as kubelet
+// does, volume.MakeRShared), and that mount outlives the agent and keeps
+// the directory from being removed. For tests' cleanups, once the agent
+// has stopped. A dir that is not a mount point is left alone.
+func UnmountRootDir(dir string) error {
+	resolved, err := filepath.EvalSymlinks(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// Stacked mounts go one by one; bounded.
+	for range 8 {
+		if err := unix.Unmount(resolved, unix.MNT_DETACH); errors.Is(err, unix.EINVAL) {
+			return nil // not a mount point (any more)
+		} else if err != nil {
+			return fmt.Errorf("unmount %s: %w", resolved, err)
+		}
+	}
+	return fmt.Errorf("unmount %s: still a mount point after 8 unmounts", resolved)
+}
