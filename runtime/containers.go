@@ -351,20 +351,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		sopts = append(sopts, oci.WithHostname(hostname))
 	}
 	sopts = append(sopts, podNamespaceOpts(spec.PodNamespaces)...)
-	res := spec.Resources
-	if res.CPUShares > 0 {
-		sopts = append(sopts, oci.WithCPUShares(res.CPUShares))
-	}
-	if res.CPUQuota > 0 {
-		period := res.CPUPeriod
-		if period == 0 {
-			period = 100000
-		}
-		sopts = append(sopts, oci.WithCPUCFS(res.CPUQuota, period))
-	}
-	if res.MemoryLimitBytes > 0 {
-		sopts = append(sopts, oci.WithMemoryLimit(uint64(res.MemoryLimitBytes)))
-	}
+	sopts = append(sopts, resourceSpecOpts(spec.Resources)...)
 	sopts = append(sopts, oci.WithCgroup(cgroupsPath))
 	if spec.OOMScoreAdj != nil {
 		sopts = append(sopts, withOOMScoreAdj(*spec.OOMScoreAdj))
@@ -389,6 +376,31 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		return "", fmt.Errorf("runtime: create container %s/%s %s: %w", spec.Pod.Namespace, spec.Pod.Name, spec.Name, convertErr(err))
 	}
 	return id, nil
+}
+
+// resourceSpecOpts sets the container's CPU and memory limits in the OCI
+// spec, as containerd's CRI plugin does from kubelet's
+// LinuxContainerResources. Like it, it sets no pids limit
+// (linux.resources.pids): the CRI has no such field, so a kubelet
+// container's only pids limit is its pod's (podPidsLimit) and, with the
+// systemd cgroup driver, the TasksMax systemd gives every scope runc
+// starts without one (its DefaultTasksMax; docs/vm.md).
+func resourceSpecOpts(res Resources) []oci.SpecOpts {
+	var sopts []oci.SpecOpts
+	if res.CPUShares > 0 {
+		sopts = append(sopts, oci.WithCPUShares(res.CPUShares))
+	}
+	if res.CPUQuota > 0 {
+		period := res.CPUPeriod
+		if period == 0 {
+			period = 100000
+		}
+		sopts = append(sopts, oci.WithCPUCFS(res.CPUQuota, period))
+	}
+	if res.MemoryLimitBytes > 0 {
+		sopts = append(sopts, oci.WithMemoryLimit(uint64(res.MemoryLimitBytes)))
+	}
+	return sopts
 }
 
 // StartContainer starts a created container. A container runs at most once:
