@@ -351,6 +351,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		sopts = append(sopts, oci.WithHostname(hostname))
 	}
 	sopts = append(sopts, podNamespaceOpts(spec.PodNamespaces)...)
+	sopts = append(sopts, cgroupNamespaceOpts(r.unified, spec.Security.Privileged)...)
 	sopts = append(sopts, resourceSpecOpts(spec.Resources)...)
 	sopts = append(sopts, oci.WithCgroup(cgroupsPath))
 	if spec.OOMScoreAdj != nil {
@@ -376,6 +377,21 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		return "", fmt.Errorf("runtime: create container %s/%s %s: %w", spec.Pod.Namespace, spec.Pod.Name, spec.Name, convertErr(err))
 	}
 	return id, nil
+}
+
+// cgroupNamespaceOpts gives the container a private cgroup namespace on a
+// unified cgroup v2 host unless it is privileged, as containerd's CRI
+// plugin does for kubelet (internal/cri/server/container_create.go:
+// "cgroupns is used for hiding /sys/fs/cgroup from containers", not on
+// cgroup v1 nor for privileged containers, KEP 2254's cgroup namespace):
+// the container sees its own cgroup as / in /proc/self/cgroup and in its
+// /sys/fs/cgroup. The agent reads containers' cgroups from the host's
+// namespace, where the paths stay absolute.
+func cgroupNamespaceOpts(unified, privileged bool) []oci.SpecOpts {
+	if !unified || privileged {
+		return nil
+	}
+	return []oci.SpecOpts{oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.CgroupNamespace})}
 }
 
 // resourceSpecOpts sets the container's CPU and memory limits in the OCI

@@ -7,6 +7,7 @@ import (
 	"github.com/containerd/containerd/containers"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // The container's limits in the OCI spec are containerd CRI's from
@@ -59,4 +60,33 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// On a unified cgroup v2 host an unprivileged container has its own cgroup
+// namespace, as containerd's CRI plugin gives kubelet's; privileged ones and
+// every container on cgroup v1 share the host's.
+func TestCgroupNamespaceOpts(t *testing.T) {
+	for _, tc := range []struct {
+		unified, privileged, want bool
+	}{
+		{unified: true, want: true},
+		{unified: true, privileged: true},
+		{unified: false},
+		{unified: false, privileged: true},
+	} {
+		ctx := namespaces.WithNamespace(context.Background(), "test")
+		sp, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: "c"}, cgroupNamespaceOpts(tc.unified, tc.privileged)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := false
+		for _, ns := range sp.Linux.Namespaces {
+			if ns.Type == specs.CgroupNamespace {
+				got = ns.Path == "" // a new one, not joined
+			}
+		}
+		if got != tc.want {
+			t.Errorf("unified %v privileged %v: private cgroup namespace %v, want %v", tc.unified, tc.privileged, got, tc.want)
+		}
+	}
 }
