@@ -35,10 +35,23 @@ if [[ ! -x $BASE/root/lib/systemd/systemd ]]; then
 	trap 'rm -rf --one-file-system "$TMP"' EXIT
 	log "debootstrap bookworm with linux-image-amd64 from $MIRROR (a few minutes, cached afterwards in $BASE)"
 	t=$SECONDS
-	debootstrap --variant=minbase --include="$PACKAGES" bookworm "$TMP/root" "$MIRROR" >"$TMP/debootstrap.log" 2>&1 || {
+	# INITRD=No: no initramfs in the base. Without it the kernel's postinst
+	# hook (/etc/kernel/postinst.d/initramfs-tools: update-initramfs -c) and
+	# then initramfs-tools' deferred trigger (its postinst, "triggered":
+	# update-initramfs -u) each build a MODULES=most initramfs of every
+	# module (30 MB, zstd), the slowest part of a cold base by far, and
+	# neither is used: the image stage builds the small one the guest
+	# boots. With the hook skipped, the trigger finds no initramfs to update
+	# (update-initramfs -u only updates existing ones) and does nothing.
+	# (The base's key does not change with this: the image built from it is
+	# the same, so an existing cached base stays valid.)
+	INITRD=No debootstrap --variant=minbase --include="$PACKAGES" bookworm "$TMP/root" "$MIRROR" >"$TMP/debootstrap.log" 2>&1 || {
 		tail -n 30 "$TMP/debootstrap.log" >&2
 		exit 1
 	}
+	if ls "$TMP/root/boot/"initrd.img-* >/dev/null 2>&1; then
+		log "warning: debootstrap built an initramfs despite INITRD=No (a slower cold base; see image.sh)"
+	fi
 	rm -rf "$TMP/root/var/cache/apt/archives/"*.deb "$TMP/root/var/lib/apt/lists/"*
 	mv -T "$TMP" "$BASE" 2>/dev/null || [[ -x $BASE/root/lib/systemd/systemd ]] || { echo "cannot move $TMP to $BASE" >&2; exit 1; }
 	trap - EXIT
