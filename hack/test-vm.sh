@@ -1,5 +1,11 @@
 #!/usr/bin/env bash
-# test-vm.sh: the short form of the cgroup v2 virtual-machine test (issue 27).
+# test-vm.sh: the cgroup v2 virtual-machine test (issue 27).
+#
+#   hack/test-vm.sh --short    the short form, checks 1-5 below (make test)
+#   hack/test-vm.sh            the long form (make test-vm): today the same
+#                              checks; the long form's own items (NodeConformance
+#                              against the guest node, the MemoryHigh=32M hold)
+#                              are not built yet (docs/vm.md)
 #
 # Boots hack/vm's Debian bookworm guest (stock kernel, systemd, the unified
 # cgroup v2 hierarchy, containerd 2.x, Debian's runc) under qemu (TCG), installs
@@ -21,8 +27,19 @@
 # unit status are saved under _output/vm-failure/.
 #
 # Environment: KEEP=1 keeps the work dir; NODEAGENT_VM_HOLD=1 keeps the guest
-# up after a failure until $WORK/release exists; NODEAGENT_VM_BOOT_TIMEOUT (s, 240).
+# up after a failure until $WORK/release exists; NODEAGENT_VM_BOOT_TIMEOUT (s,
+# 600: a guest under TCG on a loaded 2-core host has needed 300).
 set -euo pipefail
+FORM=long
+for arg in "$@"; do
+	case $arg in
+	--short) FORM=short ;;
+	*)
+		echo "usage: hack/test-vm.sh [--short]" >&2
+		exit 2
+		;;
+	esac
+done
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
@@ -80,7 +97,7 @@ cleanup() {
 	else
 		rm -rf --one-file-system "$WORK"
 	fi
-	if [[ $rc == 0 ]]; then log "PASS: test-vm in $((SECONDS - T0))s"; else log "FAIL: test-vm after $((SECONDS - T0))s"; fi
+	if [[ $rc == 0 ]]; then log "PASS: test-vm ($FORM form) in $((SECONDS - T0))s"; else log "FAIL: test-vm ($FORM form) after $((SECONDS - T0))s"; fi
 }
 trap cleanup EXIT
 
@@ -118,7 +135,7 @@ sed -e 's|server: https://127.0.0.1:|server: https://10.0.2.2:|' \
 	-e 's|^\(    \)server: \(.*\)$|\1server: \2\n\1tls-server-name: localhost|' "$NODE_KC" >"$WORK/share/kubeconfig"
 grep -q 'tls-server-name: localhost' "$WORK/share/kubeconfig" || fail "could not rewrite the node kubeconfig"
 cp "$CLUSTER/pki/ca.crt" "$WORK/share/ca.crt"
-vm_wait_ready "${NODEAGENT_VM_BOOT_TIMEOUT:-240}"
+vm_wait_ready "${NODEAGENT_VM_BOOT_TIMEOUT:-600}"
 log "guest: $(g 'uname -r; stat -fc %T /sys/fs/cgroup; systemctl --version | head -n1' | tr '\n' ' ')"
 expect_eq "the guest's /sys/fs/cgroup" "$(g 'stat -fc %T /sys/fs/cgroup')" cgroup2fs
 expect_eq "containerd" "$(g 'systemctl is-active containerd')" active
