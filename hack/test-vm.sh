@@ -1,5 +1,11 @@
 #!/usr/bin/env bash
-# test-vm.sh: the short form of the cgroup v2 virtual-machine test (issue 27).
+# test-vm.sh: the cgroup v2 virtual-machine test (issue 27).
+#
+#   hack/test-vm.sh --short    the short form, checks 1-5 below (make test)
+#   hack/test-vm.sh            the long form (make test-vm): today the same
+#                              checks; the long form's own items (NodeConformance
+#                              against the guest node, the MemoryHigh=32M hold)
+#                              are not built yet (docs/vm.md)
 #
 # Boots hack/vm's Debian bookworm guest (stock kernel, systemd, the unified
 # cgroup v2 hierarchy, containerd 2.x, Debian's runc) under qemu (TCG), installs
@@ -20,8 +26,20 @@
 # reason. On failure the serial console, the guest's journal and the agent's
 # unit status are saved under _output/vm-failure/.
 #
-# Environment: KEEP=1 keeps the work dir; NODEAGENT_VM_BOOT_TIMEOUT (s, 240).
+# Environment: KEEP=1 keeps the work dir; NODEAGENT_VM_HOLD=1 keeps the guest
+# up after a failure until $WORK/release exists; NODEAGENT_VM_BOOT_TIMEOUT (s,
+# 600: a guest under TCG on a loaded 2-core host has needed 300).
 set -euo pipefail
+FORM=long
+for arg in "$@"; do
+	case $arg in
+	--short) FORM=short ;;
+	*)
+		echo "usage: hack/test-vm.sh [--short]" >&2
+		exit 2
+		;;
+	esac
+done
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
@@ -65,6 +83,12 @@ cleanup() {
 		log "serial console, guest journal and agent status saved in $out"
 		tail -n 30 "$out/console.log" >&2
 	fi
+	if [[ $rc != 0 && ${NODEAGENT_VM_HOLD:-} == 1 && -n $VM_QEMU_PID ]]; then
+		# For debugging: the guest, the namespace and the control plane stay
+		# up (at most an hour) until $WORK/release exists.
+		log "NODEAGENT_VM_HOLD=1: the guest (qemu $VM_QEMU_PID) and namespace $VM_NS stay up until $WORK/release exists"
+		for _ in $(seq 1 3600); do [[ -e $WORK/release ]] && break; sleep 1; done
+	fi
 	vm_stop
 	[[ -n $VM_NS && -d $CLUSTER ]] && ns "$LC" down --dir "$CLUSTER" >/dev/null 2>&1
 	vm_netns_delete
@@ -73,33 +97,24 @@ cleanup() {
 	else
 		rm -rf --one-file-system "$WORK"
 	fi
-	if [[ $rc == 0 ]]; then log "PASS: test-vm in $((SECONDS - T0))s"; else log "FAIL: test-vm after $((SECONDS - T0))s"; fi
+	if [[ $rc == 0 ]]; then log "PASS: test-vm ($FORM form) in $((SECONDS - T0))s"; else log "FAIL: test-vm ($FORM form) after $((SECONDS - T0))s"; fi
 }
 trap cleanup EXIT
 
 # --- build -------------------------------------------------------------------
 
-log "== build: the .deb, the guest image (cached), the control plane (cached)"
-VERSION=$(
-	source <(sed -n '/^version() {/,/^}/p' hack/package.sh)
-	version
-)
-DIST=$WORK/dist ARCHES=amd64 NODEAGENT_VERSION=$VERSION hack/package.sh >"$WORK/package.log" 2>&1 ||
-	{ tail -n 30 "$WORK/package.log" >&2; fail "hack/package.sh"; }
-DEB=$WORK/dist/nodeagent_${VERSION}_amd64.deb
-[[ -f $DEB ]] || fail "package.sh did not write $DEB"
+log "== build: the guest image and the control plane (both cached), the test tools"
 IMG=$(hack/vm/image.sh) || fail "hack/vm/image.sh"
 hack/build-controlplane.sh >/dev/null
 go build -o "$LC" ./hack/localcluster
 go build -o "$WORK/testimage" ./hack/systemd-test/testimage
 
-step "boot the guest and start the control plane (in network namespace navm-$$)"
+# The guest boots while the control plane starts and the .deb is built: its
+# first minutes need neither (they reach it through the share at install).
+step "boot the guest; meanwhile start the control plane (in network namespace navm-$$) and build the .deb"
 vm_netns
 mkdir -p "$WORK/share"
-cp "$DEB" "$WORK/share/nodeagent.deb"
-"$WORK/testimage" "$WORK/share/busybox.tar"
 vm_start "$IMG"
-# The control plane starts while the guest boots.
 eval "$(ns "$LC" up --dir "$CLUSTER" --no-containerd 2>"$WORK/cluster.log")" || { cat "$WORK/cluster.log" >&2; fail "localcluster up"; }
 KUBECTL=$ROOT/_output/bin/kubectl
 [[ -x $KUBECTL ]] || KUBECTL=$(command -v kubectl) || fail "no kubectl (make controlplane builds one)"
@@ -110,7 +125,19 @@ NODE_KC=$(ns "$LC" node-kubeconfig "$NODE" --dir "$CLUSTER")
 sed -e 's|server: https://127.0.0.1:|server: https://10.0.2.2:|' \
 	-e 's|^\(    \)server: \(.*\)$|\1server: \2\n\1tls-server-name: localhost|' "$NODE_KC" >"$WORK/share/kubeconfig"
 grep -q 'tls-server-name: localhost' "$WORK/share/kubeconfig" || fail "could not rewrite the node kubeconfig"
-vm_wait_ready "${NODEAGENT_VM_BOOT_TIMEOUT:-240}"
+cp "$CLUSTER/pki/ca.crt" "$WORK/share/ca.crt"
+VERSION=$(
+	source <(sed -n '/^version() {/,/^}/p' hack/package.sh)
+	version
+)
+DIST=$WORK/dist ARCHES=amd64 NODEAGENT_VERSION=$VERSION hack/package.sh >"$WORK/package.log" 2>&1 ||
+	{ tail -n 30 "$WORK/package.log" >&2; fail "hack/package.sh"; }
+DEB=$WORK/dist/nodeagent_${VERSION}_amd64.deb
+[[ -f $DEB ]] || fail "package.sh did not write $DEB"
+cp "$DEB" "$WORK/share/nodeagent.deb"
+"$WORK/testimage" "$WORK/share/busybox.tar"
+log "control plane up and .deb built at $((SECONDS - VM_T0))s of the guest's boot"
+vm_wait_ready "${NODEAGENT_VM_BOOT_TIMEOUT:-600}"
 log "guest: $(g 'uname -r; stat -fc %T /sys/fs/cgroup; systemctl --version | head -n1' | tr '\n' ' ')"
 expect_eq "the guest's /sys/fs/cgroup" "$(g 'stat -fc %T /sys/fs/cgroup')" cgroup2fs
 expect_eq "containerd" "$(g 'systemctl is-active containerd')" active
@@ -121,9 +148,15 @@ set -e
 /usr/local/bin/ctr --namespace k8s.io images import /host/busybox.tar >/dev/null
 dpkg -i /host/nodeagent.deb >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; exit 1; }
 install -m 0600 /host/kubeconfig /etc/nodeagent/kubeconfig
+install -m 0644 /host/ca.crt /etc/nodeagent/cluster-ca.crt
 cat >>/etc/nodeagent/config.yaml <<'CFG'
 hostnameOverride: nodeagent-vm
 cgroupDriver: systemd
+# kubectl logs/exec: the API server's kubelet client certificate is signed
+# by the cluster's CA (without it the node API answers 401).
+authentication:
+  x509:
+    clientCAFile: /etc/nodeagent/cluster-ca.crt
 podPidsLimit: 128
 cniConfDir: ""
 evictionHard:
@@ -139,6 +172,12 @@ log "ok: systemctl start nodeagent returned (READY=1: registered, first Lease re
 k wait --for=condition=Ready "node/$NODE" --timeout=90s >/dev/null || fail "node $NODE not Ready"
 expect_eq "Node InternalIP" "$(k get node "$NODE" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')" 10.0.2.15
 expect_eq "daemonEndpoints port" "$(k get node "$NODE" -o jsonpath='{.status.daemonEndpoints.kubeletEndpoint.Port}')" 10250
+# The API server's path to the node API: a TLS handshake with the agent on
+# 10.0.2.15:10250 from the namespace, through slirp's forward (any HTTP
+# status will do; 000 is no answer).
+code=$(ns curl -sk --max-time 60 -o /dev/null -w '%{http_code}' https://10.0.2.15:10250/healthz) || true
+[[ $code != 000 ]] || fail "no TLS answer from the node API at 10.0.2.15:10250 through qemu's forward"
+log "ok: the node API answers at 10.0.2.15:10250 (HTTP $code)"
 expect_eq "kubepods.slice exists" "$(g 'test -d /sys/fs/cgroup/kubepods.slice && echo yes')" yes
 
 step "a Guaranteed and a Burstable pod"
@@ -199,29 +238,58 @@ cgdir() {
 	fi
 	echo "/sys/fs/cgroup/$dir"
 }
-cgfiles() { # DIR: "cpu.max|cpu.weight|memory.max|pids.max"
-	g "cd $1 && echo \"\$(cat cpu.max)|\$(cat cpu.weight)|\$(cat memory.max)|\$(cat pids.max)\""
+cgfiles() { # DIR: prints "cpu.max|cpu.weight|memory.max|pids.max" (a guest command)
+	echo "(cd $1 && echo \"\$(cat cpu.max)|\$(cat cpu.weight)|\$(cat memory.max)|\$(cat pids.max)\") 2>/dev/null || echo 'missing: $1'"
 }
 # kubelet: shares = milliCPU*1024/1000 (min 2); on v2
 # weight = 1 + (shares-2)*9999/262142. 250m -> 256 shares -> weight 10;
 # 100m -> 102 -> 4. Quota = milliCPU*100000/1000 per 100ms period.
+# pids.max: the pod slice has podPidsLimit (kubelet's pod container manager
+# sets TasksMax on the slice). The container scope has no pids limit of its
+# own: the CRI has no pids field, containerd's CRI puts no linux.resources.pids
+# in the spec, so runc's systemd driver sets no TasksMax and systemd gives the
+# scope its DefaultTasksMax (docs/vm.md, "pids.max of a container scope").
+# The agent's spec must leave pids out too: the scope must show exactly the
+# guest's DefaultTasksMax (not max, not podPidsLimit).
 G=$(cgdir guaranteed)
-expect_eq "Guaranteed pod slice ($G)" "$(cgfiles "$G")" "25000 100000|10|67108864|128"
-expect_eq "Guaranteed container scope" "$(cgfiles "$(cgdir guaranteed container)")" "25000 100000|10|67108864|max"
+GC=$(cgdir guaranteed container)
 B=$(cgdir burstable)
-expect_eq "Burstable pod slice ($B)" "$(cgfiles "$B")" "20000 100000|4|100663296|128"
-expect_eq "Burstable container scope" "$(cgfiles "$(cgdir burstable container)")" "20000 100000|4|100663296|max"
-expect_eq "the Guaranteed container's process in its scope" \
-	"$(g "cat $(cgdir guaranteed container)/cgroup.procs | wc -l")" 1
+BC=$(cgdir burstable container)
+# One guest command for all the files (each command costs seconds under TCG).
+out=$(g "$(
+	echo 'systemctl show --property=DefaultTasksMax --value'
+	cgfiles "$G"
+	cgfiles "$GC"
+	echo "systemctl show --property=TasksMax --value $(basename "$GC")"
+	cgfiles "$B"
+	cgfiles "$BC"
+	echo "wc -l <$GC/cgroup.procs || echo 'missing: $GC/cgroup.procs'"
+)") || fail "reading the pods' cgroup files in the guest: $out"
+mapfile -t cg <<<"$out"
+DTM=${cg[0]}
+[[ $DTM =~ ^[0-9]+$ ]] || fail "the guest's DefaultTasksMax is '$DTM', want a number (a scope's default limit to compare with)"
+expect_eq "Guaranteed pod slice ($G)" "${cg[1]}" "25000 100000|10|67108864|128"
+expect_eq "Guaranteed container scope" "${cg[2]}" "25000 100000|10|67108864|$DTM"
+expect_eq "Guaranteed container scope's TasksMax (systemd's DefaultTasksMax)" "${cg[3]}" "$DTM"
+expect_eq "Burstable pod slice ($B)" "${cg[4]}" "20000 100000|4|100663296|128"
+expect_eq "Burstable container scope" "${cg[5]}" "20000 100000|4|100663296|$DTM"
+expect_eq "the Guaranteed container's process in its scope" "${cg[6]}" 1
 
 step "kubectl logs and exec through the guest's node API"
 out=$(k logs -n vm guaranteed) || fail "kubectl logs"
 expect_eq "kubectl logs" "$out" hello-from-the-vm
 out=$(k exec -n vm burstable -- sh -c 'echo exec-ok; cat /proc/self/cgroup') || fail "kubectl exec"
-[[ $out == exec-ok* ]] || fail "kubectl exec printed '$out'"
-log "ok: kubectl exec (its /proc/self/cgroup: $(echo "$out" | tail -n1))"
+# On cgroup v2 an unprivileged container has its own cgroup namespace
+# (containerd's CRI gives kubelet's one): it sees its cgroup as /.
+expect_eq "kubectl exec: its output and the container's /proc/self/cgroup" "$(echo $out)" "exec-ok 0::/"
 
-step "a container over its memory limit is OOMKilled"
+step "a container over its memory limit is OOMKilled; the PLEG's cgroup v2 event source"
+# oom outgrows its limit; done exits by itself after a few seconds. Its
+# death is for check 5: the kernel empties its cgroup (cgroup.events
+# "populated 0", seen through inotify) before the shim has reaped it and
+# containerd has sent TaskExit, so the cgroups source detects it. (The OOM
+# kill is no such proof: containerd's TaskOOM arrives before the cgroup
+# empties, and the PLEG credits one detection to the source that came first.)
 k apply -n vm -f - >/dev/null <<'EOF'
 apiVersion: v1
 kind: Pod
@@ -237,24 +305,40 @@ spec:
     imagePullPolicy: Never
     command: [sh, -c, "x=0123456789abcdef; while :; do x=$x$x; done"]
     resources:
-      limits: {cpu: 100m, memory: 24Mi}
+      # cpu: 500m, not less: under TCG a throttled shell takes minutes
+      # to fill 24Mi.
+      limits: {cpu: 500m, memory: 24Mi}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: done}
+spec:
+  nodeName: nodeagent-vm
+  hostNetwork: true
+  restartPolicy: Never
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: c
+    image: docker.io/nodeagent/busybox:test
+    imagePullPolicy: Never
+    command: [sh, -c, "sleep 5"]
 EOF
-deadline=$((SECONDS + 120))
-until reason=$(k get -n vm pod oom -o jsonpath='{.status.containerStatuses[0].state.terminated.reason}') && [[ -n $reason ]]; do
-	((SECONDS < deadline)) || { k get -n vm pod oom -o yaml >&2; fail "the OOM container did not terminate in 120s"; }
+deadline=$((SECONDS + 180))
+until st=$(k get -n vm pod oom done -o jsonpath='{range .items[*]}{.status.phase}{" "}{end}') && [[ $st =~ ^(Failed|Succeeded)\ (Failed|Succeeded)\ $ ]]; do
+	((SECONDS < deadline)) || { k get -n vm pod oom done -o yaml >&2; fail "the pods oom and done did not finish in 180s ($st)"; }
 	sleep 1
 done
-expect_eq "terminated reason" "$reason" OOMKilled
-expect_eq "exit code" "$(k get -n vm pod oom -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')" 137
-expect_eq "pod phase" "$(k get -n vm pod oom -o jsonpath='{.status.phase}')" Failed
+expect_eq "oom: terminated reason, exit code, pod phase" \
+	"$(k get -n vm pod oom -o jsonpath='{.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode} {.status.phase}')" "OOMKilled 137 Failed"
+expect_eq "done: terminated reason, exit code, pod phase" \
+	"$(k get -n vm pod done -o jsonpath='{.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode} {.status.phase}')" "Completed 0 Succeeded"
 
-step "the PLEG's cgroup v2 event source"
 k get --raw "/api/v1/nodes/$NODE/proxy/metrics" >"$WORK/metrics.txt" || fail "the node's /metrics through the API server"
 grep -E '^nodeagent_pleg_(source_healthy|events_total|fallbacks_total)' "$WORK/metrics.txt" >&2 || true
 grep -qx 'nodeagent_pleg_source_healthy{source="cgroups"} 1' "$WORK/metrics.txt" || fail "the cgroups event source is not healthy"
-n=$(awk '/^nodeagent_pleg_events_total\{.*source="cgroups"/ { s += $2 } END { print s + 0 }' "$WORK/metrics.txt")
-((n > 0)) || fail "the cgroups event source delivered no event"
-log "ok: the cgroups event source is healthy and delivered $n events"
+n=$(awk '/^nodeagent_pleg_events_total\{.*source="cgroups"/ && /type="ContainerDied"/ { s += $2 } END { print s + 0 }' "$WORK/metrics.txt")
+((n > 0)) || fail "the cgroups event source detected no container death (done's exit)"
+log "ok: the cgroups event source is healthy and detected $n container deaths"
 ! grep -q '^nodeagent_pleg_fallbacks_total{source="cgroups"} [1-9]' "$WORK/metrics.txt" || fail "the PLEG fell back from the cgroups source"
 g 'journalctl -u nodeagent --no-pager -o cat' >"$WORK/journal.txt"
 ! grep -E 'PLEG event source failed|cannot watch pod cgroup parent' "$WORK/journal.txt" >&2 || fail "the agent's journal reports a PLEG event source failure"

@@ -353,20 +353,8 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		sopts = append(sopts, oci.WithHostname(hostname))
 	}
 	sopts = append(sopts, podNamespaceOpts(spec.PodNamespaces)...)
-	res := spec.Resources
-	if res.CPUShares > 0 {
-		sopts = append(sopts, oci.WithCPUShares(res.CPUShares))
-	}
-	if res.CPUQuota > 0 {
-		period := res.CPUPeriod
-		if period == 0 {
-			period = 100000
-		}
-		sopts = append(sopts, oci.WithCPUCFS(res.CPUQuota, period))
-	}
-	if res.MemoryLimitBytes > 0 {
-		sopts = append(sopts, oci.WithMemoryLimit(uint64(res.MemoryLimitBytes)))
-	}
+	sopts = append(sopts, cgroupNamespaceOpts(r.unified, spec.Security.Privileged)...)
+	sopts = append(sopts, resourceSpecOpts(spec.Resources)...)
 	sopts = append(sopts, oci.WithCgroup(cgroupsPath))
 	if spec.OOMScoreAdj != nil {
 		sopts = append(sopts, withOOMScoreAdj(*spec.OOMScoreAdj))
@@ -391,6 +379,46 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		return "", fmt.Errorf("runtime: create container %s/%s %s: %w", spec.Pod.Namespace, spec.Pod.Name, spec.Name, convertErr(err))
 	}
 	return id, nil
+}
+
+// cgroupNamespaceOpts gives the container a private cgroup namespace on a
+// unified cgroup v2 host unless it is privileged, as containerd's CRI
+// plugin does for kubelet (internal/cri/server/container_create.go:
+// "cgroupns is used for hiding /sys/fs/cgroup from containers", not on
+// cgroup v1 nor for privileged containers, KEP 2254's cgroup namespace):
+// the container sees its own cgroup as / in /proc/self/cgroup and in its
+// /sys/fs/cgroup. The agent reads containers' cgroups from the host's
+// namespace, where the paths stay absolute.
+func cgroupNamespaceOpts(unified, privileged bool) []oci.SpecOpts {
+	if !unified || privileged {
+		return nil
+	}
+	return []oci.SpecOpts{oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.CgroupNamespace})}
+}
+
+// resourceSpecOpts sets the container's CPU and memory limits in the OCI
+// spec, as containerd's CRI plugin does from kubelet's
+// LinuxContainerResources. Like it, it sets no pids limit
+// (linux.resources.pids): the CRI has no such field, so a kubelet
+// container's only pids limit is its pod's (podPidsLimit) and, with the
+// systemd cgroup driver, the TasksMax systemd gives every scope runc
+// starts without one (its DefaultTasksMax; docs/vm.md).
+func resourceSpecOpts(res Resources) []oci.SpecOpts {
+	var sopts []oci.SpecOpts
+	if res.CPUShares > 0 {
+		sopts = append(sopts, oci.WithCPUShares(res.CPUShares))
+	}
+	if res.CPUQuota > 0 {
+		period := res.CPUPeriod
+		if period == 0 {
+			period = 100000
+		}
+		sopts = append(sopts, oci.WithCPUCFS(res.CPUQuota, period))
+	}
+	if res.MemoryLimitBytes > 0 {
+		sopts = append(sopts, oci.WithMemoryLimit(uint64(res.MemoryLimitBytes)))
+	}
+	return sopts
 }
 
 // StartContainer starts a created container. A container runs at most once:

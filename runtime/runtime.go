@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/platforms"
 	"github.com/nodeagent/nodeagent/crilog"
+	"github.com/opencontainers/cgroups"
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
 )
@@ -153,6 +154,10 @@ type Runtime struct {
 	users imageUsers // image config users, for runAsNonRoot
 
 	specs specCache // facts decoded once from containers' OCI specs (specfacts.go)
+
+	// unified: the host has the unified cgroup v2 hierarchy, where
+	// unprivileged containers get a private cgroup namespace (New).
+	unified bool
 }
 
 // New connects to containerd. It fails if containerd cannot be reached
@@ -168,7 +173,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime: connect to containerd at %s: %w", opts.Address, err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	r := &Runtime{opts: opts, client: client, stop: stop}
+	r := &Runtime{opts: opts, client: client, stop: stop, unified: cgroups.IsCgroup2UnifiedMode()}
 	go r.watchTasks(ctx)
 	return r, nil
 }

@@ -15,7 +15,12 @@
 #     loopback and slirp forwards 10.0.2.15:10250 there to the guest's
 #     10250, so the API server reaches the node API (logs, exec, metrics) at
 #     the Node's InternalIP and daemonEndpoints port exactly as on a real
-#     node.
+#     node. The namespace's local route to 10.0.2.15 has source 127.0.0.1:
+#     slirp passes a forwarded connection's source address on to the guest
+#     (only a loopback one becomes 10.0.2.2), and with the kernel's default
+#     source for that route, 10.0.2.15 itself, the guest would answer its
+#     own address and the connection would hang (the API server's "TLS
+#     handshake timeout").
 # The guest's side of the command channel is guest/usr/local/sbin/na-vm-runner;
 # the 9p share VM_SHARE is the guest's /host.
 
@@ -24,12 +29,15 @@ VM_QEMU_PID=
 VM_SHARE=
 VM_BOOT_SECONDS=
 
-# vm_netns creates the network namespace (loopback up, 10.0.2.15/32 on it).
+# vm_netns creates the network namespace (loopback up, 10.0.2.15/32 on it,
+# reached from 127.0.0.1).
 vm_netns() {
 	VM_NS=navm-$$
 	ip netns add "$VM_NS" || fail "ip netns add $VM_NS"
 	ip -n "$VM_NS" link set lo up
 	ip -n "$VM_NS" addr add 10.0.2.15/32 dev lo
+	ip -n "$VM_NS" route replace table local local 10.0.2.15 dev lo proto kernel scope host src 127.0.0.1 ||
+		fail "cannot set the source of $VM_NS's route to 10.0.2.15"
 }
 
 # ns runs a command in the test's network namespace.
