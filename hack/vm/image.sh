@@ -6,7 +6,7 @@
 # default), Debian's runc, and containerd 2.x as the project builds it
 # (hack/build-containerd.sh) as containerd.service.
 #
-# Two stages, each cached under ${NODEAGENT_CACHE:-/var/cache/nodeagent-dev}/vm
+# Two stages, each cached under ${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/vm
 # and keyed by its inputs, built in a temporary directory and renamed into
 # place (an interrupted build leaves nothing half-made behind):
 #   base-<hash of this file's base section>/root   the debootstrap root
@@ -18,7 +18,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-CACHE=${NODEAGENT_CACHE:-/var/cache/nodeagent-dev}/vm
+CACHE=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/vm
 log() { printf '%s vm-image: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # --- base: bump BASE_VERSION when the package list or the base setup changes.
