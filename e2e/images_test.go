@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -137,4 +138,105 @@ func TestImagePullSecrets(t *testing.T) {
 	if reg.Unauthorized() == 0 || nodeReg.Manifests() == 0 {
 		t.Errorf("registry: %d refused, node registry: %d manifests", reg.Unauthorized(), nodeReg.Manifests())
 	}
+}
+
+// Images as operators configure them, through the agent as a pod pulls
+// them: a pod whose image names a registry nothing listens on runs
+// because the agent's registryConfigPath (hosts.toml only) sends the pull
+// to a loopback mirror; a pod whose image is on a basic-auth registry runs
+// with credentials that only a credential provider plugin (a real
+// executable, configured with imageCredentialProviderConfig and
+// imageCredentialProviderBinDir) gives. Both images have names the
+// agent's namespace does not hold (podAgent imports the test image under
+// its own name), and imagePullPolicy Always makes each pod pull.
+func TestPullsThroughHostsTomlMirrorAndCredentialPlugin(t *testing.T) {
+	t.Parallel()
+	mirror, err := testimage.NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mirror.Close()
+	reg, err := testimage.NewRegistry(map[string]string{"robot": "from-plugin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+
+	// hosts.toml for the unreachable registry: the mirror, then itself.
+	upstream := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // nothing listens
+	hostsRoot := t.TempDir()
+	hostDir := filepath.Join(hostsRoot, strings.Replace(upstream, ":", "_", 1)+"_")
+	if err := os.MkdirAll(hostDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hosts := fmt.Sprintf("server = \"http://%s\"\n\n[host.\"http://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", upstream, mirror.Host)
+	if err := os.WriteFile(filepath.Join(hostDir, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The test plugin, built as the credprovider integration test builds it.
+	binDir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(binDir, "test-credential-provider"), "../pods/keyring/credprovider/testdata/testplugin")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the test plugin: %v\n%s", err, out)
+	}
+	pluginLog := filepath.Join(t.TempDir(), "requests.log")
+	providerConfig := filepath.Join(t.TempDir(), "credential-provider-config.yaml")
+	if err := os.WriteFile(providerConfig, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+- name: test-credential-provider
+  matchImages: [%q]
+  defaultCacheDuration: 10m
+  apiVersion: credentialprovider.kubelet.k8s.io/v1
+  env:
+  - {name: TEST_PLUGIN_USER, value: robot}
+  - {name: TEST_PLUGIN_PASSWORD, value: from-plugin}
+  - {name: TEST_PLUGIN_LOG, value: %q}
+`, reg.Host, pluginLog)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	a, _ := readyPodAgent(t, fmt.Sprintf("registryConfigPath: %s\nimageCredentialProviderConfig: %s\nimageCredentialProviderBinDir: %s\n",
+		hostsRoot, providerConfig, binDir))
+	ctx := context.Background()
+	pod := func(name, image string) string {
+		return podYAML(a.node+"-"+name, a.node, fmt.Sprintf(`  containers:
+  - name: app
+    image: %s
+    imagePullPolicy: Always
+    command: ["sleep", "3600"]
+`, image))
+	}
+	mirrored := upstream + "/mirrored/busybox:v1"
+	private := reg.Host + "/plugin/busybox:v1"
+	kubectl(t, a.env, pod("mirrored", mirrored), "apply", "-f", "-")
+	kubectl(t, a.env, pod("plugin-creds", private), "apply", "-f", "-")
+
+	p := a.waitPod(ctx, a.node+"-mirrored", 90*time.Second, "running through the hosts.toml mirror", running)
+	// The manifest is what the pull asks the mirror for: the layers are
+	// already in containerd's content store (shared between namespaces),
+	// so no blob need be fetched.
+	if mirror.Manifests() == 0 {
+		t.Error("the mirror served no manifest")
+	}
+	if got := p.Status.ContainerStatuses[0].Image; got != mirrored {
+		t.Errorf("status image %q, want %q", got, mirrored)
+	}
+
+	a.waitPod(ctx, a.node+"-plugin-creds", 90*time.Second, "running with the plugin's credentials", running)
+	// Only the plugin knows robot's password: a manifest served means the
+	// registry accepted its credentials.
+	if reg.Manifests() == 0 {
+		t.Error("the auth registry served no manifest")
+	}
+	log, err := os.ReadFile(pluginLog)
+	if err != nil {
+		t.Fatalf("the plugin was not run: %v", err)
+	}
+	if !strings.Contains(string(log), reg.Host+"/plugin/busybox") || strings.Contains(string(log), upstream) {
+		t.Errorf("plugin requests:\n%s\nwant %s only", log, private)
+	}
+	t.Logf("mirror: %d manifests; auth registry: %d manifests, %d refused; plugin requests: %q",
+		mirror.Manifests(), reg.Manifests(), reg.Unauthorized(), strings.TrimSpace(string(log)))
 }
