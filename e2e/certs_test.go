@@ -265,6 +265,15 @@ func TestClientCertificateRotation(t *testing.T) {
 	// stream must neither end nor skip a line, and the container must not
 	// restart.
 	name := a.node + "-ticker"
+	// The cluster is new: kube-controller-manager creates the default
+	// ServiceAccount shortly after it starts, and admission refuses pods
+	// until then.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := env.Admin.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("ServiceAccount default/default never appeared: %v", err)
+	}
 	kubectl(t, env, podYAML(name, a.node, fmt.Sprintf(`  containers:
   - name: tick
     image: %s
