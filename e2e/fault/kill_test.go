@@ -217,6 +217,7 @@ type workload struct {
 	uids    map[string]types.UID
 	gone    map[types.UID]string // deleted API pods
 	static  map[string]int       // static pods whose file exists: name → generation
+	lastGen int                  // the churning static pod's last generation (its file may be gone)
 	n       int
 	created int
 	deleted int
@@ -355,7 +356,8 @@ func (w *workload) step() {
 // again (a new generation, hence a new pod UID).
 func (w *workload) toggleStatic() {
 	w.mu.Lock()
-	gen, ok := w.static["static-churn"]
+	_, ok := w.static["static-churn"]
+	gen := w.lastGen
 	w.mu.Unlock()
 	if ok {
 		if err := os.Remove(filepath.Join(w.manifests, "static-churn.yaml")); err != nil {
@@ -395,6 +397,12 @@ spec:
 	}
 	w.mu.Lock()
 	w.static[name] = gen
+	if name == "static-churn" {
+		// Every new file a new generation, hence a new pod UID (the
+		// generation was read from the map the removal deletes from, so
+		// every re-add was generation 1: the same UID again).
+		w.lastGen = gen
+	}
 	w.created++
 	w.mu.Unlock()
 }
