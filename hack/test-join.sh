@@ -233,28 +233,8 @@ ln -s /etc/systemd/system/containerd.service "$WORK/root/etc/systemd/system/mult
 mkdir -p "$WORK/containerd-root"
 binds=("--bind=$WORK/containerd-root:/var/lib/containerd")
 cgd_before_boot
-systemd-nspawn --quiet --boot --register=no --keep-unit --machine="$MACHINE" \
-	--directory="$WORK/root" "${binds[@]}" >"$WORK/console.log" 2>&1 </dev/null &
-NSPAWN_PID=$!
-deadline=$((SECONDS + 30))
-while [[ -z $LEADER ]]; do
-	LEADER=$(pgrep -P "$NSPAWN_PID" -x systemd || true)
-	if ! kill -0 "$NSPAWN_PID" 2>/dev/null; then
-		NSPAWN_PID=
-		tail -n 20 "$WORK/console.log" >&2
-		fail "systemd-nspawn cannot boot a container on this machine (console log above)"
-	fi
-	((SECONDS < deadline)) || { tail -n 20 "$WORK/console.log" >&2; fail "systemd-nspawn did not start systemd within 30s"; }
-	[[ -n $LEADER ]] || sleep 0.1
-done
-deadline=$((SECONDS + 90))
-until state=$(c timeout 10 systemctl is-system-running --wait 2>/dev/null) || [[ $state == degraded ]]; do
-	if ((SECONDS >= deadline)); then
-		c systemctl --failed --no-pager >&2
-		fail "container systemd did not finish booting in 90s: '$state'"
-	fi
-	sleep 0.2
-done
+source hack/systemd-test/boot.sh
+nspawn_boot
 log "container $MACHINE booted ($state)"
 # kubeadm's cgroupDriver: systemd: the agent's slices under the container's
 # systemd need its controller hierarchies writable (cgroup-driver.sh).
