@@ -52,5 +52,15 @@ func NewRotatingClientConfigs(main *rest.Config, renewInterval time.Duration,
 	if err := useMain(main, dialer.DialContext); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	return hb, func() { closeIdle(); dialer.CloseAll() }, dialer.CloseAll, closeIdle, nil
+	// CloseAll alone leaves a closed idle connection in the transport's
+	// pool until its read loop notices, and a request in that window fails
+	// with "use of closed network connection": take the idle ones out of
+	// the pool first, then close everything (watches included).
+	closeAll := func() {
+		if t, ok := main.Transport.(interface{ CloseIdleConnections() }); ok {
+			t.CloseIdleConnections()
+		}
+		dialer.CloseAll()
+	}
+	return hb, func() { closeIdle(); closeAll() }, closeAll, closeIdle, nil
 }
