@@ -537,7 +537,14 @@ func (p *PLEG) applyLocked(c runtime.Container, exists bool, observedAt time.Tim
 		p.cache.set(s)
 	}
 	now := p.clock.Now()
-	for _, t := range transition(old, new) {
+	kinds := transition(old, new)
+	if len(kinds) == 0 && rec != nil && exists && new == runtime.StateExited && rec.c.Reason != c.Reason {
+		// The same exit, told better: containerd's TaskOOM may come after
+		// the TaskExit, and only then does the reason become OOMKilled.
+		// The pod's worker must see it, or its status keeps "Error".
+		kinds = []EventType{ContainerChanged}
+	}
+	for _, t := range kinds {
 		ev := Event{
 			Time:        now,
 			PodUID:      c.Pod.UID,

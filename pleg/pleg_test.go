@@ -610,3 +610,55 @@ func TestExpiredExpectationReinspects(t *testing.T) {
 		}
 	})
 }
+
+// A TaskOOM that arrives after the TaskExit changes only the exited
+// container's reason (Error → OOMKilled); the pod must hear of it, or its
+// status keeps the first reason.
+func TestLateOOMReasonIsAChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
+		ctx, cancel := context.WithCancel(context.Background())
+		runDone := make(chan struct{})
+		go func() { defer close(runDone); p.Run(ctx) }()
+		defer func() { cancel(); <-runDone }()
+		rt.events <- runtime.Event{Type: runtime.EventStreamUp}
+		synctest.Wait()
+		setReason := func(reason string) {
+			rt.mu.Lock()
+			c := rt.containers["a"]
+			c.Reason = reason
+			rt.containers["a"] = c
+			rt.mu.Unlock()
+		}
+		rt.set("a", "p", runtime.StateExited, 137)
+		setReason(runtime.ReasonError)
+		rt.events <- runtime.Event{Type: runtime.EventTaskExit, ContainerID: "a"}
+		synctest.Wait()
+		if ev := <-p.Watch(); ev.Type != ContainerDied {
+			t.Fatalf("first event %+v", ev)
+		}
+		// The same observation again: no event.
+		rt.events <- runtime.Event{Type: runtime.EventTaskDelete, ContainerID: "a"}
+		synctest.Wait()
+		select {
+		case ev := <-p.Watch():
+			t.Fatalf("an unchanged exited container made an event: %+v", ev)
+		default:
+		}
+		setReason(runtime.ReasonOOMKilled)
+		rt.events <- runtime.Event{Type: runtime.EventTaskOOM, ContainerID: "a"}
+		synctest.Wait()
+		select {
+		case ev := <-p.Watch():
+			if ev.Type != ContainerChanged || ev.ContainerID != "a" {
+				t.Fatalf("event after the late OOM: %+v", ev)
+			}
+		default:
+			t.Fatal("no event after the exited container's reason became OOMKilled")
+		}
+		if s, _ := p.Cache().Get("uid-p"); len(s.Containers) != 1 || s.Containers[0].Reason != runtime.ReasonOOMKilled {
+			t.Fatalf("cache after the late OOM: %+v", s.Containers)
+		}
+	})
+}
