@@ -21,6 +21,11 @@ key="${version}-${gover}"
 cache="${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/containerd/$key"
 out=$root/_output/bin/containerd-current
 
+# One build at a time: make test's containerd 2.x phase and the cgroup v2
+# guest's image (hack/vm/image.sh, beside it) may both ask for it cold.
+mkdir -p "$(dirname "$cache")"
+exec 9>"$cache.lock"
+flock 9
 if [ -x "$cache/containerd" ] && [ -x "$cache/containerd-shim-runc-v2" ]; then
   echo "containerd $version (built with $gover): cached in $cache" >&2
 else

@@ -23,6 +23,9 @@ cd "$ROOT"
 DIST=${DIST:-$ROOT/dist}
 ARCHES=${ARCHES:-amd64 arm64}
 OUT=$ROOT/_output
+# Where the binaries and derived units are put together: its own directory
+# for a caller that may run beside another packaging (hack/test-vm.sh).
+PKGWORK=${NODEAGENT_PACKAGE_WORK:-$OUT/package}
 NFPM=$OUT/bin/nfpm
 
 log() { printf '%s package: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -63,9 +66,9 @@ if [[ ! -x $NFPM || $NFPM -ot hack/tools/go.mod ]]; then
 	(cd hack/tools && go build -o "$NFPM" github.com/goreleaser/nfpm/v2/cmd/nfpm)
 fi
 
-mkdir -p "$DIST" "$OUT/package"
+mkdir -p "$DIST" "$PKGWORK"
 # The rpm unit differs from the Debian one only in its EnvironmentFile.
-export NODEAGENT_RPM_UNIT=$OUT/package/nodeagent.rpm.service
+export NODEAGENT_RPM_UNIT=$PKGWORK/nodeagent.rpm.service
 sed 's|^EnvironmentFile=-/etc/default/nodeagent$|EnvironmentFile=-/etc/sysconfig/nodeagent|' \
 	packaging/nodeagent.service >"$NODEAGENT_RPM_UNIT"
 grep -q '^EnvironmentFile=-/etc/sysconfig/nodeagent$' "$NODEAGENT_RPM_UNIT" || {
@@ -73,7 +76,7 @@ grep -q '^EnvironmentFile=-/etc/sysconfig/nodeagent$' "$NODEAGENT_RPM_UNIT" || {
 	exit 1
 }
 # The same for kubelet.service (nodeagent in kubelet's place, docs/joining.md).
-export NODEAGENT_RPM_KUBELET_UNIT=$OUT/package/kubelet.rpm.service
+export NODEAGENT_RPM_KUBELET_UNIT=$PKGWORK/kubelet.rpm.service
 sed 's|^EnvironmentFile=-/etc/default/kubelet$|EnvironmentFile=-/etc/sysconfig/kubelet|' \
 	packaging/kubelet.service >"$NODEAGENT_RPM_KUBELET_UNIT"
 grep -q '^EnvironmentFile=-/etc/sysconfig/kubelet$' "$NODEAGENT_RPM_KUBELET_UNIT" || {
@@ -109,12 +112,12 @@ for arch in $ARCHES; do
 		exit 1
 		;;
 	esac
-	bin=$OUT/package/$arch/nodeagent
+	bin=$PKGWORK/$arch/nodeagent
 	# The per-container log writer the agent finds beside itself.
-	logger=$OUT/package/$arch/nodeagent-container-logger
+	logger=$PKGWORK/$arch/nodeagent-container-logger
 	log "building nodeagent $VERSION for linux/$arch"
 	# make build's build: one definition (hack/build.sh), the same binaries.
-	GOARCH=$arch hack/build.sh "$OUT/package/$arch"
+	GOARCH=$arch hack/build.sh "$PKGWORK/$arch"
 	for pkg in deb rpm; do
 		if [[ $pkg == deb ]]; then
 			target=$DIST/nodeagent_${VERSION}_${arch}.deb

@@ -130,7 +130,8 @@ VERSION=$(
 	source <(sed -n '/^version() {/,/^}/p' hack/package.sh)
 	version
 )
-DIST=$WORK/dist ARCHES=amd64 NODEAGENT_VERSION=$VERSION hack/package.sh >"$WORK/package.log" 2>&1 ||
+# Its own package work dir: make test runs this beside the package test.
+DIST=$WORK/dist NODEAGENT_PACKAGE_WORK=$WORK/package ARCHES=amd64 NODEAGENT_VERSION=$VERSION hack/package.sh >"$WORK/package.log" 2>&1 ||
 	{ tail -n 30 "$WORK/package.log" >&2; fail "hack/package.sh"; }
 DEB=$WORK/dist/nodeagent_${VERSION}_amd64.deb
 [[ -f $DEB ]] || fail "package.sh did not write $DEB"
