@@ -2,28 +2,43 @@ package config
 
 import "testing"
 
-// Agents in different containerd namespaces never share a network
-// namespace directory: each one's orphan scan would remove the other's.
-func TestNetNSDirPerContainerdNamespace(t *testing.T) {
-	if got := netnsDirFor(""); got != "/run/nodeagent/netns" {
-		t.Errorf("default: %s", got)
+// Agents in different containerd namespaces, or on different containerds,
+// never share a network or pod namespace directory: each one's orphan scan
+// would remove the other's.
+func TestRunDirsPerRuntimeInstance(t *testing.T) {
+	dirs := func(endpoint, ns string) [2]string {
+		c := Default()
+		c.ContainerRuntimeEndpoint, c.ContainerRuntimeNamespace = endpoint, ns
+		return [2]string{c.NetNSDir(), c.PodNSDir()}
 	}
-	if got := netnsDirFor("k8s.io"); got != "/run/nodeagent/netns" {
-		t.Errorf("k8s.io: %s", got)
+	want := [2]string{"/run/nodeagent/netns", "/run/nodeagent/pods"}
+	for _, d := range [][2]string{
+		dirs(DefaultContainerRuntimeEndpoint, DefaultContainerRuntimeNamespace),
+		dirs("", ""),
+		dirs("/run/containerd/containerd.sock", "k8s.io"),
+	} {
+		if d != want {
+			t.Errorf("defaults: %v, want %v", d, want)
+		}
 	}
-	a, b := netnsDirFor("test-a"), netnsDirFor("test-b")
-	if a == b || a == netnsDirFor("k8s.io") {
-		t.Errorf("namespaces share a directory: %s %s", a, b)
+	seen := map[string]string{want[0]: "default"}
+	for _, c := range []struct{ endpoint, ns string }{
+		{DefaultContainerRuntimeEndpoint, "test-a"},
+		{DefaultContainerRuntimeEndpoint, "test-b"},
+		{"unix:///tmp/na/containerd.sock", "k8s.io"},
+		{"unix:///tmp/nb/containerd.sock", "k8s.io"},
+		{"unix:///tmp/na/containerd.sock", "test-a"},
+	} {
+		d := dirs(c.endpoint, c.ns)
+		if other, ok := seen[d[0]]; ok {
+			t.Errorf("%v shares %s with %s", c, d[0], other)
+		}
+		seen[d[0]] = c.endpoint + " " + c.ns
+		if d[1] == want[1] || d[1][len("/run/nodeagent/pods"):] != d[0][len("/run/nodeagent/netns"):] {
+			t.Errorf("%v: pod namespace directory %s beside %s", c, d[1], d[0])
+		}
 	}
-	if a, b := podNSDirFor("test-a"), podNSDirFor("test-b"); a == b || a == podNSDirFor("k8s.io") || podNSDirFor("") != "/run/nodeagent/pods" {
-		t.Errorf("pod namespace directories: %s %s %s", a, b, podNSDirFor(""))
-	}
-	c := Default()
-	if c.NetNSDir() != "/run/nodeagent/netns" || c.PodNSDir() != "/run/nodeagent/pods" {
-		t.Errorf("defaults: %s %s", c.NetNSDir(), c.PodNSDir())
-	}
-	c.ContainerRuntimeNamespace = "test-a"
-	if c.NetNSDir() != a || c.PodNSDir() != podNSDirFor("test-a") {
-		t.Errorf("test-a: %s %s", c.NetNSDir(), c.PodNSDir())
+	if got := RunDirSuffix("/tmp/na/containerd.sock", "x"); got != RunDirSuffix("unix:///tmp/na/containerd.sock", "x") {
+		t.Errorf("the endpoint with and without unix:// differ: %s", got)
 	}
 }

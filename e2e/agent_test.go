@@ -290,3 +290,13 @@ func freePort(t *testing.T) int {
 }
 
 type syncBuffer = testlog.Buffer
+
+// netnsDir and podNSDir are the agent's pods' namespace directories
+// (config's NetNSDir and PodNSDir for its containerd and namespace).
+func (a *agent) netnsDir() string {
+	return testenv.AgentRunDirs(a.env.ContainerdAddress, "e2e-"+a.node)[0]
+}
+
+func (a *agent) podNSDir() string {
+	return testenv.AgentRunDirs(a.env.ContainerdAddress, "e2e-"+a.node)[1]
+}

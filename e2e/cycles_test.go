@@ -45,8 +45,7 @@ func TestPodNetworkCyclesLeaveNothingBehind(t *testing.T) {
 	const batch = 10 // pods at once
 	manifests := t.TempDir()
 	a := readyCNIAgent(t, "staticPodPath: "+manifests+"\n")
-	ns := "e2e-" + a.node
-	netnsDir := "/run/nodeagent/netns-" + ns
+	netnsDir := a.netnsDir()
 	cniDir := filepath.Join(a.rootDir(), "cni")
 	podsDir := filepath.Join(a.rootDir(), "pods")
 	ports := make([]int, batch)

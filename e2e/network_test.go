@@ -132,7 +132,7 @@ func TestPodsReachEachOtherOverCNI(t *testing.T) {
     command: ["sleep", "3600"]
 `, testimage.Ref)), "apply", "-f", "-")
 	pp := a.waitPod(ctx, peer, 60*time.Second, "running with a pod IP", func(p *corev1.Pod) bool { return running(p) && p.Status.PodIP != "" })
-	netnsDir := "/run/nodeagent/netns-e2e-" + a.node // the agent's (see config.NetNSDir)
+	netnsDir := a.netnsDir()
 	var srv net.PacketConn
 	if err := netns.Do(filepath.Join(netnsDir, string(sp.UID)), func() (err error) {
 		srv, err = net.ListenPacket("udp4", net.JoinHostPort(sp.Status.PodIP, "9090"))

@@ -186,7 +186,7 @@ func TestShareProcessNamespace(t *testing.T) {
 		t.Errorf("restart counts after the agent restart: %+v", p.Status.ContainerStatuses)
 	}
 
-	orphanDir := filepath.Join("/run/nodeagent/pods-e2e-"+a.node, string(op.UID))
+	orphanDir := filepath.Join(a.podNSDir(), string(op.UID))
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		ps, err := rt.ListPauses(ctx, op.UID)
 		return err == nil && len(ps) == 0 && !fileExists(orphanDir), nil
@@ -206,7 +206,7 @@ func TestShareProcessNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pod not deleted: %v", err)
 	}
-	nsDir := filepath.Join("/run/nodeagent/pods-e2e-"+a.node, string(p.UID))
+	nsDir := filepath.Join(a.podNSDir(), string(p.UID))
 	var left []string
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		left = left[:0]

@@ -97,7 +97,7 @@ func podAgentOn(t *testing.T, env *testenv.Env, extraConfig string) (*agent, *ru
 		// test's alone: whatever is mounted there (namespaces of pods
 		// whose directory is gone with rootDir, e.g. a tmpfs rootDir
 		// unmounted first) is unmounted, and they go.
-		testenv.CleanAgentRunDirs(t, ns)
+		testenv.CleanAgentRunDirs(t, env.ContainerdAddress, ns)
 	})
 	return a, rt
 }

@@ -217,9 +217,7 @@ func TestPostStartHookFailure(t *testing.T) {
 // Termination messages: from the file at terminationMessagePath (default
 // and custom), from the log's end with FallbackToLogsOnError when the
 // container failed, and still there after an agent restart. The e2e pods
-// here use hostNetwork where the network does not matter: agents running
-// at the same time share /run/nodeagent/netns, and one that starts cleans
-// up namespaces it does not know.
+// here use hostNetwork where the network does not matter.
 func TestTerminationMessages(t *testing.T) {
 	t.Parallel()
 	a, _ := readyPodAgent(t, "")

@@ -188,7 +188,7 @@ authentication:
 			// namespaces, cgroups), briefly.
 			_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 				cs, err := rt.ListContainers(ctx)
-				return err == nil && len(cs) == 0 && emptyDirs(append(testenv.AgentRunDirs(a.ns), filepath.Join(a.dir, "root", "pods"))...), nil
+				return err == nil && len(cs) == 0 && emptyDirs(append(testenv.AgentRunDirs(env.ContainerdAddress, a.ns), filepath.Join(a.dir, "root", "pods"))...), nil
 			})
 		}
 		if a.cmd.Process != nil {
@@ -209,7 +209,7 @@ authentication:
 		if err := testenv.UnmountRootDir(filepath.Join(a.dir, "root")); err != nil {
 			t.Errorf("host cleanup: %v", err)
 		}
-		testenv.CleanAgentRunDirs(t, a.ns)
+		testenv.CleanAgentRunDirs(t, env.ContainerdAddress, a.ns)
 		// The agent's cgroup root (its namespace's), in every controller.
 		if m, err := cgmanager.New(&cgroups.Cgroup{Path: "/nodeagent-" + a.ns, Resources: &cgroups.Resources{SkipDevices: true}}); err == nil {
 			_ = m.Destroy()

@@ -698,7 +698,7 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 	}
 
 	// Namespace files and pod directories: one entry per live pod.
-	netnsDir, podNSDir := testenv.AgentRunDirs(a.ns)[0], testenv.AgentRunDirs(a.ns)[1]
+	netnsDir, podNSDir := testenv.AgentRunDirs(a.env.ContainerdAddress, a.ns)[0], testenv.AgentRunDirs(a.env.ContainerdAddress, a.ns)[1]
 	podsDir := filepath.Join(a.dir, "root", "pods")
 	for _, d := range []string{netnsDir, podNSDir, podsDir} {
 		es, _ := os.ReadDir(d)

@@ -86,6 +86,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/internal/testing/localcluster"
 	"github.com/nodeagent/nodeagent/internal/testing/testenv"
@@ -1209,7 +1210,7 @@ func (b *bench) cleanup() {
 			if err := volume.TeardownVolumes(filepath.Join(a.rootDir(), "pods", e.Name())); err != nil {
 				fmt.Fprintf(os.Stderr, "cleanup %s: %v\n", a.mode, err)
 			}
-			_ = netns.Remove(filepath.Join("/run/nodeagent/netns-"+a.ns, e.Name())) // the agent's netns directory for a non-default containerd namespace
+			_ = netns.Remove(filepath.Join("/run/nodeagent/netns"+config.RunDirSuffix(b.state.ContainerdAddress, a.ns), e.Name())) // the agent's netns directory (config.NetNSDir)
 		}
 		// The rootDir's shared bind mount (volume.MakeRShared), which would
 		// keep the work directory from being removed.

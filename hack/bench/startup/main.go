@@ -155,7 +155,7 @@ func startOnce(ctx context.Context, state *localcluster.State, admin kubernetes.
 		bg := context.Background()
 		_ = admin.CoreV1().Nodes().Delete(bg, node, metav1.DeleteOptions{})
 		_ = admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(bg, node, metav1.DeleteOptions{})
-		if _, cerr := testenv.RemoveHostLeftovers(append(testenv.AgentRunDirs(ns), dir)...); cerr != nil && err == nil {
+		if _, cerr := testenv.RemoveHostLeftovers(append(testenv.AgentRunDirs(state.ContainerdAddress, ns), dir)...); cerr != nil && err == nil {
 			err = cerr
 		}
 		// The agent's cgroup root for its namespace (cm.RootForNamespace).

@@ -11,16 +11,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/internal/mountinfo"
 )
 
-// AgentRunDirs are the directories under /run/nodeagent that an agent
-// using containerd namespace ns keeps for itself (config's NetNSDir
-// and PodNSDir): its pods' network namespaces, and their
-// IPC/UTS namespaces and /dev/shm. They outlive the agent, so a test that
-// runs an agent in a namespace of its own must remove them.
-func AgentRunDirs(ns string) []string {
-	return []string{"/run/nodeagent/netns-" + ns, "/run/nodeagent/pods-" + ns}
+// AgentRunDirs are the directories under /run/nodeagent that an agent on
+// the containerd at endpoint (a socket path or unix:// URL), in containerd
+// namespace ns, keeps for itself (config's NetNSDir and PodNSDir): its
+// pods' network namespaces, and their IPC/UTS namespaces and /dev/shm.
+// They outlive the agent, so a test that runs an agent must remove them.
+func AgentRunDirs(endpoint, ns string) []string {
+	s := config.RunDirSuffix(endpoint, ns)
+	return []string{"/run/nodeagent/netns" + s, "/run/nodeagent/pods" + s}
 }
 
 // MountsUnder returns the mounts strictly below any of dirs ("fstype
@@ -76,12 +78,12 @@ func RemoveHostLeftovers(dirs ...string) ([]string, error) {
 	return done, errors.Join(errs...)
 }
 
-// CleanAgentRunDirs is RemoveHostLeftovers on AgentRunDirs(ns) for a
+// CleanAgentRunDirs is RemoveHostLeftovers on AgentRunDirs(endpoint, ns) for a
 // test's cleanup: it logs what the agent left mounted and fails the test
 // if anything stays mounted or the directories stay.
-func CleanAgentRunDirs(t testing.TB, ns string) {
+func CleanAgentRunDirs(t testing.TB, endpoint, ns string) {
 	t.Helper()
-	dirs := AgentRunDirs(ns)
+	dirs := AgentRunDirs(endpoint, ns)
 	done, err := RemoveHostLeftovers(dirs...)
 	if len(done) > 0 {
 		t.Logf("host cleanup: unmounted %d mounts the agent left under %v: %v", len(done), dirs, done)
