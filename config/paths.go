@@ -28,16 +28,37 @@ func (c *NodeAgentConfiguration) PodNSDir() string {
 // "" for the default containerd socket and namespace, "-<namespace>" for
 // another namespace, and "-<8 hex digits of the socket path's SHA-256>"
 // after it for another socket (an empty endpoint or namespace is the
-// default; the endpoint with or without unix://).
+// default; the endpoint with or without unix://, and /var/run as /run:
+// kubeadm's criSocket is unix:///var/run/containerd/containerd.sock).
 func RunDirSuffix(endpoint, ns string) string {
 	var s string
 	if ns != "" && ns != DefaultContainerRuntimeNamespace {
 		s = "-" + ns
 	}
-	path := strings.TrimPrefix(endpoint, "unix://")
-	if path != "" && path != strings.TrimPrefix(DefaultContainerRuntimeEndpoint, "unix://") {
+	path := socketPath(endpoint)
+	if path != "" && path != socketPath(DefaultContainerRuntimeEndpoint) {
 		h := sha256.Sum256([]byte(path))
 		s += "-" + hex.EncodeToString(h[:4])
 	}
 	return s
+}
+
+// socketPath is endpoint's socket path, /var/run/ spelt /run/ (a symlink
+// to it on every current distribution).
+func socketPath(endpoint string) string {
+	p := strings.TrimPrefix(endpoint, "unix://")
+	if rest, ok := strings.CutPrefix(p, "/var/run/"); ok {
+		p = "/run/" + rest
+	}
+	return p
+}
+
+// LegacyRunDirs are NetNSDir and PodNSDir as agents before the runtime
+// endpoint was part of their names had them (a suffix of the containerd
+// namespace only): an agent on a non-default endpoint takes them over
+// once (cmd/nodeagent), so that its running pods keep their namespaces
+// across the upgrade.
+func (c *NodeAgentConfiguration) LegacyRunDirs() (netns, pods string) {
+	s := RunDirSuffix("", c.ContainerRuntimeNamespace)
+	return "/run/nodeagent/netns" + s, "/run/nodeagent/pods" + s
 }

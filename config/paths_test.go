@@ -16,6 +16,7 @@ func TestRunDirsPerRuntimeInstance(t *testing.T) {
 		dirs(DefaultContainerRuntimeEndpoint, DefaultContainerRuntimeNamespace),
 		dirs("", ""),
 		dirs("/run/containerd/containerd.sock", "k8s.io"),
+		dirs("unix:///var/run/containerd/containerd.sock", "k8s.io"), // kubeadm's criSocket
 	} {
 		if d != want {
 			t.Errorf("defaults: %v, want %v", d, want)
@@ -40,5 +41,18 @@ func TestRunDirsPerRuntimeInstance(t *testing.T) {
 	}
 	if got := RunDirSuffix("/tmp/na/containerd.sock", "x"); got != RunDirSuffix("unix:///tmp/na/containerd.sock", "x") {
 		t.Errorf("the endpoint with and without unix:// differ: %s", got)
+	}
+}
+
+func TestLegacyRunDirs(t *testing.T) {
+	c := Default()
+	c.ContainerRuntimeEndpoint, c.ContainerRuntimeNamespace = "unix:///tmp/x/containerd.sock", "test-a"
+	n, p := c.LegacyRunDirs()
+	if n != "/run/nodeagent/netns-test-a" || p != "/run/nodeagent/pods-test-a" || n == c.NetNSDir() {
+		t.Errorf("legacy %s %s, now %s", n, p, c.NetNSDir())
+	}
+	c = Default()
+	if n, p := c.LegacyRunDirs(); n != c.NetNSDir() || p != c.PodNSDir() {
+		t.Errorf("defaults moved: %s %s", n, p)
 	}
 }

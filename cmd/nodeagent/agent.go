@@ -294,6 +294,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	if err := os.MkdirAll(cfg.ContainerLogsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("container logs directory (containerLogsDir): %w", err)
 	}
+	adoptLegacyRunDirs(cfg, log)
 	// As kubelet: the root directory is a shared mount, for the mounts of
 	// Bidirectional volumes (CSI plugins) to reach the host and other pods.
 	if err := volume.MakeRShared(cfg.RootDir); err != nil {
@@ -560,4 +561,29 @@ func (a *agent) apply(c *config.NodeAgentConfiguration) {
 	a.hb.SetLeaseDuration(time.Duration(c.NodeLeaseDurationSeconds) * time.Second)
 	a.ns.SetFrequencies(c.NodeStatusUpdateFrequency.Duration, c.NodeStatusReportFrequency.Duration)
 	a.level.Set(verbosityLevel(c.Logging.Verbosity))
+}
+
+// adoptLegacyRunDirs renames the pods' namespace directories of an agent
+// before the runtime endpoint was part of their names (config's
+// LegacyRunDirs) to their names now, once, so that an upgraded agent on a
+// non-default containerd socket finds its running pods' namespaces. A
+// rename keeps the namespace mounts below it.
+func adoptLegacyRunDirs(cfg *config.NodeAgentConfiguration, log *slog.Logger) {
+	oldNetNS, oldPods := cfg.LegacyRunDirs()
+	for _, d := range [][2]string{{oldNetNS, cfg.NetNSDir()}, {oldPods, cfg.PodNSDir()}} {
+		if d[0] == d[1] {
+			continue
+		}
+		if _, err := os.Stat(d[1]); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if _, err := os.Stat(d[0]); err != nil {
+			continue
+		}
+		if err := os.Rename(d[0], d[1]); err != nil {
+			log.Warn("cannot take over the pods' namespace directory of an earlier version", "from", d[0], "to", d[1], "err", err)
+			continue
+		}
+		log.Info("took over the pods' namespace directory of an earlier version", "from", d[0], "to", d[1])
+	}
 }
