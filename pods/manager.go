@@ -352,7 +352,7 @@ func (m *Manager) dispatch(ctx context.Context) {
 			w := m.workers[ev.PodUID]
 			m.mu.Unlock()
 			if w != nil {
-				w.poke()
+				w.containersChanged()
 			}
 		}
 	}

@@ -159,7 +159,8 @@ type podWorker struct {
 	uid    types.UID
 	source string
 	log    *slog.Logger
-	wake   chan struct{} // 1-buffered
+	wake   chan struct{} // 1-buffered: the pod, its termination or its probes changed
+	events chan struct{} // 1-buffered: the PLEG saw its containers change
 	sync   podSyncer
 	d      *workerDeps // pleg, cache, clock, host, metrics, resync, events
 
@@ -174,7 +175,12 @@ type podWorker struct {
 	terminal atomic.Bool
 
 	// Owned by the worker goroutine.
-	lastSync  time.Time
+	lastSync time.Time
+	// failing: the last sync failed and its retry back-off is in force;
+	// the pod's own container events (the failed attempt's create, exit
+	// and removal) do not cut it short, as they would otherwise retry a
+	// container create that keeps failing at once, again and again.
+	failing   bool
 	retry     wait.Backoff // the failed-sync back-off; reset by a good sync
 	busy      wait.Backoff // slows a worker that keeps acting; reset when it settles
 	immediate int
@@ -185,7 +191,7 @@ type podWorker struct {
 func newPodWorker(d *workerDeps, pod *v1.Pod, src string, s podSyncer, log *slog.Logger) *podWorker {
 	w := &podWorker{
 		d: d, uid: pod.UID, pod: pod, source: src, sync: s, log: log,
-		wake:  make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), events: make(chan struct{}, 1),
 		retry: syncRetry, busy: syncRetry,
 	}
 	w.noteDeletion(pod)
@@ -195,6 +201,15 @@ func newPodWorker(d *workerDeps, pod *v1.Pod, src string, s podSyncer, log *slog
 func (w *podWorker) poke() {
 	select {
 	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// containersChanged wakes the worker for a PLEG event of its pod, unless
+// it is backing off a failed sync (failing).
+func (w *podWorker) containersChanged() {
+	select {
+	case w.events <- struct{}{}:
 	default:
 	}
 }
@@ -328,11 +343,20 @@ func (w *podWorker) run(ctx context.Context) {
 			w.immediate, w.busy = 0, syncRetry
 		}
 		t := w.d.clock.NewTimer(next)
-		select {
-		case <-w.wake:
-			w.immediate, w.busy = 0, syncRetry
-		case <-t.C():
-		case <-ctx.Done():
+	wait:
+		for {
+			select {
+			case <-w.wake:
+				w.immediate, w.busy = 0, syncRetry
+			case <-w.events:
+				if w.failing {
+					continue // the retry back-off holds
+				}
+				w.immediate, w.busy = 0, syncRetry
+			case <-t.C():
+			case <-ctx.Done():
+			}
+			break wait
 		}
 		t.Stop()
 	}
@@ -367,6 +391,7 @@ func (w *podWorker) syncOnce(ctx context.Context) (time.Duration, bool) {
 	}
 
 	res, err := w.sync.SyncPod(ctx, pod, rs, now)
+	w.failing = err != nil
 	if err != nil {
 		w.d.met.syncs.WithLabelValues("error").Inc()
 		d := w.retry.Step()

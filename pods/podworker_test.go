@@ -55,6 +55,8 @@ func (f *fakeSyncer) took() []string {
 
 func (f *fakeSyncer) SyncPod(context.Context, *v1.Pod, pleg.PodStatus, time.Time) (syncResult, error) {
 	f.record("sync")
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.syncRes, f.syncErr
 }
 
@@ -372,4 +374,49 @@ func TestPodWorkerRunLoop(t *testing.T) {
 	if e.host.done != 1 {
 		t.Errorf("workerDone called %d times", e.host.done)
 	}
+}
+
+// A failing sync backs off, and the pod's own container events (a failed
+// attempt's create, exit, removal) do not cut the back-off short; an update
+// of the pod does, and so do events once a sync succeeds.
+func TestPodWorkerErrorBackOffHoldsAgainstEvents(t *testing.T) {
+	e := newSMEnv(t, testPod("web", v1.RestartPolicyAlways, ctr("c")), kubetypes.SourceAPI)
+	e.s.mu.Lock()
+	e.s.syncErr = errors.New("create container: failed to mount rootfs")
+	e.s.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ended := make(chan struct{})
+	go func() { e.w.run(ctx); close(ended) }()
+	defer func() { cancel(); <-ended }()
+	count := func() int { e.s.mu.Lock(); defer e.s.mu.Unlock(); return len(e.s.calls) }
+	waitFor := func(what string, f func() bool) {
+		t.Helper()
+		for i := 0; !f(); i++ {
+			if i > 5000 {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor("the first retry back-off", func() bool { return count() == 1 && e.clk.HasWaiters() })
+	for range 20 {
+		e.w.containersChanged()
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := count(); n != 1 {
+		t.Fatalf("%d syncs: container events cut the failed sync's back-off short", n)
+	}
+	e.clk.Step(time.Second) // the back-off's first step
+	waitFor("the retry", func() bool { return count() == 2 && e.clk.HasWaiters() })
+	e.w.poke() // the pod changed: at once
+	waitFor("the sync after an update", func() bool { return count() == 3 && e.clk.HasWaiters() })
+	e.s.mu.Lock()
+	e.s.syncErr = nil
+	e.s.mu.Unlock()
+	e.w.poke()
+	waitFor("a good sync", func() bool { return count() == 4 && e.clk.HasWaiters() })
+	e.w.containersChanged()
+	waitFor("the sync after an event", func() bool { return count() == 5 })
 }
