@@ -387,6 +387,7 @@ func (w *podWorker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		t = w.pastDeadline(pod, now)
 	}
 	if t != nil {
+		w.failing = false // a termination follows its containers' events
 		return w.syncTermination(ctx, pod, rs, t, now)
 	}
 
