@@ -495,6 +495,11 @@ func (a *agent) waitEvent(ctx context.Context, ns, selector, what string, match 
 		}
 		for _, e := range evs.Items {
 			if match(e) {
+				// As kubelet records them: tools select a node's
+				// events with source=kubelet.
+				if e.Source.Component != "kubelet" || e.Source.Host != a.node {
+					a.t.Errorf("event %s %q has source %+v, want kubelet on %s", e.Reason, e.Message, e.Source, a.node)
+				}
 				return true, nil
 			}
 		}

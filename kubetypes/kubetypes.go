@@ -81,3 +81,8 @@ func MetadataField(pod *v1.Pod, path string) (string, bool) {
 	}
 	return "", false
 }
+
+// EventComponent is the source component of the events the agent records,
+// kubelet's: tools, dashboards and upstream tests select a node's events
+// with source=kubelet (and the node's name as the source host).
+const EventComponent = "kubelet"

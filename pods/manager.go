@@ -217,7 +217,7 @@ func New(o Options) (*Manager, error) {
 		m.status.SetLister(m.api.Lister())
 		m.mirror = mirror.New(o.Client.mirrorPods(), m.api.Lister(), o.Node, o.Logger)
 		m.bc = record.NewBroadcaster()
-		m.deps.rec = m.bc.NewRecorder(o.Client.Scheme, v1.EventSource{Component: "nodeagent", Host: o.NodeName})
+		m.deps.rec = m.bc.NewRecorder(o.Client.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: o.NodeName})
 	}
 	m.deps.volumes = volume.NewManager(m.newProjector())
 	if m.mirror != nil {

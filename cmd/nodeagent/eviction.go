@@ -12,6 +12,7 @@ import (
 	"github.com/nodeagent/nodeagent/cm"
 	"github.com/nodeagent/nodeagent/eviction"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -87,7 +88,7 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 		bc := record.NewBroadcaster()
 		bc.StartRecordingToSink(a.client.Events())
 		defer bc.Shutdown()
-		o.Recorder = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: "nodeagent", Host: a.nodeName})
+		o.Recorder = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: a.nodeName})
 	}
 	m, err := eviction.New(o)
 	if err != nil {

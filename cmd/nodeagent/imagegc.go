@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/imagegc"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -44,7 +45,7 @@ func (a *agent) runImageGC(ctx context.Context, rt *runtime.Runtime) {
 		bc := record.NewBroadcaster()
 		bc.StartRecordingToSink(a.client.Events())
 		defer bc.Shutdown()
-		o.Recorder = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: "nodeagent", Host: a.nodeName})
+		o.Recorder = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: a.nodeName})
 	}
 	c := imagegc.New(o)
 	a.imageGC.Store(c) // the eviction manager frees images under disk pressure

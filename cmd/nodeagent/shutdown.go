@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/shutdown"
 )
@@ -69,7 +70,7 @@ func (s *nodeShutdown) run(ctx context.Context) {
 		bc := record.NewBroadcaster()
 		bc.StartRecordingToSink(s.a.client.Events())
 		defer bc.Shutdown()
-		s.rec = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: "nodeagent", Host: s.a.nodeName})
+		s.rec = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: s.a.nodeName})
 	}
 	s.m.Run(ctx)
 }
