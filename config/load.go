@@ -133,6 +133,13 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 	normalize(cfg)
 
 	errs, warnings := Validate(cfg)
+	if o.Overrides.KubeletDefaults {
+		// Started as kubelet, the agent is the component whose ports
+		// Validate warns of: kubelet's healthz port is its own.
+		warnings = slices.DeleteFunc(warnings, func(w string) bool {
+			return cfg.HealthzPort == 10248 && strings.HasPrefix(w, "healthzPort: 10248 ")
+		})
+	}
 	res.Warnings = append(res.Warnings, warnings...)
 	if len(errs) > 0 || len(probs) > 0 {
 		lines := map[string]map[string]int{}

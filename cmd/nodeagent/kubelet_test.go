@@ -115,9 +115,14 @@ func TestKubeletDefaults(t *testing.T) {
 	}
 	k, _ = parseKubeletArgs([]string{"--kubeconfig=/k", "--root-dir=/srv/kubelet"})
 	k.opts.Overrides.KubeletDefaults = true
-	cfg, _, err = config.Load(k.opts)
+	cfg, warnings, err := config.Load(k.opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, w := range warnings {
+		if strings.Contains(w, "healthzPort") {
+			t.Errorf("as kubelet, kubelet's healthz port draws a warning: %s", w)
+		}
 	}
 	if cfg.RootDir != "/srv/kubelet" || cfg.HealthzPort != 10248 {
 		t.Errorf("rootDir %s, healthzPort %d; want /srv/kubelet (the flag's), 10248 (kubelet's)", cfg.RootDir, cfg.HealthzPort)
