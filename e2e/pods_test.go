@@ -522,6 +522,16 @@ func TestAgentRestartAdoptsRunningContainers(t *testing.T) {
     command: ["sleep", "3600"]
 `, testimage.Ref)), "apply", "-f", "-")
 	before := a.waitPod(ctx, name, 30*time.Second, "running", running)
+	// As kubelet 1.34: the status and the agent's conditions name the
+	// generation they are about.
+	if before.Generation == 0 || before.Status.ObservedGeneration != before.Generation {
+		t.Errorf("observedGeneration %d of generation %d", before.Status.ObservedGeneration, before.Generation)
+	}
+	for _, c := range before.Status.Conditions {
+		if c.Type != corev1.PodScheduled && c.ObservedGeneration != before.Generation {
+			t.Errorf("condition %s: observedGeneration %d of generation %d", c.Type, c.ObservedGeneration, before.Generation)
+		}
+	}
 	if code, _ := a.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("agent exit code %d", code)
 	}

@@ -120,6 +120,9 @@ var conditionsOwned = []v1.PodConditionType{
 func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStatus {
 	old := &pod.Status
 	var s v1.PodStatus
+	// As kubelet 1.34 with PodObservedGenerationTracking (beta, on): the
+	// generation of the spec this status is about.
+	s.ObservedGeneration = pod.Generation
 	s.QOSClass = old.QOSClass
 	if s.QOSClass == "" {
 		s.QOSClass = kubetypes.PodQOSClass(pod)
@@ -189,9 +192,13 @@ func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStat
 	s.Conditions = withDisruption(s.Conditions, old.Conditions, in.Disruption, now)
 	for i := range s.Conditions {
 		c := &s.Conditions[i]
+		if c.Type == v1.DisruptionTarget && in.Disruption != "" {
+			c.ObservedGeneration = pod.Generation
+		}
 		if !slices.Contains(conditionsOwned, c.Type) {
 			continue
 		}
+		c.ObservedGeneration = pod.Generation
 		c.LastTransitionTime = apiTime(now)
 		if oc := findCondition(old.Conditions, c.Type); oc != nil && oc.Status == c.Status {
 			c.LastTransitionTime = apiTime(oc.LastTransitionTime.Time)

@@ -821,3 +821,33 @@ func TestPodQOSClass(t *testing.T) {
 		})
 	}
 }
+
+// As kubelet 1.34 (PodObservedGenerationTracking, beta and on): the status
+// and every condition the agent sets carry the pod's generation; a
+// condition another component set keeps its own.
+func TestComputeObservedGeneration(t *testing.T) {
+	pod := statusPod(v1.RestartPolicyAlways, nil, []string{"app"})
+	pod.Generation = 3
+	gate := v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue, ObservedGeneration: 1}
+	pod.Status.Conditions = []v1.PodCondition{gate}
+	st := Compute(pod, rs(running("app", 0, at(1))), Input{SandboxReady: true, Disruption: "node shutdown"}, at(50))
+	if st.ObservedGeneration != 3 {
+		t.Errorf("status observedGeneration %d, want 3", st.ObservedGeneration)
+	}
+	for _, c := range st.Conditions {
+		want := int64(3)
+		if c.Type == gate.Type {
+			want = 1
+		}
+		if c.ObservedGeneration != want {
+			t.Errorf("condition %s observedGeneration %d, want %d", c.Type, c.ObservedGeneration, want)
+		}
+	}
+	if findCondition(st.Conditions, v1.DisruptionTarget) == nil {
+		t.Error("no DisruptionTarget condition")
+	}
+	rej := Compute(pod, rs(), Input{Rejected: true, RejectReason: "OutOfcpu", RejectMessage: "m"}, at(50))
+	if rej.ObservedGeneration != 3 {
+		t.Errorf("rejected pod's observedGeneration %d, want 3", rej.ObservedGeneration)
+	}
+}
