@@ -91,6 +91,10 @@ type Options struct {
 	// CgroupMounts are the cgroup hierarchies /metrics/resource reads;
 	// nil: the host's mounted cgroup and cgroup2 filesystems.
 	CgroupMounts []string
+	// ProcDir is where procfs is mounted (/proc): /metrics/cadvisor reads
+	// network counters from <ProcDir>/<pid>/net/dev and the machine from
+	// cpuinfo and meminfo; tests point it at a fake tree.
+	ProcDir string
 	// NetNSDir holds the pods' network namespaces (<dir>/<pod UID>) for
 	// /portForward; default /run/nodeagent/netns.
 	NetNSDir string
@@ -124,6 +128,8 @@ type Server struct {
 	tls   *tls.Config
 	certs *servingCerts
 	rates cpuRates // for /stats/summary's usageNanoCores
+
+	cadvisor cadvisorState
 }
 
 // New validates the options, loads or creates the serving certificate and
@@ -221,6 +227,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /pods/{$}", s.pods)
 	s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	s.mux.HandleFunc("GET /metrics/resource", s.metricsResource)
+	s.mux.HandleFunc("GET /metrics/cadvisor", s.metricsCadvisor)
 	s.mux.HandleFunc("GET /stats/summary", s.statsSummary)
 	if opts.Metrics != nil {
 		s.mux.Handle("GET /metrics", opts.Metrics)

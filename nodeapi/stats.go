@@ -73,7 +73,7 @@ func CPURate(before, after uint64, d time.Duration) uint64 {
 // node, each pod and each running container from cgroups, the node's
 // filesystem (rootDir's) and each container's log usage.
 func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
-	mounts := s.cgroupMounts()
+	layout, fr := newCgroupLayout(s.cgroupMounts()), &fileReader{}
 	var cs []runtime.Container
 	if s.opts.Containers != nil {
 		var err error
@@ -98,7 +98,7 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 			if _, ok := out[t.key]; ok {
 				continue
 			}
-			if u, err := readCgroup(mounts, t.path); err == nil {
+			if u, err := layout.read(fr, t.path); err == nil {
 				out[t.key] = u
 			}
 		}
