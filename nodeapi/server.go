@@ -109,6 +109,12 @@ type Options struct {
 	// Metrics serves /metrics: the agent's own Prometheus metrics, as
 	// kubelet serves its own there (nodes/metrics); nil: not served.
 	Metrics http.Handler
+	// ProbeMetrics serves /metrics/probes: kubelet's prober_* metrics
+	// (nodes/metrics); nil: not served.
+	ProbeMetrics http.Handler
+	// Configz is the configuration /configz serves, as kubelet's
+	// ({"kubeletconfig": ...}; nodes/configz); nil: not served.
+	Configz func() ([]byte, error)
 
 	// ServingCertMetrics count failed serving certificate requests
 	// (serverTLSBootstrap).
@@ -232,6 +238,13 @@ func New(opts Options) (*Server, error) {
 	if opts.Metrics != nil {
 		s.mux.Handle("GET /metrics", opts.Metrics)
 	}
+	if opts.ProbeMetrics != nil {
+		s.mux.Handle("GET /metrics/probes", opts.ProbeMetrics)
+	}
+	if opts.Configz != nil {
+		s.mux.HandleFunc("GET /configz", s.configz)
+	}
+	s.mux.HandleFunc("GET /runningpods/", s.runningPods)
 	for _, m := range []string{"GET", "POST"} {
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
