@@ -88,6 +88,14 @@ type Options struct {
 	// StatsFsDir is the directory whose filesystem /stats/summary reports
 	// as the node's (rootDir); "" reports none.
 	StatsFsDir string
+	// PodsDir holds each pod's directory (<rootDir>/pods): /stats/summary
+	// reports the volumes in <PodsDir>/<uid>/volumes/<plugin>/<name>; "":
+	// none.
+	PodsDir string
+	// ImageFs is the directory of the runtime's image filesystem and the
+	// bytes its images take, for /stats/summary's runtime.imageFs (and
+	// containerFs, the same filesystem with containerd); nil: none.
+	ImageFs func(ctx context.Context) (dir string, usedBytes uint64, err error)
 	// CgroupMounts are the cgroup hierarchies /metrics/resource reads;
 	// nil: the host's mounted cgroup and cgroup2 filesystems.
 	CgroupMounts []string
@@ -136,6 +144,7 @@ type Server struct {
 	rates cpuRates // for /stats/summary's usageNanoCores
 
 	cadvisor cadvisorState
+	du       duCache // volume usage for /stats/summary
 }
 
 // New validates the options, loads or creates the serving certificate and

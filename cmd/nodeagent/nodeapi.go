@@ -56,6 +56,8 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		LegacyLogRoots:         []string{filepath.Join(c.RootDir, "logs")},
 		NetNSDir:               c.NetNSDir(),
 		StatsFsDir:             c.RootDir,
+		PodsDir:                filepath.Join(c.RootDir, "pods"),
+		ImageFs:                runtimeContainers{a}.imageFs,
 		Healthy:                a.live,
 		Metrics:                promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
 		ProbeMetrics:           promhttp.HandlerFor(a.probeReg, promhttp.HandlerOpts{Registry: a.probeReg}),
@@ -187,6 +189,28 @@ func (r runtimeContainers) PodContainers(ctx context.Context, uid types.UID) ([]
 		}
 	}
 	return out, nil
+}
+
+// imageFs is containerd's image filesystem (the snapshotter's root) and
+// the bytes of its images, for /stats/summary.
+func (r runtimeContainers) imageFs(ctx context.Context) (string, uint64, error) {
+	rt, err := r.a.runtimeOrErr()
+	if err != nil {
+		return "", 0, err
+	}
+	dir, err := rt.ImageFSRoot(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	imgs, err := rt.ListImages(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	var used uint64
+	for _, img := range imgs {
+		used += uint64(max(img.Size, 0))
+	}
+	return dir, used, nil
 }
 
 func (r runtimeContainers) InspectContainer(ctx context.Context, id string) (runtime.Container, error) {
