@@ -224,7 +224,11 @@ func readMachineInfo(procDir string, now time.Time) machineInfo {
 type cadvisorState struct {
 	machineOnce sync.Once
 	machine     machineInfo
-	bufs        sync.Pool // *[]byte: the last scrape's text, reused
+	// buf is the last scrape's text, reused by the next (a sync.Pool
+	// would lose it at every garbage collection, which a scrape of 100
+	// pods triggers); a concurrent scrape allocates its own.
+	bufMu sync.Mutex
+	buf   []byte
 }
 
 // collectCadvisor reads the series of one scrape: the root, then each pod
@@ -262,9 +266,10 @@ func (s *Server) collectCadvisor(cs []runtime.Container, now time.Time) (series 
 			root.fs = &fsSeries{device: dev, usage: (sfs.Blocks - sfs.Bfree) * bs, limit: sfs.Blocks * bs}
 		}
 	}
+	series = make([]cadvisorSeries, 0, 1+len(cs)+len(cs)/2)
 	series = append(series, root)
 
-	podIdx := map[string]int{}
+	podIdx := make(map[string]int, len(cs))
 	for i := range cs {
 		c := &cs[i]
 		if c.State != runtime.StateRunning || c.CgroupsPath == "" {
@@ -340,14 +345,17 @@ func (s *Server) metricsCadvisor(w http.ResponseWriter, r *http.Request) {
 	now := s.opts.Clock.Now()
 	series, scrapeErr := s.collectCadvisor(cs, now)
 	s.cadvisor.machineOnce.Do(func() { s.cadvisor.machine = readMachineInfo(s.procDir(), now) })
-	bp, _ := s.cadvisor.bufs.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
-	*bp = appendCadvisor((*bp)[:0], series, &s.cadvisor.machine, now, scrapeErr || listErr)
+	st := &s.cadvisor
+	st.bufMu.Lock()
+	buf := st.buf
+	st.buf = nil
+	st.bufMu.Unlock()
+	buf = appendCadvisor(buf[:0], series, &st.machine, now, scrapeErr || listErr)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_, _ = w.Write(*bp)
-	s.cadvisor.bufs.Put(bp)
+	_, _ = w.Write(buf)
+	st.bufMu.Lock()
+	st.buf = buf
+	st.bufMu.Unlock()
 }
 
 // appendCadvisor appends the families in the text exposition format.

@@ -2,10 +2,13 @@ package nodeapi
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodeagent/nodeagent/internal/mountinfo"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -371,11 +375,94 @@ func BenchmarkMetricsCadvisor(b *testing.B) {
 	if n := strings.Count(w.Body.String(), "container_memory_working_set_bytes{"); n != 301 {
 		b.Fatalf("%d working-set series, want 301", n)
 	}
-	b.SetBytes(int64(w.Body.Len()))
+	runScrapes(b, s, req, w.Body.Len())
+}
+
+// BenchmarkMetricsCadvisorHostCgroups is BenchmarkMetricsCadvisor on real
+// cgroupfs: 100 pod cgroups of two containers each created in this host's
+// cpu, cpuacct and memory hierarchies (or the unified one), so that the
+// cost of the kernel's cgroup files is in the figure. Needs root.
+func BenchmarkMetricsCadvisorHostCgroups(b *testing.B) {
+	ms, err := mountinfo.Read()
+	if err != nil {
+		b.Fatal(err)
+	}
+	mounts := mountinfo.CgroupMountPoints(ms)
+	l := newCgroupLayout(mounts)
+	hier := map[string]bool{}
+	for _, h := range [][]string{l.cpuacct, l.cpu, l.memory, l.v2} {
+		for _, m := range h {
+			hier[m] = true
+		}
+	}
+	base := fmt.Sprintf("/nodeagent-bench-%d", os.Getpid())
+	var made []string
+	b.Cleanup(func() {
+		for i := len(made) - 1; i >= 0; i-- {
+			_ = os.Remove(made[i])
+		}
+	})
+	mk := func(p string) {
+		for m := range hier {
+			d := filepath.Join(m, p)
+			if err := os.Mkdir(d, 0o755); err != nil {
+				b.Skipf("cannot create cgroup %s: %v (needs root)", d, err)
+			}
+			made = append(made, d)
+		}
+	}
+	mk(base)
+	var cs []runtime.Container
+	for i := 0; i < 100; i++ {
+		pod := fmt.Sprintf("%s/pod%04d", base, i)
+		mk(pod)
+		for j := 0; j < 2; j++ {
+			id := fmt.Sprintf("c%04d%d", i, j)
+			mk(pod + "/" + id)
+			cs = append(cs, runtime.Container{ID: id, Name: fmt.Sprintf("ctr%d", j), Image: "docker.io/library/busybox:1.36",
+				Pod: runtime.PodRef{UID: types.UID(fmt.Sprintf("u%04d", i)), Name: fmt.Sprintf("pod-%d", i), Namespace: "bench"}, State: runtime.StateRunning,
+				Pid: uint32(os.Getpid()), CgroupsPath: pod + "/" + id, CreatedAt: time.Unix(1700000000, 0)})
+		}
+	}
+	s, err := New(Options{NodeName: "n", Pods: &fakePods{}, Containers: &fakeContainers{cs: cs}, AuthorizationMode: "AlwaysAllow",
+		CertDir: b.TempDir(), CgroupMounts: mounts})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/metrics/cadvisor", nil)
+	w := httptest.NewRecorder()
+	s.metricsCadvisor(w, req)
+	if n := strings.Count(w.Body.String(), "container_memory_working_set_bytes{"); n != 301 {
+		b.Fatalf("%d working-set series, want 301", n)
+	}
+	runScrapes(b, s, req, w.Body.Len())
+}
+
+// discardWriter is a ResponseWriter that counts and drops the body, so
+// that the benchmark's allocations are the handler's.
+type discardWriter struct {
+	h http.Header
+	n int
+}
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) { d.n += len(p); return len(p), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+
+// runScrapes runs b.N scrapes and reports, beside the wall time per
+// scrape (which a loaded machine stretches), the process's CPU time per
+// scrape (user + system, from getrusage) as cpu-ns/op.
+func runScrapes(b *testing.B, s *Server, req *http.Request, size int) {
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		w := httptest.NewRecorder()
-		s.metricsCadvisor(w, req)
+		s.metricsCadvisor(&discardWriter{h: http.Header{}}, req)
 	}
+	b.StopTimer()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
