@@ -254,6 +254,7 @@ func (s *Server) collectCadvisor(cs []runtime.Container, now time.Time) (series 
 	root.st = st
 	if b, err := fr.read(procDir, "/1/net/dev", ""); err == nil {
 		root.net, _ = parseNetDev(b, nil)
+		sortNetDevs(root.net)
 	}
 	if s.opts.StatsFsDir != "" {
 		var sfs syscall.Statfs_t
@@ -305,6 +306,7 @@ func (s *Server) collectCadvisor(cs []runtime.Container, now time.Time) (series 
 			if p.net == nil && c.Pid > 0 {
 				if b, err := fr.read(procDir, "/"+strconv.FormatUint(uint64(c.Pid), 10), "/net/dev"); err == nil {
 					p.net, _ = parseNetDev(b, make([]netDev, 0, 2))
+					sortNetDevs(p.net)
 				}
 			}
 		}
@@ -318,6 +320,12 @@ func (s *Server) collectCadvisor(cs []runtime.Container, now time.Time) (series 
 		series[i].render()
 	}
 	return series, scrapeErr
+}
+
+// sortNetDevs orders interfaces by name, as a Prometheus registry orders
+// a family's series.
+func sortNetDevs(d []netDev) {
+	slices.SortFunc(d, func(a, b netDev) int { return strings.Compare(a.name, b.name) })
 }
 
 // procDir is where /proc is (Options.ProcDir in tests).

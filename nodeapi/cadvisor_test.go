@@ -261,6 +261,72 @@ func TestMetricsCadvisorV1(t *testing.T) {
 	}
 }
 
+// The text is what client_golang's encoder writes for the same families
+// (escaping, number format, HELP and TYPE lines, timestamps), the
+// families come sorted by name and each family's series sorted by label
+// values, as a Prometheus registry gathers them (kubelet's output).
+func TestMetricsCadvisorTextFormat(t *testing.T) {
+	root := t.TempDir()
+	const pod = "/kubepods/burstable/podu1"
+	mounts := v1Tree(t, root, pod, "c1")
+	writeFiles(t, root, map[string]string{
+		"cpuacct" + pod + "/c2/cpuacct.usage": "7\n", "cpu" + pod + "/c2/cpu.shares": "2\n", "memory" + pod + "/c2/memory.usage_in_bytes": "1234567890123\n",
+	})
+	proc := fakeProc(t, 10)
+	writeFiles(t, proc, map[string]string{"10/net/dev": netDevFixture + "  eth1: 1 2 3 4 0 0 0 0 5 6 7 8 0 0 0 0\n  as0: 1 1 1 1 0 0 0 0 1 1 1 1 0 0 0 0\n"})
+	e := newTestEnv(t, func(o *Options) { o.CgroupMounts = mounts; o.ProcDir = proc; o.StatsFsDir = root })
+	ref := runtime.PodRef{UID: "u1", Name: "we\"b", Namespace: "default"}
+	e.conts.cs = []runtime.Container{
+		{ID: "c2", Name: "zeta", Image: `odd\image`, Pod: ref, State: runtime.StateRunning, Pid: 10, CgroupsPath: pod + "/c2", CreatedAt: time.Unix(1700000000, 5e8)},
+		{ID: "c1", Name: "alpha", Image: "busybox", Pod: ref, State: runtime.StateRunning, Pid: 10, CgroupsPath: pod + "/c1", CreatedAt: time.Unix(1700000000, 0)},
+	}
+	w := e.do("GET", "/metrics/cadvisor", bearer("good-admin"))
+	body := w.Body.String()
+	for _, want := range []string{`pod="we\"b"`, `image="odd\\image"`, `interface="as0"`, `interface="eth1"`, ` 1.234567890123e+12 `, `container="zeta"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in\n%s", want, body)
+		}
+	}
+	fams := parseFamilies(t, body)
+	var names []string
+	for n := range fams {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var re strings.Builder
+	for _, n := range names {
+		f := fams[n]
+		for i := 1; i < len(f.Metric); i++ {
+			if !labelsLess(f.Metric[i-1], f.Metric[i]) {
+				t.Errorf("%s: series %d not after series %d", n, i, i-1)
+			}
+		}
+		if _, err := expfmt.MetricFamilyToText(&re, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if re.String() != body {
+		a, b := strings.Split(body, "\n"), strings.Split(re.String(), "\n")
+		for i := range min(len(a), len(b)) {
+			if a[i] != b[i] {
+				t.Fatalf("line %d differs from client_golang's encoding:\n ours: %s\n theirs: %s", i+1, a[i], b[i])
+			}
+		}
+		t.Fatalf("differs from client_golang's encoding in length: %d vs %d lines", len(a), len(b))
+	}
+}
+
+// labelsLess orders series as client_golang's registry does: by label
+// values in label-name order.
+func labelsLess(a, b *dto.Metric) bool {
+	for i := range min(len(a.Label), len(b.Label)) {
+		if av, bv := a.Label[i].GetValue(), b.Label[i].GetValue(); av != bv {
+			return av < bv
+		}
+	}
+	return len(a.Label) < len(b.Label)
+}
+
 func TestMetricsCadvisorV2(t *testing.T) {
 	root := t.TempDir()
 	writeFiles(t, root, map[string]string{
