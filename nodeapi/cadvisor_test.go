@@ -532,3 +532,27 @@ func runScrapes(b *testing.B, s *Server, req *http.Request, size int) {
 	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
+
+// Concurrent scrapes each get a whole, identical text (the kept buffer is
+// handed to one scrape at a time).
+func TestMetricsCadvisorConcurrentScrapes(t *testing.T) {
+	root := t.TempDir()
+	const pod = "/kubepods/podu1"
+	e := newTestEnv(t, func(o *Options) { o.CgroupMounts = v1Tree(t, root, pod, "c1"); o.ProcDir = fakeProc(t, 5) })
+	e.conts.cs = []runtime.Container{{ID: "c1", Name: "app", Pod: runtime.PodRef{UID: "u1", Name: "web", Namespace: "default"},
+		State: runtime.StateRunning, Pid: 5, CgroupsPath: pod + "/c1"}}
+	want := e.do("GET", "/metrics/cadvisor", bearer("good-admin")).Body.String()
+	done := make(chan string)
+	for i := 0; i < 4; i++ {
+		go func() {
+			w := httptest.NewRecorder()
+			e.s.metricsCadvisor(w, httptest.NewRequest("GET", "/metrics/cadvisor", nil))
+			done <- w.Body.String()
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if got := <-done; got != want {
+			t.Errorf("scrape %d differs:\n%s\nwant\n%s", i, got, want)
+		}
+	}
+}
