@@ -35,7 +35,13 @@
 // Options.Attach) and /portForward (dialled inside the pod's network namespace)
 // with the SPDY and WebSocket streams of k8s.io/kubelet/pkg/cri/streaming;
 // /metrics/resource and /stats/summary (CPU and memory from cgroups, the
-// node's filesystem).
+// node's filesystem, network counters from /proc/<pid>/net/dev, the pods'
+// volumes measured as du at most once a minute, the image filesystem);
+// /metrics/cadvisor (cAdvisor's container_* and machine_* families with
+// kubelet's labels for the root, pod and running container cgroups, read
+// at the scrape and written as text without a registry); /metrics/probes
+// (Options.ProbeMetrics); /runningpods/ (the runtime's running
+// containers as pods); /configz (Options.Configz).
 //
 // Serving certificate: Options.TLSCertFile/TLSPrivateKeyFile, else a
 // self-signed certificate for the node's names and addresses kept in

@@ -1,8 +1,6 @@
 package nodeapi
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,91 +13,6 @@ import (
 	"github.com/nodeagent/nodeagent/internal/mountinfo"
 	"github.com/nodeagent/nodeagent/runtime"
 )
-
-// cgroupUsage is what /metrics/resource reports of one cgroup.
-type cgroupUsage struct {
-	cpuNanos   uint64 // cumulative CPU time
-	memUsage   uint64 // memory usage
-	workingSet uint64 // memory usage less inactive file pages
-	rss        uint64 // anonymous memory (v1 total_rss, v2 anon)
-	hasMem     bool
-}
-
-// readCgroup reads a cgroup's CPU time and memory working set from
-// whichever mounted hierarchy has them: cgroup v2 (cpu.stat usage_usec,
-// memory.current) or v1 (cpuacct.usage, memory.usage_in_bytes), so pure v2
-// and hybrid hosts both work. path is the cgroupfs path ("/nodeagent/<uid>").
-func readCgroup(mounts []string, path string) (cgroupUsage, error) {
-	var u cgroupUsage
-	var haveCPU, haveMem bool
-	for _, m := range mounts {
-		dir := filepath.Join(m, path)
-		if !haveCPU {
-			if b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
-				if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
-					u.cpuNanos, haveCPU = n, true
-				}
-			} else if st, err := readKV(filepath.Join(dir, "cpu.stat")); err == nil {
-				if n, ok := st["usage_usec"]; ok {
-					u.cpuNanos, haveCPU = n*1000, true
-				}
-			}
-		}
-		if !haveMem {
-			usage, inactive := uint64(0), uint64(0)
-			if b, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes")); err == nil {
-				usage, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-				if st, err := readKV(filepath.Join(dir, "memory.stat")); err == nil {
-					inactive, u.rss = st["total_inactive_file"], st["total_rss"]
-				}
-				haveMem = true
-			} else if b, err := os.ReadFile(filepath.Join(dir, "memory.current")); err == nil {
-				usage, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-				if st, err := readKV(filepath.Join(dir, "memory.stat")); err == nil {
-					inactive, u.rss = st["inactive_file"], st["anon"]
-				}
-				haveMem = true
-			} else if st, err := readKV(filepath.Join(dir, "memory.stat")); err == nil && path == "/" {
-				// The cgroup v2 root has memory.stat but no memory.current:
-				// usage is anon + file, as runc's root statistics (what
-				// cadvisor, and so kubelet, report for the node on v2), not
-				// MemTotal - MemAvailable.
-				if anon, ok := st["anon"]; ok {
-					usage, inactive, u.rss = anon+st["file"], st["inactive_file"], anon
-					haveMem = true
-				}
-			}
-			u.memUsage, u.hasMem = usage, haveMem
-			if haveMem && usage > inactive {
-				u.workingSet = usage - inactive
-			}
-		}
-	}
-	if !haveCPU && !haveMem {
-		return u, fmt.Errorf("cgroup %s: no cpu or memory statistics", path)
-	}
-	return u, nil
-}
-
-// readKV reads a "key value" per line file (cpu.stat, memory.stat).
-func readKV(p string) (map[string]uint64, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]uint64{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
-			out[k] = n
-		}
-	}
-	return out, nil
-}
 
 // nodeMemoryWorkingSet is MemTotal - MemAvailable, for hosts whose root
 // cgroup has no memory statistics at all (neither v1's memory.usage_in_bytes
@@ -137,12 +50,12 @@ func (s *Server) metricsResource(w http.ResponseWriter, r *http.Request) {
 	var b strings.Builder
 	now := s.opts.Clock.Now()
 	ts := now.UnixMilli()
-	mounts := s.cgroupMounts()
+	layout, fr := newCgroupLayout(s.cgroupMounts()), &fileReader{}
 	scrapeErr := 0
 	help := func(name, typ, text string) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, typ)
 	}
-	node, err := readCgroup(mounts, "/")
+	node, err := layout.read(fr, "/")
 	if err != nil {
 		scrapeErr = 1
 	}
@@ -169,7 +82,7 @@ func (s *Server) metricsResource(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		cg := runtime.CgroupfsPath(c.CgroupsPath)
-		u, err := readCgroup(mounts, cg)
+		u, err := layout.read(fr, cg)
 		if err != nil {
 			continue // exited in between
 		}
@@ -179,7 +92,7 @@ func (s *Server) metricsResource(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		seenPod[podKey] = true
-		if pu, err := readCgroup(mounts, filepath.Dir(cg)); err == nil {
+		if pu, err := layout.read(fr, filepath.Dir(cg)); err == nil {
 			pods = append(pods, entry{labels: fmt.Sprintf(`namespace=%q,pod=%q`, c.Pod.Namespace, c.Pod.Name), u: pu})
 		}
 	}

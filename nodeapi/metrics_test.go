@@ -12,7 +12,7 @@ import (
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
-func writeFiles(t *testing.T, root string, files map[string]string) {
+func writeFiles(t testing.TB, root string, files map[string]string) {
 	t.Helper()
 	for p, content := range files {
 		full := filepath.Join(root, p)

@@ -88,9 +88,21 @@ type Options struct {
 	// StatsFsDir is the directory whose filesystem /stats/summary reports
 	// as the node's (rootDir); "" reports none.
 	StatsFsDir string
+	// PodsDir holds each pod's directory (<rootDir>/pods): /stats/summary
+	// reports the volumes in <PodsDir>/<uid>/volumes/<plugin>/<name>; "":
+	// none.
+	PodsDir string
+	// ImageFs is the directory of the runtime's image filesystem and the
+	// bytes its images take, for /stats/summary's runtime.imageFs (and
+	// containerFs, the same filesystem with containerd); nil: none.
+	ImageFs func(ctx context.Context) (dir string, usedBytes uint64, err error)
 	// CgroupMounts are the cgroup hierarchies /metrics/resource reads;
 	// nil: the host's mounted cgroup and cgroup2 filesystems.
 	CgroupMounts []string
+	// ProcDir is where procfs is mounted (/proc): /metrics/cadvisor reads
+	// network counters from <ProcDir>/<pid>/net/dev and the machine from
+	// cpuinfo and meminfo; tests point it at a fake tree.
+	ProcDir string
 	// NetNSDir holds the pods' network namespaces (<dir>/<pod UID>) for
 	// /portForward; default /run/nodeagent/netns.
 	NetNSDir string
@@ -105,6 +117,12 @@ type Options struct {
 	// Metrics serves /metrics: the agent's own Prometheus metrics, as
 	// kubelet serves its own there (nodes/metrics); nil: not served.
 	Metrics http.Handler
+	// ProbeMetrics serves /metrics/probes: kubelet's prober_* metrics
+	// (nodes/metrics); nil: not served.
+	ProbeMetrics http.Handler
+	// Configz is the configuration /configz serves, as kubelet's
+	// ({"kubeletconfig": ...}; nodes/configz); nil: not served.
+	Configz func() ([]byte, error)
 
 	// ServingCertMetrics count failed serving certificate requests
 	// (serverTLSBootstrap).
@@ -124,6 +142,9 @@ type Server struct {
 	tls   *tls.Config
 	certs *servingCerts
 	rates cpuRates // for /stats/summary's usageNanoCores
+
+	cadvisor cadvisorState
+	du       duCache // volume usage for /stats/summary
 }
 
 // New validates the options, loads or creates the serving certificate and
@@ -221,10 +242,18 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /pods/{$}", s.pods)
 	s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	s.mux.HandleFunc("GET /metrics/resource", s.metricsResource)
+	s.mux.HandleFunc("GET /metrics/cadvisor", s.metricsCadvisor)
 	s.mux.HandleFunc("GET /stats/summary", s.statsSummary)
 	if opts.Metrics != nil {
 		s.mux.Handle("GET /metrics", opts.Metrics)
 	}
+	if opts.ProbeMetrics != nil {
+		s.mux.Handle("GET /metrics/probes", opts.ProbeMetrics)
+	}
+	if opts.Configz != nil {
+		s.mux.HandleFunc("GET /configz", s.configz)
+	}
+	s.mux.HandleFunc("GET /runningpods/", s.runningPods)
 	for _, m := range []string{"GET", "POST"} {
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
 		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -73,7 +74,7 @@ func CPURate(before, after uint64, d time.Duration) uint64 {
 // node, each pod and each running container from cgroups, the node's
 // filesystem (rootDir's) and each container's log usage.
 func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
-	mounts := s.cgroupMounts()
+	layout, fr := newCgroupLayout(s.cgroupMounts()), &fileReader{}
 	var cs []runtime.Container
 	if s.opts.Containers != nil {
 		var err error
@@ -98,7 +99,7 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 			if _, ok := out[t.key]; ok {
 				continue
 			}
-			if u, err := readCgroup(mounts, t.path); err == nil {
+			if u, err := layout.read(fr, t.path); err == nil {
 				out[t.key] = u
 			}
 		}
@@ -160,6 +161,25 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 	if s.opts.StatsFsDir != "" {
 		sum.Node.Fs = fsStats(s.opts.StatsFsDir, t)
 	}
+	procDir := s.procDir()
+	if b, err := fr.read(procDir, "/1/net/dev", ""); err == nil {
+		if devs, err := parseNetDev(b, []netDev{}); err == nil {
+			sum.Node.Network = networkStats(devs, t)
+		}
+	}
+	if s.opts.ImageFs != nil {
+		if dir, used, err := s.opts.ImageFs(r.Context()); err == nil {
+			if fst := fsStats(dir, t); fst != nil {
+				// The images' bytes; the inodes they use are not known.
+				fst.UsedBytes, fst.InodesUsed = ptr(used), nil
+				cfs := *fst
+				sum.Node.Runtime = &statsapi.RuntimeStats{ImageFs: fst, ContainerFs: &cfs}
+			}
+		} else {
+			s.log.Debug("node API: /stats/summary: image filesystem", "err", err)
+		}
+	}
+	volumes := map[string]bool{}
 	pods := map[string]*statsapi.PodStats{}
 	var order []string
 	for _, c := range cs {
@@ -170,13 +190,22 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 		ps, ok := pods[uid]
 		if !ok {
 			ps = &statsapi.PodStats{
-				PodRef:    statsapi.PodReference{Name: c.Pod.Name, Namespace: c.Pod.Namespace, UID: uid},
-				StartTime: metav1.NewTime(c.CreatedAt),
-				CPU:       cpu("pod/" + uid),
-				Memory:    mem("pod/" + uid),
+				PodRef:      statsapi.PodReference{Name: c.Pod.Name, Namespace: c.Pod.Namespace, UID: uid},
+				StartTime:   metav1.NewTime(c.CreatedAt),
+				CPU:         cpu("pod/" + uid),
+				Memory:      mem("pod/" + uid),
+				VolumeStats: s.podVolumes(uid, t, volumes),
 			}
 			pods[uid] = ps
 			order = append(order, uid)
+		}
+		if ps.Network == nil && c.Pid > 0 {
+			// The pod's network namespace, through a process in it.
+			if b, err := fr.read(procDir, "/"+strconv.FormatUint(uint64(c.Pid), 10), "/net/dev"); err == nil {
+				if devs, err := parseNetDev(b, []netDev{}); err == nil {
+					ps.Network = networkStats(devs, t)
+				}
+			}
 		}
 		if c.CreatedAt.Before(ps.StartTime.Time) {
 			ps.StartTime = metav1.NewTime(c.CreatedAt)
@@ -187,6 +216,7 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 		}
 		ps.Containers = append(ps.Containers, cst)
 	}
+	s.du.keep(volumes)
 	sum.Pods = []statsapi.PodStats{}
 	for _, uid := range order {
 		sum.Pods = append(sum.Pods, *pods[uid])

@@ -1,8 +1,10 @@
 package nodeapi
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +84,79 @@ func TestStatsSummary(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d CPU samples kept with only the node left", n)
 	}
+}
+
+func TestStatsSummaryNetworkVolumesImageFs(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"cpu.stat":                       "usage_usec 9000000\n",
+		"nodeagent/u1/cpu.stat":          "usage_usec 3000000\n",
+		"nodeagent/u1/c1/cpu.stat":       "usage_usec 2000000\n",
+		"nodeagent/u1/c1/memory.current": "8192\n",
+	})
+	podsDir := t.TempDir()
+	writeFiles(t, podsDir, map[string]string{
+		"u1/volumes/empty-dir/cache/a":           strings.Repeat("x", 10000),
+		"u1/volumes/empty-dir/cache/sub/b":       "yy",
+		"u1/volumes/secret/creds/..2026/token":   "t",
+		"u1/volumes/configmap/settings/..2026/k": "v",
+	})
+	imageDir := t.TempDir()
+	e := newTestEnv(t, func(o *Options) {
+		o.CgroupMounts = []string{root}
+		o.ProcDir = fakeProc(t, 77)
+		o.PodsDir = podsDir
+		o.ImageFs = func(context.Context) (string, uint64, error) { return imageDir, 123456, nil }
+	})
+	e.conts.cs = []runtime.Container{{ID: "c1", Name: "app", Pod: runtime.PodRef{UID: "u1", Name: "web", Namespace: "default"},
+		State: runtime.StateRunning, Pid: 77, CgroupsPath: "/nodeagent/u1/c1"}}
+	get := func() statsapi.Summary {
+		t.Helper()
+		w := e.do("GET", "/stats/summary", bearer("good-admin"))
+		var s statsapi.Summary
+		if err := json.Unmarshal(w.Body.Bytes(), &s); w.Code != 200 || err != nil {
+			t.Fatalf("%d %v %s", w.Code, err, w.Body.String())
+		}
+		return s
+	}
+	s := get()
+	// Network: the pod's from its container's /proc/<pid>/net/dev, eth0 at
+	// the top as kubelet; lo and veth* left out, as cAdvisor.
+	pn := s.Pods[0].Network
+	if pn == nil || pn.Name != "eth0" || *pn.RxBytes != 5000 || *pn.TxBytes != 7000 || *pn.RxErrors != 1 || *pn.TxErrors != 3 || len(pn.Interfaces) != 1 {
+		t.Errorf("pod network %+v", pn)
+	}
+	if nn := s.Node.Network; nn == nil || len(nn.Interfaces) != 1 || nn.Interfaces[0].Name != "ens3" || nn.RxBytes != nil {
+		t.Errorf("node network %+v", nn)
+	}
+	// Runtime filesystems: the image filesystem's size, the images' bytes.
+	if rt := s.Node.Runtime; rt == nil || rt.ImageFs == nil || *rt.ImageFs.UsedBytes != 123456 || *rt.ImageFs.CapacityBytes == 0 || rt.ContainerFs == nil || *rt.ContainerFs.CapacityBytes != *rt.ImageFs.CapacityBytes {
+		t.Errorf("runtime %+v", rt)
+	}
+	vols := map[string]statsapi.VolumeStats{}
+	for _, v := range s.Pods[0].VolumeStats {
+		vols[v.Name] = v
+	}
+	cache, ok := vols["cache"]
+	if !ok || len(vols) != 3 || *cache.UsedBytes < 10000 || *cache.InodesUsed != 4 || *cache.CapacityBytes == 0 || *cache.AvailableBytes == 0 {
+		t.Fatalf("volumes %+v", s.Pods[0].VolumeStats)
+	}
+	// Measured at most once per volumeStatsAggPeriod, as kubelet.
+	writeFiles(t, podsDir, map[string]string{"u1/volumes/empty-dir/cache/c": strings.Repeat("z", 100000)})
+	if v := volumeNamed(get(), "cache"); *v.UsedBytes != *cache.UsedBytes {
+		t.Errorf("re-measured within the period: %d", *v.UsedBytes)
+	}
+	e.clock.Step(volumeStatsAggPeriod)
+	if v := volumeNamed(get(), "cache"); *v.UsedBytes < *cache.UsedBytes+100000 || *v.InodesUsed != 5 {
+		t.Errorf("after the period: %d bytes %d inodes", *v.UsedBytes, *v.InodesUsed)
+	}
+}
+
+func volumeNamed(s statsapi.Summary, name string) statsapi.VolumeStats {
+	for _, v := range s.Pods[0].VolumeStats {
+		if v.Name == name {
+			return v
+		}
+	}
+	return statsapi.VolumeStats{}
 }

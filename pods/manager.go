@@ -113,8 +113,11 @@ type Options struct {
 	StaticDebounce, StaticRescan time.Duration
 	// Registerer receives the nodeagent_pods_* metrics (nil: none).
 	Registerer prometheus.Registerer
-	Clock      clock.WithTicker
-	Logger     *slog.Logger
+	// ProbeRegisterer receives kubelet's prober_* metrics, which the node
+	// API serves on /metrics/probes (nil: none).
+	ProbeRegisterer prometheus.Registerer
+	Clock           clock.WithTicker
+	Logger          *slog.Logger
 }
 
 // Manager runs one worker per pod for the pods of its sources. It admits

@@ -30,7 +30,7 @@ func (m *Manager) setupProbes(rec Recorder) {
 	}
 	m.deps.probes = prober.NewManager(prober.Options{
 		Exec: ex, Recorder: prec, OnChange: m.pokeUID, Clock: m.opts.Clock,
-		Logger: m.log.With("component", "prober"),
+		Logger: m.log.With("component", "prober"), Metrics: prober.NewMetrics(m.opts.ProbeRegisterer),
 	})
 	m.deps.hooks = prober.NewHookRunner(ex, m.opts.Clock)
 }

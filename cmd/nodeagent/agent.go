@@ -137,6 +137,9 @@ type agent struct {
 	clock          clock.WithTicker
 	nodeName       string
 	reg            *prometheus.Registry
+	// probeReg holds kubelet's prober metrics, served on the node API's
+	// /metrics/probes as kubelet serves them (not on /metrics).
+	probeReg *prometheus.Registry
 
 	client *kubeclient.Clientset
 	// certs is the client certificate manager; nil when the kubeconfig's
@@ -206,6 +209,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		base: base, nodeName: nodeName, reg: reg, client: client, started: time.Now(), certs: clients.certs,
 	}
 	a.apiPods.a = a
+	a.probeReg = probeRegistry(a.started)
 	if a.containerLogger, err = containerLogger(); err != nil {
 		return nil, err
 	}

@@ -11,8 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/nodeapi"
 	"github.com/nodeagent/nodeagent/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -54,8 +56,12 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		LegacyLogRoots:         []string{filepath.Join(c.RootDir, "logs")},
 		NetNSDir:               c.NetNSDir(),
 		StatsFsDir:             c.RootDir,
+		PodsDir:                filepath.Join(c.RootDir, "pods"),
+		ImageFs:                runtimeContainers{a}.imageFs,
 		Healthy:                a.live,
 		Metrics:                promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
+		ProbeMetrics:           promhttp.HandlerFor(a.probeReg, promhttp.HandlerOpts{Registry: a.probeReg}),
+		Configz:                func() ([]byte, error) { return config.KubeletConfigz(a.cfg) },
 		Logger:                 a.base.With("component", "nodeapi", "node", a.nodeName),
 		ServingCertMetrics:     servingCertMetrics(a.reg, c.ServerTLSBootstrap),
 	})
@@ -67,6 +73,17 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		return nil, nil, err
 	}
 	return s, ln, nil
+}
+
+// probeRegistry is the registry of the node API's /metrics/probes: the
+// prober's metrics and, as kubelet's, process_start_time_seconds (here the
+// agent's start).
+func probeRegistry(started time.Time) *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "process_start_time_seconds", Help: "[ALPHA] Start time of the process since unix epoch in seconds.",
+	}, func() float64 { return float64(started.UnixNano()) / 1e9 }))
+	return r
 }
 
 // apiPods is the node API's view of the pods the agent runs. startPods
@@ -172,6 +189,28 @@ func (r runtimeContainers) PodContainers(ctx context.Context, uid types.UID) ([]
 		}
 	}
 	return out, nil
+}
+
+// imageFs is containerd's image filesystem (the snapshotter's root) and
+// the bytes of its images, for /stats/summary.
+func (r runtimeContainers) imageFs(ctx context.Context) (string, uint64, error) {
+	rt, err := r.a.runtimeOrErr()
+	if err != nil {
+		return "", 0, err
+	}
+	dir, err := rt.ImageFSRoot(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	imgs, err := rt.ListImages(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	var used uint64
+	for _, img := range imgs {
+		used += uint64(max(img.Size, 0))
+	}
+	return dir, used, nil
 }
 
 func (r runtimeContainers) InspectContainer(ctx context.Context, id string) (runtime.Container, error) {

@@ -216,6 +216,7 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager) 
 		PLEG:                p,
 		PodCache:            p.Cache(),
 		Registerer:          a.reg,
+		ProbeRegisterer:     a.probeReg,
 		Logger:              a.base.With("component", "pods"),
 		Names: pods.NameSettings{
 			ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, ResolvConf: a.cfg.ResolvConf,

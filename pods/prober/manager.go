@@ -37,6 +37,9 @@ type Options struct {
 	OnChange func(uid types.UID)
 	Clock    clock.WithTicker
 	Logger   *slog.Logger
+	// Metrics count the probes run (kubelet's prober_probe_total); nil:
+	// none.
+	Metrics *Metrics
 }
 
 // Manager runs the probes of the pods it is told about: one goroutine per
@@ -121,7 +124,8 @@ func (m *Manager) SetPod(pod *v1.Pod, podIP string, cs []Container) {
 				continue
 			}
 			w := &worker{m: m, uid: pod.UID, container: c.DeepCopy(), kind: k, spec: p.DeepCopy(),
-				stop: make(chan struct{}), trigger: make(chan struct{}, 1)}
+				stop: make(chan struct{}), trigger: make(chan struct{}, 1),
+				labels: workerLabels(k, c.Name, pod.Name, pod.Namespace, pod.UID)}
 			e.workers[key] = w
 			go w.run()
 		}
@@ -253,6 +257,7 @@ type worker struct {
 	stop      chan struct{} // closed by RemovePod
 	trigger   chan struct{} // 1-buffered: probe now
 	st        state         // owned by the goroutine
+	labels    probeLabels   // its prober_* series
 }
 
 func (w *worker) poke() {
@@ -265,6 +270,7 @@ func (w *worker) poke() {
 func (w *worker) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer w.m.o.Metrics.forget(w.labels)
 	go func() {
 		<-w.stop
 		cancel()
@@ -322,12 +328,16 @@ func (w *worker) once(ctx context.Context) bool {
 		return true
 	}
 
+	began := m.o.Clock.Now()
 	out := m.r.probe(ctx, w.spec, target{containerID: c.ID, container: w.container, podIP: podIP})
 	for i := 1; out.err != nil && i < maxProbeRetries && ctx.Err() == nil; i++ {
 		out = m.r.probe(ctx, w.spec, target{containerID: c.ID, container: w.container, podIP: podIP})
 	}
 	if ctx.Err() != nil {
 		return false
+	}
+	if out.err == nil {
+		m.o.Metrics.observe(w.labels, out.result, m.o.Clock.Since(began))
 	}
 	res := out.result
 	switch {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -257,7 +258,8 @@ func TestManager(t *testing.T) {
 	clk := testingclock.NewFakeClock(t0)
 	ex := &fakeExec{}
 	changed := make(chan types.UID, 100)
-	m := NewManager(Options{Exec: ex, OnChange: func(uid types.UID) { changed <- uid }, Clock: clk})
+	reg := prometheus.NewRegistry()
+	m := NewManager(Options{Exec: ex, OnChange: func(uid types.UID) { changed <- uid }, Clock: clk, Metrics: NewMetrics(reg)})
 	pod := &v1.Pod{}
 	pod.UID, pod.Name, pod.Namespace = "u1", "p", "default"
 	cmd := v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"check"}}}
@@ -308,11 +310,46 @@ func TestManager(t *testing.T) {
 	default:
 		t.Error("OnChange never called")
 	}
+	// kubelet's prober_probe_total counted each run by type and result.
+	count := func(kind, result string) (float64, bool) {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() != "prober_probe_total" {
+				continue
+			}
+			for _, mt := range f.Metric {
+				l := map[string]string{}
+				for _, p := range mt.Label {
+					l[p.GetName()] = p.GetValue()
+				}
+				if l["probe_type"] == kind && l["result"] == result && l["container"] == "c" && l["pod"] == "p" && l["namespace"] == "default" && l["pod_uid"] == "u1" {
+					return mt.Counter.GetValue(), true
+				}
+			}
+		}
+		return 0, false
+	}
+	if n, _ := count("Readiness", "successful"); n < 1 {
+		t.Errorf("Readiness successful = %v", n)
+	}
+	if n, _ := count("Liveness", "failed"); n < 2 {
+		t.Errorf("Liveness failed = %v", n)
+	}
 	// A new attempt starts over.
 	m.SetPod(pod, "10.0.0.1", []Container{{Name: "c", ID: "id2", Running: true, StartedAt: clk.Now()}})
 	if len(m.Unhealthy(pod.UID)) != 0 {
 		t.Error("the new attempt is unhealthy at once")
 	}
+	// The pod's series go with its workers, as kubelet's.
+	m.RemovePod(pod.UID)
+	waitFor("series deleted", func() bool {
+		_, a := count("Readiness", "successful")
+		_, b := count("Liveness", "failed")
+		return !a && !b
+	})
 }
 
 // Network probes of a pod without an IP fail rather than reach the

@@ -1,0 +1,35 @@
+package config
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestKubeletConfigz(t *testing.T) {
+	cfg := Default()
+	cfg.StaticPodPath = "/etc/kubernetes/manifests"
+	b, err := KubeletConfigz(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		KubeletConfig map[string]any `json:"kubeletconfig"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	kc := got.KubeletConfig
+	if kc["staticPodPath"] != "/etc/kubernetes/manifests" || kc["nodeStatusUpdateFrequency"] != "10s" || kc["port"] != float64(10250) {
+		t.Errorf("kubeletconfig %s", b)
+	}
+	if a, _ := kc["authentication"].(map[string]any); a == nil || a["webhook"].(map[string]any)["enabled"] != true {
+		t.Errorf("authentication %v", kc["authentication"])
+	}
+	// Only what nodeagent shares with kubelet, without kind/apiVersion
+	// (kubelet's /configz has none).
+	for _, k := range []string{"kind", "apiVersion", "rootDir", "netnsDir", "syncFrequency"} {
+		if _, ok := kc[k]; ok {
+			t.Errorf("%s served: %s", k, b)
+		}
+	}
+}
