@@ -76,6 +76,9 @@ type inputs struct {
 	now          time.Time
 	capacity     v1.ResourceList
 	capacityErr  error
+	// device plugins' resources (Options.DevicePlugins)
+	devCapacity, devAllocatable v1.ResourceList
+	devRemoved                  []string
 	info         v1.NodeSystemInfo
 	infoErr      error
 	pressure     map[v1.NodeConditionType]bool
@@ -128,6 +131,9 @@ func New(o Options) (*Manager, error) {
 		NodeAddress(m.internalIP, cfg.Hostname),
 		Capacity(func() (v1.ResourceList, error) { return m.in.capacity, m.in.capacityErr }, cfg.reserved,
 			func(c v1.ResourceList) v1.ResourceList { return hardEvictionReservation(cfg.thresholds, c) }),
+		DevicePlugins(func() (v1.ResourceList, v1.ResourceList, []string) {
+			return m.in.devCapacity, m.in.devAllocatable, m.in.devRemoved
+		}),
 		NodeInfo(func(context.Context) (v1.NodeSystemInfo, error) { return m.in.info, m.in.infoErr }),
 		Images(cfg.MaxImages, func(context.Context) ([]Image, bool, error) { return m.in.images, m.in.imagesOK, m.in.imagesErr }),
 		PressureCondition(v1.NodeMemoryPressure, now, func() bool { return m.in.pressure[v1.NodeMemoryPressure] }),
@@ -198,6 +204,14 @@ func (m *Manager) NodeAnyway(ctx context.Context) (*v1.Node, error) {
 		NodeAddress(m.internalIP, m.cfg.Hostname),
 		Capacity(func() (v1.ResourceList, error) { return capacity, capErr }, m.cfg.reserved,
 			func(c v1.ResourceList) v1.ResourceList { return hardEvictionReservation(m.cfg.thresholds, c) }),
+	}
+	if f := m.cfg.DevicePlugins; f != nil {
+		// Read-only here: Capacity of the device manager is left to the
+		// status loop (it reports removals once).
+		setters = append(setters, DevicePlugins(func() (v1.ResourceList, v1.ResourceList, []string) {
+			c, a, _ := f()
+			return c, a, nil
+		}))
 	}
 	var errs []error
 	for _, s := range setters {
