@@ -73,20 +73,20 @@ type Manager struct {
 // inputs are the facts gathered once per sync; the setters read them, so a
 // retry within one report does not call the runtime again.
 type inputs struct {
-	now          time.Time
-	capacity     v1.ResourceList
-	capacityErr  error
+	now         time.Time
+	capacity    v1.ResourceList
+	capacityErr error
 	// device plugins' resources (Options.DevicePlugins)
 	devCapacity, devAllocatable v1.ResourceList
 	devRemoved                  []string
-	info         v1.NodeSystemInfo
-	infoErr      error
-	pressure     map[v1.NodeConditionType]bool
-	readyErrs    []error
-	imagesOK     bool
-	images       []Image
-	imagesErr    error
-	observations map[string]observation
+	info                        v1.NodeSystemInfo
+	infoErr                     error
+	pressure                    map[v1.NodeConditionType]bool
+	readyErrs                   []error
+	imagesOK                    bool
+	images                      []Image
+	imagesErr                   error
+	observations                map[string]observation
 }
 
 // New validates o and returns a Manager. It does not talk to the API server.

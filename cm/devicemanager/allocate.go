@@ -197,7 +197,13 @@ func (m *Manager) allocateContainer(pod *v1.Pod, c *v1.Container, reuse map[stri
 		if !plugin {
 			continue
 		}
-		ids, err := m.devicesToAllocate(pod.UID, c.Name, res, int(q.Value()), reuse[res])
+		// kubelet's isContainerAlreadyRunning, asked outside the lock and
+		// only for a container that has devices already.
+		m.mu.Lock()
+		had := m.pods.get(pod.UID, c.Name, res) != nil
+		m.mu.Unlock()
+		running := had && m.opts.ContainerRunning != nil && m.opts.ContainerRunning(pod.UID, c.Name)
+		ids, err := m.devicesToAllocate(pod.UID, c.Name, res, int(q.Value()), reuse[res], running)
 		if err != nil {
 			return err
 		}
@@ -259,7 +265,7 @@ func (m *Manager) byNUMA(res string, ids []string) checkpoint.DevicesPerNUMA {
 // devicesToAllocate is kubelet's devicesToAllocate without topology
 // alignment: the devices to allocate now (none when the container has
 // them already), marked allocated.
-func (m *Manager) devicesToAllocate(uid types.UID, container, res string, required int, reusable sets.Set[string]) (sets.Set[string], error) {
+func (m *Manager) devicesToAllocate(uid types.UID, container, res string, required int, reusable sets.Set[string], running bool) (sets.Set[string], error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	needed := required
@@ -271,7 +277,7 @@ func (m *Manager) devicesToAllocate(uid types.UID, container, res string, requir
 			return nil, fmt.Errorf("pod %q container %q changed request for resource %q from %d to %d", uid, container, res, have.Len(), required)
 		}
 	}
-	if have != nil && m.opts.ContainerRunning != nil && m.opts.ContainerRunning(uid, container) {
+	if have != nil && running {
 		return nil, nil
 	}
 	healthy, registered := m.healthy[res]

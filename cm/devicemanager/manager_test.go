@@ -153,7 +153,10 @@ func newEnv(t *testing.T, dir string) *env {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
 
 func register(t *testing.T, dir string, req *pluginapi.RegisterRequest) error {
 	t.Helper()
