@@ -38,16 +38,32 @@ func TestRoundTripAndCorruption(t *testing.T) {
 	}
 }
 
-// The file has kubelet v1.34's JSON layout
-// (pkg/kubelet/cm/devicemanager/checkpoint).
-func TestFileLayout(t *testing.T) {
+// The file is byte for byte what kubelet v1.34 writes for the same data
+// (pkg/kubelet/cm/devicemanager/checkpoint's MarshalCheckpoint, run once
+// from hack/controlplane's module to get this golden file), checksum
+// included: kubelet can read the agent's checkpoint and the other way.
+const kubeletGolden = `{"Data":{"PodDeviceEntries":[{"PodUID":"u1","ContainerName":"c","ResourceName":"example.com/resource","DeviceIDs":{"-1":["Dev-1"]},"AllocResp":"CgIIAQ=="}],"RegisteredDevices":{"example.com/resource":["Dev-1","Dev-2"]}},"Checksum":393271161}`
+
+func TestKubeletFormat(t *testing.T) {
 	dir := t.TempDir()
-	if err := Write(dir, nil, map[string][]string{"example.com/resource": {"Dev-1", "Dev-2"}}); err != nil {
+	entries := []PodDevicesEntry{{PodUID: "u1", ContainerName: "c", ResourceName: "example.com/resource",
+		DeviceIDs: DevicesPerNUMA{-1: {"Dev-1"}}, AllocResp: []byte{10, 2, 8, 1}}}
+	reg := map[string][]string{"example.com/resource": {"Dev-1", "Dev-2"}}
+	if err := Write(dir, entries, reg); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, FileName))
-	const want = `{"Data":{"PodDeviceEntries":null,"RegisteredDevices":{"example.com/resource":["Dev-1","Dev-2"]}},"Checksum":`
-	if string(b[:len(want)]) != want {
-		t.Errorf("file = %s, want prefix %s", b, want)
+	b, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != kubeletGolden {
+		t.Errorf("file:\n%s\nkubelet writes:\n%s", b, kubeletGolden)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileName), []byte(kubeletGolden), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gotE, gotR, err := Read(dir)
+	if err != nil || !cmp.Equal(gotE, entries) || !cmp.Equal(gotR, reg) {
+		t.Errorf("Read of kubelet's file = %v, %v, %v", gotE, gotR, err)
 	}
 }
