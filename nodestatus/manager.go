@@ -205,14 +205,9 @@ func (m *Manager) NodeAnyway(ctx context.Context) (*v1.Node, error) {
 		Capacity(func() (v1.ResourceList, error) { return capacity, capErr }, m.cfg.reserved,
 			func(c v1.ResourceList) v1.ResourceList { return hardEvictionReservation(m.cfg.thresholds, c) }),
 	}
-	if f := m.cfg.DevicePlugins; f != nil {
-		// Read-only here: Capacity of the device manager is left to the
-		// status loop (it reports removals once).
-		setters = append(setters, DevicePlugins(func() (v1.ResourceList, v1.ResourceList, []string) {
-			c, a, _ := f()
-			return c, a, nil
-		}))
-	}
+	// No device plugin resources here: the device manager's Capacity
+	// reports a dropped resource once, to the status loop; admission
+	// gates devices by allocating them.
 	var errs []error
 	for _, s := range setters {
 		if err := s(ctx, node); err != nil {
