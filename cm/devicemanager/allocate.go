@@ -219,8 +219,10 @@ func (m *Manager) allocateContainer(pod *v1.Pod, c *v1.Container, reuse map[stri
 		}
 		list := sets.List(ids)
 		ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
+		start := m.clock.Now()
 		resp, err := e.client.Allocate(ctx, &pluginapi.AllocateRequest{
 			ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: list}}})
+		m.met.allocDuration.WithLabelValues(res).Observe(m.clock.Since(start).Seconds())
 		cancel()
 		if err != nil {
 			m.recomputeAllocated()

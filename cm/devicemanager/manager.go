@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
@@ -56,6 +57,10 @@ type Options struct {
 	// Changed, when set, is called after the devices of a resource
 	// changed (node status may want to report); it must not block.
 	Changed func()
+	// Registerer gets kubelet's device plugin metrics
+	// (kubelet_device_plugin_registration_total,
+	// kubelet_device_plugin_alloc_duration_seconds); nil: not registered.
+	Registerer prometheus.Registerer
 }
 
 // Manager is the device manager. Create with New, then Start.
@@ -63,6 +68,7 @@ type Manager struct {
 	opts  Options
 	log   *slog.Logger
 	clock clock.Clock
+	met   *metrics
 
 	mu         sync.Mutex
 	endpoints  map[string]*endpoint
@@ -96,7 +102,7 @@ func New(o Options) *Manager {
 		o.Logger = slog.Default()
 	}
 	return &Manager{
-		opts: o, log: o.Logger, clock: o.Clock,
+		opts: o, log: o.Logger, clock: o.Clock, met: newMetrics(o.Registerer),
 		endpoints: map[string]*endpoint{},
 		healthy:   map[string]sets.Set[string]{},
 		unhealthy: map[string]sets.Set[string]{},
@@ -183,6 +189,7 @@ func (r registration) Register(ctx context.Context, req *pluginapi.RegisterReque
 	m := r.m
 	log := m.log.With("resource", req.ResourceName)
 	log.Info("device plugin registration", "endpoint", req.Endpoint, "version", req.Version)
+	m.met.registrations.WithLabelValues(req.ResourceName).Inc()
 	if !versionSupported(req.Version) {
 		err := fmt.Errorf(errUnsupportedVersion, req.Version, pluginapi.SupportedVersions)
 		log.Error("bad device plugin registration", "err", err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
@@ -308,6 +309,12 @@ func TestAllocateAndRunOptions(t *testing.T) {
 		t.Errorf("PreStartContainer calls = %v, want [[%s]]", preStart, id)
 	}
 
+	if n := promtestutil.ToFloat64(e.m.met.registrations.WithLabelValues(res)); n != 1 {
+		t.Errorf("kubelet_device_plugin_registration_total = %v, want 1", n)
+	}
+	if n := promtestutil.CollectAndCount(e.m.met.allocDuration); n != 1 {
+		t.Errorf("kubelet_device_plugin_alloc_duration_seconds series = %d, want 1", n)
+	}
 	// Re-admission of the same pod allocates nothing new.
 	if err := e.m.Allocate(a, nil); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -59,12 +60,56 @@ type Server struct {
 	api.UnimplementedPodResourcesListerServer
 	Pods    Pods
 	Devices Devices // nil: no device plugins
+	// Metrics are kubelet's pod-resources endpoint counters (NewMetrics);
+	// nil: none.
+	Metrics *Metrics
 }
+
+// Metrics are kubelet's pod-resources endpoint metrics, under kubelet's
+// names, by server_api_version ("v1").
+type Metrics struct {
+	requests, list, getAllocatable, get, getErrors *prometheus.CounterVec
+}
+
+// NewMetrics makes the metrics and registers them with reg (nil: not
+// registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	c := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: "kubelet", Name: name, Help: help}, []string{"server_api_version"})
+	}
+	m := &Metrics{
+		requests:       c("pod_resources_endpoint_requests_total", "Cumulative number of requests to the PodResource endpoint. Broken down by server api version."),
+		list:           c("pod_resources_endpoint_requests_list", "Number of requests to the PodResource List endpoint. Broken down by server api version."),
+		getAllocatable: c("pod_resources_endpoint_requests_get_allocatable", "Number of requests to the PodResource GetAllocatableResources endpoint. Broken down by server api version."),
+		get:            c("pod_resources_endpoint_requests_get", "Number of requests to the PodResource Get endpoint. Broken down by server api version."),
+		getErrors:      c("pod_resources_endpoint_errors_get", "Number of requests to the PodResource Get endpoint which returned error. Broken down by server api version."),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.list, m.getAllocatable, m.get, m.getErrors)
+	}
+	return m
+}
+
+func (m *Metrics) inc(c ...func(*Metrics) *prometheus.CounterVec) {
+	if m == nil {
+		return
+	}
+	for _, f := range c {
+		f(m).WithLabelValues("v1").Inc()
+	}
+}
+
+func requestsTotal(m *Metrics) *prometheus.CounterVec  { return m.requests }
+func listRequests(m *Metrics) *prometheus.CounterVec   { return m.list }
+func allocRequests(m *Metrics) *prometheus.CounterVec  { return m.getAllocatable }
+func getRequests(m *Metrics) *prometheus.CounterVec    { return m.get }
+func getErrorsCount(m *Metrics) *prometheus.CounterVec { return m.getErrors }
 
 var _ api.PodResourcesListerServer = (*Server)(nil)
 
 // List is every active pod's resources.
 func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListPodResourcesResponse, error) {
+	s.Metrics.inc(requestsTotal, listRequests)
 	pods := s.Pods.ActivePods()
 	out := &api.ListPodResourcesResponse{PodResources: make([]*api.PodResources, 0, len(pods))}
 	for _, p := range pods {
@@ -75,8 +120,10 @@ func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListP
 
 // Get is one pod's resources.
 func (s *Server) Get(_ context.Context, req *api.GetPodResourcesRequest) (*api.GetPodResourcesResponse, error) {
+	s.Metrics.inc(requestsTotal, getRequests)
 	p, ok := s.Pods.GetPodByName(req.PodNamespace, req.PodName)
 	if !ok {
+		s.Metrics.inc(getErrorsCount)
 		return nil, fmt.Errorf("pod %s in namespace %s not found", req.PodName, req.PodNamespace)
 	}
 	return &api.GetPodResourcesResponse{PodResources: s.podResources(p)}, nil
@@ -85,6 +132,7 @@ func (s *Server) Get(_ context.Context, req *api.GetPodResourcesRequest) (*api.G
 // GetAllocatableResources is the node's healthy devices (one entry per
 // device and NUMA node, as kubelet).
 func (s *Server) GetAllocatableResources(context.Context, *api.AllocatableResourcesRequest) (*api.AllocatableResourcesResponse, error) {
+	s.Metrics.inc(requestsTotal, allocRequests)
 	out := &api.AllocatableResourcesResponse{}
 	if s.Devices == nil {
 		return out, nil

@@ -4,10 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -57,7 +60,8 @@ func TestServer(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := Serve(ctx, dir, &Server{Pods: fakePods{pod}, Devices: fakeDevices{}}, slog.Default()); err != nil {
+	reg := prometheus.NewRegistry()
+	if err := Serve(ctx, dir, &Server{Pods: fakePods{pod}, Devices: fakeDevices{}, Metrics: NewMetrics(reg)}, slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, SocketName), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -104,6 +108,19 @@ func TestServer(t *testing.T) {
 	}}
 	if d := cmp.Diff(wantAlloc, alloc, protocmp.Transform()); d != "" {
 		t.Errorf("GetAllocatableResources (-want +got):\n%s", d)
+	}
+	if err := promtestutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP kubelet_pod_resources_endpoint_errors_get Number of requests to the PodResource Get endpoint which returned error. Broken down by server api version.
+# TYPE kubelet_pod_resources_endpoint_errors_get counter
+kubelet_pod_resources_endpoint_errors_get{server_api_version="v1"} 1
+# HELP kubelet_pod_resources_endpoint_requests_get Number of requests to the PodResource Get endpoint. Broken down by server api version.
+# TYPE kubelet_pod_resources_endpoint_requests_get counter
+kubelet_pod_resources_endpoint_requests_get{server_api_version="v1"} 2
+# HELP kubelet_pod_resources_endpoint_requests_total Cumulative number of requests to the PodResource endpoint. Broken down by server api version.
+# TYPE kubelet_pod_resources_endpoint_requests_total counter
+kubelet_pod_resources_endpoint_requests_total{server_api_version="v1"} 4
+`), "kubelet_pod_resources_endpoint_errors_get", "kubelet_pod_resources_endpoint_requests_get", "kubelet_pod_resources_endpoint_requests_total"); err != nil {
+		t.Error(err)
 	}
 	// Beyond the burst within one second: rejected.
 	limited := false

@@ -28,6 +28,7 @@ func (a *agent) newDevices() *devicemanager.Manager {
 		Dir:              filepath.Join(a.cfg.RootDir, devicePluginsDir),
 		Logger:           a.base.With("component", "devicemanager", "node", a.nodeName),
 		ContainerRunning: a.containerRunning,
+		Registerer:       a.reg,
 	})
 }
 
@@ -65,7 +66,7 @@ func (a *agent) startDevices(ctx context.Context) pods.Devices {
 
 // servePodResources serves the pod-resources API over pm's pods.
 func (a *agent) servePodResources(ctx context.Context, pm *pods.Manager) {
-	srv := &podresources.Server{Pods: pm, Devices: a.devices}
+	srv := &podresources.Server{Pods: pm, Devices: a.devices, Metrics: podresources.NewMetrics(a.reg)}
 	if err := podresources.Serve(ctx, filepath.Join(a.cfg.RootDir, podResourcesDir), srv,
 		a.base.With("component", "podresources")); err != nil {
 		a.log.Error("pod resources API not served", "err", err)
