@@ -430,3 +430,25 @@ func TestCheckpointSurvivesRestart(t *testing.T) {
 		t.Errorf("pod b got %v, pod a holds %v", allocated, held)
 	}
 }
+
+// A plugin that registers again (a new socket, as after its own restart)
+// replaces its previous connection; the old stream's end does not mark
+// the new one's devices unhealthy.
+func TestReRegistrationReplaces(t *testing.T) {
+	e := newEnv(t, t.TempDir())
+	old := e.plugin("old.sock", &pluginapi.DevicePluginOptions{}, devs(pluginapi.Healthy, pluginapi.Healthy))
+	e.m.mu.Lock()
+	oldEndpoint := e.m.endpoints[res]
+	e.m.mu.Unlock()
+	e.plugin("new.sock", &pluginapi.DevicePluginOptions{}, devs(pluginapi.Healthy, pluginapi.Healthy, pluginapi.Healthy))
+	old.srv.Stop()
+	// The old stream's end, whenever it comes (here after the new devices).
+	e.m.disconnected(oldEndpoint)
+	e.m.update(oldEndpoint, devs(pluginapi.Unhealthy))
+	if c, a, _ := capAlloc(e.m); c != 3 || a != 3 {
+		t.Errorf("after the old plugin's stream ended: capacity %d allocatable %d, want 3 3", c, a)
+	}
+	if err := e.m.Allocate(pod("a", nil, 1), nil); err != nil {
+		t.Fatalf("Allocate through the new registration = %v", err)
+	}
+}
