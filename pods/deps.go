@@ -174,8 +174,9 @@ type workerDeps struct {
 // through an adapter in cmd/nodeagent).
 type Devices interface {
 	// Allocate allocates the devices pod's containers request (the
-	// plugins' Allocate) at admission; active are the other pods admitted
-	// (devices of pods no longer among them are freed).
+	// plugins' Allocate) at admission; active are the other pods whose
+	// containers may still run, those being deleted included (devices of
+	// pods no longer among them are freed).
 	Allocate(pod *v1.Pod, active []*v1.Pod) error
 	// SanitizeAllocatable raises allocatable to what is already
 	// allocated for each device resource (kubelet's UpdatePluginResources).

@@ -7,17 +7,19 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pods/containerspec"
 )
 
 type fakeDevices struct {
 	err       error
 	allocated int64 // what SanitizeAllocatable raises example.com/dev to
-	calls     int
+	active    []*v1.Pod
 }
 
-func (f *fakeDevices) Allocate(*v1.Pod, []*v1.Pod) error { f.calls++; return f.err }
+func (f *fakeDevices) Allocate(_ *v1.Pod, active []*v1.Pod) error { f.active = active; return f.err }
 
 func (f *fakeDevices) SanitizeAllocatable(l v1.ResourceList) v1.ResourceList {
 	out := l.DeepCopy()
@@ -61,5 +63,33 @@ func TestAdmissionAllocatesDevices(t *testing.T) {
 	got = m.admitLocked(pod, node, nil)
 	if got == nil || got.Reason != "OutOfexample.com/dev" {
 		t.Errorf("admitLocked = %+v, want OutOfexample.com/dev", got)
+	}
+}
+
+// A pod being deleted keeps its devices until its containers stopped
+// (kubelet's active pods): it is among the pods Allocate keeps, though
+// the resource fit no longer counts it.
+func TestAdmissionKeepsDevicesOfTerminatingPods(t *testing.T) {
+	e := newWorkerEnv(t)
+	old := testPod("old", v1.RestartPolicyAlways, ctr("c"))
+	w := e.worker(old, kubetypes.SourceAPI)
+	e.settle(w)
+	d := &fakeDevices{}
+	m := e.manager(Options{Devices: d})
+	adopt(m, w)
+	del := old.DeepCopy()
+	del.DeletionTimestamp = &metav1.Time{Time: e.clk.Now()}
+	w.update(del)
+	node := &v1.Node{}
+	node.Status.Allocatable = v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("4Gi"),
+		v1.ResourcePods: resource.MustParse("110")}
+	m.mu.Lock()
+	got := m.admitLocked(testPod("new", v1.RestartPolicyAlways, ctr("c")), node, nil)
+	m.mu.Unlock()
+	if got != nil {
+		t.Fatalf("admitLocked = %+v", got)
+	}
+	if len(d.active) != 1 || d.active[0].UID != old.UID {
+		t.Errorf("Allocate was given %d active pods, want the terminating pod %s", len(d.active), old.UID)
 	}
 }

@@ -508,10 +508,17 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 	if bad := admission.Unsupported(pod); len(bad) > 0 {
 		return &status.Waiting{Reason: admission.ReasonUnsupportedPodSpec, Message: admission.UnsupportedMessage(bad)}
 	}
-	var admitted []*v1.Pod
+	// admitted are the pods the fit counts; holding are those whose
+	// devices stay allocated: kubelet's active pods, where a pod being
+	// deleted or removed stays until its containers stopped.
+	var admitted, holding []*v1.Pod
 	for _, w := range m.workers {
 		p, removed := w.snapshot()
-		if removed || w.rejected() || p.DeletionTimestamp != nil || w.terminal.Load() {
+		if w.rejected() || w.terminal.Load() {
+			continue
+		}
+		holding = append(holding, p)
+		if removed || p.DeletionTimestamp != nil {
 			continue
 		}
 		admitted = append(admitted, p)
@@ -526,7 +533,7 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 		// kubelet's resource allocator admit handler runs before its
 		// predicates: devices are allocated (the plugin's Allocate) at
 		// admission, and the fit sees at least what is allocated.
-		if err := d.Allocate(pod, admitted); err != nil {
+		if err := d.Allocate(pod, holding); err != nil {
 			return &status.Waiting{Reason: admission.ReasonUnexpectedAdmissionError,
 				Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
 		}
