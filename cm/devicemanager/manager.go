@@ -70,6 +70,14 @@ type Manager struct {
 	clock clock.Clock
 	met   *metrics
 
+	// cpMu orders checkpoint writes: each one snapshots the state and
+	// writes it before the next one snapshots (no stale overwrite).
+	cpMu sync.Mutex
+	// streams are the plugins' ListAndWatch goroutines; done is closed
+	// once Start's context ended and all of them returned.
+	streams sync.WaitGroup
+	done    chan struct{}
+
 	mu         sync.Mutex
 	endpoints  map[string]*endpoint
 	healthy    map[string]sets.Set[string]
@@ -102,7 +110,7 @@ func New(o Options) *Manager {
 		o.Logger = slog.Default()
 	}
 	return &Manager{
-		opts: o, log: o.Logger, clock: o.Clock, met: newMetrics(o.Registerer),
+		opts: o, log: o.Logger, clock: o.Clock, met: newMetrics(o.Registerer), done: make(chan struct{}),
 		endpoints: map[string]*endpoint{},
 		healthy:   map[string]sets.Set[string]{},
 		unhealthy: map[string]sets.Set[string]{},
@@ -139,7 +147,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("device plugins: %w", err)
 	}
-	srv := grpc.NewServer()
+	// Stop waits for Register calls in flight: no plugin stream starts
+	// after the manager stopped.
+	srv := grpc.NewServer(grpc.WaitForHandlers(true))
 	pluginapi.RegisterRegistrationServer(srv, registration{m: m})
 	m.mu.Lock()
 	m.server, m.listenDone = srv, make(chan struct{})
@@ -154,9 +164,15 @@ func (m *Manager) Start(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
 		m.stop()
+		m.streams.Wait()
+		close(m.done)
 	}()
 	return nil
 }
+
+// Done is closed once the context given to Start ended and the manager
+// stopped (registration server and plugin streams ended).
+func (m *Manager) Done() <-chan struct{} { return m.done }
 
 // stop ends the registration server and every plugin connection.
 func (m *Manager) stop() {
@@ -243,7 +259,11 @@ func (m *Manager) connect(resourceName, socket string) error {
 	if old != nil && old.conn != nil {
 		old.conn.Close()
 	}
-	go m.listAndWatch(e)
+	m.streams.Add(1)
+	go func() {
+		defer m.streams.Done()
+		m.listAndWatch(e)
+	}()
 	return nil
 }
 
@@ -379,6 +399,8 @@ func (m *Manager) AllocatableDevices() map[string][]*pluginapi.Device {
 // checkpoint writes the allocations and registered devices; a failure is
 // logged (kubelet logs it too and keeps going).
 func (m *Manager) checkpoint() {
+	m.cpMu.Lock()
+	defer m.cpMu.Unlock()
 	m.mu.Lock()
 	entries := m.pods.entries()
 	registered := map[string][]string{}
