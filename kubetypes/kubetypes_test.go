@@ -27,3 +27,19 @@ func TestIsCriticalPod(t *testing.T) {
 		}
 	}
 }
+
+func TestIsExtendedResourceName(t *testing.T) {
+	for name, want := range map[v1.ResourceName]bool{
+		"example.com/resource":   true,
+		"nvidia.com/gpu":         true,
+		"cpu":                    false,
+		"hugepages-2Mi":          false,
+		"kubernetes.io/foo":      false,
+		"requests.example.com/x": false,
+		"example.com/bad name":   false,
+	} {
+		if got := IsExtendedResourceName(name); got != want {
+			t.Errorf("IsExtendedResourceName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -41,6 +41,9 @@ func (m *Manager) gather(now time.Time) {
 	}
 
 	in.capacity, in.capacityErr = m.readCapacity(in.observations)
+	if f := m.cfg.DevicePlugins; f != nil {
+		in.devCapacity, in.devAllocatable, in.devRemoved = f()
+	}
 	m.readSignals(in.observations)
 
 	// Node info from the host.

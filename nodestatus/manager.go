@@ -73,17 +73,20 @@ type Manager struct {
 // inputs are the facts gathered once per sync; the setters read them, so a
 // retry within one report does not call the runtime again.
 type inputs struct {
-	now          time.Time
-	capacity     v1.ResourceList
-	capacityErr  error
-	info         v1.NodeSystemInfo
-	infoErr      error
-	pressure     map[v1.NodeConditionType]bool
-	readyErrs    []error
-	imagesOK     bool
-	images       []Image
-	imagesErr    error
-	observations map[string]observation
+	now         time.Time
+	capacity    v1.ResourceList
+	capacityErr error
+	// device plugins' resources (Options.DevicePlugins)
+	devCapacity, devAllocatable v1.ResourceList
+	devRemoved                  []string
+	info                        v1.NodeSystemInfo
+	infoErr                     error
+	pressure                    map[v1.NodeConditionType]bool
+	readyErrs                   []error
+	imagesOK                    bool
+	images                      []Image
+	imagesErr                   error
+	observations                map[string]observation
 }
 
 // New validates o and returns a Manager. It does not talk to the API server.
@@ -128,6 +131,9 @@ func New(o Options) (*Manager, error) {
 		NodeAddress(m.internalIP, cfg.Hostname),
 		Capacity(func() (v1.ResourceList, error) { return m.in.capacity, m.in.capacityErr }, cfg.reserved,
 			func(c v1.ResourceList) v1.ResourceList { return hardEvictionReservation(cfg.thresholds, c) }),
+		DevicePlugins(func() (v1.ResourceList, v1.ResourceList, []string) {
+			return m.in.devCapacity, m.in.devAllocatable, m.in.devRemoved
+		}),
 		NodeInfo(func(context.Context) (v1.NodeSystemInfo, error) { return m.in.info, m.in.infoErr }),
 		Images(cfg.MaxImages, func(context.Context) ([]Image, bool, error) { return m.in.images, m.in.imagesOK, m.in.imagesErr }),
 		PressureCondition(v1.NodeMemoryPressure, now, func() bool { return m.in.pressure[v1.NodeMemoryPressure] }),
@@ -199,6 +205,9 @@ func (m *Manager) NodeAnyway(ctx context.Context) (*v1.Node, error) {
 		Capacity(func() (v1.ResourceList, error) { return capacity, capErr }, m.cfg.reserved,
 			func(c v1.ResourceList) v1.ResourceList { return hardEvictionReservation(m.cfg.thresholds, c) }),
 	}
+	// No device plugin resources here: the device manager's Capacity
+	// reports a dropped resource once, to the status loop; admission
+	// gates devices by allocating them.
 	var errs []error
 	for _, s := range setters {
 		if err := s(ctx, node); err != nil {

@@ -100,6 +100,11 @@ type Options struct {
 	RuntimeVersion func(ctx context.Context) (name, version string, err error)
 	// ListImages returns the images held by the runtime, in any order. nil = no images.
 	ListImages func(ctx context.Context) ([]Image, error)
+	// DevicePlugins returns the device plugins' resources (kubelet's
+	// GetDevicePluginResourceCapacity): capacity, allocatable, and
+	// resources dropped since the last call (reported with capacity 0).
+	// nil = no device plugins.
+	DevicePlugins func() (capacity, allocatable v1.ResourceList, removed []string)
 	// RuntimeHealthy and PLEGHealthy return nil while healthy; nil funcs are not wired.
 	// The error text goes into the Ready condition's message.
 	RuntimeHealthy, PLEGHealthy func() error

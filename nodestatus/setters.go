@@ -95,6 +95,36 @@ func Capacity(
 	}
 }
 
+// DevicePlugins sets the device plugins' resources in capacity and
+// allocatable after Capacity, as kubelet's MachineInfo and allocatable
+// setters: a resource's capacity counts all its devices, its allocatable
+// the healthy ones; a removed resource keeps capacity (and allocatable) 0
+// instead of disappearing, which says it is managed by a device plugin.
+func DevicePlugins(
+	resources func() (capacity, allocatable v1.ResourceList, removed []string), // devicemanager.Manager.Capacity
+) Setter {
+	return func(_ context.Context, node *v1.Node) error {
+		c, a, removed := resources()
+		if node.Status.Capacity == nil {
+			node.Status.Capacity = v1.ResourceList{}
+		}
+		if node.Status.Allocatable == nil {
+			node.Status.Allocatable = v1.ResourceList{}
+		}
+		for k, v := range c {
+			node.Status.Capacity[k] = v
+		}
+		for k, v := range a {
+			node.Status.Allocatable[k] = v
+		}
+		for _, r := range removed {
+			node.Status.Capacity[v1.ResourceName(r)] = *resource.NewQuantity(0, resource.DecimalSI)
+			node.Status.Allocatable[v1.ResourceName(r)] = *resource.NewQuantity(0, resource.DecimalSI)
+		}
+		return nil
+	}
+}
+
 // NodeInfo sets status.nodeInfo. Fields info could not read keep their
 // previous value. containerRuntimeVersion is "name://version".
 func NodeInfo(

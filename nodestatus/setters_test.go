@@ -227,3 +227,45 @@ func TestReadyCondition(t *testing.T) {
 		})
 	}
 }
+
+func TestDevicePluginsSetter(t *testing.T) {
+	q := resource.MustParse
+	ctx := context.Background()
+	noEviction := func(v1.ResourceList) v1.ResourceList { return nil }
+	measured := v1.ResourceList{v1.ResourceCPU: q("4"), v1.ResourceMemory: q("8Gi"), v1.ResourcePods: q("110")}
+	node := &v1.Node{}
+	capacity := Capacity(func() (v1.ResourceList, error) { return measured, nil }, nil, noEviction)
+	var devCap, devAlloc v1.ResourceList
+	var removed []string
+	devices := DevicePlugins(func() (v1.ResourceList, v1.ResourceList, []string) { return devCap, devAlloc, removed })
+	run := func() {
+		t.Helper()
+		for _, s := range []Setter{capacity, devices} {
+			if err := s(ctx, node); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(what string, wantCap, wantAlloc string) {
+		t.Helper()
+		c, a := node.Status.Capacity["example.com/dev"], node.Status.Allocatable["example.com/dev"]
+		if c.Cmp(q(wantCap)) != 0 || a.Cmp(q(wantAlloc)) != 0 {
+			t.Errorf("%s: capacity %s allocatable %s, want %s %s", what, c.String(), a.String(), wantCap, wantAlloc)
+		}
+	}
+	devCap, devAlloc = v1.ResourceList{"example.com/dev": q("2")}, v1.ResourceList{"example.com/dev": q("2")}
+	run()
+	check("registered", "2", "2")
+	devAlloc = v1.ResourceList{"example.com/dev": q("0")} // the plugin went away
+	run()
+	check("plugin gone", "2", "0")
+	devCap, devAlloc, removed = v1.ResourceList{}, v1.ResourceList{}, []string{"example.com/dev"}
+	run()
+	check("removed", "0", "0")
+	removed = nil // reported once; the zero stays
+	run()
+	check("after removal", "0", "0")
+	if m := node.Status.Allocatable[v1.ResourceMemory]; m.Cmp(q("8Gi")) != 0 {
+		t.Errorf("memory allocatable %s", m.String())
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods/containerspec"
 	"github.com/nodeagent/nodeagent/pods/prober"
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -166,6 +167,23 @@ type workerDeps struct {
 	// nodeKeyring is the node's registry credentials (nil: none).
 	nodeKeyring NodeKeyring
 	cgroups     PodCgroups // nil: the runtime's default cgroup parent
+	devices     Devices    // nil: no device plugins
+}
+
+// Devices are the device plugins' resources (*devicemanager.Manager
+// through an adapter in cmd/nodeagent).
+type Devices interface {
+	// Allocate allocates the devices pod's containers request (the
+	// plugins' Allocate) at admission; active are the other pods whose
+	// containers may still run, those being deleted included (devices of
+	// pods no longer among them are freed).
+	Allocate(pod *v1.Pod, active []*v1.Pod) error
+	// SanitizeAllocatable raises allocatable to what is already
+	// allocated for each device resource (kubelet's UpdatePluginResources).
+	SanitizeAllocatable(allocatable v1.ResourceList) v1.ResourceList
+	// RunOptions are container c's devices, mounts, envs, annotations and
+	// CDI devices, after the plugin's PreStartContainer when it asks for it.
+	RunOptions(ctx context.Context, pod *v1.Pod, c *v1.Container) (containerspec.Devices, error)
 }
 
 // eventFunc records an Event about a pod (workerDeps.event).

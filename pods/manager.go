@@ -98,6 +98,10 @@ type Options struct {
 	// cm) and scores containers for the OOM killer; nil: containers go
 	// under the runtime's default parent.
 	Cgroups PodCgroups
+	// Devices are the device plugins' resources (package
+	// cm/devicemanager); nil: no device plugins, extended resources are
+	// left to the resource fit as kubelet leaves unknown ones.
+	Devices Devices
 	// Admission is the node's pod security admission settings
 	// (allowedUnsafeSysctls, host AppArmor and SELinux).
 	Admission admission.SecurityOptions
@@ -227,7 +231,7 @@ func New(o Options) (*Manager, error) {
 		m.deps.mirror = m.mirror
 	}
 	m.deps.nodeAnyway, m.deps.names = o.NodeAnyway, o.Names
-	m.deps.cgroups = o.Cgroups
+	m.deps.cgroups, m.deps.devices = o.Cgroups, o.Devices
 	m.deps.podNS, m.deps.podNSDir = o.PodNS, o.PodNSDir
 	if p, ok := o.Runtime.(PauseRuntime); ok {
 		m.deps.pauses = p
@@ -507,10 +511,17 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 	if bad := admission.Unsupported(pod); len(bad) > 0 {
 		return &status.Waiting{Reason: admission.ReasonUnsupportedPodSpec, Message: admission.UnsupportedMessage(bad)}
 	}
-	var admitted []*v1.Pod
+	// admitted are the pods the fit counts; holding are those whose
+	// devices stay allocated: kubelet's active pods, where a pod being
+	// deleted or removed stays until its containers stopped.
+	var admitted, holding []*v1.Pod
 	for _, w := range m.workers {
 		p, removed := w.snapshot()
-		if removed || w.rejected() || p.DeletionTimestamp != nil || w.terminal.Load() {
+		if w.rejected() || w.terminal.Load() {
+			continue
+		}
+		holding = append(holding, p)
+		if removed || p.DeletionTimestamp != nil {
 			continue
 		}
 		admitted = append(admitted, p)
@@ -520,7 +531,18 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 		m.log.Error("cannot get node info to admit a pod", "pod", kubetypes.FullName(pod), "err", nodeErr)
 		return &status.Waiting{Reason: admission.ReasonInvalidNodeInfo, Message: "Kubelet cannot get node info."}
 	}
-	if ok, reason, msg := admission.FitsNode(pod, admitted, node.Status.Allocatable, m.opts.MaxPods); !ok {
+	allocatable := node.Status.Allocatable
+	if d := m.opts.Devices; d != nil {
+		// kubelet's resource allocator admit handler runs before its
+		// predicates: devices are allocated (the plugin's Allocate) at
+		// admission, and the fit sees at least what is allocated.
+		if err := d.Allocate(pod, holding); err != nil {
+			return &status.Waiting{Reason: admission.ReasonUnexpectedAdmissionError,
+				Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
+		}
+		allocatable = d.SanitizeAllocatable(allocatable)
+	}
+	if ok, reason, msg := admission.FitsNode(pod, admitted, allocatable, m.opts.MaxPods); !ok {
 		return &status.Waiting{Reason: reason, Message: msg}
 	}
 	if ok, reason, msg := admission.AdmitPredicates(pod, admitted, node, kubetypes.IsStaticPod(pod)); !ok {

@@ -34,6 +34,11 @@ func (w *worker) specInputs(ctx context.Context, pod *v1.Pod, s startAction, vol
 		Cgroups:     w.d.cgroups,
 		Security:    w.d.security,
 	}
+	if w.d.devices != nil {
+		if in.Devices, err = w.d.devices.RunOptions(ctx, pod, c); err != nil {
+			return containerspec.Inputs{}, err
+		}
+	}
 	if images, ok := w.d.rt.(containerspec.ImageUsers); ok {
 		in.Images = images
 	}

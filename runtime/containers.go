@@ -190,6 +190,9 @@ func (s *ContainerSpec) Validate() error {
 	if s.Name == "" {
 		errs = append(errs, errors.New("container name is required"))
 	}
+	if len(s.CDIDevices) > 0 {
+		errs = append(errs, fmt.Errorf("CDI devices %v: this runtime adapter does not resolve CDI device names (device plugins must return DeviceSpecs and Mounts instead)", s.CDIDevices))
+	}
 	if s.Image == "" {
 		errs = append(errs, errors.New("image is required"))
 	} else if _, err := NormalizeImageRef(s.Image); err != nil {
@@ -217,6 +220,11 @@ func (s *ContainerSpec) Validate() error {
 		}
 		if m.Propagation < PropagationPrivate || m.Propagation > PropagationBidirectional {
 			errs = append(errs, fmt.Errorf("mounts[%d]: unknown propagation %v", i, m.Propagation))
+		}
+	}
+	for i, d := range s.Devices {
+		if !filepath.IsAbs(d.HostPath) || !path.IsAbs(d.ContainerPath) {
+			errs = append(errs, fmt.Errorf("devices[%d]: hostPath %q and containerPath %q must be absolute", i, d.HostPath, d.ContainerPath))
 		}
 	}
 	if s.LogPath != "" && !filepath.IsAbs(s.LogPath) {
@@ -365,6 +373,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	sopts = append(sopts, securitySpecOpts(spec.Security, allCapabilities())...)
 	if spec.Security.needsUser() {
 		sopts = append(sopts, withUser(spec.Security))
+	}
+	for _, d := range spec.Devices {
+		sopts = append(sopts, oci.WithDevices(d.HostPath, d.ContainerPath, d.Permissions))
+	}
+	if len(spec.Annotations) > 0 {
+		sopts = append(sopts, oci.WithAnnotations(spec.Annotations))
 	}
 
 	_, err = r.client.NewContainer(ctx, id,

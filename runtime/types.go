@@ -190,6 +190,21 @@ type ContainerSpec struct {
 	// and LogPath and Options.ContainerLogger are required. See stdio.go.
 	Stdin, StdinOnce, TTY bool
 	StdioDir              string
+	// Devices are host device nodes made available in the container (and
+	// allowed in its devices cgroup), from device plugins' Allocate.
+	Devices []Device
+	// Annotations are OCI spec annotations (device plugins' Allocate).
+	Annotations map[string]string
+	// CDIDevices are fully qualified CDI device names (vendor/class=name).
+	// This runtime adapter does not resolve CDI specs: a spec with CDI
+	// devices is refused (ErrCDIUnsupported).
+	CDIDevices []string
+}
+
+// Device is a host device node in a container, as a device plugin's
+// DeviceSpec gives it: Permissions is a cgroup permission string ("rwm").
+type Device struct {
+	HostPath, ContainerPath, Permissions string
 }
 
 // DefaultRuntimeType is the runtime of containers that name none: runc.

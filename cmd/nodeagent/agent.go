@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/certificate"
+	"github.com/nodeagent/nodeagent/cm/devicemanager"
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/heartbeat"
 	"github.com/nodeagent/nodeagent/imagegc"
@@ -169,6 +170,9 @@ type agent struct {
 	// credProviders are kubelet's credential provider plugins; nil when
 	// imageCredentialProviderConfig is "".
 	credProviders *credprovider.Plugins
+	// devices is the device manager (device plugins); it serves from
+	// runOnRuntime on (devices.go).
+	devices *devicemanager.Manager
 }
 
 func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
@@ -285,6 +289,8 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		return nil, err
 	}
 	nsOpts.ShuttingDown = a.shutdown.ShuttingDown
+	a.devices = a.newDevices()
+	nsOpts.DevicePlugins = a.devices.Capacity
 	if a.ns, err = nodestatus.New(nsOpts); err != nil {
 		return nil, err
 	}
@@ -381,7 +387,8 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 //     whose certificates every new TLS handshake picks up;
 //  4. the Node's registration, then node status;
 //  5. the containerd connection and, once it is up, the components that
-//     need it in runOnRuntime's order: cm, pleg, imagegc, pods, eviction;
+//     need it in runOnRuntime's order: cm and the device manager, pleg,
+//     imagegc, pods (and the pod-resources API), eviction;
 //  6. systemd READY=1 once registered and heartbeating, and the watchdog;
 //  7. the configuration watcher (SIGHUP, file changes);
 //  8. graceful node shutdown (its pods are handed over in 5);

@@ -107,11 +107,12 @@ func (a *agent) dialRuntime(ctx context.Context, log *slog.Logger, dial func(con
 // agent's order); one that cannot be built is logged and those below it
 // are not started, while the node keeps heartbeating and reporting status:
 //
-//  1. cm: the pod cgroup layout (kubepods and its QoS levels);
+//  1. cm: the pod cgroup layout (kubepods and its QoS levels), and the
+//     device manager (the device plugins' registration socket);
 //  2. pleg: over rt, watching 1's cgroup parents; its health feeds /livez;
 //  3. imagegc: over rt;
-//  4. pods: the pod workers over rt, 2 and 1; the node API reads their
-//     pods from then on;
+//  4. pods: the pod workers over rt, 2 and 1; the node API and the
+//     pod-resources API read their pods from then on;
 //  5. eviction: node-pressure eviction of 4's pods, reclaiming through 4
 //     and 3; it stops when 4 stops;
 //  6. graceful node shutdown gets 4's pods;
@@ -130,6 +131,7 @@ func (a *agent) runOnRuntime(ctx context.Context, rt *runtime.Runtime) {
 		a.log.Error("cannot lay out pod cgroups; running no pods", "err", cgroupDriverError(a.cfg, err))
 		return
 	}
+	devices := a.startDevices(ctx)
 	// 2. pleg
 	p, err := a.newPLEG(rt, cgroups)
 	if err != nil {
@@ -141,12 +143,13 @@ func (a *agent) runOnRuntime(ctx context.Context, rt *runtime.Runtime) {
 	// 3. imagegc
 	goRun(ctx, func(ctx context.Context) { a.runImageGC(ctx, rt) })
 	// 4. pods
-	pm, err := a.newPods(rt, p, cgroups)
+	pm, err := a.newPods(rt, p, cgroups, devices)
 	if err != nil {
 		a.log.Error("cannot start the pod workers", "err", err)
 		return
 	}
 	a.apiPods.use(pm)
+	a.servePodResources(ctx, pm)
 	// 5. eviction (evStop runs before wg.Wait)
 	evCtx, evStop := context.WithCancel(ctx)
 	defer evStop()
@@ -183,7 +186,7 @@ func (a *agent) newPLEG(rt *runtime.Runtime, cgroups *cm.Manager) (*pleg.PLEG, e
 
 // newPods builds the pod workers for static pods and the API server's pods
 // bound to this node, over rt, the PLEG p and the pod cgroups.
-func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager) (*pods.Manager, error) {
+func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, devices pods.Devices) (*pods.Manager, error) {
 	var podNet pods.PodNetwork // a nil *network.Network must stay a nil interface
 	if a.net != nil {
 		podNet = a.net
@@ -197,6 +200,7 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager) 
 		Security:            pods.SecurityOptions{SeccompDefault: a.cfg.SeccompDefault},
 		RuntimeHandlers:     a.cfg.RuntimeHandlers,
 		Cgroups:             cgroups,
+		Devices:             devices,
 		Admission:           admission.HostSecurity(a.cfg.AllowedUnsafeSysctls),
 		Admit:               a.admitUnderPressure,
 		ShuttingDown:        a.shutdown.ShuttingDown,

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // Reasons of admission refusals (kubelet's vocabulary).
@@ -19,6 +21,9 @@ const (
 	// refusals are "OutOf" + the resource name (OutOfpods, OutOfcpu), as
 	// kubelet spells them (FitsNode).
 	ReasonUnsupportedPodSpec = "UnsupportedPodSpec"
+	// ReasonUnexpectedAdmissionError: the device plugins' allocation
+	// failed ("Allocate failed due to <err>, which is unexpected").
+	ReasonUnexpectedAdmissionError = "UnexpectedAdmissionError"
 	// The node's allocatable could not be read (kubelet's reason).
 	ReasonInvalidNodeInfo = "InvalidNodeInfo"
 )
@@ -61,6 +66,14 @@ func FitsNode(pod *v1.Pod, admitted []*v1.Pod, allocatable v1.ResourceList, maxP
 	}
 
 	want := podRequests(pod)
+	// kubelet drops the requests of extended resources the node does not
+	// have (removeMissingExtendedResources): cluster-level resources
+	// unknown to nodes, scheduler extenders, DRA.
+	for name := range want {
+		if _, ok := allocatable[name]; !ok && kubetypes.IsExtendedResourceName(name) {
+			delete(want, name)
+		}
+	}
 	used := v1.ResourceList{}
 	for _, p := range others {
 		for name, q := range podRequests(p) {
@@ -301,6 +314,9 @@ var resourceRequirementsChecks = []check[v1.ResourceRequirements]{
 // Resources a container may name. cpu and memory limits become cgroup
 // limits; an ephemeral-storage request counts for admission and its limit
 // is enforced by eviction (package eviction, localStorageEviction).
+// Extended resources (kubetypes.IsExtendedResourceName) are accepted too:
+// device plugins' resources are allocated at admission, others count in
+// FitsNode when the node has them.
 var (
 	limitResources   = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
 	requestResources = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
@@ -541,12 +557,12 @@ func unsupportedContainer(c *v1.Container, p *field.Path, hostNetwork bool, add 
 	rp := p.Child("resources")
 	walk(&c.Resources, resourceRequirementsChecks, rp, add)
 	for name := range c.Resources.Limits {
-		if !limitResources.Has(name) {
+		if !limitResources.Has(name) && !kubetypes.IsExtendedResourceName(name) {
 			add(rp.Child("limits").Key(string(name)))
 		}
 	}
 	for name := range c.Resources.Requests {
-		if !requestResources.Has(name) {
+		if !requestResources.Has(name) && !kubetypes.IsExtendedResourceName(name) {
 			add(rp.Child("requests").Key(string(name)))
 		}
 	}

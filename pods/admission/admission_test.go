@@ -290,8 +290,10 @@ var unsupportedCases = []struct {
 	{"spec.containers[0].resources.limits[hugepages-2Mi]", func(p *v1.Pod) {
 		p.Spec.Containers[0].Resources.Limits["hugepages-2Mi"] = resource.MustParse("2Mi")
 	}},
-	{"spec.containers[0].resources.requests[example.com/gpu]", func(p *v1.Pod) {
-		p.Spec.Containers[0].Resources.Requests["example.com/gpu"] = resource.MustParse("1")
+	{"spec.containers[0].resources.requests[kubernetes.io/custom]", func(p *v1.Pod) {
+		// Not an extended resource (kubernetes.io/ is the native prefix);
+		// example.com/gpu is accepted (device plugins).
+		p.Spec.Containers[0].Resources.Requests["kubernetes.io/custom"] = resource.MustParse("1")
 	}},
 
 	// Volumes beyond their source type.
@@ -750,6 +752,8 @@ func TestFitsNode(t *testing.T) {
 		return l
 	}
 	alloc := rl("cpu", "2", "memory", "1Gi", "ephemeral-storage", "10Gi", "pods", "110")
+	withGPU := rl("cpu", "2", "memory", "1Gi", "ephemeral-storage", "10Gi", "pods", "110", "example.com/gpu", "2")
+	zeroGPU := rl("cpu", "2", "memory", "1Gi", "ephemeral-storage", "10Gi", "pods", "110", "example.com/gpu", "0")
 	limitsOnly := podWith("lim", nil, nil)
 	limitsOnly.Spec.Containers[0].Resources.Limits = rl("memory", "900Mi")
 
@@ -787,7 +791,12 @@ func TestFitsNode(t *testing.T) {
 		{desc: "pods reported before cpu", pod: podWith("new", nil, rl("cpu", "3")), alloc: alloc, maxPods: 0 + 1,
 			admitted: []*v1.Pod{podWith("a", nil, nil)},
 			reason:   "OutOfpods", message: "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1"},
-		{desc: "extended resource not on the node", pod: podWith("new", nil, rl("example.com/gpu", "1")), alloc: alloc, maxPods: 110,
+		{desc: "extended resource not on the node is not checked (kubelet's removeMissingExtendedResources)",
+			pod: podWith("new", nil, rl("example.com/gpu", "1")), alloc: alloc, maxPods: 110},
+		{desc: "extended resource on the node", pod: podWith("new", nil, rl("example.com/gpu", "2")),
+			admitted: []*v1.Pod{podWith("a", nil, rl("example.com/gpu", "1"))}, alloc: withGPU, maxPods: 110,
+			reason: "OutOfexample.com/gpu", message: "Pod was rejected: Node didn't have enough resource: example.com/gpu, requested: 2, used: 1, capacity: 2"},
+		{desc: "extended resource with allocatable 0", pod: podWith("new", nil, rl("example.com/gpu", "1")), alloc: zeroGPU, maxPods: 110,
 			reason: "OutOfexample.com/gpu", message: "Pod was rejected: Node didn't have enough resource: example.com/gpu, requested: 1, used: 0, capacity: 0"},
 		{desc: "init container larger than app containers counts", pod: podWith("new", []v1.ResourceList{rl("cpu", "1800m")}, rl("cpu", "100m"), rl("cpu", "100m")),
 			admitted: []*v1.Pod{podWith("a", nil, rl("cpu", "500m"))}, alloc: alloc, maxPods: 110,

@@ -27,6 +27,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -104,6 +105,21 @@ type Inputs struct {
 	// shareProcessNamespace, its target's for an ephemeral container (""
 	// its own).
 	PIDNSPath string
+	// Devices are what device plugins' Allocate gave the container.
+	Devices Devices
+}
+
+// Devices are a container's device-plugin allocations merged (kubelet's
+// DeviceRunContainerOptions): device nodes, mounts, environment variables,
+// annotations and CDI device names. Env entries are KEY=VALUE and come
+// before the container's own environment, as kubelet orders them; mounts
+// come before the volumes' mounts.
+type Devices struct {
+	Devices     []runtime.Device
+	Mounts      []runtime.Mount
+	Env         []string
+	Annotations map[string]string
+	CDIDevices  []string
 }
 
 // Build turns container c of pod into what the runtime creates.
@@ -124,9 +140,12 @@ func Build(ctx context.Context, pod *v1.Pod, c *v1.Container, in Inputs) (runtim
 		Image:       c.Image,
 		Command:     ExpandAll(c.Command, lookup),
 		Args:        ExpandAll(c.Args, lookup),
-		Env:         env,
+		Env:         append(slices.Clone(in.Devices.Env), env...),
 		WorkingDir:  c.WorkingDir,
-		Mounts:      mounts,
+		Mounts:      append(slices.Clone(in.Devices.Mounts), mounts...),
+		Devices:     slices.Clone(in.Devices.Devices),
+		Annotations: maps.Clone(in.Devices.Annotations),
+		CDIDevices:  slices.Clone(in.Devices.CDIDevices),
 		Resources:   Resources(c),
 		LogPath:     in.LogPath,
 		HostNetwork: pod.Spec.HostNetwork,

@@ -3,6 +3,7 @@ package containerspec
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -395,5 +396,32 @@ func TestBuildKeepsInputLabels(t *testing.T) {
 	}
 	if len(labels) != 1 || !strings.HasPrefix(s.Labels[LabelTerminationMessagePath], "/") {
 		t.Errorf("input labels %v, spec labels %v", labels, s.Labels)
+	}
+}
+
+// Device plugins' allocations go into the spec as kubelet orders them:
+// their envs before the container's own, their mounts before the volumes'.
+func TestBuildDevices(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
+	c := &v1.Container{Name: "c", Env: []v1.EnvVar{{Name: "A", Value: "mine"}}}
+	dev := Devices{
+		Devices:     []runtime.Device{{HostPath: "/dev/null", ContainerPath: "/dev/dev0", Permissions: "rw"}},
+		Mounts:      []runtime.Mount{{HostPath: "/tmp/Dev-1", ContainerPath: "/tmp/Dev-1"}},
+		Env:         []string{"A=plugin", "DEV=Dev-1"},
+		Annotations: map[string]string{"example.com/dev": "Dev-1"},
+		CDIDevices:  []string{"example.com/resource=Dev-1"},
+	}
+	s, err := Build(context.Background(), pod, c, Inputs{PodDir: t.TempDir(), Devices: dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.Env[:3], []string{"A=plugin", "DEV=Dev-1", "A=mine"}) {
+		t.Errorf("env %v, want the plugin's first", s.Env)
+	}
+	if len(s.Mounts) == 0 || s.Mounts[0] != dev.Mounts[0] {
+		t.Errorf("mounts %v, want the plugin's first", s.Mounts)
+	}
+	if !slices.Equal(s.Devices, dev.Devices) || !maps.Equal(s.Annotations, dev.Annotations) || !slices.Equal(s.CDIDevices, dev.CDIDevices) {
+		t.Errorf("devices %v annotations %v CDI %v", s.Devices, s.Annotations, s.CDIDevices)
 	}
 }
