@@ -137,6 +137,9 @@ func New(o Options) (*Manager, error) {
 		DaemonEndpoints(cfg.KubeletPort),
 		NodeFeatures(),
 	}
+	if cfg.VolumesInUse != nil {
+		m.setters = append(m.setters, VolumesInUse(cfg.VolumesInUse))
+	}
 	return m, nil
 }
 

@@ -308,9 +308,12 @@ var (
 
 // volumeSourceAccepted: the volume types nodeagent mounts; emptyDir,
 // projected and downwardAPI are walked further (emptyDir's medium and
-// sizeLimit, projected sources, downwardAPI items); secret and configMap
-// are used whole.
-var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI"}
+// sizeLimit, projected sources, downwardAPI items); secret, configMap,
+// persistentVolumeClaim (claimName, readOnly) and csi (driver, readOnly,
+// fsType, volumeAttributes, nodePublishSecretRef; package csi) are used
+// whole.
+var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI",
+	"persistentVolumeClaim", "csi"}
 
 var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"gcePersistentDisk", func(s *v1.VolumeSource) bool { return s.GCEPersistentDisk != nil }},
@@ -319,7 +322,6 @@ var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"nfs", func(s *v1.VolumeSource) bool { return s.NFS != nil }},
 	{"iscsi", func(s *v1.VolumeSource) bool { return s.ISCSI != nil }},
 	{"glusterfs", func(s *v1.VolumeSource) bool { return s.Glusterfs != nil }},
-	{"persistentVolumeClaim", func(s *v1.VolumeSource) bool { return s.PersistentVolumeClaim != nil }},
 	{"rbd", func(s *v1.VolumeSource) bool { return s.RBD != nil }},
 	{"flexVolume", func(s *v1.VolumeSource) bool { return s.FlexVolume != nil }},
 	{"cinder", func(s *v1.VolumeSource) bool { return s.Cinder != nil }},
@@ -334,7 +336,6 @@ var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"portworxVolume", func(s *v1.VolumeSource) bool { return s.PortworxVolume != nil }},
 	{"scaleIO", func(s *v1.VolumeSource) bool { return s.ScaleIO != nil }},
 	{"storageos", func(s *v1.VolumeSource) bool { return s.StorageOS != nil }},
-	{"csi", func(s *v1.VolumeSource) bool { return s.CSI != nil }},
 	{"ephemeral", func(s *v1.VolumeSource) bool { return s.Ephemeral != nil }},
 	{"image", func(s *v1.VolumeSource) bool { return s.Image != nil }},
 }
