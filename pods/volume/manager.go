@@ -106,3 +106,26 @@ func (m *Manager) Teardown(uid types.UID, podDir string) error {
 	}
 	return nil
 }
+
+// MustMountReadOnly reports whether the pod's volume name is mounted
+// read-only into every container whatever its volumeMount says, as
+// kubelet does for a volume whose mounter says ReadOnly (makeMounts'
+// mustMountRO): a persistentVolumeClaim or csi volume with readOnly. The
+// driver's read-only mount on the host does not carry over to the
+// container's bind mount of it (mount flags do not propagate), so the
+// container's mount must be read-only itself.
+func MustMountReadOnly(pod *v1.Pod, name string) bool {
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.Name != name {
+			continue
+		}
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			return v.PersistentVolumeClaim.ReadOnly
+		case v.CSI != nil:
+			return v.CSI.ReadOnly != nil && *v.CSI.ReadOnly
+		}
+	}
+	return false
+}
