@@ -91,7 +91,9 @@ func TestCSIHostPathDriver(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.StorageV1().CSIDrivers().Delete(context.Background(), driver, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.StorageV1().CSIDrivers().Delete(context.Background(), driver, metav1.DeleteOptions{})
+	})
 
 	// The plugin pod, as the host-path driver's DaemonSet lays it out.
 	data := filepath.Join(a.dir, "csi-data")
@@ -164,7 +166,9 @@ func TestCSIHostPathDriver(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = admin.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
+	})
 	empty := ""
 	if _, err := admin.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: claim},

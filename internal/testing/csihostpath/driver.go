@@ -72,7 +72,7 @@ func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 	}}}, nil
 }
 
-func (d *Driver) volumeDir(id string) string   { return filepath.Join(d.DataDir, "volumes", id) }
+func (d *Driver) volumeDir(id string) string    { return filepath.Join(d.DataDir, "volumes", id) }
 func (d *Driver) ephemeralDir(id string) string { return filepath.Join(d.DataDir, "ephemeral", id) }
 
 func (d *Driver) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
