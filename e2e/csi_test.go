@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,6 +219,34 @@ func TestCSIHostPathDriver(t *testing.T) {
 	waitMount(t, filepath.Join(stagingDir, "globalmount"), true)
 	if b, err := os.ReadFile(filepath.Join(data, "volumes", handle, "file")); err != nil || string(b) != "hello-from-writer\n" {
 		t.Errorf("the driver's volume holds %q (%v)", b, err)
+	}
+
+	// The agent is SIGKILLed and restarts: the running pod keeps its
+	// volume (nothing is unmounted or published again), and the driver,
+	// whose registrar socket is still there, registers again.
+	if code, _ := a.stop(syscall.SIGKILL); code == 0 {
+		t.Errorf("agent exit code %d after SIGKILL", code)
+	}
+	if m := waitMount(t, target, true); m.MountPoint != target {
+		t.Errorf("mount %+v", m)
+	}
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(a.out.String(), "registered CSI driver"), nil
+	}); err != nil {
+		t.Fatalf("the driver did not register again after the agent's restart")
+	}
+	time.Sleep(2 * time.Second) // a few syncs of the writer
+	if p := a.waitPod(ctx, writer, 5*time.Second, "still Running", running); p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the writer restarted over the agent's restart: %+v", p.Status.ContainerStatuses[0])
+	}
+	waitMount(t, target, true)
+	if b, err := os.ReadFile(filepath.Join(target, "file")); err != nil || string(b) != "hello-from-writer\n" {
+		t.Errorf("after the agent's restart the volume holds %q (%v)", b, err)
+	}
+	if n := strings.Count(a.logOf(pp, "driver", 0), "published "+handle); n != 1 {
+		t.Errorf("the volume was published %d times, want once:\n%s", n, a.logOf(pp, "driver", 0))
 	}
 
 	a.waitEvent(ctx, "default", "involvedObject.name="+waiter, "FailedMount", func(e corev1.Event) bool {
