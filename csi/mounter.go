@@ -237,11 +237,17 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 	target := filepath.Join(dir, podMountDir)
 	// Published already (a resync, or an agent restart while the pod
 	// runs): kubelet's SetUpAt skips a mounted target too.
-	if mounted, _ := isMountPoint(target); mounted {
-		m.noteInUse(cv, podDir, nil)
+	mounted, _ := isMountPoint(target)
+	drv, err := m.getCSIDriver(ctx, cv.driver)
+	if mounted {
+		// Still in use; listed in volumesInUse when attachable (after an
+		// agent restart this is how the list is rebuilt).
+		if err == nil {
+			attach := !cv.ephemeral && attachRequired(drv)
+			m.noteInUse(cv, podDir, attach)
+		}
 		return target, nil
 	}
-	drv, err := m.getCSIDriver(ctx, cv.driver)
 	if err != nil {
 		return "", err
 	}
@@ -252,7 +258,7 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 		return "", fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", storagev1.VolumeLifecyclePersistent, cv.driver, lifecycleModes(drv))
 	}
 	attach := !cv.ephemeral && attachRequired(drv)
-	m.noteInUse(cv, podDir, &attach)
+	m.noteInUse(cv, podDir, attach)
 	d, ok := m.Drivers.Driver(cv.driver)
 	if !ok {
 		return "", fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name %s not found in the list of registered CSI drivers", cv.driver)
@@ -563,21 +569,17 @@ func readVolData(dir string) (volData, error) {
 }
 
 // noteInUse records that the pod in podDir wants the volume; an
-// attachable one is then reported in the Node's status.volumesInUse
-// (attach nil: as recorded before).
-func (m *Mounter) noteInUse(cv *csiVolume, podDir string, attach *bool) {
+// attachable one is then reported in the Node's status.volumesInUse.
+func (m *Mounter) noteInUse(cv *csiVolume, podDir string, attach bool) {
+	if !attach {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.inUse == nil {
 		m.inUse = map[v1.UniqueVolumeName]map[string]bool{}
 	}
 	n := uniqueName(cv.driver, cv.handle)
-	if attach != nil && !*attach {
-		return
-	}
-	if attach == nil && m.inUse[n] == nil && cv.ephemeral {
-		return
-	}
 	if m.inUse[n] == nil {
 		m.inUse[n] = map[string]bool{}
 	}

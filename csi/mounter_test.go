@@ -348,3 +348,37 @@ func TestSupportsFSGroup(t *testing.T) {
 		}
 	}
 }
+
+// After an agent restart a running pod's published volume (its target a
+// mount point) is used as it is: no driver call, nothing unmounted, and
+// an attachable one is listed in volumesInUse again.
+func TestMounterPublishedVolumeAfterRestart(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs as the published volume")
+	}
+	ctx := context.Background()
+	pvc, pv := boundClaim("claim", "pv-1", "pvc-uid")
+	rig := newMounterRig(t, pvc, pv, csiDriverObj(true))
+	pod := claimPod("uid-1", "claim", false)
+	target := filepath.Join(rig.podDir("uid-1"), "volumes/kubernetes.io~csi/pv-1/mount")
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", target, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(target, syscall.MNT_DETACH) })
+	p, err := rig.m.SetUp(ctx, pod, rig.podDir("uid-1"), &pod.Spec.Volumes[0])
+	if err != nil || p != target {
+		t.Fatalf("%q %v, want %s", p, err, target)
+	}
+	if len(rig.f.Calls()) != 0 {
+		t.Errorf("the driver was called for a published volume: %v", rig.f.Calls())
+	}
+	if mounted, _ := isMountPoint(target); !mounted {
+		t.Error("the published volume was unmounted")
+	}
+	if got := rig.m.VolumesInUse(); !slices.Equal(got, []v1.UniqueVolumeName{"kubernetes.io/csi/fake.csi^vol-1"}) {
+		t.Errorf("volumesInUse %v, want the attachable volume", got)
+	}
+}
