@@ -423,7 +423,7 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // readinessGates; hostNetwork; hostPort and hostIP (through the CNI
 // portMappings capability without hostNetwork); volumes emptyDir (medium ""
 // or Memory; sizeLimit: the tmpfs size with Memory, enforced by eviction on
-// disk), hostPath,
+// disk), hostPath, persistentVolumeClaim and csi (package csi),
 // secret, configMap, downwardAPI
 // (fieldRef to metadata.name, metadata.namespace, metadata.uid,
 // metadata.labels, metadata.annotations or one label or annotation;
