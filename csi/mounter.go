@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,18 +108,27 @@ func (e *opError) Unwrap() error { return e.err }
 
 // SetUp makes the pod's volume v ready and returns its host path: a
 // persistentVolumeClaim whose PV is hostPath is that path; one whose PV is
-// CSI, and an inline csi volume, are published by the driver at
+// local is bound at <podDir>/volumes/kubernetes.io~local-volume/<PV name>
+// (setUpLocal); one whose PV is CSI, and an inline csi volume, are
+// published by the driver at
 // <podDir>/volumes/kubernetes.io~csi/<PV or volume name>/mount. An error is
 // a *volume.MountError with kubelet's FailedMount message.
 func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.Volume) (string, error) {
-	cv, hostPath, err := m.resolve(ctx, pod, v)
+	cv, direct, err := m.resolve(ctx, pod, v)
 	if err != nil {
 		return "", mountError(v.Name, "MountVolume.SetUp", err)
 	}
-	if hostPath != nil {
-		p, err := volume.SetupHostPath(hostPath)
+	switch {
+	case direct != nil && direct.pv.Spec.HostPath != nil:
+		p, err := volume.SetupHostPath(direct.pv.Spec.HostPath)
 		if err != nil {
 			return "", mountError(v.Name, "MountVolume.SetUp", err)
+		}
+		return p, nil
+	case direct != nil:
+		p, err := setUpLocal(pod, podDir, direct)
+		if err != nil {
+			return "", mountError(direct.pv.Name, "MountVolume.SetUp", err)
 		}
 		return p, nil
 	}
@@ -141,10 +151,16 @@ func mountError(vol, op string, err error) error {
 	return &volume.MountError{Volume: vol, Op: op, Err: err}
 }
 
-// resolve turns a pod volume into the CSI volume it names, or the hostPath
-// of a hostPath PV. Its errors are kubelet's (desired state of world
+// directPV is a hostPath or local PV: set up without a driver.
+type directPV struct {
+	pv       *v1.PersistentVolume
+	readOnly bool
+}
+
+// resolve turns a pod volume into the CSI volume it names, or a hostPath
+// or local PV. Its errors are kubelet's (desired state of world
 // populator, csi plugin).
-func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiVolume, *v1.HostPathVolumeSource, error) {
+func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiVolume, *directPV, error) {
 	if src := v.CSI; src != nil {
 		cv := &csiVolume{
 			driver: src.Driver, handle: makeVolumeHandle(string(pod.UID), v.Name), specName: v.Name,
@@ -184,15 +200,15 @@ func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiV
 	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != pvc.UID {
 		return nil, nil, fmt.Errorf("error processing PVC %s/%s: failed to fetch PV %s from API server: the PV's claimRef does not point to the PVC (UID %s)", pod.Namespace, src.ClaimName, pv.Name, pvc.UID)
 	}
-	if pv.Spec.HostPath != nil {
-		return nil, pv.Spec.HostPath, nil
+	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
+		return nil, nil, fmt.Errorf("PV %s: volumeMode Block is not supported", pv.Name)
+	}
+	if pv.Spec.HostPath != nil || pv.Spec.Local != nil {
+		return nil, &directPV{pv: pv, readOnly: src.ReadOnly}, nil
 	}
 	c := pv.Spec.CSI
 	if c == nil {
-		return nil, nil, fmt.Errorf("PV %s: only csi and hostPath persistent volumes are supported", pv.Name)
-	}
-	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return nil, nil, fmt.Errorf("PV %s: volumeMode Block is not supported", pv.Name)
+		return nil, nil, fmt.Errorf("PV %s: only csi, hostPath and local persistent volumes are supported", pv.Name)
 	}
 	return &csiVolume{
 		driver: c.Driver, handle: c.VolumeHandle, specName: pv.Name,
@@ -200,6 +216,42 @@ func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiV
 		mountOptions: pv.Spec.MountOptions, accessModes: pv.Spec.AccessModes,
 		stageSecret: c.NodeStageSecretRef, publishSecret: c.NodePublishSecretRef,
 	}, nil, nil
+}
+
+// setUpLocal is kubelet's local volume plugin (pkg/volume/local SetUpAt)
+// for a filesystem: the PV's path bind-mounted at
+// <podDir>/volumes/kubernetes.io~local-volume/<PV name> (read-only for a
+// read-only claim), then, unless read-only, the pod's fsGroup on it. A
+// mount already there is used as it is; the pod's teardown unmounts it
+// with the pod's other volume mounts.
+func setUpLocal(pod *v1.Pod, podDir string, d *directPV) (string, error) {
+	src := d.pv.Spec.Local.Path
+	fi, err := os.Stat(src)
+	if err != nil {
+		return "", fmt.Errorf("path %q does not exist", src)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("local volume %s: %s is not a directory (block local volumes are not supported)", d.pv.Name, src)
+	}
+	dir := filepath.Join(podDir, "volumes", "kubernetes.io~local-volume", d.pv.Name)
+	if mounted, _ := isMountPoint(dir); mounted {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	if err := unix.Mount(src, dir, "", unix.MS_BIND, ""); err != nil {
+		return "", fmt.Errorf("mount failed: bind %s on %s: %w", src, dir, err)
+	}
+	if d.readOnly {
+		if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			_ = unix.Unmount(dir, 0)
+			return "", fmt.Errorf("mount failed: remount %s read-only: %w", dir, err)
+		}
+	} else if g := fsGroup(pod); g != nil && !skipOwnership(dir, *g, pod) {
+		volume.SetOwnership(dir, *g)
+	}
+	return dir, nil
 }
 
 // volData is kubelet's vol_data.json.

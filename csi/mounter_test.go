@@ -382,3 +382,61 @@ func TestMounterPublishedVolumeAfterRestart(t *testing.T) {
 		t.Errorf("volumesInUse %v, want the attachable volume", got)
 	}
 }
+
+// A local PV as kubelet's local volume plugin: bound at its pod path,
+// read-only for a read-only claim, the fsGroup on it otherwise; the pod's
+// teardown of its other volumes unmounts it.
+func TestMounterLocalPV(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to bind-mount a local volume")
+	}
+	ctx := context.Background()
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "f"), []byte("local"), 0o644)
+	pvc, pv := boundClaim("claim", "pv-local", "pvc-uid")
+	pv.Spec.PersistentVolumeSource = v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: src}}
+	rig := newMounterRig(t, pvc, pv)
+	for _, ro := range []bool{false, true} {
+		uid := types.UID(fmt.Sprintf("uid-ro-%v", ro))
+		pod := claimPod(uid, "claim", ro)
+		p, err := rig.m.SetUp(ctx, pod, rig.podDir(uid), &pod.Spec.Volumes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := filepath.Join(rig.podDir(uid), "volumes/kubernetes.io~local-volume/pv-local"); p != want {
+			t.Errorf("path %s, want kubelet's %s", p, want)
+		}
+		if b, err := os.ReadFile(filepath.Join(p, "f")); err != nil || string(b) != "local" {
+			t.Errorf("read %q %v through the local volume", b, err)
+		}
+		werr := os.WriteFile(filepath.Join(p, "w"), nil, 0o644)
+		if ro != (werr != nil) {
+			t.Errorf("readOnly %v: write error %v", ro, werr)
+		}
+		if !ro {
+			fi, _ := os.Stat(p)
+			if gid := fi.Sys().(*syscall.Stat_t).Gid; gid != 4321 {
+				t.Errorf("local volume gid %d, want the fsGroup", gid)
+			}
+		}
+		// Idempotent.
+		if p2, err := rig.m.SetUp(ctx, pod, rig.podDir(uid), &pod.Spec.Volumes[0]); err != nil || p2 != p {
+			t.Errorf("second SetUp %q %v", p2, err)
+		}
+		if err := rig.m.TearDown(ctx, rig.podDir(uid)); err != nil {
+			t.Fatal(err)
+		}
+		if err := volume.TeardownVolumes(rig.podDir(uid)); err != nil {
+			t.Fatal(err)
+		}
+		if mounted, _ := isMountPoint(p); mounted {
+			t.Errorf("%s still mounted", p)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(src, "f")); err != nil || string(b) != "local" {
+		t.Errorf("the local volume's data went: %q %v", b, err)
+	}
+	if len(rig.f.Calls()) != 0 {
+		t.Errorf("driver called for a local PV: %v", rig.f.Calls())
+	}
+}
