@@ -20,6 +20,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/storage/ephemeral"
 
 	"github.com/nodeagent/nodeagent/internal/mountinfo"
 	"github.com/nodeagent/nodeagent/pods/volume"
@@ -80,7 +81,9 @@ type Mounter struct {
 var _ volume.External = (*Mounter)(nil)
 
 // Handles reports whether the Mounter sets up v.
-func Handles(v *v1.Volume) bool { return v.PersistentVolumeClaim != nil || v.CSI != nil }
+func Handles(v *v1.Volume) bool {
+	return v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.CSI != nil
+}
 
 // csiVolume is what a pod's volume resolves to.
 type csiVolume struct {
@@ -107,7 +110,7 @@ func (e *opError) Error() string { return e.err.Error() }
 func (e *opError) Unwrap() error { return e.err }
 
 // SetUp makes the pod's volume v ready and returns its host path: a
-// persistentVolumeClaim whose PV is hostPath is that path; one whose PV is
+// persistentVolumeClaim (or generic ephemeral volume: its claim) whose PV is hostPath is that path; one whose PV is
 // local is bound at <podDir>/volumes/kubernetes.io~local-volume/<PV name>
 // (setUpLocal); one whose PV is CSI, and an inline csi volume, are
 // published by the driver at
@@ -176,8 +179,13 @@ func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiV
 		return cv, nil, nil
 	}
 	src := v.PersistentVolumeClaim
+	if v.Ephemeral != nil {
+		// A generic ephemeral volume is the claim <pod>-<volume> that the
+		// ephemeral volume controller makes, owned by the pod.
+		src = &v1.PersistentVolumeClaimVolumeSource{ClaimName: ephemeral.VolumeClaimName(pod, v)}
+	}
 	if src == nil {
-		return nil, nil, fmt.Errorf("volume %q is neither a persistentVolumeClaim nor a csi volume", v.Name)
+		return nil, nil, fmt.Errorf("volume %q is not a persistentVolumeClaim, ephemeral or csi volume", v.Name)
 	}
 	if m.API.PVCs == nil {
 		return nil, nil, errors.New("persistentVolumeClaim volumes need the API server")
@@ -185,6 +193,11 @@ func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiV
 	pvc, err := m.API.PVCs(pod.Namespace).Get(ctx, src.ClaimName, metav1.GetOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("error processing PVC %s/%s: failed to fetch PVC from API server: %v", pod.Namespace, src.ClaimName, err)
+	}
+	if v.Ephemeral != nil {
+		if err := ephemeral.VolumeIsForPod(pod, pvc); err != nil {
+			return nil, nil, fmt.Errorf("error processing PVC %s/%s: %v", pod.Namespace, src.ClaimName, err)
+		}
 	}
 	if pvc.DeletionTimestamp != nil {
 		return nil, nil, fmt.Errorf("error processing PVC %s/%s: can't start pod because PVC %s/%s is being deleted", pod.Namespace, src.ClaimName, pod.Namespace, src.ClaimName)

@@ -440,3 +440,31 @@ func TestMounterLocalPV(t *testing.T) {
 		t.Errorf("driver called for a local PV: %v", rig.f.Calls())
 	}
 }
+
+// A generic ephemeral volume is its claim <pod>-<volume>, which must be
+// owned by the pod (kubelet's VolumeIsForPod), then as any claim.
+func TestMounterGenericEphemeral(t *testing.T) {
+	ctx := context.Background()
+	pvc, pv := boundClaim("p-uid-1-scratch", "pv-1", "pvc-uid")
+	pv.Spec.ClaimRef.Name = pvc.Name
+	rig := newMounterRig(t, pvc, pv, csiDriverObj(false))
+	pod := claimPod("uid-1", "", false)
+	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}}}
+
+	_, err := rig.m.SetUp(ctx, pod, rig.podDir("uid-1"), &pod.Spec.Volumes[0])
+	if want := "PVC ns/p-uid-1-scratch was not created for pod ns/p-uid-1 (pod is not owner)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("claim not owned by the pod: %v, want %s", err, want)
+	}
+	yes := true
+	pvc.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: &yes}}
+	if _, err := rig.client.CoreV1().PersistentVolumeClaims("ns").Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := rig.m.SetUp(ctx, pod, rig.podDir("uid-1"), &pod.Spec.Volumes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(p, "volumes/kubernetes.io~csi/pv-1/mount") || rig.f.publish[0].VolumeId != "vol-1" {
+		t.Errorf("path %s, publish %+v", p, rig.f.publish[0])
+	}
+}

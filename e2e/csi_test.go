@@ -163,22 +163,32 @@ func TestCSIHostPathDriver(t *testing.T) {
 	waitMount(t, target, false)
 	waitGone(t, stagingDir) // unstaged after the unpublish
 
-	// A reader through a read-only claim, and an inline volume.
+	// A reader through a read-only claim, with an inline volume and a
+	// generic ephemeral volume (its claim <pod>-eph made by the ephemeral
+	// volume controller, bound by the PV controller to a PV made for it).
 	reader := a.node + "-reader"
+	csiPV(t, a, driver, reader+"-eph", "pv-eph-"+a.node, "vol-eph-"+a.node)
 	kubectl(t, a.env, podYAML(reader, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 1
   volumes:
   - name: data
     persistentVolumeClaim: {claimName: %[2]s, readOnly: true}
   - name: scratch
     csi: {driver: %[3]s}
+  - name: eph
+    ephemeral:
+      volumeClaimTemplate:
+        spec: {accessModes: [ReadWriteOnce], storageClassName: "", resources: {requests: {storage: 1Mi}}}
   containers:
   - name: c
     image: %[1]s
-    command: ["sh", "-c", "echo read=$(cat /data/file); touch /data/x || echo readonly-refused; echo s > /scratch/s && echo scratch-ok; sleep 3600"]
-    volumeMounts: [{name: data, mountPath: /data}, {name: scratch, mountPath: /scratch}]
+    command: ["sh", "-c", "echo read=$(cat /data/file); touch /data/x || echo readonly-refused; echo s > /scratch/s && echo scratch-ok; echo e > /eph/e && echo eph-ok; sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}, {name: scratch, mountPath: /scratch}, {name: eph, mountPath: /eph}]
 `, testimage.Ref, claim, driver)), "apply", "-f", "-")
-	rp := a.waitPod(ctx, reader, 60*time.Second, "Running", running)
-	a.waitLog(rp, "c", 0, "read=hello-from-writer", "readonly-refused", "scratch-ok")
+	rp := a.waitPod(ctx, reader, 90*time.Second, "Running", running)
+	a.waitLog(rp, "c", 0, "read=hello-from-writer", "readonly-refused", "scratch-ok", "eph-ok")
+	if b, err := os.ReadFile(filepath.Join(data, "volumes", "vol-eph-"+a.node, "e")); err != nil || string(b) != "e\n" {
+		t.Errorf("the generic ephemeral volume holds %q (%v)", b, err)
+	}
 	inline := filepath.Join(root, "pods", string(rp.UID), "volumes/kubernetes.io~csi/scratch/mount")
 	waitMount(t, inline, true)
 
@@ -335,6 +345,28 @@ func csiClaim(t *testing.T, a *agent, driver, claim, pvName, handle string) {
 	t.Helper()
 	ctx := context.Background()
 	admin := a.env.Admin
+	csiPV(t, a, driver, claim, pvName, handle)
+	empty := ""
+	if _, err := admin.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claim},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: pvName, StorageClassName: &empty,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.CoreV1().PersistentVolumeClaims("default").Delete(context.Background(), claim, metav1.DeleteOptions{})
+	})
+}
+
+// csiPV makes a PV of driver, pre-bound to the claim default/claim (which
+// may come later: the PV controller binds it then), deleted at the end.
+func csiPV(t *testing.T, a *agent, driver, claim, pvName, handle string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := a.env.Admin
 	fs := corev1.PersistentVolumeFilesystem
 	if _, err := admin.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: pvName},
@@ -351,20 +383,6 @@ func csiClaim(t *testing.T, a *agent, driver, claim, pvName, handle string) {
 	t.Cleanup(func() {
 		_ = admin.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
 	})
-	empty := ""
-	if _, err := admin.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: claim},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: pvName, StorageClassName: &empty,
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = admin.CoreV1().PersistentVolumeClaims("default").Delete(context.Background(), claim, metav1.DeleteOptions{})
-	})
-
 }
 
 // A driver whose CSIDriver says attachRequired, with the kube-controller-

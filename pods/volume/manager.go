@@ -12,8 +12,8 @@ import (
 )
 
 // External sets up the volumes that resolve through the API server and a
-// CSI driver: persistentVolumeClaim and csi volumes (*csi.Mounter
-// implements it).
+// CSI driver: persistentVolumeClaim, generic ephemeral and csi volumes
+// (*csi.Mounter implements it).
 type External interface {
 	// SetUp returns the volume's host path; an error is a *MountError.
 	SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.Volume) (string, error)
@@ -26,9 +26,11 @@ type External interface {
 // own, longer, timeouts in kubelet; a pod's removal is retried).
 const externalTeardownTimeout = 2 * time.Minute
 
-// isExternalVolume: persistentVolumeClaim and csi volumes (set up by the
-// External).
-func isExternalVolume(v *v1.Volume) bool { return v.PersistentVolumeClaim != nil || v.CSI != nil }
+// isExternalVolume: persistentVolumeClaim, generic ephemeral and csi
+// volumes (set up by the External).
+func isExternalVolume(v *v1.Volume) bool {
+	return v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.CSI != nil
+}
 
 // Manager sets up and tears down all of a pod's volumes.
 type Manager struct {
@@ -58,7 +60,7 @@ func (m *Manager) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[st
 			continue
 		}
 		if m.external == nil {
-			errs = append(errs, &MountError{Volume: v.Name, Err: errors.New("persistentVolumeClaim and csi volumes need the API server")})
+			errs = append(errs, &MountError{Volume: v.Name, Err: errors.New("persistentVolumeClaim, ephemeral and csi volumes need the API server")})
 			continue
 		}
 		p, err := m.external.SetUp(ctx, pod, podDir, v)
