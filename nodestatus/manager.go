@@ -143,6 +143,9 @@ func New(o Options) (*Manager, error) {
 		DaemonEndpoints(cfg.KubeletPort),
 		NodeFeatures(),
 	}
+	if cfg.VolumesInUse != nil {
+		m.setters = append(m.setters, VolumesInUse(cfg.VolumesInUse))
+	}
 	return m, nil
 }
 
@@ -264,6 +267,13 @@ func (m *Manager) Register(ctx context.Context) (*v1.Node, error) {
 	}
 }
 
+// ControllerManagedAttachAnnotation is kubelet's Node annotation that
+// hands the node's volume attachments to the attach/detach controller
+// (kubelet's enableControllerAttachDetach, true by default; the agent
+// never attaches volumes itself, so it is always "true"). Without it the
+// controller creates no VolumeAttachment for the node's pods.
+const ControllerManagedAttachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
+
 // desiredLabels are the labels the agent owns on its Node.
 func (m *Manager) desiredLabels() map[string]string {
 	l := map[string]string{
@@ -291,7 +301,8 @@ func (m *Manager) registerLocked(ctx context.Context) (*v1.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*m.cfg.RequestTimeout)
 	defer cancel()
 	now := m.in.now
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, Labels: m.desiredLabels()}}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, Labels: m.desiredLabels(),
+		Annotations: map[string]string{ControllerManagedAttachAnnotation: "true"}}}
 	if len(m.cfg.Taints) > 0 {
 		node.Spec.Taints = append([]v1.Taint(nil), m.cfg.Taints...)
 	}
@@ -323,8 +334,15 @@ func (m *Manager) registerLocked(ctx context.Context) (*v1.Node, error) {
 			changed[k] = v
 		}
 	}
+	meta := map[string]any{}
 	if len(changed) > 0 {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": changed}})
+		meta["labels"] = changed
+	}
+	if existing.Annotations[ControllerManagedAttachAnnotation] != "true" {
+		meta["annotations"] = map[string]string{ControllerManagedAttachAnnotation: "true"}
+	}
+	if len(meta) > 0 {
+		patch, err := json.Marshal(map[string]any{"metadata": meta})
 		if err != nil {
 			return nil, fmt.Errorf("label patch: %w", err)
 		}
@@ -332,7 +350,7 @@ func (m *Manager) registerLocked(ctx context.Context) (*v1.Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reconciling labels of existing node: %w", err)
 		}
-		m.log.Info("reconciled labels of existing node", "labels", changed)
+		m.log.Info("reconciled labels and annotations of existing node", "labels", changed)
 	}
 	m.log.Info("node already registered")
 	m.node = existing

@@ -158,6 +158,9 @@ func TestRegisterCreatesCompleteNode(t *testing.T) {
 			t.Errorf("label %s=%q, want %q", k, n.Labels[k], v)
 		}
 	}
+	if n.Annotations[ControllerManagedAttachAnnotation] != "true" {
+		t.Errorf("annotations %v, want kubelet's controller-managed attach-detach", n.Annotations)
+	}
 	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "example.com/new" || n.Spec.ProviderID != "local://node-a" {
 		t.Errorf("spec %+v", n.Spec)
 	}
@@ -226,13 +229,16 @@ func TestRegisterReconcilesExistingNode(t *testing.T) {
 		}
 	}
 	var body struct {
-		Metadata struct{ Labels map[string]string } `json:"metadata"`
+		Metadata struct{ Labels, Annotations map[string]string } `json:"metadata"`
 	}
 	if err := json.Unmarshal([]byte(patch), &body); err != nil {
 		t.Fatalf("patch %q: %v", patch, err)
 	}
 	if len(body.Metadata.Labels) != 4 || body.Metadata.Labels["kubernetes.io/hostname"] != testNode {
 		t.Errorf("label patch must hold exactly the changed labels: %s", patch)
+	}
+	if len(body.Metadata.Annotations) != 1 || body.Metadata.Annotations[ControllerManagedAttachAnnotation] != "true" {
+		t.Errorf("the patch must add kubelet's controller-managed attach-detach annotation: %s", patch)
 	}
 	n := e.node()
 	if n.Labels["admin"] != "keep" || n.Labels["team"] != "infra" || len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "admin/taint" {

@@ -115,6 +115,10 @@ type Options struct {
 	// reason:NetworkPluginNotReady message:..."), and is reported at once,
 	// without the runtime grace period.
 	NetworkReady func() error
+	// VolumesInUse lists the attachable volumes the node's pods want or
+	// still have mounted (csi.Mounter.VolumesInUse), reported as
+	// status.volumesInUse; nil = not wired (the field is left alone).
+	VolumesInUse func() []v1.UniqueVolumeName
 	// ShuttingDown returns nil unless the node is shutting down (graceful
 	// node shutdown); its error text ("node is shutting down") is a cause
 	// of Ready False, as kubelet's shutdown manager errors. nil = not wired.

@@ -51,6 +51,17 @@ func DaemonEndpoints(port int32) Setter { // Options.KubeletPort
 	}
 }
 
+// VolumesInUse sets status.volumesInUse, as kubelet's setter of that name:
+// the attach/detach controller does not detach a volume listed there, so
+// a volume stays listed until it is unmounted and unstaged. The
+// controller's own status.volumesAttached is left alone.
+func VolumesInUse(inUse func() []v1.UniqueVolumeName) Setter { // Options.VolumesInUse
+	return func(_ context.Context, node *v1.Node) error {
+		node.Status.VolumesInUse = inUse()
+		return nil
+	}
+}
+
 // Capacity sets capacity and allocatable. capacity returns the resources it
 // could measure and an error for those it could not; resources it could not
 // measure keep their previous value (and are "missing" for Ready if they never

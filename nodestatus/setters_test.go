@@ -46,6 +46,17 @@ func TestDaemonEndpoints(t *testing.T) {
 	}
 }
 
+func TestVolumesInUse(t *testing.T) {
+	node := &v1.Node{Status: v1.NodeStatus{VolumesAttached: []v1.AttachedVolume{{Name: "kubernetes.io/csi/d^a", DevicePath: "x"}}}}
+	in := []v1.UniqueVolumeName{"kubernetes.io/csi/d^a"}
+	if err := VolumesInUse(func() []v1.UniqueVolumeName { return in })(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	if len(node.Status.VolumesInUse) != 1 || node.Status.VolumesInUse[0] != in[0] || len(node.Status.VolumesAttached) != 1 {
+		t.Errorf("status %+v: want volumesInUse set, the controller's volumesAttached kept", node.Status)
+	}
+}
+
 func TestCapacitySetter(t *testing.T) {
 	q := resource.MustParse
 	ctx := context.Background()

@@ -85,6 +85,9 @@ type Options struct {
 	// Network is the pod network (CNI); nil: pods without hostNetwork have
 	// loopback only.
 	Network PodNetwork
+	// Volumes sets up persistentVolumeClaim and csi volumes (a *csi.Mounter);
+	// nil: pods with them wait with FailedMount.
+	Volumes volume.External
 	// Names are the DNS settings of the pods' resolv.conf and the node's
 	// hosts file (namefiles.go).
 	Names NameSettings
@@ -226,7 +229,7 @@ func New(o Options) (*Manager, error) {
 		m.bc = record.NewBroadcaster()
 		m.deps.rec = m.bc.NewRecorder(o.Client.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: o.NodeName})
 	}
-	m.deps.volumes = volume.NewManager(m.newProjector())
+	m.deps.volumes = volume.NewManager(m.newProjector(), o.Volumes)
 	if m.mirror != nil {
 		m.deps.mirror = m.mirror
 	}

@@ -173,6 +173,8 @@ type agent struct {
 	// devices is the device manager (device plugins); it serves from
 	// runOnRuntime on (devices.go).
 	devices *devicemanager.Manager
+	// csi is the CSI node side (csi.go); nil without an API client.
+	csi *csiNode
 }
 
 func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
@@ -214,6 +216,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	}
 	a.apiPods.a = a
 	a.probeReg = probeRegistry(a.started)
+	a.csi = a.newCSINode(client)
 	if a.containerLogger, err = containerLogger(); err != nil {
 		return nil, err
 	}
@@ -251,6 +254,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		AgentVersion:                     version,
 		KubeletPort:                      cfg.Port,
 		PLEGHealthy:                      a.plegHealthy,
+		VolumesInUse:                     a.csi.volumesInUse(),
 	}
 	if cfg.CNIConfDir != "" {
 		a.net, err = network.New(network.Config{
@@ -393,7 +397,8 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 //  7. the configuration watcher (SIGHUP, file changes);
 //  8. graceful node shutdown (its pods are handed over in 5);
 //  9. CNI;
-//  10. the node API serving on the listener of 2.
+//  10. the node API serving on the listener of 2;
+//  11. CSI plugin registration, once the Node is registered (csi.go).
 //
 // Nothing waits for another step to have started: a step that needs
 // another's result (node status the runtime, eviction the pods) reads it
@@ -461,6 +466,8 @@ func (a *agent) run(ctx context.Context) error {
 			}
 		})
 	}
+	// 11.
+	goLoop(a.runCSIRegistration)
 
 	<-ctx.Done()
 	a.log.Info("shutting down")

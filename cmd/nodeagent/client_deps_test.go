@@ -16,6 +16,9 @@ var apiGroups = []string{
 	"k8s.io/api/certificates/v1",
 	"k8s.io/api/authentication/v1",
 	"k8s.io/api/authorization/v1",
+	// CSINode, CSIDriver and VolumeAttachment for the CSI node side
+	// (package csi, issue 28).
+	"k8s.io/api/storage/v1",
 }
 
 // clientGoWhole are client-go's packages that link or register every API

@@ -19,6 +19,7 @@ import (
 	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/pods/admission"
 	"github.com/nodeagent/nodeagent/pods/keyring"
+	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -195,7 +196,12 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 	if a.credProviders != nil {
 		credProviders = a.credProviders
 	}
+	var vols volume.External // a nil *csi.Mounter must stay a nil interface
+	if a.csi != nil {
+		vols = a.csi.mounter
+	}
 	return pods.New(pods.Options{
+		Volumes:             vols,
 		CredentialProviders: credProviders,
 		Security:            pods.SecurityOptions{SeccompDefault: a.cfg.SeccompDefault},
 		RuntimeHandlers:     a.cfg.RuntimeHandlers,

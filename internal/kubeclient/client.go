@@ -3,7 +3,7 @@
 // a scheme (Scheme) that holds only their API groups.
 //
 // client-go's Clientset and its scheme package register and link every API
-// group of Kubernetes; the agent uses six. The typed clients here are
+// group of Kubernetes; the agent uses seven. The typed clients here are
 // client-go's generic ones (k8s.io/client-go/gentype), so their methods have
 // the same signatures as client-go's typed clients: the packages that use
 // them declare small interfaces that both satisfy, and their unit tests use
@@ -24,6 +24,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
@@ -33,7 +34,7 @@ import (
 // Clientset holds one REST client per API group; its methods return typed
 // clients for one resource. Safe for concurrent use.
 type Clientset struct {
-	core, coordination, node, certificates, authentication, authorization rest.Interface
+	core, coordination, node, certificates, authentication, authorization, storage rest.Interface
 }
 
 // NewForConfig returns a Clientset whose groups share one HTTP client and,
@@ -71,6 +72,7 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 		{&cs.certificates, certificatesv1.SchemeGroupVersion},
 		{&cs.authentication, authenticationv1.SchemeGroupVersion},
 		{&cs.authorization, authorizationv1.SchemeGroupVersion},
+		{&cs.storage, storagev1.SchemeGroupVersion},
 	} {
 		rc, err := restClientFor(&cfg, g.gv, httpClient)
 		if err != nil {
@@ -190,4 +192,45 @@ func (c *Clientset) SubjectAccessReviews() *gentype.Client[*authorizationv1.Subj
 	return gentype.NewClient("subjectaccessreviews", c.authorization, ParameterCodec, "",
 		func() *authorizationv1.SubjectAccessReview { return &authorizationv1.SubjectAccessReview{} },
 		gentype.PrefersProtobuf[*authorizationv1.SubjectAccessReview]())
+}
+
+// PersistentVolumeClaims is the client of the PersistentVolumeClaims of
+// namespace.
+func (c *Clientset) PersistentVolumeClaims(namespace string) *gentype.ClientWithList[*corev1.PersistentVolumeClaim, *corev1.PersistentVolumeClaimList] {
+	return gentype.NewClientWithList("persistentvolumeclaims", c.core, ParameterCodec, namespace,
+		func() *corev1.PersistentVolumeClaim { return &corev1.PersistentVolumeClaim{} },
+		func() *corev1.PersistentVolumeClaimList { return &corev1.PersistentVolumeClaimList{} },
+		gentype.PrefersProtobuf[*corev1.PersistentVolumeClaim]())
+}
+
+// PersistentVolumes is the client of PersistentVolumes.
+func (c *Clientset) PersistentVolumes() *gentype.ClientWithList[*corev1.PersistentVolume, *corev1.PersistentVolumeList] {
+	return gentype.NewClientWithList("persistentvolumes", c.core, ParameterCodec, "",
+		func() *corev1.PersistentVolume { return &corev1.PersistentVolume{} },
+		func() *corev1.PersistentVolumeList { return &corev1.PersistentVolumeList{} },
+		gentype.PrefersProtobuf[*corev1.PersistentVolume]())
+}
+
+// CSINodes is the client of CSINodes.
+func (c *Clientset) CSINodes() *gentype.ClientWithList[*storagev1.CSINode, *storagev1.CSINodeList] {
+	return gentype.NewClientWithList("csinodes", c.storage, ParameterCodec, "",
+		func() *storagev1.CSINode { return &storagev1.CSINode{} },
+		func() *storagev1.CSINodeList { return &storagev1.CSINodeList{} },
+		gentype.PrefersProtobuf[*storagev1.CSINode]())
+}
+
+// CSIDrivers is the client of CSIDrivers.
+func (c *Clientset) CSIDrivers() *gentype.ClientWithList[*storagev1.CSIDriver, *storagev1.CSIDriverList] {
+	return gentype.NewClientWithList("csidrivers", c.storage, ParameterCodec, "",
+		func() *storagev1.CSIDriver { return &storagev1.CSIDriver{} },
+		func() *storagev1.CSIDriverList { return &storagev1.CSIDriverList{} },
+		gentype.PrefersProtobuf[*storagev1.CSIDriver]())
+}
+
+// VolumeAttachments is the client of VolumeAttachments.
+func (c *Clientset) VolumeAttachments() *gentype.ClientWithList[*storagev1.VolumeAttachment, *storagev1.VolumeAttachmentList] {
+	return gentype.NewClientWithList("volumeattachments", c.storage, ParameterCodec, "",
+		func() *storagev1.VolumeAttachment { return &storagev1.VolumeAttachment{} },
+		func() *storagev1.VolumeAttachmentList { return &storagev1.VolumeAttachmentList{} },
+		gentype.PrefersProtobuf[*storagev1.VolumeAttachment]())
 }

@@ -17,6 +17,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -262,7 +263,8 @@ func TestSchemeHoldsOnlyTheAgentsGroups(t *testing.T) {
 		groups = append(groups, gv.String())
 	}
 	want := []schema.GroupVersion{corev1.SchemeGroupVersion, coordinationv1.SchemeGroupVersion, nodev1.SchemeGroupVersion,
-		certificatesv1.SchemeGroupVersion, authenticationv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion}
+		certificatesv1.SchemeGroupVersion, authenticationv1.SchemeGroupVersion, authorizationv1.SchemeGroupVersion,
+		storagev1.SchemeGroupVersion}
 	if len(groups) != len(want) {
 		t.Errorf("groups %v, want the %d of %v", groups, len(want), want)
 	}

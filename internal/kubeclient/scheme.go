@@ -7,6 +7,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -32,6 +33,7 @@ var groups = []func(*runtime.Scheme) error{
 	certificatesv1.AddToScheme,
 	authenticationv1.AddToScheme,
 	authorizationv1.AddToScheme,
+	storagev1.AddToScheme,
 }
 
 func init() {

@@ -324,9 +324,13 @@ var (
 
 // volumeSourceAccepted: the volume types nodeagent mounts; emptyDir,
 // projected and downwardAPI are walked further (emptyDir's medium and
-// sizeLimit, projected sources, downwardAPI items); secret and configMap
-// are used whole.
-var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI"}
+// sizeLimit, projected sources, downwardAPI items); secret, configMap,
+// persistentVolumeClaim (claimName, readOnly), ephemeral (its claim, made
+// by the ephemeral volume controller from volumeClaimTemplate) and csi
+// (driver, readOnly, fsType, volumeAttributes, nodePublishSecretRef;
+// package csi) are used whole.
+var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI",
+	"persistentVolumeClaim", "csi", "ephemeral"}
 
 var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"gcePersistentDisk", func(s *v1.VolumeSource) bool { return s.GCEPersistentDisk != nil }},
@@ -335,7 +339,6 @@ var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"nfs", func(s *v1.VolumeSource) bool { return s.NFS != nil }},
 	{"iscsi", func(s *v1.VolumeSource) bool { return s.ISCSI != nil }},
 	{"glusterfs", func(s *v1.VolumeSource) bool { return s.Glusterfs != nil }},
-	{"persistentVolumeClaim", func(s *v1.VolumeSource) bool { return s.PersistentVolumeClaim != nil }},
 	{"rbd", func(s *v1.VolumeSource) bool { return s.RBD != nil }},
 	{"flexVolume", func(s *v1.VolumeSource) bool { return s.FlexVolume != nil }},
 	{"cinder", func(s *v1.VolumeSource) bool { return s.Cinder != nil }},
@@ -350,8 +353,6 @@ var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"portworxVolume", func(s *v1.VolumeSource) bool { return s.PortworxVolume != nil }},
 	{"scaleIO", func(s *v1.VolumeSource) bool { return s.ScaleIO != nil }},
 	{"storageos", func(s *v1.VolumeSource) bool { return s.StorageOS != nil }},
-	{"csi", func(s *v1.VolumeSource) bool { return s.CSI != nil }},
-	{"ephemeral", func(s *v1.VolumeSource) bool { return s.Ephemeral != nil }},
 	{"image", func(s *v1.VolumeSource) bool { return s.Image != nil }},
 }
 
@@ -438,7 +439,7 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // readinessGates; hostNetwork; hostPort and hostIP (through the CNI
 // portMappings capability without hostNetwork); volumes emptyDir (medium ""
 // or Memory; sizeLimit: the tmpfs size with Memory, enforced by eviction on
-// disk), hostPath,
+// disk), hostPath, persistentVolumeClaim, ephemeral and csi (package csi),
 // secret, configMap, downwardAPI
 // (fieldRef to metadata.name, metadata.namespace, metadata.uid,
 // metadata.labels, metadata.annotations or one label or annotation;

@@ -133,6 +133,11 @@ func Build(ctx context.Context, pod *v1.Pod, c *v1.Container, in Inputs) (runtim
 	if err != nil {
 		return runtime.ContainerSpec{}, err
 	}
+	for i, m := range c.VolumeMounts {
+		if volume.MustMountReadOnly(pod, m.Name) {
+			mounts[i].ReadOnly = true
+		}
+	}
 	spec := runtime.ContainerSpec{
 		Pod:         runtime.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace},
 		Name:        c.Name,

@@ -11,23 +11,67 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// External sets up the volumes that resolve through the API server and a
+// CSI driver: persistentVolumeClaim, generic ephemeral and csi volumes
+// (*csi.Mounter implements it).
+type External interface {
+	// SetUp returns the volume's host path; an error is a *MountError.
+	SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.Volume) (string, error)
+	// TearDown releases every such volume of the pod in podDir. Until it
+	// succeeds the pod's other volumes stay too.
+	TearDown(ctx context.Context, podDir string) error
+}
+
+// externalTeardownTimeout bounds one TearDown (its CSI calls have their
+// own, longer, timeouts in kubelet; a pod's removal is retried).
+const externalTeardownTimeout = 2 * time.Minute
+
+// isExternalVolume: persistentVolumeClaim, generic ephemeral and csi
+// volumes (set up by the External).
+func isExternalVolume(v *v1.Volume) bool {
+	return v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.CSI != nil
+}
+
 // Manager sets up and tears down all of a pod's volumes.
 type Manager struct {
 	projector *Projector // nil: no secret, configMap, downwardAPI or projected volumes
+	external  External   // nil: no persistentVolumeClaim or csi volumes
 }
 
 // NewManager returns a Manager; p writes secret, configMap, downwardAPI and
-// projected volumes.
-func NewManager(p *Projector) *Manager { return &Manager{projector: p} }
+// projected volumes, ext (may be nil) sets up persistentVolumeClaim and
+// csi volumes.
+func NewManager(p *Projector, ext External) *Manager { return &Manager{projector: p, external: ext} }
 
 // Setup makes the pod's volumes under podDir (idempotent) and returns each
 // volume's host path by name, and when projected volumes need refreshing
 // (zero: never). A volume that cannot be set up is a *MountError (see
-// MountErrors; several are joined).
+// MountErrors; several are joined): every volume is tried, so each one
+// that fails has its FailedMount.
 func (m *Manager) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[string]string, time.Time, error) {
 	vols, err := SetupVolumes(podDir, pod)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("volumes: %w", err)
+	}
+	var errs []error
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if !isExternalVolume(v) {
+			continue
+		}
+		if m.external == nil {
+			errs = append(errs, &MountError{Volume: v.Name, Err: errors.New("persistentVolumeClaim, ephemeral and csi volumes need the API server")})
+			continue
+		}
+		p, err := m.external.SetUp(ctx, pod, podDir, v)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		vols[v.Name] = p
+	}
+	if len(errs) > 0 {
+		return nil, time.Time{}, errors.Join(errs...)
 	}
 	var refreshAt time.Time
 	if hasPayloadVolumes(pod) {
@@ -44,8 +88,18 @@ func (m *Manager) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[st
 	return vols, refreshAt, nil
 }
 
-// Teardown unmounts and removes the pod's volumes and forgets its tokens.
+// Teardown releases the pod's persistentVolumeClaim and csi volumes (the
+// driver unmounts them), then unmounts and removes the other volumes and
+// forgets its tokens.
 func (m *Manager) Teardown(uid types.UID, podDir string) error {
+	if m.external != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), externalTeardownTimeout)
+		err := m.external.TearDown(ctx, podDir)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("volumes: %w", err)
+		}
+	}
 	if err := TeardownVolumes(podDir); err != nil {
 		return err
 	}
@@ -53,4 +107,27 @@ func (m *Manager) Teardown(uid types.UID, podDir string) error {
 		m.projector.Forget(uid)
 	}
 	return nil
+}
+
+// MustMountReadOnly reports whether the pod's volume name is mounted
+// read-only into every container whatever its volumeMount says, as
+// kubelet does for a volume whose mounter says ReadOnly (makeMounts'
+// mustMountRO): a persistentVolumeClaim or csi volume with readOnly. The
+// driver's read-only mount on the host does not carry over to the
+// container's bind mount of it (mount flags do not propagate), so the
+// container's mount must be read-only itself.
+func MustMountReadOnly(pod *v1.Pod, name string) bool {
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if v.Name != name {
+			continue
+		}
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			return v.PersistentVolumeClaim.ReadOnly
+		case v.CSI != nil:
+			return v.CSI.ReadOnly != nil && *v.CSI.ReadOnly
+		}
+	}
+	return false
 }

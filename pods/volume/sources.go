@@ -50,11 +50,18 @@ type ConfigMapGetter = ObjectGetter[*v1.ConfigMap]
 // secret "y" not found`.
 type MountError struct {
 	Volume string
-	Err    error
+	// Op is kubelet's operation that failed ("": MountVolume.SetUp; also
+	// MountVolume.WaitForAttach, MountVolume.MountDevice).
+	Op  string
+	Err error
 }
 
 func (e *MountError) Error() string {
-	return fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", e.Volume, e.Err)
+	op := e.Op
+	if op == "" {
+		op = "MountVolume.SetUp"
+	}
+	return fmt.Sprintf("%s failed for volume %q : %v", op, e.Volume, e.Err)
 }
 
 func (e *MountError) Unwrap() error { return e.Err }

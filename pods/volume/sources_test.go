@@ -99,7 +99,7 @@ func TestProjectorSecretAndConfigMapVolumes(t *testing.T) {
 			f := newProjFixture(t, sec, cm)
 			pod := apiPod()
 			pod.Spec.Volumes = []v1.Volume{tt.vol}
-			vols, _, err := NewManager(f.p).Setup(context.Background(), pod, f.podDir)
+			vols, _, err := NewManager(f.p, nil).Setup(context.Background(), pod, f.podDir)
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("Setup = %v, want %q", err, tt.wantErr)

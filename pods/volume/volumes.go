@@ -80,8 +80,8 @@ func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 			return nil, fmt.Errorf("volume %q: duplicate name", v.Name)
 		}
 		seen[v.Name] = true
-		if isPayloadVolume(v) {
-			// Written by the Projector.
+		if isPayloadVolume(v) || isExternalVolume(v) {
+			// Written by the Projector; set up by the External.
 			continue
 		}
 		var (
@@ -94,7 +94,7 @@ func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 		case v.EmptyDir != nil:
 			p, err = setupEmptyDir(podDir, v.Name, v.EmptyDir, fsGroupOf(pod))
 		case v.HostPath != nil:
-			p, err = setupHostPath(v.HostPath)
+			p, err = SetupHostPath(v.HostPath)
 		default:
 			err = errors.New("unsupported volume source (only emptyDir, hostPath, secret, configMap, downwardAPI and projected are supported)")
 		}
@@ -171,7 +171,7 @@ func setupEmptyDir(podDir, name string, ed *v1.EmptyDirVolumeSource, fsGroup *in
 		}
 	}
 	if fsGroup != nil {
-		setOwnership(dir, *fsGroup)
+		SetOwnership(dir, *fsGroup)
 	}
 	if err := os.MkdirAll(filepath.Dir(ready), 0o750); err != nil {
 		return "", fmt.Errorf("emptyDir: %w", err)
@@ -182,7 +182,7 @@ func setupEmptyDir(podDir, name string, ed *v1.EmptyDirVolumeSource, fsGroup *in
 	return dir, nil
 }
 
-// setOwnership gives everything under dir (dir included, children before
+// SetOwnership gives everything under dir (dir included, children before
 // their parent, symbolic links not followed) to group gid and adds
 // read-write for user and group (0660), and for directories execute
 // (0110) and setgid, so that what is created in them later belongs to the
@@ -191,7 +191,7 @@ func setupEmptyDir(podDir, name string, ed *v1.EmptyDirVolumeSource, fsGroup *in
 // recursive change, its fsGroupChangePolicy does not apply). The mode of a
 // symbolic link is not changed. As in kubelet, a file that cannot be
 // changed does not fail the volume.
-func setOwnership(dir string, gid int64) {
+func SetOwnership(dir string, gid int64) {
 	_ = walkDepthFirst(dir, func(p string, fi fs.FileInfo) {
 		_ = os.Lchown(p, -1, int(gid))
 		if fi.Mode()&fs.ModeSymlink != 0 {
@@ -227,7 +227,10 @@ func walkDepthFirst(root string, fn func(string, fs.FileInfo)) error {
 	return nil
 }
 
-func setupHostPath(hp *v1.HostPathVolumeSource) (string, error) {
+// SetupHostPath checks (or, for DirectoryOrCreate and FileOrCreate,
+// creates) a hostPath volume's path as kubelet does and returns it; see
+// SetupVolumes.
+func SetupHostPath(hp *v1.HostPathVolumeSource) (string, error) {
 	p := hp.Path
 	if !filepath.IsAbs(p) {
 		return "", fmt.Errorf("hostPath: path %q must be absolute", p)

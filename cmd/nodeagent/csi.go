@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodeagent/nodeagent/csi"
+	"github.com/nodeagent/nodeagent/internal/kubeclient"
+)
+
+// csiNode is the CSI node side: the plugin registration watcher and the
+// mounter of persistentVolumeClaim and csi volumes. nil without an API
+// client (a standalone agent runs static pods without them).
+type csiNode struct {
+	registry *csi.Registry
+	mounter  *csi.Mounter
+}
+
+// newCSINode wires package csi to the agent's client: kubelet's
+// <rootDir>/plugins_registry, the node's CSINode and Node, and the
+// objects a pod's volumes name.
+func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
+	if c == nil {
+		return nil
+	}
+	info := &csi.NodeInfo{NodeName: a.nodeName, Nodes: c.Nodes(), CSINodes: c.CSINodes()}
+	reg := csi.NewRegistry(a.cfg.RootDir+"/plugins_registry", info, a.clock, a.base.With("component", "csi", "node", a.nodeName))
+	m := &csi.Mounter{
+		RootDir: a.cfg.RootDir, NodeName: a.nodeName, Drivers: reg,
+		API: csi.API{
+			PVCs: func(ns string) csi.Getter[*v1.PersistentVolumeClaim] { return c.PersistentVolumeClaims(ns) },
+			PVs:  c.PersistentVolumes(), CSIDrivers: c.CSIDrivers(), VolumeAttachments: c.VolumeAttachments(),
+			Secrets: func(ns string) csi.Getter[*v1.Secret] { return c.Secrets(ns) },
+		},
+	}
+	return &csiNode{registry: reg, mounter: m}
+}
+
+// registeredPoll is how often the registration watcher's start checks
+// whether the Node is registered.
+const registeredPoll = time.Second
+
+// runCSIRegistration runs the plugin registration watcher once the Node
+// is registered (a driver's CSINode entry and labels need the Node; a
+// registrar told "not registered" restarts).
+func (a *agent) runCSIRegistration(ctx context.Context) {
+	if a.csi == nil {
+		return
+	}
+	// Bounded by ctx; the Node is registered in step 4.
+	if err := wait.PollUntilContextCancel(ctx, registeredPoll, true, func(context.Context) (bool, error) {
+		return a.registered.Load(), nil
+	}); err != nil {
+		return
+	}
+	if err := a.csi.registry.Run(ctx); err != nil {
+		a.log.Error("CSI plugin registration stopped", "err", err)
+	}
+}
+
+// volumesInUse is nodestatus's VolumesInUse; nil without CSI.
+func (n *csiNode) volumesInUse() func() []v1.UniqueVolumeName {
+	if n == nil {
+		return nil
+	}
+	return n.mounter.VolumesInUse
+}

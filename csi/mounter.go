@@ -1,0 +1,795 @@
+package csi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"syscall"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/storage/ephemeral"
+
+	"github.com/nodeagent/nodeagent/internal/mountinfo"
+	"github.com/nodeagent/nodeagent/pods/volume"
+)
+
+// Kubelet's names and paths (pkg/volume/csi).
+const (
+	pluginName      = "kubernetes.io/csi"
+	podPluginDir    = "kubernetes.io~csi" // under <podDir>/volumes
+	volDataFileName = "vol_data.json"
+	globalMount     = "globalmount"
+	podMountDir     = "mount"
+)
+
+// The volume context keys kubelet adds for drivers with podInfoOnMount.
+const (
+	ctxPodName        = "csi.storage.k8s.io/pod.name"
+	ctxPodNamespace   = "csi.storage.k8s.io/pod.namespace"
+	ctxPodUID         = "csi.storage.k8s.io/pod.uid"
+	ctxServiceAccount = "csi.storage.k8s.io/serviceAccount.name"
+	ctxEphemeral      = "csi.storage.k8s.io/ephemeral"
+)
+
+// Getter reads one object by name (client-go's typed clients and
+// internal/kubeclient's satisfy it).
+type Getter[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+}
+
+// API is what the Mounter reads from the API server.
+type API struct {
+	PVCs              func(namespace string) Getter[*v1.PersistentVolumeClaim]
+	PVs               Getter[*v1.PersistentVolume]
+	CSIDrivers        Getter[*storagev1.CSIDriver]
+	VolumeAttachments Getter[*storagev1.VolumeAttachment]
+	Secrets           func(namespace string) Getter[*v1.Secret]
+}
+
+// Drivers finds registered drivers (*Registry implements it).
+type Drivers interface {
+	Driver(name string) (*Driver, bool)
+}
+
+// Mounter sets up and tears down the CSI and persistentVolumeClaim volumes
+// of pods; it implements volume.External.
+type Mounter struct {
+	RootDir  string
+	NodeName string
+	API      API
+	Drivers  Drivers
+
+	locks sync.Map // volume key -> *sync.Mutex
+
+	mu    sync.Mutex
+	inUse map[v1.UniqueVolumeName]map[string]bool // attachable volume -> pod dirs
+}
+
+var _ volume.External = (*Mounter)(nil)
+
+// Handles reports whether the Mounter sets up v.
+func Handles(v *v1.Volume) bool {
+	return v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.CSI != nil
+}
+
+// csiVolume is what a pod's volume resolves to.
+type csiVolume struct {
+	driver, handle string
+	specName       string // the PV's name, or the pod's volume name for an inline volume
+	readOnly       bool
+	fsType         string
+	attrs          map[string]string
+	mountOptions   []string
+	accessModes    []v1.PersistentVolumeAccessMode
+	stageSecret    *v1.SecretReference
+	publishSecret  *v1.SecretReference
+	ephemeral      bool
+}
+
+// opError is a failure of the kubelet operation op (the prefix of the
+// FailedMount message: MountVolume.WaitForAttach, MountVolume.MountDevice).
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string { return e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+// SetUp makes the pod's volume v ready and returns its host path: a
+// persistentVolumeClaim (or generic ephemeral volume: its claim) whose PV is hostPath is that path; one whose PV is
+// local is bound at <podDir>/volumes/kubernetes.io~local-volume/<PV name>
+// (setUpLocal); one whose PV is CSI, and an inline csi volume, are
+// published by the driver at
+// <podDir>/volumes/kubernetes.io~csi/<PV or volume name>/mount. An error is
+// a *volume.MountError with kubelet's FailedMount message.
+func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.Volume) (string, error) {
+	cv, direct, err := m.resolve(ctx, pod, v)
+	if err != nil {
+		return "", mountError(v.Name, "MountVolume.SetUp", err)
+	}
+	switch {
+	case direct != nil && direct.pv.Spec.HostPath != nil:
+		p, err := volume.SetupHostPath(direct.pv.Spec.HostPath)
+		if err != nil {
+			return "", mountError(v.Name, "MountVolume.SetUp", err)
+		}
+		return p, nil
+	case direct != nil:
+		p, err := setUpLocal(pod, podDir, direct)
+		if err != nil {
+			return "", mountError(direct.pv.Name, "MountVolume.SetUp", err)
+		}
+		return p, nil
+	}
+	name := cv.specName
+	if cv.specName == "" {
+		name = v.Name
+	}
+	p, err := m.setUpCSI(ctx, pod, podDir, cv)
+	if err != nil {
+		return "", mountError(name, "MountVolume.SetUp", err)
+	}
+	return p, nil
+}
+
+func mountError(vol, op string, err error) error {
+	var oe *opError
+	if errors.As(err, &oe) {
+		op = oe.op
+	}
+	return &volume.MountError{Volume: vol, Op: op, Err: err}
+}
+
+// directPV is a hostPath or local PV: set up without a driver.
+type directPV struct {
+	pv       *v1.PersistentVolume
+	readOnly bool
+}
+
+// resolve turns a pod volume into the CSI volume it names, or a hostPath
+// or local PV. Its errors are kubelet's (desired state of world
+// populator, csi plugin).
+func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiVolume, *directPV, error) {
+	if src := v.CSI; src != nil {
+		cv := &csiVolume{
+			driver: src.Driver, handle: makeVolumeHandle(string(pod.UID), v.Name), specName: v.Name,
+			readOnly: src.ReadOnly != nil && *src.ReadOnly, attrs: src.VolumeAttributes, ephemeral: true,
+			accessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+		}
+		if src.FSType != nil {
+			cv.fsType = *src.FSType
+		}
+		if r := src.NodePublishSecretRef; r != nil {
+			cv.publishSecret = &v1.SecretReference{Name: r.Name, Namespace: pod.Namespace}
+		}
+		return cv, nil, nil
+	}
+	src := v.PersistentVolumeClaim
+	if v.Ephemeral != nil {
+		// A generic ephemeral volume is the claim <pod>-<volume> that the
+		// ephemeral volume controller makes, owned by the pod.
+		src = &v1.PersistentVolumeClaimVolumeSource{ClaimName: ephemeral.VolumeClaimName(pod, v)}
+	}
+	if src == nil {
+		return nil, nil, fmt.Errorf("volume %q is not a persistentVolumeClaim, ephemeral or csi volume", v.Name)
+	}
+	if m.API.PVCs == nil {
+		return nil, nil, errors.New("persistentVolumeClaim volumes need the API server")
+	}
+	pvc, err := m.API.PVCs(pod.Namespace).Get(ctx, src.ClaimName, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("error processing PVC %s/%s: failed to fetch PVC from API server: %v", pod.Namespace, src.ClaimName, err)
+	}
+	if v.Ephemeral != nil {
+		if err := ephemeral.VolumeIsForPod(pod, pvc); err != nil {
+			return nil, nil, fmt.Errorf("error processing PVC %s/%s: %v", pod.Namespace, src.ClaimName, err)
+		}
+	}
+	if pvc.DeletionTimestamp != nil {
+		return nil, nil, fmt.Errorf("error processing PVC %s/%s: can't start pod because PVC %s/%s is being deleted", pod.Namespace, src.ClaimName, pod.Namespace, src.ClaimName)
+	}
+	if pvc.Status.Phase != v1.ClaimBound || pvc.Spec.VolumeName == "" {
+		return nil, nil, fmt.Errorf("error processing PVC %s/%s: PVC %s/%s has non-bound phase (%q) or empty pvc.Spec.VolumeName (%q)",
+			pod.Namespace, src.ClaimName, pod.Namespace, src.ClaimName, pvc.Status.Phase, pvc.Spec.VolumeName)
+	}
+	pv, err := m.API.PVs.Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("error processing PVC %s/%s: failed to fetch PV %s from API server: %v", pod.Namespace, src.ClaimName, pvc.Spec.VolumeName, err)
+	}
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != pvc.UID {
+		return nil, nil, fmt.Errorf("error processing PVC %s/%s: failed to fetch PV %s from API server: the PV's claimRef does not point to the PVC (UID %s)", pod.Namespace, src.ClaimName, pv.Name, pvc.UID)
+	}
+	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
+		return nil, nil, fmt.Errorf("PV %s: volumeMode Block is not supported", pv.Name)
+	}
+	if pv.Spec.HostPath != nil || pv.Spec.Local != nil {
+		return nil, &directPV{pv: pv, readOnly: src.ReadOnly}, nil
+	}
+	c := pv.Spec.CSI
+	if c == nil {
+		return nil, nil, fmt.Errorf("PV %s: only csi, hostPath and local persistent volumes are supported", pv.Name)
+	}
+	return &csiVolume{
+		driver: c.Driver, handle: c.VolumeHandle, specName: pv.Name,
+		readOnly: src.ReadOnly || c.ReadOnly, fsType: c.FSType, attrs: c.VolumeAttributes,
+		mountOptions: pv.Spec.MountOptions, accessModes: pv.Spec.AccessModes,
+		stageSecret: c.NodeStageSecretRef, publishSecret: c.NodePublishSecretRef,
+	}, nil, nil
+}
+
+// setUpLocal is kubelet's local volume plugin (pkg/volume/local SetUpAt)
+// for a filesystem: the PV's path bind-mounted at
+// <podDir>/volumes/kubernetes.io~local-volume/<PV name> (read-only for a
+// read-only claim), then, unless read-only, the pod's fsGroup on it. A
+// mount already there is used as it is; the pod's teardown unmounts it
+// with the pod's other volume mounts.
+func setUpLocal(pod *v1.Pod, podDir string, d *directPV) (string, error) {
+	src := d.pv.Spec.Local.Path
+	fi, err := os.Stat(src)
+	if err != nil {
+		return "", fmt.Errorf("path %q does not exist", src)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("local volume %s: %s is not a directory (block local volumes are not supported)", d.pv.Name, src)
+	}
+	dir := filepath.Join(podDir, "volumes", "kubernetes.io~local-volume", d.pv.Name)
+	if mounted, _ := isMountPoint(dir); mounted {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	if err := unix.Mount(src, dir, "", unix.MS_BIND, ""); err != nil {
+		return "", fmt.Errorf("mount failed: bind %s on %s: %w", src, dir, err)
+	}
+	if d.readOnly {
+		if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			_ = unix.Unmount(dir, 0)
+			return "", fmt.Errorf("mount failed: remount %s read-only: %w", dir, err)
+		}
+	} else if g := fsGroup(pod); g != nil && !skipOwnership(dir, *g, pod) {
+		volume.SetOwnership(dir, *g)
+	}
+	return dir, nil
+}
+
+// volData is kubelet's vol_data.json.
+type volData struct {
+	SpecVolID           string `json:"specVolID,omitempty"`
+	VolumeHandle        string `json:"volumeHandle"`
+	DriverName          string `json:"driverName"`
+	NodeName            string `json:"nodeName,omitempty"`
+	AttachmentID        string `json:"attachmentID,omitempty"`
+	VolumeLifecycleMode string `json:"volumeLifecycleMode,omitempty"`
+}
+
+func (m *Mounter) stagingDir(driver, handle string) string {
+	return filepath.Join(m.RootDir, "plugins", pluginName, driver, fmt.Sprintf("%x", sha256.Sum256([]byte(handle))))
+}
+
+func podVolumeDir(podDir, specName string) string {
+	return filepath.Join(podDir, "volumes", podPluginDir, specName)
+}
+
+// uniqueName is kubelet's unique volume name of a CSI volume.
+func uniqueName(driver, handle string) v1.UniqueVolumeName {
+	return v1.UniqueVolumeName(pluginName + "/" + driver + "^" + handle)
+}
+
+func (m *Mounter) lock(driver, handle string) func() {
+	l, _ := m.locks.LoadOrStore(driver+"^"+handle, &sync.Mutex{})
+	mu := l.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *csiVolume) (string, error) {
+	dir := podVolumeDir(podDir, cv.specName)
+	target := filepath.Join(dir, podMountDir)
+	// Published already (a resync, or an agent restart while the pod
+	// runs): kubelet's SetUpAt skips a mounted target too.
+	mounted, _ := isMountPoint(target)
+	drv, err := m.getCSIDriver(ctx, cv.driver)
+	if mounted {
+		// Still in use; listed in volumesInUse when attachable (after an
+		// agent restart this is how the list is rebuilt).
+		if err == nil {
+			attach := !cv.ephemeral && attachRequired(drv)
+			m.noteInUse(cv, podDir, attach)
+		}
+		return target, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if cv.ephemeral && !slices.Contains(lifecycleModes(drv), storagev1.VolumeLifecycleEphemeral) {
+		return "", fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", storagev1.VolumeLifecycleEphemeral, cv.driver, lifecycleModes(drv))
+	}
+	if !cv.ephemeral && !slices.Contains(lifecycleModes(drv), storagev1.VolumeLifecyclePersistent) {
+		return "", fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", storagev1.VolumeLifecyclePersistent, cv.driver, lifecycleModes(drv))
+	}
+	attach := !cv.ephemeral && attachRequired(drv)
+	m.noteInUse(cv, podDir, attach)
+	d, ok := m.Drivers.Driver(cv.driver)
+	if !ok {
+		return "", fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name %s not found in the list of registered CSI drivers", cv.driver)
+	}
+	defer m.lock(cv.driver, cv.handle)()
+
+	var publishContext map[string]string
+	if attach {
+		if publishContext, err = m.attachment(ctx, cv); err != nil {
+			return "", &opError{op: "MountVolume.WaitForAttach", err: err}
+		}
+	}
+	caps, err := nodeCapabilities(ctx, d)
+	if err != nil {
+		return "", err
+	}
+	capability, err := volumeCapability(cv, caps, pod)
+	if err != nil {
+		return "", err
+	}
+	var staging string
+	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] && !cv.ephemeral {
+		staging, err = m.stage(ctx, d, cv, publishContext, capability)
+		if err != nil {
+			return "", &opError{op: "MountVolume.MountDevice", err: err}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to create dir %q:  %v", dir, err)
+	}
+	mode := storagev1.VolumeLifecyclePersistent
+	if cv.ephemeral {
+		mode = storagev1.VolumeLifecycleEphemeral
+	}
+	if err := writeVolData(dir, volData{
+		SpecVolID: cv.specName, VolumeHandle: cv.handle, DriverName: cv.driver, NodeName: m.NodeName,
+		AttachmentID: attachmentName(cv.handle, cv.driver, m.NodeName), VolumeLifecycleMode: string(mode),
+	}); err != nil {
+		return "", err
+	}
+	secrets, err := m.secrets(ctx, cv.publishSecret)
+	if err != nil {
+		return "", err
+	}
+	attrs := volumeContext(cv, drv, pod)
+	pctx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	if _, err := d.Node.NodePublishVolume(pctx, &csipb.NodePublishVolumeRequest{
+		VolumeId: cv.handle, PublishContext: publishContext, StagingTargetPath: staging, TargetPath: target,
+		VolumeCapability: capability, Readonly: cv.readOnly, Secrets: secrets, VolumeContext: attrs,
+	}); err != nil {
+		// kubelet removes what it made for a publish that failed for
+		// good; a target left behind is retried (and torn down) as a
+		// publish in progress.
+		if mounted, _ := isMountPoint(target); !mounted {
+			_ = os.Remove(target)
+			if cv.ephemeral || staging == "" {
+				_ = os.RemoveAll(dir)
+			}
+		}
+		return "", fmt.Errorf("rpc error: %w", err)
+	}
+	if g := fsGroup(pod); g != nil && capability.GetMount().GetVolumeMountGroup() == "" && supportsFSGroup(cv, drv) {
+		if !skipOwnership(target, *g, pod) {
+			volume.SetOwnership(target, *g)
+		}
+	}
+	return target, nil
+}
+
+func fsGroup(pod *v1.Pod) *int64 {
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		return sc.FSGroup
+	}
+	return nil
+}
+
+// skipOwnership is fsGroupChangePolicy OnRootMismatch: the volume's root
+// has the group, the setgid bit and group rwx already.
+func skipOwnership(target string, gid int64, pod *v1.Pod) bool {
+	sc := pod.Spec.SecurityContext
+	if sc == nil || sc.FSGroupChangePolicy == nil || *sc.FSGroupChangePolicy != v1.FSGroupChangeOnRootMismatch {
+		return false
+	}
+	fi, err := os.Stat(target)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int64(st.Gid) == gid && fi.Mode()&fs.ModeSetgid != 0 && fi.Mode().Perm()&0o070 == 0o070
+}
+
+// supportsFSGroup is kubelet's (csiMountMgr.supportsFSGroup): never for a
+// read-only volume or the None policy; always for File; for the default
+// ReadWriteOnceWithFSType only with an fsType and, for a PV, a
+// ReadWriteOnce access mode (inline volumes are ReadWriteOnce).
+func supportsFSGroup(cv *csiVolume, drv *storagev1.CSIDriver) bool {
+	policy := storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy
+	if drv != nil && drv.Spec.FSGroupPolicy != nil {
+		policy = *drv.Spec.FSGroupPolicy
+	}
+	switch {
+	case cv.readOnly || policy == storagev1.NoneFSGroupPolicy:
+		return false
+	case policy == storagev1.FileFSGroupPolicy:
+		return true
+	case cv.fsType == "":
+		return false
+	}
+	return slices.Contains(cv.accessModes, v1.ReadWriteOnce)
+}
+
+// getCSIDriver reads the driver's CSIDriver object; nil when there is none
+// (kubelet's defaults then: attach required, no pod info, the
+// ReadWriteOnceWithFSType fsGroup policy, persistent volumes only).
+func (m *Mounter) getCSIDriver(ctx context.Context, name string) (*storagev1.CSIDriver, error) {
+	if m.API.CSIDrivers == nil {
+		return nil, nil
+	}
+	d, err := m.API.CSIDrivers.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return d, err
+}
+
+func lifecycleModes(d *storagev1.CSIDriver) []storagev1.VolumeLifecycleMode {
+	if d == nil || len(d.Spec.VolumeLifecycleModes) == 0 {
+		return []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}
+	}
+	return d.Spec.VolumeLifecycleModes
+}
+
+func attachRequired(d *storagev1.CSIDriver) bool {
+	return d == nil || d.Spec.AttachRequired == nil || *d.Spec.AttachRequired
+}
+
+// attachmentName is kubelet's VolumeAttachment name.
+func attachmentName(handle, driver, node string) string {
+	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+driver+node)))
+}
+
+// makeVolumeHandle is kubelet's handle of an inline volume.
+func makeVolumeHandle(podUID, volName string) string {
+	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(podUID+volName)))
+}
+
+// attachment returns the publish context of the volume's VolumeAttachment
+// once the attacher says it is attached; until then an error (the pod's
+// sync retries with back-off, as kubelet's WaitForAttach).
+func (m *Mounter) attachment(ctx context.Context, cv *csiVolume) (map[string]string, error) {
+	name := attachmentName(cv.handle, cv.driver, m.NodeName)
+	va, err := m.API.VolumeAttachments.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("volume attachment %s for volume %s of CSI driver %s is not there yet (the attach/detach controller creates it)", name, cv.handle, cv.driver)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("volume %v has GET error for volume attachment %v: %v", cv.handle, name, err)
+	}
+	if va.DeletionTimestamp != nil {
+		return nil, fmt.Errorf("volume attachment is being deleted")
+	}
+	if !va.Status.Attached {
+		if e := va.Status.AttachError; e != nil {
+			return nil, fmt.Errorf("attachdetachment error: %s", e.Message)
+		}
+		return nil, fmt.Errorf("timed out waiting for external-attacher of %v CSI driver to attach volume %v", cv.driver, cv.handle)
+	}
+	return va.Status.AttachmentMetadata, nil
+}
+
+func nodeCapabilities(ctx context.Context, d *Driver) (map[csipb.NodeServiceCapability_RPC_Type]bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	resp, err := d.Node.NodeGetCapabilities(cctx, &csipb.NodeGetCapabilitiesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("rpc error: NodeGetCapabilities: %w", err)
+	}
+	out := map[csipb.NodeServiceCapability_RPC_Type]bool{}
+	for _, c := range resp.GetCapabilities() {
+		if r := c.GetRpc(); r != nil {
+			out[r.GetType()] = true
+		}
+	}
+	return out, nil
+}
+
+// volumeCapability is kubelet's: a mount volume with the fsType, the PV's
+// mount options and, when the driver can apply it, the fsGroup as
+// volume_mount_group; the access mode from the PV's (ReadWriteOnce is
+// SINGLE_NODE_MULTI_WRITER when the driver knows it).
+func volumeCapability(cv *csiVolume, caps map[csipb.NodeServiceCapability_RPC_Type]bool, pod *v1.Pod) (*csipb.VolumeCapability, error) {
+	mode := csipb.VolumeCapability_AccessMode_UNKNOWN
+	if len(cv.accessModes) > 0 {
+		switch am := cv.accessModes[0]; am {
+		case v1.ReadWriteOnce:
+			mode = csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+			if caps[csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER] {
+				mode = csipb.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER
+			}
+		case v1.ReadOnlyMany:
+			mode = csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+		case v1.ReadWriteMany:
+			mode = csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
+		case v1.ReadWriteOncePod:
+			mode = csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+			if !caps[csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER] {
+				mode = csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+			}
+		default:
+			return nil, fmt.Errorf("unknown access mode %q", am)
+		}
+	}
+	mount := &csipb.VolumeCapability_MountVolume{FsType: cv.fsType, MountFlags: cv.mountOptions}
+	if g := fsGroup(pod); g != nil && caps[csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP] {
+		mount.VolumeMountGroup = fmt.Sprint(*g)
+	}
+	return &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Mount{Mount: mount},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: mode},
+	}, nil
+}
+
+// volumeContext is the volume's attributes plus, for a driver with
+// podInfoOnMount, kubelet's pod information.
+func volumeContext(cv *csiVolume, drv *storagev1.CSIDriver, pod *v1.Pod) map[string]string {
+	out := make(map[string]string, len(cv.attrs)+5)
+	for k, v := range cv.attrs {
+		out[k] = v
+	}
+	if drv != nil && drv.Spec.PodInfoOnMount != nil && *drv.Spec.PodInfoOnMount {
+		out[ctxPodName] = pod.Name
+		out[ctxPodNamespace] = pod.Namespace
+		out[ctxPodUID] = string(pod.UID)
+		out[ctxServiceAccount] = pod.Spec.ServiceAccountName
+		out[ctxEphemeral] = fmt.Sprint(cv.ephemeral)
+	}
+	return out
+}
+
+func (m *Mounter) secrets(ctx context.Context, ref *v1.SecretReference) (map[string]string, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	if m.API.Secrets == nil {
+		return nil, errors.New("secrets need the API server")
+	}
+	s, err := m.API.Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("fetching NodePublishSecretRef %s/%s failed: %w", ref.Namespace, ref.Name, err)
+	}
+	out := make(map[string]string, len(s.Data))
+	for k, v := range s.Data {
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+// stage is kubelet's MountDevice: NodeStageVolume once per volume at
+// <rootDir>/plugins/kubernetes.io/csi/<driver>/<sha256 of handle>/globalmount,
+// with vol_data.json beside it. A staging path already mounted is left
+// as it is (drivers' NodeStageVolume is idempotent anyway).
+func (m *Mounter) stage(ctx context.Context, d *Driver, cv *csiVolume, publishContext map[string]string, capability *csipb.VolumeCapability) (string, error) {
+	dir := m.stagingDir(cv.driver, cv.handle)
+	staging := filepath.Join(dir, globalMount)
+	if mounted, _ := isMountPoint(staging); mounted {
+		return staging, nil
+	}
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return "", fmt.Errorf("kubernetes.io/csi: attacher.MountDevice failed to create dir %q:  %v", staging, err)
+	}
+	if err := writeVolData(dir, volData{VolumeHandle: cv.handle, DriverName: cv.driver}); err != nil {
+		return "", err
+	}
+	secrets, err := m.secrets(ctx, cv.stageSecret)
+	if err != nil {
+		return "", err
+	}
+	sctx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	if _, err := d.Node.NodeStageVolume(sctx, &csipb.NodeStageVolumeRequest{
+		VolumeId: cv.handle, PublishContext: publishContext, StagingTargetPath: staging,
+		VolumeCapability: capability, Secrets: secrets, VolumeContext: cv.attrs,
+	}); err != nil {
+		return "", fmt.Errorf("rpc error: %w", err)
+	}
+	return staging, nil
+}
+
+func writeVolData(dir string, d volData) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, volDataFileName), b, 0o640); err != nil {
+		return fmt.Errorf("kubernetes.io/csi: failed to save volume info data: %v", err)
+	}
+	return nil
+}
+
+func readVolData(dir string) (volData, error) {
+	var d volData
+	b, err := os.ReadFile(filepath.Join(dir, volDataFileName))
+	if err != nil {
+		return d, err
+	}
+	return d, json.Unmarshal(b, &d)
+}
+
+// noteInUse records that the pod in podDir wants the volume; an
+// attachable one is then reported in the Node's status.volumesInUse.
+func (m *Mounter) noteInUse(cv *csiVolume, podDir string, attach bool) {
+	if !attach {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.inUse == nil {
+		m.inUse = map[v1.UniqueVolumeName]map[string]bool{}
+	}
+	n := uniqueName(cv.driver, cv.handle)
+	if m.inUse[n] == nil {
+		m.inUse[n] = map[string]bool{}
+	}
+	m.inUse[n][podDir] = true
+}
+
+func (m *Mounter) forget(driver, handle, podDir string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := uniqueName(driver, handle)
+	delete(m.inUse[n], podDir)
+	if len(m.inUse[n]) == 0 {
+		delete(m.inUse, n)
+	}
+}
+
+// VolumesInUse lists the attachable volumes that pods on this node want or
+// still have mounted, sorted: the Node's status.volumesInUse, which keeps
+// the attach/detach controller from detaching them.
+func (m *Mounter) VolumesInUse() []v1.UniqueVolumeName {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]v1.UniqueVolumeName, 0, len(m.inUse))
+	for n := range m.inUse {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// TearDown unpublishes every CSI volume of the pod in podDir
+// (NodeUnpublishVolume, then its directory goes) and unstages a volume
+// that no other pod has published (NodeUnstageVolume, then its staging
+// directory goes). It works from the vol_data.json files, so after an
+// agent restart too; a driver that is not registered is an error (retried
+// by the caller), and nothing is unmounted behind the driver's back.
+func (m *Mounter) TearDown(ctx context.Context, podDir string) error {
+	base := filepath.Join(podDir, "volumes", podPluginDir)
+	es, err := os.ReadDir(base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range es {
+		if err := m.tearDownOne(ctx, podDir, filepath.Join(base, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("UnmountVolume.TearDown failed for volume %q : %w", e.Name(), err))
+		}
+	}
+	if len(errs) == 0 {
+		if err := os.Remove(base); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Mounter) tearDownOne(ctx context.Context, podDir, dir string) error {
+	target := filepath.Join(dir, podMountDir)
+	data, err := readVolData(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A directory without its data file was never published.
+		if mounted, _ := isMountPoint(target); mounted {
+			return fmt.Errorf("kubernetes.io/csi: %s is mounted but has no %s", target, volDataFileName)
+		}
+		return os.RemoveAll(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes.io/csi: unmounter failed to load volume data file [%s]: %v", dir, err)
+	}
+	d, ok := m.Drivers.Driver(data.DriverName)
+	if !ok {
+		return fmt.Errorf("kubernetes.io/csi: unmounter failed to get CSI client: driver name %s not found in the list of registered CSI drivers", data.DriverName)
+	}
+	defer m.lock(data.DriverName, data.VolumeHandle)()
+	uctx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	if _, err := d.Node.NodeUnpublishVolume(uctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: target}); err != nil {
+		return fmt.Errorf("rpc error: %w", err)
+	}
+	if mounted, _ := isMountPoint(target); mounted {
+		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", target)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if storagev1.VolumeLifecycleMode(data.VolumeLifecycleMode) == storagev1.VolumeLifecycleEphemeral {
+		m.forget(data.DriverName, data.VolumeHandle, podDir)
+		return nil
+	}
+	if err := m.unstageIfUnused(ctx, d, data, podDir); err != nil {
+		return fmt.Errorf("UnmountDevice: %w", err)
+	}
+	m.forget(data.DriverName, data.VolumeHandle, podDir)
+	return nil
+}
+
+// unstageIfUnused is kubelet's UnmountDevice once no pod's volume
+// directory names the volume any more.
+func (m *Mounter) unstageIfUnused(ctx context.Context, d *Driver, data volData, leaving string) error {
+	dir := m.stagingDir(data.DriverName, data.VolumeHandle)
+	if _, err := os.Stat(filepath.Join(dir, volDataFileName)); errors.Is(err, fs.ErrNotExist) {
+		return nil // never staged (the driver does not stage)
+	}
+	users, err := filepath.Glob(filepath.Join(m.RootDir, "pods", "*", "volumes", podPluginDir, "*", volDataFileName))
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(u)))) == leaving {
+			continue
+		}
+		if o, err := readVolData(filepath.Dir(u)); err == nil && o.DriverName == data.DriverName && o.VolumeHandle == data.VolumeHandle {
+			return nil
+		}
+	}
+	staging := filepath.Join(dir, globalMount)
+	uctx, cancel := context.WithTimeout(ctx, csiTimeout)
+	defer cancel()
+	if _, err := d.Node.NodeUnstageVolume(uctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
+		return fmt.Errorf("rpc error: %w", err)
+	}
+	if mounted, _ := isMountPoint(staging); mounted {
+		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnstageVolume", staging)
+	}
+	return os.RemoveAll(dir)
+}
+
+// isMountPoint reports whether p is a mount point of the agent's mount
+// namespace.
+func isMountPoint(p string) (bool, error) {
+	resolved, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return false, err
+	}
+	ms, err := mountinfo.Read()
+	if err != nil {
+		return false, err
+	}
+	for _, mi := range ms {
+		if mi.MountPoint == resolved {
+			return true, nil
+		}
+	}
+	return false, nil
+}

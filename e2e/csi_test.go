@@ -1,0 +1,493 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
+	"github.com/nodeagent/nodeagent/runtime"
+)
+
+// csiImageRef is the image of internal/testing/csihostpath's command.
+const csiImageRef = "docker.io/nodeagent/csihostpath:test"
+
+// The CSI node side against a driver deployed as an operator deploys the
+// host-path driver: one privileged pod on the node with the driver
+// (Bidirectional mount of the agent's rootDir, where it mounts) and its
+// registrar (a socket in <rootDir>/plugins_registry). The agent registers
+// it (CSINode entry, topology label); a pre-made PV of the driver, bound
+// to a claim, is staged once at kubelet's global path and published at
+// kubelet's pod path; data a pod writes is read by a later pod through a
+// read-only claim; an inline ephemeral volume lives and goes with its
+// pod; a claim that is not there keeps its pod in ContainerCreating with
+// FailedMount while the others run; after the pods no mount and no
+// staging directory stays; the plugin's removal removes its CSINode entry.
+//
+// The driver and registrar are internal/testing/csihostpath, stand-ins
+// for kubernetes-csi's csi-driver-host-path and node-driver-registrar
+// (their Go modules are not served by the module proxy here).
+func TestCSIHostPathDriver(t *testing.T) {
+	t.Parallel()
+	a, rt := readyPodAgent(t, "")
+	ctx := context.Background()
+	admin := a.env.Admin
+	cp := deployCSIPlugin(t, a, rt, false)
+	root, data, driver, plugin, pp := cp.root, cp.data, cp.driver, cp.name, cp.pod
+	var err error
+
+	// Registered: the CSINode entry and the topology label.
+	var csiNode *storagev1.CSINode
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		csiNode, err = admin.StorageV1().CSINodes().Get(ctx, a.node, metav1.GetOptions{})
+		return err == nil && slices.ContainsFunc(csiNode.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver }), nil
+	})
+	if err != nil {
+		t.Fatalf("the driver is not in the CSINode within 30s (%+v); driver log:\n%s\nregistrar log:\n%s", csiNode, a.logOf(pp, "driver", 0), a.logOf(pp, "registrar", 0))
+	}
+	for _, d := range csiNode.Spec.Drivers {
+		if d.Name == driver && (d.NodeID != a.node || !slices.Equal(d.TopologyKeys, []string{"topology.hostpath.csi/node"}) || d.Allocatable == nil || *d.Allocatable.Count != 100) {
+			t.Errorf("CSINode entry %+v", d)
+		}
+	}
+	if len(csiNode.OwnerReferences) != 1 || csiNode.OwnerReferences[0].Kind != "Node" {
+		t.Errorf("CSINode owners %+v, want the Node", csiNode.OwnerReferences)
+	}
+	node, err := admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Labels["topology.hostpath.csi/node"] != a.node {
+		t.Errorf("Node labels %v, want the driver's topology", node.Labels)
+	}
+
+	// A PV of the driver, bound to a claim (no provisioner in this test).
+	claim, pvName, handle := "data-"+a.node, "pv-"+a.node, "vol-"+a.node
+	csiClaim(t, a, driver, claim, pvName, handle)
+
+	// A pod whose claim does not exist waits in ContainerCreating with
+	// FailedMount; the others are not held up by it.
+	waiter := a.node + "-waiter"
+	kubectl(t, a.env, podYAML(waiter, a.node, fmt.Sprintf(`  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: missing-%[2]s}
+  containers:
+  - name: c
+    image: %[1]s
+    command: ["sleep", "3600"]
+`, testimage.Ref, a.node)), "apply", "-f", "-")
+
+	stagingDir := filepath.Join(root, "plugins/kubernetes.io/csi", driver, fmt.Sprintf("%x", sha256.Sum256([]byte(handle))))
+	writer := a.node + "-writer"
+	kubectl(t, a.env, podYAML(writer, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 1
+  securityContext: {fsGroup: 2345}
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: %[2]s}
+  containers:
+  - name: c
+    image: %[1]s
+    command: ["sh", "-c", "echo hello-from-writer > /data/file && echo written; ls -ln /data; sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}]
+`, testimage.Ref, claim)), "apply", "-f", "-")
+	wp := a.waitPod(ctx, writer, 60*time.Second, "Running", running)
+	a.waitLog(wp, "c", 0, "written")
+	if log := a.logOf(wp, "c", 0); !strings.Contains(log, " 2345 ") {
+		t.Errorf("the file is not in the fsGroup (fsGroupPolicy File):\n%s", log)
+	}
+	target := filepath.Join(root, "pods", string(wp.UID), "volumes/kubernetes.io~csi", pvName, "mount")
+	waitMount(t, target, true)
+	waitMount(t, filepath.Join(stagingDir, "globalmount"), true)
+	if b, err := os.ReadFile(filepath.Join(data, "volumes", handle, "file")); err != nil || string(b) != "hello-from-writer\n" {
+		t.Errorf("the driver's volume holds %q (%v)", b, err)
+	}
+
+	// The agent is SIGKILLed and restarts: the running pod keeps its
+	// volume (nothing is unmounted or published again), and the driver,
+	// whose registrar socket is still there, registers again.
+	if code, _ := a.stop(syscall.SIGKILL); code == 0 {
+		t.Errorf("agent exit code %d after SIGKILL", code)
+	}
+	if m := waitMount(t, target, true); m.MountPoint != target {
+		t.Errorf("mount %+v", m)
+	}
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(a.out.String(), "registered CSI driver"), nil
+	}); err != nil {
+		t.Fatalf("the driver did not register again after the agent's restart")
+	}
+	time.Sleep(2 * time.Second) // a few syncs of the writer
+	if p := a.waitPod(ctx, writer, 5*time.Second, "still Running", running); p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the writer restarted over the agent's restart: %+v", p.Status.ContainerStatuses[0])
+	}
+	waitMount(t, target, true)
+	if b, err := os.ReadFile(filepath.Join(target, "file")); err != nil || string(b) != "hello-from-writer\n" {
+		t.Errorf("after the agent's restart the volume holds %q (%v)", b, err)
+	}
+	if n := strings.Count(a.logOf(pp, "driver", 0), "published "+handle); n != 1 {
+		t.Errorf("the volume was published %d times, want once:\n%s", n, a.logOf(pp, "driver", 0))
+	}
+
+	a.waitEvent(ctx, "default", "involvedObject.name="+waiter, "FailedMount", func(e corev1.Event) bool {
+		return e.Reason == "FailedMount" && strings.Contains(e.Message, fmt.Sprintf(`MountVolume.SetUp failed for volume "data" : error processing PVC default/missing-%s: failed to fetch PVC from API server`, a.node))
+	})
+	if p, err := admin.CoreV1().Pods("default").Get(ctx, waiter, metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodPending ||
+		len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Waiting == nil || p.Status.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" {
+		t.Errorf("the waiting pod: %v %+v, want Pending in ContainerCreating", err, p.Status)
+	}
+
+	// The writer goes: unpublished and (its last user) unstaged.
+	if err := admin.CoreV1().Pods("default").Delete(ctx, writer, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	podsGone(t, a, writer)
+	waitMount(t, target, false)
+	waitGone(t, stagingDir) // unstaged after the unpublish
+
+	// A reader through a read-only claim, with an inline volume and a
+	// generic ephemeral volume (its claim <pod>-eph made by the ephemeral
+	// volume controller, bound by the PV controller to a PV made for it).
+	reader := a.node + "-reader"
+	csiPV(t, a, driver, reader+"-eph", "pv-eph-"+a.node, "vol-eph-"+a.node)
+	kubectl(t, a.env, podYAML(reader, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: %[2]s, readOnly: true}
+  - name: scratch
+    csi: {driver: %[3]s}
+  - name: eph
+    ephemeral:
+      volumeClaimTemplate:
+        spec: {accessModes: [ReadWriteOnce], storageClassName: "", resources: {requests: {storage: 1Mi}}}
+  containers:
+  - name: c
+    image: %[1]s
+    command: ["sh", "-c", "echo read=$(cat /data/file); touch /data/x || echo readonly-refused; echo s > /scratch/s && echo scratch-ok; echo e > /eph/e && echo eph-ok; sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}, {name: scratch, mountPath: /scratch}, {name: eph, mountPath: /eph}]
+`, testimage.Ref, claim, driver)), "apply", "-f", "-")
+	rp := a.waitPod(ctx, reader, 90*time.Second, "Running", running)
+	a.waitLog(rp, "c", 0, "read=hello-from-writer", "readonly-refused", "scratch-ok", "eph-ok")
+	if b, err := os.ReadFile(filepath.Join(data, "volumes", "vol-eph-"+a.node, "e")); err != nil || string(b) != "e\n" {
+		t.Errorf("the generic ephemeral volume holds %q (%v)", b, err)
+	}
+	inline := filepath.Join(root, "pods", string(rp.UID), "volumes/kubernetes.io~csi/scratch/mount")
+	waitMount(t, inline, true)
+
+	for _, name := range []string{reader, waiter} {
+		if err := admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	podsGone(t, a, reader, waiter)
+	waitGone(t, filepath.Join(root, "pods", string(rp.UID)))
+	if left, err := testenv.MountsUnder(filepath.Join(root, "pods"), filepath.Join(root, "plugins", "kubernetes.io")); err != nil || len(left) > 0 {
+		t.Errorf("mounts left after the pods: %v (%v)", left, err)
+	}
+	if _, err := os.Stat(stagingDir); !os.IsNotExist(err) {
+		t.Errorf("staging directory %s stays: %v", stagingDir, err)
+	}
+	if es, _ := os.ReadDir(filepath.Join(data, "ephemeral")); len(es) > 0 {
+		t.Errorf("the inline volume's data stays: %v", es)
+	}
+
+	// The plugin goes: its registration socket goes, so does its entry.
+	if err := admin.CoreV1().Pods("default").Delete(ctx, plugin, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := admin.StorageV1().CSINodes().Get(ctx, a.node, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && !slices.ContainsFunc(c.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver }), nil
+	})
+	if err != nil {
+		t.Errorf("the driver's CSINode entry stays after the plugin is gone: %v", err)
+	}
+	podsGone(t, a, plugin)
+}
+
+// waitGone waits (20s at most) until path does not exist.
+func waitGone(t *testing.T, path string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		_, err := os.Lstat(path)
+		return os.IsNotExist(err), nil
+	})
+	if err != nil {
+		t.Errorf("%s still there after 20s", path)
+	}
+}
+
+// csiPlugin is internal/testing/csihostpath deployed on an agent's node.
+type csiPlugin struct {
+	root   string      // the agent's rootDir, symlinks resolved
+	data   string      // the driver's data directory on the host
+	driver string      // the driver's name (and its CSIDriver's)
+	name   string      // the plugin pod
+	pod    *corev1.Pod // the plugin pod, Running
+}
+
+// deployCSIPlugin builds internal/testing/csihostpath's image, creates its
+// CSIDriver (one name per test node: CSIDrivers are cluster-wide; attach:
+// attachRequired) and runs the plugin pod as the host-path driver's
+// DaemonSet lays it out: the driver privileged with a Bidirectional mount
+// of the agent's rootDir, the registrar with a socket in plugins_registry.
+func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool) csiPlugin {
+	t.Helper()
+	ctx := context.Background()
+	admin := a.env.Admin
+	root, err := filepath.EvalSymlinks(a.rootDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if left, err := testenv.RemoveHostLeftovers(filepath.Join(root, "plugins"), filepath.Join(root, "pods")); err != nil || len(left) > 0 {
+			t.Logf("cleanup unmounted %v (%v)", left, err)
+		}
+	})
+
+	// The driver's image.
+	bin := filepath.Join(t.TempDir(), "csihostpath")
+	build := exec.Command("go", "build", "-o", bin, "../internal/testing/csihostpath/cmd/csihostpath")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the test CSI driver: %v\n%s", err, out)
+	}
+	exe, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := testimage.Spec{Ref: csiImageRef, Files: []testimage.File{
+		testimage.Dir("bin", 0o755), testimage.Dir("tmp", 0o1777), testimage.Dir("dev", 0o755), testimage.Dir("proc", 0o755), testimage.Dir("sys", 0o755),
+		testimage.Reg("bin/csihostpath", 0o755, exe),
+	}, Entrypoint: []string{"/bin/csihostpath"}}.Archive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.ImportImage(ctx, bytes.NewReader(img)); err != nil {
+		t.Fatal(err)
+	}
+
+	// One driver name per test node: CSIDrivers are cluster-wide.
+	sum := sha256.Sum256([]byte(a.node))
+	driver := fmt.Sprintf("hp-%x.csi.test", sum[:6])
+	policy := storagev1.FileFSGroupPolicy
+	yes := true
+	if _, err := admin.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: driver},
+		Spec: storagev1.CSIDriverSpec{AttachRequired: &attach, PodInfoOnMount: &yes, FSGroupPolicy: &policy,
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.StorageV1().CSIDrivers().Delete(context.Background(), driver, metav1.DeleteOptions{})
+	})
+
+	// The plugin pod, as the host-path driver's DaemonSet lays it out.
+	data := filepath.Join(a.dir, "csi-data")
+	endpoint := filepath.Join(root, "plugins", driver, "csi.sock")
+	plugin := a.node + "-csi-plugin"
+	kubectl(t, a.env, podYAML(plugin, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 5
+  volumes:
+  - name: root
+    hostPath: {path: %[2]s, type: Directory}
+  - name: data
+    hostPath: {path: %[3]s, type: DirectoryOrCreate}
+  containers:
+  - name: driver
+    image: %[1]s
+    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-datadir=/csi-data-dir"]
+    securityContext: {privileged: true}
+    volumeMounts:
+    - {name: root, mountPath: %[2]s, mountPropagation: Bidirectional}
+    - {name: data, mountPath: /csi-data-dir}
+  - name: registrar
+    image: %[1]s
+    args: ["-mode=registrar", "-drivername=%[4]s", "-registration-socket=%[2]s/plugins_registry/%[4]s-reg.sock", "-kubelet-registration-path=%[5]s"]
+    volumeMounts:
+    - {name: root, mountPath: %[2]s}
+`, csiImageRef, root, data, driver, endpoint, a.node)), "apply", "-f", "-")
+	pp := a.waitPod(ctx, plugin, 60*time.Second, "Running", running)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("driver log:\n%s\nregistrar log:\n%s", a.logOf(pp, "driver", 0), a.logOf(pp, "registrar", 0))
+		}
+	})
+
+	return csiPlugin{root: root, data: data, driver: driver, name: plugin, pod: pp}
+}
+
+// csiClaim makes a PV of driver with volume handle handle, pre-bound to
+// the claim default/claim it makes too (no provisioner in these tests),
+// and deletes both at the end.
+func csiClaim(t *testing.T, a *agent, driver, claim, pvName, handle string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := a.env.Admin
+	csiPV(t, a, driver, claim, pvName, handle)
+	empty := ""
+	if _, err := admin.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claim},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: pvName, StorageClassName: &empty,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.CoreV1().PersistentVolumeClaims("default").Delete(context.Background(), claim, metav1.DeleteOptions{})
+	})
+}
+
+// csiPV makes a PV of driver, pre-bound to the claim default/claim (which
+// may come later: the PV controller binds it then), deleted at the end.
+func csiPV(t *testing.T, a *agent, driver, claim, pvName, handle string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := a.env.Admin
+	fs := corev1.PersistentVolumeFilesystem
+	if _, err := admin.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")},
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeMode: &fs,
+			ClaimRef:                      &corev1.ObjectReference{Namespace: "default", Name: claim},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: handle}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
+	})
+}
+
+// A driver whose CSIDriver says attachRequired, with the kube-controller-
+// manager's attach/detach controller and the test as the external
+// attacher: the agent's Node carries kubelet's controller-managed
+// attach-detach annotation, so the controller makes the VolumeAttachment
+// for the pod; the pod waits in ContainerCreating (FailedMount,
+// MountVolume.WaitForAttach) until the attacher marks it attached; the
+// volume is in the Node's status.volumesInUse while the pod uses it and
+// leaves it after the teardown, and only then does the controller detach
+// (delete the VolumeAttachment).
+func TestCSIAttachRequired(t *testing.T) {
+	t.Parallel()
+	a, rt := readyPodAgent(t, "")
+	ctx := context.Background()
+	admin := a.env.Admin
+	cp := deployCSIPlugin(t, a, rt, true)
+	node, err := admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Annotations["volumes.kubernetes.io/controller-managed-attach-detach"] != "true" {
+		t.Errorf("Node annotations %v, want kubelet's controller-managed attach-detach", node.Annotations)
+	}
+	claim, pvName, handle := "att-"+a.node, "pv-att-"+a.node, "vol-att-"+a.node
+	csiClaim(t, a, cp.driver, claim, pvName, handle)
+	// Registered before the pod comes (the CSINode entry is what the
+	// controller and scheduler read).
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := admin.StorageV1().CSINodes().Get(ctx, a.node, metav1.GetOptions{})
+		return err == nil && slices.ContainsFunc(c.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == cp.driver }), nil
+	}); err != nil {
+		t.Fatalf("the driver did not register: %v", err)
+	}
+
+	name := a.node + "-attached"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: %[2]s}
+  containers:
+  - name: c
+    image: %[1]s
+    command: ["sh", "-c", "echo attached > /data/f && echo ok; sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}]
+`, testimage.Ref, claim)), "apply", "-f", "-")
+
+	vaName := fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+cp.driver+a.node)))
+	var va *storagev1.VolumeAttachment
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		va, err = admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the attach/detach controller made no VolumeAttachment %s: %v", vaName, err)
+	}
+	if va.Spec.Attacher != cp.driver || va.Spec.NodeName != a.node || va.Spec.Source.PersistentVolumeName == nil || *va.Spec.Source.PersistentVolumeName != pvName {
+		t.Errorf("VolumeAttachment spec %+v", va.Spec)
+	}
+	unique := corev1.UniqueVolumeName("kubernetes.io/csi/" + cp.driver + "^" + handle)
+	a.waitEvent(ctx, "default", "involvedObject.name="+name, "FailedMount WaitForAttach", func(e corev1.Event) bool {
+		return e.Reason == "FailedMount" && strings.Contains(e.Message, `MountVolume.WaitForAttach failed for volume "`+pvName+`" : timed out waiting for external-attacher of `+cp.driver+` CSI driver to attach volume `+handle)
+	})
+	waitNodeVolumesInUse(t, a, unique, true)
+	if p, err := admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodPending {
+		t.Fatalf("the pod runs before its volume is attached: %v %+v", err, p.Status)
+	}
+
+	// The test attaches, as an external-attacher would.
+	va.Status = storagev1.VolumeAttachmentStatus{Attached: true, AttachmentMetadata: map[string]string{"attached-by": "e2e"}}
+	if _, err := admin.StorageV1().VolumeAttachments().UpdateStatus(ctx, va, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := a.waitPod(ctx, name, 60*time.Second, "Running", running)
+	a.waitLog(p, "c", 0, "ok")
+
+	// Gone: unmounted, out of volumesInUse, then detached.
+	if err := admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	podsGone(t, a, name)
+	waitNodeVolumesInUse(t, a, unique, false)
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("the VolumeAttachment stays after the pod: %v", err)
+	}
+	if left, err := testenv.MountsUnder(filepath.Join(cp.root, "pods"), filepath.Join(cp.root, "plugins", "kubernetes.io")); err != nil || len(left) > 0 {
+		t.Errorf("mounts left after the pod: %v (%v)", left, err)
+	}
+}
+
+// waitNodeVolumesInUse waits (30s at most: the status is computed every
+// 10s) until the Node's status.volumesInUse has (want) or has not v.
+func waitNodeVolumesInUse(t *testing.T, a *agent, v corev1.UniqueVolumeName, want bool) {
+	t.Helper()
+	var last []corev1.UniqueVolumeName
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := a.env.Admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = n.Status.VolumesInUse
+		return slices.Contains(last, v) == want, nil
+	}); err != nil {
+		t.Fatalf("Node volumesInUse %v: want %s there = %v", last, v, want)
+	}
+}

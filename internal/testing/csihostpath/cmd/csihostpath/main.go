@@ -1,0 +1,70 @@
+// Command csihostpath runs package csihostpath's CSI node plugin
+// (-mode=driver) or its registrar (-mode=registrar) until SIGTERM, then
+// removes its socket (a registrar's socket going away deregisters the
+// driver).
+package main
+
+import (
+	"flag"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/nodeagent/nodeagent/internal/testing/csihostpath"
+)
+
+func main() {
+	mode := flag.String("mode", "driver", "driver or registrar")
+	name := flag.String("drivername", "hostpath.csi.k8s.io", "the CSI driver's name")
+	endpoint := flag.String("endpoint", "", "driver: the socket to serve CSI on")
+	nodeID := flag.String("nodeid", "", "driver: the node ID (and topology value)")
+	dataDir := flag.String("datadir", "/csi-data-dir", "driver: where volumes live")
+	regSocket := flag.String("registration-socket", "", "registrar: the socket in the agent's plugins_registry")
+	kubeletPath := flag.String("kubelet-registration-path", "", "registrar: the driver's socket as the agent sees it")
+	flag.Parse()
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+
+	s := grpc.NewServer()
+	sock := *endpoint
+	switch *mode {
+	case "driver":
+		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100}
+		csipb.RegisterIdentityServer(s, d)
+		csipb.RegisterNodeServer(s, d)
+	case "registrar":
+		sock = *regSocket
+		registerapi.RegisterRegistrationServer(s, &csihostpath.Registrar{
+			DriverName: *name, Endpoint: *kubeletPath,
+			Failed: func(string) { os.Remove(sock); os.Exit(1) },
+		})
+	default:
+		log.Fatalf("unknown mode %q", *mode)
+	}
+	if err := os.MkdirAll(filepath.Dir(sock), 0o750); err != nil {
+		log.Fatal(err)
+	}
+	_ = os.Remove(sock)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		log.Fatal(err)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sig
+		s.Stop()
+	}()
+	log.Printf("%s serving on %s", *mode, sock)
+	if err := s.Serve(l); err != nil {
+		log.Print(err)
+	}
+	_ = os.Remove(sock)
+	log.Printf("%s stopped", *mode)
+}

@@ -1,0 +1,113 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// fakeExternal sets up persistentVolumeClaim and csi volumes as
+// directories, failing the volumes named in fail.
+type fakeExternal struct {
+	fail     map[string]bool
+	setUp    []string
+	tornDown []string
+	tearErr  error
+}
+
+func (f *fakeExternal) SetUp(_ context.Context, _ *v1.Pod, podDir string, v *v1.Volume) (string, error) {
+	f.setUp = append(f.setUp, v.Name)
+	if f.fail[v.Name] {
+		return "", &MountError{Volume: v.Name, Op: "MountVolume.WaitForAttach", Err: errors.New("not attached")}
+	}
+	p := filepath.Join(podDir, "volumes", "kubernetes.io~csi", v.Name, "mount")
+	return p, os.MkdirAll(p, 0o750)
+}
+
+func (f *fakeExternal) TearDown(_ context.Context, podDir string) error {
+	f.tornDown = append(f.tornDown, podDir)
+	return f.tearErr
+}
+
+func externalPod() *v1.Pod {
+	ro := true
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec: v1.PodSpec{Volumes: []v1.Volume{
+			{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+			{Name: "a", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "a", ReadOnly: true}}},
+			{Name: "b", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "d", ReadOnly: &ro}}},
+			{Name: "c", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
+		}},
+	}
+}
+
+func TestManagerExternalVolumes(t *testing.T) {
+	podDir := t.TempDir()
+	pod := externalPod()
+
+	// Every failing volume has its MountError (each its FailedMount), and
+	// the others are still tried.
+	f := &fakeExternal{fail: map[string]bool{"a": true, "c": true}}
+	_, _, err := NewManager(nil, f).Setup(context.Background(), pod, podDir)
+	mes := MountErrors(err)
+	if len(mes) != 2 || mes[0].Volume != "a" || mes[1].Volume != "c" {
+		t.Fatalf("MountErrors %v of %v, want a and c", mes, err)
+	}
+	if want := `MountVolume.WaitForAttach failed for volume "a" : not attached`; mes[0].Error() != want {
+		t.Errorf("message %q, want %q", mes[0].Error(), want)
+	}
+	if !slices.Equal(f.setUp, []string{"a", "b", "c"}) {
+		t.Errorf("set up %v, want every external volume tried", f.setUp)
+	}
+
+	f = &fakeExternal{}
+	vols, _, err := NewManager(nil, f).Setup(context.Background(), pod, podDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vols["b"] != filepath.Join(podDir, "volumes/kubernetes.io~csi/b/mount") || vols["scratch"] == "" {
+		t.Errorf("paths %v", vols)
+	}
+
+	// Without an External such volumes fail; the pod waits.
+	_, _, err = NewManager(nil, nil).Setup(context.Background(), pod, podDir)
+	if mes := MountErrors(err); len(mes) != 3 {
+		t.Errorf("without an External: %v", err)
+	}
+
+	// Teardown: the External first; when it fails the rest stays (the
+	// driver's mounts are never removed behind its back).
+	f.tearErr = errors.New("driver not registered")
+	if err := NewManager(nil, f).Teardown(pod.UID, podDir); err == nil {
+		t.Fatal("teardown succeeded although the External failed")
+	}
+	if _, err := os.Stat(filepath.Join(podDir, "volumes")); err != nil {
+		t.Errorf("volumes removed although the External failed: %v", err)
+	}
+	f.tearErr = nil
+	if err := NewManager(nil, f).Teardown(pod.UID, podDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(podDir, "volumes")); !os.IsNotExist(err) {
+		t.Errorf("volumes stay: %v", err)
+	}
+	if len(f.tornDown) != 2 {
+		t.Errorf("External torn down %d times, want 2", len(f.tornDown))
+	}
+}
+
+func TestMustMountReadOnly(t *testing.T) {
+	pod := externalPod()
+	for name, want := range map[string]bool{"scratch": false, "a": true, "b": true, "c": false, "missing": false} {
+		if got := MustMountReadOnly(pod, name); got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+}
