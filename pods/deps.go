@@ -166,6 +166,8 @@ type workerDeps struct {
 	// nodeKeyring is the node's registry credentials (nil: none).
 	nodeKeyring NodeKeyring
 	cgroups     PodCgroups // nil: the runtime's default cgroup parent
+	// resize is the in-place pod resize (resize.go; nil: none).
+	resize *podResizer
 }
 
 // eventFunc records an Event about a pod (workerDeps.event).

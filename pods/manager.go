@@ -225,6 +225,7 @@ func New(o Options) (*Manager, error) {
 	}
 	m.deps.nodeAnyway, m.deps.names = o.NodeAnyway, o.Names
 	m.deps.cgroups = o.Cgroups
+	m.deps.resize = newPodResizer(o, m)
 	m.deps.podNS, m.deps.podNSDir = o.PodNS, o.PodNSDir
 	if p, ok := o.Runtime.(PauseRuntime); ok {
 		m.deps.pauses = p
@@ -448,6 +449,8 @@ func (m *Manager) upsert(src string, pod *v1.Pod) {
 	if pod.DeletionTimestamp == nil && !status.PodIsTerminal(pod.Status) {
 		if r := m.admitLocked(pod, node, nodeErr); r != nil {
 			w.reject(*r)
+		} else {
+			m.deps.resize.admitted(pod)
 		}
 	}
 	m.startLocked(w)
@@ -504,15 +507,10 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 	if bad := admission.Unsupported(pod); len(bad) > 0 {
 		return &status.Waiting{Reason: admission.ReasonUnsupportedPodSpec, Message: admission.UnsupportedMessage(bad)}
 	}
-	var admitted []*v1.Pod
-	for _, w := range m.workers {
-		p, removed := w.snapshot()
-		if removed || w.rejected() || p.DeletionTimestamp != nil || w.terminal.Load() {
-			continue
-		}
-		admitted = append(admitted, p)
-	}
-	sort.Slice(admitted, func(i, j int) bool { return admitted[i].UID < admitted[j].UID })
+	// As kubelet, with the allocations of resized pods (an agent restart
+	// admits a pod again with what it was allocated).
+	pod = m.deps.resize.withAllocation(pod)
+	admitted := m.admittedLocked(pod.UID)
 	if nodeErr != nil {
 		m.log.Error("cannot get node info to admit a pod", "pod", kubetypes.FullName(pod), "err", nodeErr)
 		return &status.Waiting{Reason: admission.ReasonInvalidNodeInfo, Message: "Kubelet cannot get node info."}
@@ -524,6 +522,28 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 		return &status.Waiting{Reason: reason, Message: msg}
 	}
 	return nil
+}
+
+// admittedLocked are the pods admitted and not ending but uid, with their
+// allocations, by UID; m.mu is held.
+func (m *Manager) admittedLocked(uid types.UID) []*v1.Pod {
+	var admitted []*v1.Pod
+	for _, w := range m.workers {
+		p, removed := w.snapshot()
+		if p.UID == uid || removed || w.rejected() || p.DeletionTimestamp != nil || w.terminal.Load() {
+			continue
+		}
+		admitted = append(admitted, m.deps.resize.withAllocation(p))
+	}
+	sort.Slice(admitted, func(i, j int) bool { return admitted[i].UID < admitted[j].UID })
+	return admitted
+}
+
+// admittedOthers is admittedLocked for a pod's resize.
+func (m *Manager) admittedOthers(uid types.UID) []*v1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.admittedLocked(uid)
 }
 
 // pokeByName wakes the workers of the static pods with this full name.
@@ -577,6 +597,7 @@ func (m *Manager) workerDone(w *podWorker) {
 	m.mu.Unlock()
 	if gone {
 		m.removePodLogs(w.uid)
+		m.deps.resize.remove(w.uid)
 	}
 	m.wg.Done()
 }

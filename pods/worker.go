@@ -166,6 +166,8 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	if w.finished(pod) {
 		return w.syncFinished(ctx, pod, rs, now, retryAt)
 	}
+	// What runs is the pod's allocation (an in-place resize: resize.go).
+	pod = w.d.resize.allocate(ctx, pod, now)
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
 	if sandboxErr != nil {
 		sandboxEvents(w.d.event, pod, sandboxErr)
@@ -183,6 +185,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		return true, time.Time{}, nil
 	}
 	rs = w.starts.unstarted(rs)
+	if acted, err := w.resizeRunning(ctx, pod, rs, now); acted || err != nil {
+		return true, time.Time{}, err
+	}
 	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.probes.started, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
@@ -365,6 +370,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	w.starts.noteStarted(id)
+	w.d.resize.started(pod, c)
 	delete(w.errs, c.Name)
 	kind := "new"
 	if s.attempt > 0 {
@@ -490,6 +496,8 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 	for k, v := range waiting {
 		in.Waiting[k] = v
 	}
+	pod = w.d.resize.withAllocation(pod)
+	in.Resources, in.ResizeConditions = w.d.resize.statusInputs(pod, rs)
 	w.statusExtras(ctx, pod, rs, &in)
 	w.images.learnIDs(ctx, rs)
 	st := status.Compute(w.withStatus(pod), rs, in, now)
