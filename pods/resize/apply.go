@@ -56,9 +56,17 @@ func Apply(ctx context.Context, pod *v1.Pod, acts Actions, pc PodCgroup, cc Cont
 		}
 		return v
 	}
+	// What each container has now, across both resources (kubelet's
+	// currentContainerResources).
+	now := map[string]Values{}
+	for _, us := range acts.Update {
+		for _, u := range us {
+			now[u.Name] = u.Current
+		}
+	}
 	update := func(name v1.ResourceName) error {
 		for _, u := range acts.Update[name] {
-			next := u.Current
+			next := now[u.Name]
 			if name == v1.ResourceMemory {
 				next.MemoryLimit, next.MemoryRequest = u.Desired.MemoryLimit, u.Desired.MemoryRequest
 			} else {
@@ -67,6 +75,7 @@ func Apply(ctx context.Context, pod *v1.Pod, acts Actions, pc PodCgroup, cc Cont
 			if err := cc.UpdateContainer(ctx, u.ID, next); err != nil {
 				return fmt.Errorf("update container %q resources: %w", u.Name, err)
 			}
+			now[u.Name] = next
 			if err := actuated(u.Name, next); err != nil {
 				return err
 			}
