@@ -45,6 +45,7 @@ type podResizer struct {
 	others func(uid types.UID) []*v1.Pod
 	// allocatable is the node's allocatable (nil: unknown).
 	allocatable func(ctx context.Context) v1.ResourceList
+	event       eventFunc // nil: no events
 	log         *slog.Logger
 }
 
@@ -57,7 +58,7 @@ func newPodResizer(o Options, m *Manager) *podResizer {
 	if err != nil {
 		o.Logger.Error("cannot read the pod allocation checkpoint; starting empty", "err", err)
 	}
-	r := &podResizer{store: store, fs: resize.HostCgroupFS(), others: m.admittedOthers, log: o.Logger}
+	r := &podResizer{store: store, fs: resize.HostCgroupFS(), others: m.admittedOthers, event: m.deps.event, log: o.Logger}
 	if c, ok := o.Cgroups.(ResizeCgroups); ok {
 		r.cgroups = c
 	}
@@ -190,10 +191,9 @@ func (r *podResizer) actuate(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 			}
 		}
 	}
-	actuated := r.store.Actuated(pod.UID)
-	acts := resize.ComputeActions(pod, running, actuated)
+	acts := resize.ComputeActions(pod, running, r.store.Actuated(pod.UID))
 	if acts.Empty() {
-		r.store.SetInProgress(pod.UID, false, "", "", now)
+		r.completed(pod, now)
 		return nil, nil
 	}
 	r.store.SetInProgress(pod.UID, true, "", "", now)
@@ -213,7 +213,18 @@ func (r *podResizer) actuate(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 		r.store.SetInProgress(pod.UID, true, resize.ReasonError, err.Error(), now)
 		return nil, fmt.Errorf("resize: %w", err)
 	}
+	if len(acts.Restart) == 0 && resize.ComputeActions(pod, running, r.store.Actuated(pod.UID)).Empty() {
+		r.completed(pod, now)
+	}
 	return acts.Restart, nil
+}
+
+// completed clears PodResizeInProgress and records kubelet's
+// ResizeCompleted event if it was set.
+func (r *podResizer) completed(pod *v1.Pod, now time.Time) {
+	if r.store.SetInProgress(pod.UID, false, "", "", now) && r.event != nil {
+		r.event(pod, v1.EventTypeNormal, "ResizeCompleted", resize.CompletedMessage(pod))
+	}
 }
 
 // started records what a container was started with (its allocation).

@@ -1,6 +1,7 @@
 package resize
 
 import (
+	"encoding/json"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -134,4 +135,28 @@ func policyOf(c *v1.Container, name v1.ResourceName) v1.ResourceResizeRestartPol
 func InProgress(allocated *v1.Pod, running map[string]string, actuated Allocation) bool {
 	a := ComputeActions(allocated, running, actuated)
 	return !a.Empty()
+}
+
+// CompletedMessage is the message of kubelet's ResizeCompleted event: the
+// pod's containers with their (allocated) resources as JSON.
+func CompletedMessage(pod *v1.Pod) string {
+	type container struct {
+		Name      string                  `json:"name"`
+		Resources v1.ResourceRequirements `json:"resources,omitempty"`
+	}
+	var sum struct {
+		InitContainers []container `json:"initContainers,omitempty"`
+		Containers     []container `json:"containers,omitempty"`
+	}
+	for _, c := range pod.Spec.InitContainers {
+		sum.InitContainers = append(sum.InitContainers, container{c.Name, c.Resources})
+	}
+	for _, c := range pod.Spec.Containers {
+		sum.Containers = append(sum.Containers, container{c.Name, c.Resources})
+	}
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return "Pod resize completed"
+	}
+	return "Pod resize completed: " + string(b)
 }

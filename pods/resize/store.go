@@ -195,12 +195,14 @@ func (s *Store) SetPending(uid types.UID, reason, message string, now time.Time)
 }
 
 // SetInProgress sets or clears the pod's PodResizeInProgress condition
-// (reason "" while it proceeds, Error with the failure's message).
-func (s *Store) SetInProgress(uid types.UID, on bool, reason, message string, now time.Time) {
-	s.setCondition(uid, v1.PodResizeInProgress, on, reason, message, now)
+// (reason "" while it proceeds, Error with the failure's message); it
+// reports whether it cleared one (the resize completed).
+func (s *Store) SetInProgress(uid types.UID, on bool, reason, message string, now time.Time) bool {
+	return s.setCondition(uid, v1.PodResizeInProgress, on, reason, message, now)
 }
 
-func (s *Store) setCondition(uid types.UID, t v1.PodConditionType, on bool, reason, message string, now time.Time) {
+// setCondition reports whether it cleared a condition.
+func (s *Store) setCondition(uid types.UID, t v1.PodConditionType, on bool, reason, message string, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.conds[uid]
@@ -213,16 +215,18 @@ func (s *Store) setCondition(uid types.UID, t v1.PodConditionType, on bool, reas
 		slot = &c.inProgress
 	}
 	if !on {
+		cleared := *slot != nil
 		*slot = nil
-		return
+		return cleared
 	}
 	if old := *slot; old != nil && old.Reason == reason && old.Message == message {
-		return
+		return false
 	}
 	*slot = &v1.PodCondition{
 		Type: t, Status: v1.ConditionTrue, Reason: reason, Message: message,
 		LastProbeTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now),
 	}
+	return false
 }
 
 // Conditions are the pod's resize conditions for its status.
