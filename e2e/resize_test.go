@@ -38,6 +38,10 @@ func TestInPlacePodResize(t *testing.T) {
     resources: {limits: {cpu: 100m, memory: 32Mi}}
     resizePolicy:
     - {resourceName: memory, restartPolicy: RestartContainer}
+  - name: c
+    image: %[1]s
+    command: ["sh", "-c", "head -c 41943040 /dev/zero > /dev/shm/fill && sleep 3600"]
+    resources: {limits: {cpu: 100m, memory: 64Mi}}
 `, testimage.Ref)), "apply", "-f", "-")
 	before := a.waitPod(ctx, name, 60*time.Second, "running", running)
 	if before.Status.QOSClass != corev1.PodQOSGuaranteed {
@@ -85,13 +89,13 @@ func TestInPlacePodResize(t *testing.T) {
 	// Up, in place.
 	resize("a", "400m", "96Mi")
 	up := a.waitPod(ctx, name, 60*time.Second, "a resized up", applied("a", "400m", "96Mi"))
-	for _, c := range []string{"a", "b"} {
+	for _, c := range []string{"a", "b", "c"} {
 		if id(up, c) != id(before, c) || status(up, c).RestartCount != 0 {
 			t.Errorf("container %s replaced by the resize: %s (%d restarts), was %s", c, id(up, c), status(up, c).RestartCount, id(before, c))
 		}
 	}
 	checkCgroup(up, "a", 96<<20, "40000")
-	if got, want := podMem(up), fmt.Sprint((96+32)<<20); got != want {
+	if got, want := podMem(up), fmt.Sprint((96+32+64)<<20); got != want {
 		t.Errorf("pod cgroup memory limit %s, want %s", got, want)
 	}
 
@@ -102,7 +106,7 @@ func TestInPlacePodResize(t *testing.T) {
 		t.Errorf("container a replaced by the resize down")
 	}
 	checkCgroup(down, "a", 48<<20, "10000")
-	if got, want := podMem(down), fmt.Sprint((48+32)<<20); got != want {
+	if got, want := podMem(down), fmt.Sprint((48+32+64)<<20); got != want {
 		t.Errorf("pod cgroup memory limit %s, want %s", got, want)
 	}
 
@@ -123,7 +127,7 @@ func TestInPlacePodResize(t *testing.T) {
 	resize("a", "1000", "48Mi")
 	pending := a.waitPod(ctx, name, 60*time.Second, "PodResizePending Infeasible", func(p *corev1.Pod) bool {
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodResizePending && c.Reason == "Infeasible" && strings.HasPrefix(c.Message, "Node didn't have enough capacity: cpu, requested: 1000100") {
+			if c.Type == corev1.PodResizePending && c.Reason == "Infeasible" && strings.HasPrefix(c.Message, "Node didn't have enough capacity: cpu, requested: 1000200, capacity: ") {
 				return true
 			}
 		}
@@ -165,4 +169,22 @@ func TestInPlacePodResize(t *testing.T) {
 	if id(final, "a") != id(before, "a") {
 		t.Errorf("container a replaced")
 	}
+
+	// A memory limit below what c uses (40Mi in /dev/shm) is refused as
+	// kubelet refuses it: PodResizeInProgress with reason Error, the
+	// cgroup and the status keep 64Mi.
+	resize("c", "100m", "32Mi")
+	refused := a.waitPod(ctx, name, 60*time.Second, "PodResizeInProgress Error", func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodResizeInProgress && c.Reason == "Error" &&
+				strings.HasPrefix(c.Message, "cannot decrease memory limits: ") && strings.Contains(c.Message, `attempting to set container "c" memory limit (33554432) below current usage`) {
+				return true
+			}
+		}
+		return false
+	})
+	if s := status(refused, "c"); s.Resources.Limits.Memory().Value() != 64<<20 || s.RestartCount != 0 {
+		t.Errorf("a refused memory decrease shows as applied: %v (%d restarts)", s.Resources, s.RestartCount)
+	}
+	checkCgroup(refused, "c", 64<<20, "10000")
 }

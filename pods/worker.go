@@ -185,8 +185,11 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		return true, time.Time{}, nil
 	}
 	rs = w.starts.unstarted(rs)
-	if acted, err := w.resizeRunning(ctx, pod, rs, now); acted || err != nil {
-		return true, time.Time{}, err
+	// A failed resize is in the status (PodResizeInProgress, Error) and
+	// returned at the end, so that the sync is retried.
+	resized, resizeErr := w.resizeRunning(ctx, pod, rs, now)
+	if resized {
+		return true, time.Time{}, resizeErr
 	}
 	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.probes.started, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
@@ -196,16 +199,16 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		w.reap(ctx, rs)
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
 		if w.finished(pod) {
-			return true, p.wakeAt, nil // the next sync releases its sandbox
+			return true, p.wakeAt, resizeErr // the next sync releases its sandbox
 		}
-		return false, p.wakeAt, nil
+		return false, p.wakeAt, resizeErr
 	}
 	if w.status == nil {
 		// A new pod says Pending/ContainerCreating (with its start time)
 		// before the first start, which may pull an image.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
 	}
-	var errs []error
+	errs := []error{resizeErr}
 	for _, k := range p.kill {
 		w.log.Info("stopping container", "container", k.c.Name, "containerID", k.c.ID, "reason", k.reason)
 		if err := w.killer.kill(ctx, pod, k.c, gracePeriod(pod), "Stopping container "+k.c.Name, w.podIP(pod)); err != nil {
@@ -233,9 +236,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 			w.backoff[s.container.Name] = b
 		}
 	}
-	if len(errs) > 0 {
+	if err := errors.Join(errs...); err != nil {
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
-		return true, time.Time{}, errors.Join(errs...)
+		return true, time.Time{}, err
 	}
 	return true, p.wakeAt, nil
 }
