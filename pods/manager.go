@@ -589,9 +589,11 @@ func (m *Manager) workerDone(w *podWorker) {
 	// A worker that ends while the manager runs has removed its pod.
 	gone := m.workers[w.uid] == nil && m.ctx != nil && m.ctx.Err() == nil
 	p, _ := w.snapshot()
-	for _, o := range m.workers {
+	for ouid, o := range m.workers {
 		if op, _ := o.snapshot(); kubetypes.FullName(op) == kubetypes.FullName(p) {
 			o.poke() // it may have waited for this one to end
+		} else if gone && m.deps.resize.deferred(ouid) {
+			o.poke() // as kubelet, a deferred resize is retried when a pod goes
 		}
 	}
 	m.mu.Unlock()
@@ -663,6 +665,11 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 			refs[uid] = runtime.PodRef{UID: uid}
 		}
 	}
+	m.deps.resize.removeOrphans(func(uid types.UID) bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.workers[uid] != nil || refs[uid].UID != ""
+	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uid, ref := range refs {

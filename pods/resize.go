@@ -120,6 +120,22 @@ func (r *podResizer) remove(uid types.UID) {
 	}
 }
 
+// removeOrphans forgets the allocations of pods that are not known (gone
+// while the agent was down), as kubelet's RemoveOrphanedPods.
+func (r *podResizer) removeOrphans(known func(types.UID) bool) {
+	if r == nil {
+		return
+	}
+	for _, uid := range r.store.UIDs() {
+		if !known(uid) {
+			r.remove(uid)
+		}
+	}
+}
+
+// deferred reports whether pod uid's resize waits for room on the node.
+func (r *podResizer) deferred(uid types.UID) bool { return r != nil && r.store.Deferred(uid) }
+
 // allocate is kubelet's handlePodResourcesResize: when pod's spec differs
 // from its allocation, the spec becomes the allocation if it fits (and
 // PodResizeInProgress is set), else PodResizePending says why. It returns
@@ -133,7 +149,11 @@ func (r *podResizer) allocate(ctx context.Context, pod *v1.Pod, now time.Time) *
 		r.admitted(pod)
 		return pod
 	}
-	allocated, _ := resize.WithAllocation(pod, a)
+	allocated, changed := resize.WithAllocation(pod, a)
+	if !changed {
+		r.store.SetPending(pod.UID, "", "", now)
+		return pod
+	}
 	var alloc v1.ResourceList
 	if r.allocatable != nil {
 		alloc = r.allocatable(ctx)

@@ -256,3 +256,28 @@ func clone(a Allocation) Allocation {
 	}
 	return out
 }
+
+// UIDs are the pods the store has allocations of.
+func (s *Store) UIDs() []types.UID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []types.UID
+	for uid := range s.allocated {
+		out = append(out, uid)
+	}
+	for uid := range s.actuated {
+		if _, ok := s.allocated[uid]; !ok {
+			out = append(out, uid)
+		}
+	}
+	return out
+}
+
+// Deferred reports whether the pod's resize waits for room on the node
+// (PodResizePending, Deferred).
+func (s *Store) Deferred(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.conds[uid]
+	return c != nil && c.pending != nil && c.pending.Reason == ReasonDeferred
+}
