@@ -61,15 +61,12 @@ func WithAllocation(pod *v1.Pod, a Allocation) (*v1.Pod, bool) {
 	changed := false
 	var out *v1.Pod
 	for _, init := range []bool{true, false} {
-		n := len(pod.Spec.Containers)
+		cs := pod.Spec.Containers
 		if init {
-			n = len(pod.Spec.InitContainers)
+			cs = pod.Spec.InitContainers
 		}
-		for i := 0; i < n; i++ {
-			c := &pod.Spec.Containers[i]
-			if init {
-				c = &pod.Spec.InitContainers[i]
-			}
+		for i := range cs {
+			c := &cs[i]
 			r, ok := a[c.Name]
 			if !ok || resourcesEqual(c.Resources, r) {
 				continue

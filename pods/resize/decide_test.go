@@ -104,6 +104,13 @@ func TestWithAllocation(t *testing.T) {
 	if p, changed := WithAllocation(spec, AllocationOf(spec)); changed || p != spec {
 		t.Errorf("an equal allocation changed the pod")
 	}
+	// More init containers than containers (a panic once).
+	withInits := podWith("q", rr("1", "1", "1Gi", "1Gi"))
+	withInits.Spec.InitContainers = []v1.Container{{Name: "i1"}, {Name: "i2", Resources: rr("1", "", "", "")}}
+	got, changed = WithAllocation(withInits, Allocation{"i2": rr("2", "", "", "")})
+	if !changed || got.Spec.InitContainers[1].Resources.Requests.Cpu().String() != "2" {
+		t.Errorf("init container allocation: changed=%v %v", changed, got.Spec.InitContainers[1].Resources)
+	}
 }
 
 func TestComputeActions(t *testing.T) {
