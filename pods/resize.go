@@ -151,7 +151,7 @@ func (r *podResizer) allocate(ctx context.Context, pod *v1.Pod, now time.Time) *
 	}
 	allocated, changed := resize.WithAllocation(pod, a)
 	if !changed {
-		r.store.SetPending(pod.UID, "", "", now)
+		r.store.SetPending(pod.UID, "", "", 0, now)
 		return pod
 	}
 	var alloc v1.ResourceList
@@ -167,10 +167,10 @@ func (r *podResizer) allocate(ctx context.Context, pod *v1.Pod, now time.Time) *
 	}
 	switch {
 	case !d.Resize:
-		r.store.SetPending(pod.UID, "", "", now)
+		r.store.SetPending(pod.UID, "", "", 0, now)
 		return allocated
 	case !d.Allocate:
-		r.store.SetPending(pod.UID, d.Reason, d.Message, now)
+		r.store.SetPending(pod.UID, d.Reason, d.Message, pod.Generation, now)
 		return allocated
 	}
 	if err := r.store.SetAllocated(pod); err != nil {
@@ -178,8 +178,10 @@ func (r *podResizer) allocate(ctx context.Context, pod *v1.Pod, now time.Time) *
 		return allocated
 	}
 	r.log.Info("resize allocated", "podUID", pod.UID)
-	r.store.SetPending(pod.UID, "", "", now)
-	r.store.SetInProgress(pod.UID, true, "", "", now)
+	r.store.SetPending(pod.UID, "", "", 0, now)
+	// A new resize: a new condition with this generation, no old error.
+	r.store.ClearInProgress(pod.UID)
+	r.store.SetInProgress(pod.UID, "", "", pod.Generation, now)
 	return pod
 }
 
@@ -213,10 +215,10 @@ func (r *podResizer) actuate(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 	}
 	acts := resize.ComputeActions(pod, running, r.store.Actuated(pod.UID))
 	if acts.Empty() {
-		r.completed(pod, now)
+		r.completed(pod)
 		return nil, nil
 	}
-	r.store.SetInProgress(pod.UID, true, "", "", now)
+	r.store.SetInProgress(pod.UID, "", "", pod.Generation, now)
 	usage := map[string]int64{}
 	for _, u := range acts.Update[v1.ResourceMemory] {
 		if dir, err := resize.Dir(byID[u.ID].CgroupsPath); err == nil {
@@ -230,19 +232,19 @@ func (r *podResizer) actuate(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 		return r.store.SetActuated(pod.UID, name, resize.Requirements(alloc[name], v))
 	})
 	if err != nil {
-		r.store.SetInProgress(pod.UID, true, resize.ReasonError, err.Error(), now)
+		r.store.SetInProgress(pod.UID, resize.ReasonError, err.Error(), pod.Generation, now)
 		return nil, fmt.Errorf("resize: %w", err)
 	}
 	if len(acts.Restart) == 0 && resize.ComputeActions(pod, running, r.store.Actuated(pod.UID)).Empty() {
-		r.completed(pod, now)
+		r.completed(pod)
 	}
 	return acts.Restart, nil
 }
 
 // completed clears PodResizeInProgress and records kubelet's
 // ResizeCompleted event if it was set.
-func (r *podResizer) completed(pod *v1.Pod, now time.Time) {
-	if r.store.SetInProgress(pod.UID, false, "", "", now) && r.event != nil {
+func (r *podResizer) completed(pod *v1.Pod) {
+	if r.store.ClearInProgress(pod.UID) && r.event != nil {
 		r.event(pod, v1.EventTypeNormal, "ResizeCompleted", resize.CompletedMessage(pod))
 	}
 }

@@ -238,22 +238,38 @@ func TestStorePersists(t *testing.T) {
 func TestStoreConditions(t *testing.T) {
 	clk := testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s, _ := Open(t.TempDir())
-	s.SetPending("p", ReasonDeferred, "m", clk.Now())
+	s.SetPending("p", ReasonDeferred, "m", 2, clk.Now())
 	t0 := clk.Now()
 	clk.Step(time.Minute)
-	s.SetPending("p", ReasonDeferred, "m", clk.Now())
+	s.SetPending("p", ReasonDeferred, "m", 2, clk.Now())
 	c := s.Conditions("p")
-	if len(c) != 1 || c[0].Type != v1.PodResizePending || c[0].Reason != "Deferred" || !c[0].LastTransitionTime.Time.Equal(t0) {
-		t.Fatalf("conditions %+v", c)
+	if len(c) != 1 || c[0].Type != v1.PodResizePending || c[0].Reason != "Deferred" || c[0].ObservedGeneration != 2 ||
+		!c[0].LastTransitionTime.Time.Equal(t0) || !c[0].LastProbeTime.Time.Equal(t0) {
+		t.Fatalf("an unchanged condition changed: %+v", c)
 	}
-	s.SetPending("p", ReasonInfeasible, "n", clk.Now())
-	s.SetInProgress("p", true, "", "", clk.Now())
+	// A new message with the same reason: a new probe time only.
+	clk.Step(time.Minute)
+	s.SetPending("p", ReasonDeferred, "m2", 3, clk.Now())
+	c = s.Conditions("p")
+	if c[0].Message != "m2" || c[0].ObservedGeneration != 3 || !c[0].LastTransitionTime.Time.Equal(t0) || !c[0].LastProbeTime.Time.Equal(clk.Now()) {
+		t.Fatalf("condition %+v", c[0])
+	}
+	s.SetPending("p", ReasonInfeasible, "n", 3, clk.Now())
+	s.SetInProgress("p", "", "", 3, clk.Now())
 	c = s.Conditions("p")
 	if len(c) != 2 || c[0].Reason != "Infeasible" || !c[0].LastTransitionTime.Time.Equal(clk.Now()) || c[1].Type != v1.PodResizeInProgress || c[1].Status != v1.ConditionTrue {
 		t.Fatalf("conditions %+v", c)
 	}
-	s.SetPending("p", "", "", clk.Now())
-	s.SetInProgress("p", false, "", "", clk.Now())
+	// An error keeps the generation; a later "" keeps the error.
+	s.SetInProgress("p", ReasonError, "boom", 4, clk.Now())
+	s.SetInProgress("p", "", "", 5, clk.Now())
+	if c := s.Conditions("p")[1]; c.Reason != "Error" || c.Message != "boom" || c.ObservedGeneration != 3 {
+		t.Fatalf("in progress %+v", c)
+	}
+	s.SetPending("p", "", "", 0, clk.Now())
+	if !s.ClearInProgress("p") || s.ClearInProgress("p") {
+		t.Error("ClearInProgress did not report the one it cleared")
+	}
 	if c := s.Conditions("p"); len(c) != 0 {
 		t.Errorf("cleared conditions remain: %+v", c)
 	}

@@ -189,44 +189,72 @@ func (s *Store) Remove(uid types.UID) error {
 }
 
 // SetPending sets (reason != "") or clears the pod's PodResizePending
-// condition; a condition whose reason and message stay keeps its time.
-func (s *Store) SetPending(uid types.UID, reason, message string, now time.Time) {
-	s.setCondition(uid, v1.PodResizePending, reason != "", reason, message, now)
-}
-
-// SetInProgress sets or clears the pod's PodResizeInProgress condition
-// (reason "" while it proceeds, Error with the failure's message); it
-// reports whether it cleared one (the resize completed).
-func (s *Store) SetInProgress(uid types.UID, on bool, reason, message string, now time.Time) bool {
-	return s.setCondition(uid, v1.PodResizeInProgress, on, reason, message, now)
-}
-
-// setCondition reports whether it cleared a condition.
-func (s *Store) setCondition(uid types.UID, t v1.PodConditionType, on bool, reason, message string, now time.Time) bool {
+// condition, observed at generation gen (kubelet's
+// SetPodResizePendingCondition).
+func (s *Store) SetPending(uid types.UID, reason, message string, gen int64, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c := s.condsOf(uid)
+	if reason == "" {
+		c.pending = nil
+		return
+	}
+	c.pending = updated(v1.PodResizePending, c.pending, reason, message, gen, now)
+}
+
+// SetInProgress sets the pod's PodResizeInProgress condition (kubelet's
+// SetPodResizeInProgressCondition): reason "" while it proceeds, Error with
+// the failure's message. An existing condition keeps its generation, and
+// its reason and message when none are given; ClearInProgress first to
+// start a new one.
+func (s *Store) SetInProgress(uid types.UID, reason, message string, gen int64, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.condsOf(uid)
+	if old := c.inProgress; old != nil {
+		if reason == "" && message == "" {
+			reason, message = old.Reason, old.Message
+		}
+		gen = old.ObservedGeneration
+	}
+	c.inProgress = updated(v1.PodResizeInProgress, c.inProgress, reason, message, gen, now)
+}
+
+// ClearInProgress clears PodResizeInProgress and reports whether it was
+// set (the resize completed).
+func (s *Store) ClearInProgress(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.condsOf(uid)
+	was := c.inProgress != nil
+	c.inProgress = nil
+	return was
+}
+
+func (s *Store) condsOf(uid types.UID) *conditions {
 	c := s.conds[uid]
 	if c == nil {
 		c = &conditions{}
 		s.conds[uid] = c
 	}
-	slot := &c.pending
-	if t == v1.PodResizeInProgress {
-		slot = &c.inProgress
+	return c
+}
+
+// updated is kubelet's updatedPodResizeCondition, except that an unchanged
+// condition is returned as it is (the status does not change every sync):
+// lastTransitionTime changes with the reason, lastProbeTime with anything.
+func updated(t v1.PodConditionType, old *v1.PodCondition, reason, message string, gen int64, now time.Time) *v1.PodCondition {
+	if old != nil && old.Reason == reason && old.Message == message && old.ObservedGeneration == gen {
+		return old
 	}
-	if !on {
-		cleared := *slot != nil
-		*slot = nil
-		return cleared
-	}
-	if old := *slot; old != nil && old.Reason == reason && old.Message == message {
-		return false
-	}
-	*slot = &v1.PodCondition{
-		Type: t, Status: v1.ConditionTrue, Reason: reason, Message: message,
+	c := &v1.PodCondition{
+		Type: t, Status: v1.ConditionTrue, Reason: reason, Message: message, ObservedGeneration: gen,
 		LastProbeTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now),
 	}
-	return false
+	if old != nil && old.Reason == reason {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	return c
 }
 
 // Conditions are the pod's resize conditions for its status.
