@@ -95,6 +95,12 @@ func TestInPlacePodResize(t *testing.T) {
 		}
 	}
 	checkCgroup(up, "a", 96<<20, "40000")
+	// The container sees its new limit in its own /sys/fs/cgroup (mounted
+	// read-only as containerd's CRI does), where applications read it.
+	inside := "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes"
+	if got := strings.TrimSpace(kubectl(t, a.env, "", "exec", name, "-c", "a", "--", "sh", "-c", inside)); got != fmt.Sprint(96<<20) {
+		t.Errorf("memory limit inside the container %q, want %d", got, 96<<20)
+	}
 	if got, want := podMem(up), fmt.Sprint((96+32+64)<<20); got != want {
 		t.Errorf("pod cgroup memory limit %s, want %s", got, want)
 	}
