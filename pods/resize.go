@@ -214,11 +214,16 @@ func (r *podResizer) actuate(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 		}
 	}
 	acts := resize.ComputeActions(pod, running, r.store.Actuated(pod.UID))
-	if acts.Empty() {
-		r.completed(pod)
+	if acts.Empty() && !r.store.InProgress(pod.UID) {
 		return nil, nil
 	}
 	r.store.SetInProgress(pod.UID, "", "", pod.Generation, now)
+	if len(acts.Restart) > 0 {
+		// As kubelet, the containers to restart stop before the pod's
+		// cgroup shrinks (a child's CPU quota may not exceed its
+		// parent's); the next sync resizes the rest.
+		return acts.Restart, nil
+	}
 	usage := map[string]int64{}
 	for _, u := range acts.Update[v1.ResourceMemory] {
 		if dir, err := resize.Dir(byID[u.ID].CgroupsPath); err == nil {
@@ -235,10 +240,10 @@ func (r *podResizer) actuate(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 		r.store.SetInProgress(pod.UID, resize.ReasonError, err.Error(), pod.Generation, now)
 		return nil, fmt.Errorf("resize: %w", err)
 	}
-	if len(acts.Restart) == 0 && resize.ComputeActions(pod, running, r.store.Actuated(pod.UID)).Empty() {
+	if resize.ComputeActions(pod, running, r.store.Actuated(pod.UID)).Empty() {
 		r.completed(pod)
 	}
-	return acts.Restart, nil
+	return nil, nil
 }
 
 // completed clears PodResizeInProgress and records kubelet's

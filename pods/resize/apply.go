@@ -27,7 +27,8 @@ type ContainerCgroups interface {
 }
 
 // Apply is kubelet's doPodResizeAction for the in-place updates of acts
-// (restarts are the caller's: it stops those containers and starts them
+// and the pod's cgroup (restarts are the caller's, first: it stops those
+// containers, as kubelet kills them before it resizes, and starts them
 // again with their allocation). pod is the pod with its allocation; usage
 // is each running container's current memory usage by name (for the
 // check of memory limit decreases). Per resource, memory first: a pod
@@ -41,9 +42,11 @@ func Apply(ctx context.Context, pod *v1.Pod, acts Actions, pc PodCgroup, cc Cont
 		return fmt.Errorf("unable to get pod cgroup config for pod %q: %w", pod.Namespace+"/"+pod.Name, err)
 	}
 	want := cm.PodResourceConfig(pod, 0)
-	restarts := len(acts.Restart) > 0
-	memory := len(acts.Update[v1.ResourceMemory]) > 0 || restarts
-	cpu := len(acts.Update[v1.ResourceCPU]) > 0 || restarts
+	// The pod's cgroup is reconciled too when no running container needs
+	// an update (a container stopped for a RestartContainer resize starts
+	// again inside it).
+	memory := len(acts.Update[v1.ResourceMemory]) > 0 || (want.Memory != nil && *want.Memory != cur.MemoryLimit)
+	cpu := len(acts.Update[v1.ResourceCPU]) > 0 || !sameCPU(want, cur)
 	if memory {
 		if err := checkMemoryDecrease(want, cur, acts.Update[v1.ResourceMemory], usage); err != nil {
 			return err
@@ -125,6 +128,21 @@ func Apply(ctx context.Context, pod *v1.Pod, acts Actions, pc PodCgroup, cc Cont
 		}
 	}
 	return nil
+}
+
+// sameCPU: the pod cgroup has the CPU shares (weight on cgroup v2) and
+// quota of want.
+func sameCPU(want cm.ResourceConfig, cur Cgroup) bool {
+	if want.CPUShares != nil {
+		if cur.CPUWeight != 0 {
+			if cm.SharesToWeight(*want.CPUShares) != cur.CPUWeight {
+				return false
+			}
+		} else if *want.CPUShares != cur.CPUShares {
+			return false
+		}
+	}
+	return want.CPUQuota == nil || (*want.CPUQuota == cur.CPUQuota && cur.CPUPeriod == cm.QuotaPeriod)
 }
 
 // ordered sets the pod's value before the containers' update when it

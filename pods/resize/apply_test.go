@@ -286,3 +286,26 @@ func TestRequirements(t *testing.T) {
 		t.Error("other resources dropped")
 	}
 }
+
+// After a RestartContainer resize stopped its container, the pod's cgroup
+// is resized alone; a pod cgroup that has its config is left alone.
+func TestApplyReconcilesThePodCgroup(t *testing.T) {
+	pod := podWith("p", rr("250m", "250m", "64Mi", "64Mi"))
+	f := &fakeCgroups{pod: Cgroup{CPUShares: 512, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 128 << 20, MemoryUsage: 1 << 20}}
+	if err := Apply(context.Background(), pod, Actions{}, f, f, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"pod memory=67108864", "pod shares=256", "pod quota=25000"}
+	if strings.Join(f.calls, ",") != strings.Join(want, ",") {
+		t.Errorf("calls %v, want %v", f.calls, want)
+	}
+	f = &fakeCgroups{pod: Cgroup{CPUShares: 256, CPUQuota: 25000, CPUPeriod: 100000, MemoryLimit: 64 << 20}}
+	if err := Apply(context.Background(), pod, Actions{}, f, f, nil, nil); err != nil || len(f.calls) != 0 {
+		t.Errorf("a pod cgroup with its config: calls %v, %v", f.calls, err)
+	}
+	// cgroup v2: the weight is compared, not the lossy shares.
+	f = &fakeCgroups{pod: Cgroup{CPUWeight: cm.SharesToWeight(256), CPUShares: 255, CPUQuota: 25000, CPUPeriod: 100000, MemoryLimit: 64 << 20}}
+	if err := Apply(context.Background(), pod, Actions{}, f, f, nil, nil); err != nil || len(f.calls) != 0 {
+		t.Errorf("cgroup v2 pod cgroup with its config: calls %v, %v", f.calls, err)
+	}
+}

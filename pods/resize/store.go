@@ -220,6 +220,14 @@ func (s *Store) SetInProgress(uid types.UID, reason, message string, gen int64, 
 	c.inProgress = updated(v1.PodResizeInProgress, c.inProgress, reason, message, gen, now)
 }
 
+// InProgress reports whether the pod's PodResizeInProgress is set.
+func (s *Store) InProgress(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.conds[uid]
+	return c != nil && c.inProgress != nil
+}
+
 // ClearInProgress clears PodResizeInProgress and reports whether it was
 // set (the resize completed).
 func (s *Store) ClearInProgress(uid types.UID) bool {
