@@ -283,14 +283,17 @@ func (r *podResizer) statusInputs(pod *v1.Pod, rs pleg.PodStatus) (map[string]v1
 			continue
 		}
 		dir, err := resize.Dir(c.CgroupsPath)
-		if err != nil {
-			continue
+		var cg resize.Cgroup
+		if err == nil {
+			cg, err = r.fs.Read(dir)
 		}
-		cg, err := r.fs.Read(dir)
 		if err != nil {
-			// The container may have just exited: the allocation is
-			// reported, as kubelet does without runtime resources.
+			// The container may have just exited. What was last set on
+			// it is reported, never an allocation not applied yet.
 			r.log.Debug("cannot read a container's cgroup", "containerID", c.ID, "err", err)
+			if act, ok := actuated[c.Name]; ok {
+				out[c.ID] = act
+			}
 			continue
 		}
 		out[c.ID] = resize.Applied(a, actuated[c.Name], cg, r.fs.V2)
