@@ -168,6 +168,8 @@ type workerDeps struct {
 	nodeKeyring NodeKeyring
 	cgroups     PodCgroups // nil: the runtime's default cgroup parent
 	devices     Devices    // nil: no device plugins
+	// resize is the in-place pod resize (resize.go; nil: none).
+	resize *podResizer
 }
 
 // Devices are the device plugins' resources (*devicemanager.Manager

@@ -235,6 +235,7 @@ func New(o Options) (*Manager, error) {
 	}
 	m.deps.nodeAnyway, m.deps.names = o.NodeAnyway, o.Names
 	m.deps.cgroups, m.deps.devices = o.Cgroups, o.Devices
+	m.deps.resize = newPodResizer(o, m)
 	m.deps.podNS, m.deps.podNSDir = o.PodNS, o.PodNSDir
 	if p, ok := o.Runtime.(PauseRuntime); ok {
 		m.deps.pauses = p
@@ -458,6 +459,8 @@ func (m *Manager) upsert(src string, pod *v1.Pod) {
 	if pod.DeletionTimestamp == nil && !status.PodIsTerminal(pod.Status) {
 		if r := m.admitLocked(pod, node, nodeErr); r != nil {
 			w.reject(*r)
+		} else {
+			m.deps.resize.admitted(pod)
 		}
 	}
 	m.startLocked(w)
@@ -514,22 +517,21 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 	if bad := admission.Unsupported(pod); len(bad) > 0 {
 		return &status.Waiting{Reason: admission.ReasonUnsupportedPodSpec, Message: admission.UnsupportedMessage(bad)}
 	}
-	// admitted are the pods the fit counts; holding are those whose
-	// devices stay allocated: kubelet's active pods, where a pod being
-	// deleted or removed stays until its containers stopped.
-	var admitted, holding []*v1.Pod
+	// As kubelet, with the allocations of resized pods (an agent restart
+	// admits a pod again with what it was allocated).
+	pod = m.deps.resize.withAllocation(pod)
+	admitted := m.admittedLocked(pod.UID)
+	// holding are the pods whose devices stay allocated: kubelet's active
+	// pods, where a pod being deleted or removed stays until its
+	// containers stopped.
+	var holding []*v1.Pod
 	for _, w := range m.workers {
-		p, removed := w.snapshot()
+		p, _ := w.snapshot()
 		if w.rejected() || w.terminal.Load() {
 			continue
 		}
 		holding = append(holding, p)
-		if removed || p.DeletionTimestamp != nil {
-			continue
-		}
-		admitted = append(admitted, p)
 	}
-	sort.Slice(admitted, func(i, j int) bool { return admitted[i].UID < admitted[j].UID })
 	if nodeErr != nil {
 		m.log.Error("cannot get node info to admit a pod", "pod", kubetypes.FullName(pod), "err", nodeErr)
 		return &status.Waiting{Reason: admission.ReasonInvalidNodeInfo, Message: "Kubelet cannot get node info."}
@@ -552,6 +554,28 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 		return &status.Waiting{Reason: reason, Message: msg}
 	}
 	return nil
+}
+
+// admittedLocked are the pods admitted and not ending but uid, with their
+// allocations, by UID; m.mu is held.
+func (m *Manager) admittedLocked(uid types.UID) []*v1.Pod {
+	var admitted []*v1.Pod
+	for _, w := range m.workers {
+		p, removed := w.snapshot()
+		if p.UID == uid || removed || w.rejected() || p.DeletionTimestamp != nil || w.terminal.Load() {
+			continue
+		}
+		admitted = append(admitted, m.deps.resize.withAllocation(p))
+	}
+	sort.Slice(admitted, func(i, j int) bool { return admitted[i].UID < admitted[j].UID })
+	return admitted
+}
+
+// admittedOthers is admittedLocked for a pod's resize.
+func (m *Manager) admittedOthers(uid types.UID) []*v1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.admittedLocked(uid)
 }
 
 // pokeByName wakes the workers of the static pods with this full name.
@@ -597,14 +621,17 @@ func (m *Manager) workerDone(w *podWorker) {
 	// A worker that ends while the manager runs has removed its pod.
 	gone := m.workers[w.uid] == nil && m.ctx != nil && m.ctx.Err() == nil
 	p, _ := w.snapshot()
-	for _, o := range m.workers {
+	for ouid, o := range m.workers {
 		if op, _ := o.snapshot(); kubetypes.FullName(op) == kubetypes.FullName(p) {
 			o.poke() // it may have waited for this one to end
+		} else if gone && m.deps.resize.deferred(ouid) {
+			o.poke() // as kubelet, a deferred resize is retried when a pod goes
 		}
 	}
 	m.mu.Unlock()
 	if gone {
 		m.removePodLogs(w.uid)
+		m.deps.resize.remove(w.uid)
 	}
 	m.wg.Done()
 }
@@ -670,6 +697,11 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 			refs[uid] = runtime.PodRef{UID: uid}
 		}
 	}
+	m.deps.resize.removeOrphans(func(uid types.UID) bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.workers[uid] != nil || refs[uid].UID != ""
+	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uid, ref := range refs {

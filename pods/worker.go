@@ -166,6 +166,8 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	if w.finished(pod) {
 		return w.syncFinished(ctx, pod, rs, now, retryAt)
 	}
+	// What runs is the pod's allocation (an in-place resize: resize.go).
+	pod = w.d.resize.allocate(ctx, pod, now)
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
 	if sandboxErr != nil {
 		sandboxEvents(w.d.event, pod, sandboxErr)
@@ -183,6 +185,12 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		return true, time.Time{}, nil
 	}
 	rs = w.starts.unstarted(rs)
+	// A failed resize is in the status (PodResizeInProgress, Error) and
+	// returned at the end, so that the sync is retried.
+	resized, resizeErr := w.resizeRunning(ctx, pod, rs, now)
+	if resized {
+		return true, time.Time{}, resizeErr
+	}
 	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.probes.started, now)
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
@@ -191,16 +199,16 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		w.reap(ctx, rs)
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
 		if w.finished(pod) {
-			return true, p.wakeAt, nil // the next sync releases its sandbox
+			return true, p.wakeAt, resizeErr // the next sync releases its sandbox
 		}
-		return false, p.wakeAt, nil
+		return false, p.wakeAt, resizeErr
 	}
 	if w.status == nil {
 		// A new pod says Pending/ContainerCreating (with its start time)
 		// before the first start, which may pull an image.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
 	}
-	var errs []error
+	errs := []error{resizeErr}
 	for _, k := range p.kill {
 		w.log.Info("stopping container", "container", k.c.Name, "containerID", k.c.ID, "reason", k.reason)
 		if err := w.killer.kill(ctx, pod, k.c, gracePeriod(pod), "Stopping container "+k.c.Name, w.podIP(pod)); err != nil {
@@ -228,9 +236,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 			w.backoff[s.container.Name] = b
 		}
 	}
-	if len(errs) > 0 {
+	if err := errors.Join(errs...); err != nil {
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
-		return true, time.Time{}, errors.Join(errs...)
+		return true, time.Time{}, err
 	}
 	return true, p.wakeAt, nil
 }
@@ -365,6 +373,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	w.starts.noteStarted(id)
+	w.d.resize.started(pod, c)
 	delete(w.errs, c.Name)
 	kind := "new"
 	if s.attempt > 0 {
@@ -490,6 +499,8 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 	for k, v := range waiting {
 		in.Waiting[k] = v
 	}
+	pod = w.d.resize.withAllocation(pod)
+	in.Resources, in.ResizeConditions = w.d.resize.statusInputs(pod, rs)
 	w.statusExtras(ctx, pod, rs, &in)
 	w.images.learnIDs(ctx, rs)
 	st := status.Compute(w.withStatus(pod), rs, in, now)

@@ -318,6 +318,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	}
 
 	sopts := []oci.SpecOpts{oci.WithImageConfig(img)}
+	// Before the security options: a privileged container's is made
+	// writable there.
+	sopts = append(sopts, cgroupMountOpts(r.unified, spec.Security.Privileged, spec.Mounts)...)
 	switch {
 	case len(spec.Command) > 0:
 		sopts = append(sopts, oci.WithProcessArgs(append(append([]string{}, spec.Command...), spec.Args...)...))

@@ -229,10 +229,12 @@ var containerAccepted = []string{
 	"restartPolicy",
 	// An open stdin for attach sessions and a terminal (runtime stdio).
 	"stdin", "stdinOnce", "tty",
+	// In-place resize (package resize): NotRequired and RestartContainer
+	// for cpu and memory, the only resources the API server accepts.
+	"resizePolicy",
 }
 
 var containerChecks = []check[v1.Container]{
-	{"resizePolicy", func(c *v1.Container) bool { return len(c.ResizePolicy) > 0 }},
 	{"restartPolicyRules", func(c *v1.Container) bool { return len(c.RestartPolicyRules) > 0 }},
 	{"volumeDevices", func(c *v1.Container) bool { return len(c.VolumeDevices) > 0 }},
 }

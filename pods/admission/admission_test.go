@@ -244,9 +244,6 @@ var unsupportedCases = []struct {
 	{"spec.hostnameOverride", func(p *v1.Pod) { p.Spec.HostnameOverride = utilptr.To("h") }},
 
 	// Containers.
-	{"spec.containers[1].resizePolicy", func(p *v1.Pod) {
-		p.Spec.Containers[1].ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: "cpu", RestartPolicy: v1.NotRequired}}
-	}},
 	{"spec.containers[1].restartPolicy", func(p *v1.Pod) { p.Spec.Containers[1].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyNever) }},
 	{"spec.initContainers[0].restartPolicy", func(p *v1.Pod) { p.Spec.InitContainers[0].RestartPolicy = utilptr.To(v1.ContainerRestartPolicyNever) }},
 	{"spec.containers[1].restartPolicyRules", func(p *v1.Pod) {

@@ -57,6 +57,8 @@ var conditionsOwned = []v1.PodConditionType{
 	v1.PodReady,
 	v1.ContainersReady,
 	v1.PodScheduled,
+	v1.PodResizePending,
+	v1.PodResizeInProgress,
 }
 
 // Compute returns the status of pod as kubelet would report it, from
@@ -190,7 +192,13 @@ func Compute(pod *v1.Pod, rs pleg.PodStatus, in Input, now time.Time) v1.PodStat
 
 	s.Conditions = append(s.Conditions, ownConditions(pod, &s, in)...)
 	s.Conditions = withDisruption(s.Conditions, old.Conditions, in.Disruption, now)
-	for i := range s.Conditions {
+	n := len(s.Conditions)
+	for _, c := range in.ResizeConditions {
+		if !PodIsTerminal(s) {
+			s.Conditions = append(s.Conditions, *c.DeepCopy())
+		}
+	}
+	for i := range s.Conditions[:n] {
 		c := &s.Conditions[i]
 		if c.Type == v1.DisruptionTarget && in.Disruption != "" {
 			c.ObservedGeneration = pod.Generation
@@ -276,7 +284,7 @@ func (b statusBuilder) containerStatus(spec *v1.Container, old *v1.ContainerStat
 	}
 	st.VolumeMounts = volumeMountStatuses(spec)
 	if len(attempts) > 0 {
-		withResources(&st, spec)
+		withResources(&st, spec, b.in.Resources[attempts[0].ID])
 	}
 	running := st.State.Running != nil
 	st.Started = &running

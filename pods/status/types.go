@@ -2,6 +2,8 @@ package status
 
 import (
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // Reasons of pod and container statuses (kubelet's vocabulary).
@@ -75,6 +77,16 @@ type Input struct {
 	// stops a pod on its own initiative (node-pressure eviction, node
 	// shutdown), as kubelet.
 	Disruption string
+
+	// Resources holds, by runtime container ID, what running containers
+	// really have (read back from their cgroups:
+	// containerStatuses[].resources); a running container absent here
+	// reports its spec's (the pod given to Compute carries the
+	// allocation).
+	Resources map[string]v1.ResourceRequirements
+	// ResizeConditions are the PodResizePending and PodResizeInProgress
+	// conditions of an in-place resize, as they are.
+	ResizeConditions []v1.PodCondition
 }
 
 // Probed is what a container's probes say of it while it runs.

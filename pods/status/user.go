@@ -40,11 +40,16 @@ func volumeMountStatuses(spec *v1.Container) []v1.VolumeMountStatus {
 
 // withResources sets containerStatuses[].resources and allocatedResources
 // of a container the runtime has, as kubelet 1.34 does
-// (InPlacePodVerticalScaling is on by default): the requests and limits
-// the container was created with, which are its spec's since nodeagent
-// does not resize containers.
-func withResources(st *v1.ContainerStatus, spec *v1.Container) {
-	st.Resources = spec.Resources.DeepCopy()
+// (InPlacePodVerticalScaling is on by default): allocatedResources are the
+// requests of spec (the container with its allocation), resources what
+// the running container's cgroup has (applied, read back), else the
+// allocation.
+func withResources(st *v1.ContainerStatus, spec *v1.Container, applied v1.ResourceRequirements) {
+	if applied.Requests != nil || applied.Limits != nil {
+		st.Resources = applied.DeepCopy()
+	} else {
+		st.Resources = spec.Resources.DeepCopy()
+	}
 	st.Resources.Claims = nil
 	if len(spec.Resources.Requests) > 0 {
 		st.AllocatedResources = spec.Resources.Requests.DeepCopy()

@@ -51,3 +51,35 @@ func TestComputeVolumeMountsAndResources(t *testing.T) {
 		t.Errorf("a container not created yet reports resources %+v / %+v", later.Resources, later.AllocatedResources)
 	}
 }
+
+// A running container reports what its cgroup has (Input.Resources), not
+// its allocation; the resize conditions are the input's, with their times,
+// and they are gone from a terminal pod.
+func TestComputeAppliedResourcesAndResizeConditions(t *testing.T) {
+	pod := statusPod(v1.RestartPolicyAlways, nil, []string{"app"})
+	big := v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("256Mi")}
+	small := v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("128Mi")}
+	pod.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: big, Limits: big}
+	c := running("app", 0, at(1))
+	pending := v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, LastTransitionTime: apiTime(at(2))}
+	in := Input{
+		SandboxReady:     true,
+		Resources:        map[string]v1.ResourceRequirements{c.ID: {Requests: small, Limits: small}},
+		ResizeConditions: []v1.PodCondition{pending},
+	}
+	got := Compute(pod, rs(c), in, at(5))
+	app := got.ContainerStatuses[0]
+	if !reflect.DeepEqual(app.Resources, &v1.ResourceRequirements{Requests: small, Limits: small}) || !reflect.DeepEqual(app.AllocatedResources, big) {
+		t.Errorf("resources %+v allocated %+v, want the cgroup's and the allocation's requests", app.Resources, app.AllocatedResources)
+	}
+	cond := findCondition(got.Conditions, v1.PodResizeInProgress)
+	if cond == nil || !cond.LastTransitionTime.Time.Equal(apiTime(at(2)).Time) {
+		t.Errorf("PodResizeInProgress = %+v, want the input's", cond)
+	}
+	// The next status without the condition drops the old one.
+	pod.Status = got
+	in.ResizeConditions = nil
+	if c := findCondition(Compute(pod, rs(c), in, at(6)).Conditions, v1.PodResizeInProgress); c != nil {
+		t.Errorf("a cleared resize condition stayed: %+v", c)
+	}
+}
