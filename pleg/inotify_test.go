@@ -247,6 +247,11 @@ func TestCgroupSourceWatchesExhausted(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		t.Logf("back in event mode %s after the watches were freed", time.Since(freed))
+		// The PLEG logs what it decided under its lock after unlocking
+		// (logLocked): let it finish before reading the log. A timer of
+		// the poll firing at the same instant as the recovery's could
+		// otherwise read it in between.
+		synctest.Wait()
 		if !host.watched(filepath.Dir(a)) || !host.watched(b) {
 			t.Fatal("pod directory or container b not watched after recovery")
 		}
