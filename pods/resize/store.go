@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeagent/nodeagent/internal/atomicfile"
 )
 
 // kubelet's checkpoint file names, in its root directory.
@@ -120,23 +122,7 @@ func (s *Store) save(file string, m map[types.UID]Allocation) error {
 	if err := os.MkdirAll(s.dir, 0o750); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, "."+file+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(s.dir, file))
+	return atomicfile.Write(filepath.Join(s.dir, file), b)
 }
 
 // Allocated is pod uid's allocation, and whether it has one.

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/util/dump"
+
+	"github.com/nodeagent/nodeagent/internal/atomicfile"
 )
 
 // FileName is kubelet's checkpoint file name in the device-plugins directory.
@@ -62,23 +64,7 @@ func Write(dir string, entries []PodDevicesEntry, registered map[string][]string
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+FileName+"-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, FileName))
+	return atomicfile.Write(filepath.Join(dir, FileName), b)
 }
 
 // Read reads the checkpoint in dir; a missing file is os.ErrNotExist, a
