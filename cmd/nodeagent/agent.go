@@ -585,7 +585,10 @@ func (a *agent) apply(c *config.NodeAgentConfiguration) {
 // before the runtime endpoint was part of their names (config's
 // LegacyRunDirs) to their names now, once, so that an upgraded agent on a
 // non-default containerd socket finds its running pods' namespaces. A
-// rename keeps the namespace mounts below it.
+// rename keeps the namespace mounts below it. A directory is taken only
+// when every pod in it has its pod directory under this agent's rootDir:
+// the legacy name of a non-default socket can be the name a default-socket
+// agent on the same host uses today, whose pods are not this agent's.
 func adoptLegacyRunDirs(cfg *config.NodeAgentConfiguration, log *slog.Logger) {
 	oldNetNS, oldPods := cfg.LegacyRunDirs()
 	for _, d := range [][2]string{{oldNetNS, cfg.NetNSDir()}, {oldPods, cfg.PodNSDir()}} {
@@ -598,10 +601,30 @@ func adoptLegacyRunDirs(cfg *config.NodeAgentConfiguration, log *slog.Logger) {
 		if _, err := os.Stat(d[0]); err != nil {
 			continue
 		}
+		if foreign := foreignPods(d[0], cfg.RootDir); foreign != "" {
+			log.Info("not taking over a pods' namespace directory of an earlier version: it holds pods this agent does not have", "dir", d[0], "pod", foreign, "rootDir", cfg.RootDir)
+			continue
+		}
 		if err := os.Rename(d[0], d[1]); err != nil {
 			log.Warn("cannot take over the pods' namespace directory of an earlier version", "from", d[0], "to", d[1], "err", err)
 			continue
 		}
 		log.Info("took over the pods' namespace directory of an earlier version", "from", d[0], "to", d[1])
 	}
+}
+
+// foreignPods is the first entry of dir (named by pod UID) without a pod
+// directory under rootDir, or "" when every one is this agent's pod (an
+// empty or unreadable dir is nobody's: nothing is taken).
+func foreignPods(dir, rootDir string) string {
+	es, err := os.ReadDir(dir)
+	if err != nil || len(es) == 0 {
+		return dir
+	}
+	for _, e := range es {
+		if _, err := os.Stat(filepath.Join(rootDir, "pods", e.Name())); err != nil {
+			return e.Name()
+		}
+	}
+	return ""
 }

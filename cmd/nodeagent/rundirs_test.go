@@ -19,6 +19,10 @@ func TestAdoptLegacyRunDirs(t *testing.T) {
 	cfg := config.Default()
 	cfg.ContainerRuntimeEndpoint = "unix://" + filepath.Join(t.TempDir(), "containerd.sock")
 	cfg.ContainerRuntimeNamespace = fmt.Sprintf("adopt-test-%d", os.Getpid())
+	cfg.RootDir = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cfg.RootDir, "pods", "pod-uid"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	oldNetNS, oldPods := cfg.LegacyRunDirs()
 	for _, d := range []string{oldNetNS, oldPods, cfg.NetNSDir(), cfg.PodNSDir()} {
 		t.Cleanup(func() { _ = os.RemoveAll(d) })
@@ -50,5 +54,51 @@ func TestAdoptLegacyRunDirs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cfg.NetNSDir(), "pod-uid")); err != nil {
 		t.Errorf("the agent's own directory changed: %v", err)
+	}
+}
+
+// The legacy name of a non-default socket's directory can be the name a
+// default-socket agent on the same host uses now (same containerd
+// namespace): its pods are not this agent's, and it keeps them.
+func TestAdoptLegacyRunDirsLeavesOtherAgentsPods(t *testing.T) {
+	cfg := config.Default()
+	cfg.ContainerRuntimeEndpoint = "unix://" + filepath.Join(t.TempDir(), "containerd.sock")
+	cfg.ContainerRuntimeNamespace = fmt.Sprintf("adopt-foreign-%d", os.Getpid())
+	cfg.RootDir = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cfg.RootDir, "pods", "mine"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	oldNetNS, oldPods := cfg.LegacyRunDirs()
+	for _, d := range []string{oldNetNS, oldPods, cfg.NetNSDir(), cfg.PodNSDir()} {
+		t.Cleanup(func() { _ = os.RemoveAll(d) })
+	}
+	for _, d := range []string{oldNetNS, oldPods} {
+		for _, uid := range []string{"mine", "theirs"} {
+			if err := os.MkdirAll(filepath.Join(d, uid), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	adoptLegacyRunDirs(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, d := range []string{oldNetNS, oldPods} {
+		if _, err := os.Stat(filepath.Join(d, "theirs")); err != nil {
+			t.Errorf("another agent's pod was taken: %v", err)
+		}
+	}
+	for _, d := range []string{cfg.NetNSDir(), cfg.PodNSDir()} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s created from another agent's directory: %v", d, err)
+		}
+	}
+	// An empty legacy directory is nobody's pods: left alone.
+	if err := os.RemoveAll(filepath.Join(oldNetNS, "theirs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(oldNetNS, "mine")); err != nil {
+		t.Fatal(err)
+	}
+	adoptLegacyRunDirs(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if _, err := os.Stat(cfg.NetNSDir()); !os.IsNotExist(err) {
+		t.Errorf("an empty directory was taken over: %v", err)
 	}
 }
