@@ -79,6 +79,11 @@ var oomScoreAdjFloor = sync.OnceValue(func() int {
 	})
 })
 
+// OOMScoreAdjFloor is the lowest oom_score_adj a container of this agent
+// can get (-1000 with CAP_SYS_RESOURCE, else the agent's own score when it
+// is first asked: call it after the agent has set its own).
+func OOMScoreAdjFloor() int { return oomScoreAdjFloor() }
+
 // restrictedOOMScoreAdjFloor decides the floor from /proc/self/status's
 // CapEff and the process's own score.
 func restrictedOOMScoreAdjFloor(status string, own func() (int, error)) int {

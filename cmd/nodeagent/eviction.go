@@ -20,11 +20,30 @@ import (
 // protectFromOOMKiller sets the agent's own oom_score_adj (kubelet's
 // -999, cm.AgentOOMScoreAdj): the kernel's OOM killer takes pods first.
 func (a *agent) protectFromOOMKiller() {
+	defer func() {
+		if msg, floor := oomFloorWarning(runtime.OOMScoreAdjFloor()); msg != "" {
+			a.log.Warn(msg, "floor", floor)
+		}
+	}()
 	if err := cm.SetOOMScoreAdj("/proc/self/oom_score_adj", cm.AgentOOMScoreAdj); err != nil {
 		a.log.Warn("cannot set the agent's oom_score_adj; the OOM killer may choose it before pods", "oomScoreAdj", cm.AgentOOMScoreAdj, "err", err)
 		return
 	}
 	a.log.Info("set the agent's oom_score_adj", "oomScoreAdj", cm.AgentOOMScoreAdj)
+}
+
+// guaranteedOOMScoreAdj is kubelet's score for Guaranteed and critical
+// pods' containers, the lowest it gives.
+const guaranteedOOMScoreAdj = -997
+
+// oomFloorWarning says, once at start, that containers cannot get kubelet's
+// scores (the agent lacks CAP_SYS_RESOURCE, so runc cannot set a score below
+// the agent's own, and scores are raised to that floor): "" when they can.
+func oomFloorWarning(floor int) (string, int) {
+	if floor <= guaranteedOOMScoreAdj {
+		return "", floor
+	}
+	return "the agent has no CAP_SYS_RESOURCE: containers' oom_score_adj is raised to the agent's own where kubelet's is lower (Guaranteed and critical pods' -997, low Burstable scores); grant CAP_SYS_RESOURCE to get kubelet's scores", floor
 }
 
 // admitUnderPressure is the eviction admit handler: no new pods (or, under
