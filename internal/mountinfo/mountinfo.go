@@ -39,6 +39,9 @@ type Mount struct {
 	// Source is the filesystem-specific source, e.g. "/dev/vda" or "tmpfs";
 	// it may be empty.
 	Source string
+	// SuperOptions are the filesystem's options (the last field), e.g.
+	// "rw,size=8192k,noswap" for a tmpfs.
+	SuperOptions string
 	// Optional are the optional fields (field 7 up to the "-"), separated
 	// by spaces: the mount's propagation, "shared:N" (a member of peer
 	// group N), "master:N" (a slave of peer group N), "propagate_from:N",
@@ -167,6 +170,7 @@ func parseLine(line string) (Mount, error) {
 		FSType:     unescape(f[sep+1]),
 		Source:     unescape(f[sep+2]),
 	}
+	m.SuperOptions = unescape(f[sep+3])
 	if sep > 6 {
 		m.Optional = strings.Join(f[6:sep], " ")
 	}

@@ -40,13 +40,13 @@ func TestParseSample(t *testing.T) {
 		i    int
 		want Mount
 	}{
-		{0, Mount{Root: "/", MountPoint: "/proc", Options: "rw,nosuid,nodev,noexec,relatime", FSType: "proc", Source: "proc", Optional: "shared:12"}},
-		{4, Mount{Root: "/", MountPoint: "/sys/fs/cgroup/unified", Options: "rw,nosuid,nodev,noexec,relatime", FSType: "cgroup2", Source: "cgroup2", Optional: "shared:5"}},
-		{8, Mount{Root: "net:[4026532176]", MountPoint: "/run/nodeagent/netns/4de0b447", Options: "rw", FSType: "nsfs", Source: "nsfs"}},
-		{9, Mount{Root: "/", MountPoint: "/var/lib/nodeagent/pods/u1/volumes/empty dir/mem", Options: "rw,nosuid,nodev,relatime", FSType: "tmpfs", Source: "tmpfs", Optional: "shared:20 master:3"}},
-		{10, Mount{Root: "/srv/data", MountPoint: "/var/lib/nodeagent/pods/u1/volumes/host", Options: "rw,relatime", FSType: "ext4", Source: "/dev/vda1", Optional: "shared:1"}},
-		{12, Mount{Root: "/", MountPoint: "/mnt/odd\ttab\nnl\\bs", Options: "rw,relatime", FSType: "fuse.sshfs", Source: "user@host:/a b", Optional: "propagate_from:2 unbindable"}},
-		{13, Mount{Root: "/", MountPoint: "/mnt/nosource", Options: "rw,relatime", FSType: "tmpfs", Source: ""}},
+		{0, Mount{Root: "/", MountPoint: "/proc", Options: "rw,nosuid,nodev,noexec,relatime", FSType: "proc", Source: "proc", SuperOptions: "rw", Optional: "shared:12"}},
+		{4, Mount{Root: "/", MountPoint: "/sys/fs/cgroup/unified", Options: "rw,nosuid,nodev,noexec,relatime", FSType: "cgroup2", Source: "cgroup2", SuperOptions: "rw,nsdelegate", Optional: "shared:5"}},
+		{8, Mount{Root: "net:[4026532176]", MountPoint: "/run/nodeagent/netns/4de0b447", Options: "rw", FSType: "nsfs", Source: "nsfs", SuperOptions: "rw"}},
+		{9, Mount{Root: "/", MountPoint: "/var/lib/nodeagent/pods/u1/volumes/empty dir/mem", Options: "rw,nosuid,nodev,relatime", FSType: "tmpfs", Source: "tmpfs", SuperOptions: "rw,size=8192k,mode=777", Optional: "shared:20 master:3"}},
+		{10, Mount{Root: "/srv/data", MountPoint: "/var/lib/nodeagent/pods/u1/volumes/host", Options: "rw,relatime", FSType: "ext4", Source: "/dev/vda1", SuperOptions: "rw,errors=remount-ro", Optional: "shared:1"}},
+		{12, Mount{Root: "/", MountPoint: "/mnt/odd\ttab\nnl\\bs", Options: "rw,relatime", FSType: "fuse.sshfs", Source: "user@host:/a b", SuperOptions: "rw,user_id=0", Optional: "propagate_from:2 unbindable"}},
+		{13, Mount{Root: "/", MountPoint: "/mnt/nosource", Options: "rw,relatime", FSType: "tmpfs", Source: "", SuperOptions: "rw"}},
 	} {
 		if ms[tc.i] != tc.want {
 			t.Errorf("mount %d = %+v, want %+v", tc.i, ms[tc.i], tc.want)
@@ -75,19 +75,19 @@ func TestParse(t *testing.T) {
 		{
 			desc: "no optional fields, no trailing newline",
 			in:   "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
-			want: []Mount{{Root: "/", MountPoint: "/", Options: "rw", FSType: "ext4", Source: "/dev/sda1"}},
+			want: []Mount{{Root: "/", MountPoint: "/", Options: "rw", FSType: "ext4", Source: "/dev/sda1", SuperOptions: "rw"}},
 		},
 		{
 			desc: "several optional fields",
 			in:   "2 1 0:5 / /a rw shared:1 master:2 propagate_from:3 unbindable - tmpfs tmpfs rw\n",
-			want: []Mount{{Root: "/", MountPoint: "/a", Options: "rw", FSType: "tmpfs", Source: "tmpfs",
+			want: []Mount{{Root: "/", MountPoint: "/a", Options: "rw", FSType: "tmpfs", Source: "tmpfs", SuperOptions: "rw",
 				Optional: "shared:1 master:2 propagate_from:3 unbindable"}},
 		},
 		{
 			// A "-" before field 7 is a path, not the separator.
 			desc: "dash as root",
 			in:   "2 1 0:5 - /a rw - tmpfs tmpfs rw\n",
-			want: []Mount{{Root: "-", MountPoint: "/a", Options: "rw", FSType: "tmpfs", Source: "tmpfs"}},
+			want: []Mount{{Root: "-", MountPoint: "/a", Options: "rw", FSType: "tmpfs", Source: "tmpfs", SuperOptions: "rw"}},
 		},
 		{
 			desc: "empty super options",

@@ -558,7 +558,7 @@ func mountProjected(dir string, n int64) error {
 		}
 		return nil
 	}
-	opts := "mode=0755,size=" + strconv.FormatInt(want, 10)
+	opts := withNoswap("mode=0755,size=" + strconv.FormatInt(want, 10))
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount tmpfs (%s) on %s: %w", opts, dir, err)
 	}

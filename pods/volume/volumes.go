@@ -165,6 +165,7 @@ func setupEmptyDir(podDir, name string, ed *v1.EmptyDirVolumeSource, fsGroup *in
 			if ed.SizeLimit != nil && ed.SizeLimit.Sign() > 0 {
 				opts = "size=" + strconv.FormatInt(ed.SizeLimit.Value(), 10)
 			}
+			opts = withNoswap(opts)
 			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 				return "", fmt.Errorf("emptyDir: mount tmpfs (%s) on %s: %w", opts, dir, err)
 			}

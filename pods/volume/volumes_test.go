@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/internal/mountinfo"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -118,6 +120,25 @@ func TestVolumesEmptyDirLifecycle(t *testing.T) {
 	for _, name := range []string{"mem", "mem-nolimit"} {
 		if st := statfs(t, vols[name]); st.Type != unix.TMPFS_MAGIC || mountCount(t, vols[name]) != 1 {
 			t.Fatalf("emptyDir %s: not one tmpfs mount (fs type %#x)", name, st.Type)
+		}
+	}
+	// As kubelet: memory-backed volumes are kept out of swap where the
+	// kernel can (tmpfs noswap, 6.4 and later).
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	if kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 6, 4) && !inUserNS() {
+		ms, err := mountinfo.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"mem", "mem-nolimit"} {
+			real, _ := filepath.EvalSymlinks(vols[name])
+			m, ok := mountinfo.Containing(ms, real)
+			if !ok || m.MountPoint != real || !slices.Contains(strings.Split(m.SuperOptions, ","), "noswap") {
+				t.Errorf("emptyDir %s: tmpfs options %q (mount %q), want noswap on kernel %s", name, m.SuperOptions, m.MountPoint, unix.ByteSliceToString(u.Release[:]))
+			}
 		}
 	}
 	if st := statfs(t, vols["mem"]); st.Blocks*uint64(st.Bsize) != 8<<20 {
@@ -480,5 +501,19 @@ func TestVolumesEmptyDirFSGroup(t *testing.T) {
 	}
 	if mode, gid := stat(vols["mem"]); mode != fs.ModeDir|fs.ModeSetgid|fs.ModeSticky|0o777 || gid != 2345 || mountCount(t, vols["mem"]) != 1 {
 		t.Errorf("re-mounted tmpfs: mode %v gid %d mounts %d", mode, gid, mountCount(t, vols["mem"]))
+	}
+}
+
+func TestKernelAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		release string
+		want    bool
+	}{
+		{"6.18.44-fc-v782", true}, {"6.4.0", true}, {"6.3.13-amd64", false}, {"6.1.0-50-amd64", false},
+		{"7.0", true}, {"5.19.17", false}, {"6.4-rc1", true}, {"garbage", false},
+	} {
+		if got := kernelAtLeast(tc.release, 6, 4); got != tc.want {
+			t.Errorf("kernelAtLeast(%q, 6, 4) = %v, want %v", tc.release, got, tc.want)
+		}
 	}
 }
