@@ -33,8 +33,11 @@ type Config struct {
 	// when EnforceAllocatable.
 	Allocatable        v1.ResourceList
 	EnforceAllocatable bool
-	// MemoryCapacity is the node's memory in bytes, for OOM scores.
+	// MemoryCapacity is the node's memory in bytes, for OOM scores and
+	// LimitedSwap shares.
 	MemoryCapacity int64
+	// Swap is how containers may use swap (kubelet's memorySwap).
+	Swap Swap
 	// LegacyParent is where agents before this layout put pod cgroups
 	// (<LegacyParent>/<uid>); RemovePod removes those too. "" for none.
 	LegacyParent string
@@ -215,6 +218,12 @@ func (m *Manager) RemovePod(uid types.UID) error {
 // OOMScoreAdj is the container's oom_score_adj (see OOMScoreAdj).
 func (m *Manager) OOMScoreAdj(pod *v1.Pod, c *v1.Container) int {
 	return OOMScoreAdj(pod, c, m.cfg.MemoryCapacity)
+}
+
+// SwapMax is the container's swap beyond its memory (see
+// ContainerSwapMax; nil: leave the runtime's default).
+func (m *Manager) SwapMax(pod *v1.Pod, c *v1.Container) *int64 {
+	return ContainerSwapMax(pod, c, m.cfg.MemoryCapacity, m.cfg.Swap)
 }
 
 // Run keeps the burstable QoS cgroup's cpu shares equal to the summed cpu

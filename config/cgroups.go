@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -49,6 +50,12 @@ func validateCgroups(c *NodeAgentConfiguration) field.ErrorList {
 	}
 	if c.PodPidsLimit < -1 {
 		errs = append(errs, field.Invalid(field.NewPath("podPidsLimit"), c.PodPidsLimit, "must be -1 (no limit) or greater"))
+	}
+	switch b := c.MemorySwap.SwapBehavior; b {
+	case "", SwapBehaviorNoSwap, SwapBehaviorLimitedSwap:
+	default:
+		// kubelet's message.
+		errs = append(errs, field.Invalid(field.NewPath("memorySwap", "swapBehavior"), b, fmt.Sprintf("must be one of: \"\", %q or %q", SwapBehaviorLimitedSwap, SwapBehaviorNoSwap)))
 	}
 	return errs
 }

@@ -308,7 +308,7 @@ func TestKubeletConfiguration(t *testing.T) {
 	if len(unsupported) != 1 {
 		t.Fatalf("want one warning about unsupported fields, got %q", warnings)
 	}
-	wantList := "testdata/kubelet-config.yaml: cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, logging.flushFrequency, logging.options, memorySwap, runtimeRequestTimeout, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
+	wantList := "testdata/kubelet-config.yaml: cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, logging.flushFrequency, logging.options, runtimeRequestTimeout, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
 	if !strings.Contains(unsupported[0], wantList) {
 		t.Errorf("warning %q\ndoes not list %q", unsupported[0], wantList)
 	}
@@ -337,7 +337,7 @@ func TestKubeletRefusedFields(t *testing.T) {
 		want       []string // fields refused
 	}{
 		{"defaults, as kubeadm writes them", "failSwapOn: true\nmemorySwap: {}\ncpuManagerPolicy: none\nmemoryManagerPolicy: None\ntopologyManagerPolicy: none\nfeatureGates: {}\n", nil},
-		{"swap", "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n", []string{"failSwapOn", "memorySwap"}},
+		{"swap", "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n", nil},
 		{"NoSwap is the default", "memorySwap:\n  swapBehavior: NoSwap\n", nil},
 		{"managers", "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\ntopologyManagerPolicy: single-numa-node\n", []string{"cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy"}},
 		{"feature gates", "featureGates:\n  KubeletInUserNamespace: true\n", []string{"featureGates"}},
@@ -367,5 +367,30 @@ func TestKubeletRefusedFields(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// kubelet's swap fields mean what they mean to kubelet: failSwapOn
+// defaults to true, and a swapBehavior kubelet does not know is refused
+// with kubelet's message.
+func TestKubeletSwapFields(t *testing.T) {
+	const head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	cfg, _, err := DecodeBytes("k.yaml", []byte(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.FailSwapOn || cfg.MemorySwap.SwapBehavior != "" {
+		t.Errorf("defaults: failSwapOn %v, swapBehavior %q; want true, \"\"", cfg.FailSwapOn, cfg.MemorySwap.SwapBehavior)
+	}
+	cfg, _, err = DecodeBytes("k.yaml", []byte(head+"failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.FailSwapOn || cfg.MemorySwap.SwapBehavior != SwapBehaviorLimitedSwap {
+		t.Errorf("failSwapOn %v, swapBehavior %q; want false, LimitedSwap", cfg.FailSwapOn, cfg.MemorySwap.SwapBehavior)
+	}
+	_, _, err = DecodeBytes("k.yaml", []byte(head+"memorySwap:\n  swapBehavior: UnlimitedSwap\n"))
+	if err == nil || !strings.Contains(err.Error(), "memorySwap.swapBehavior") || !strings.Contains(err.Error(), `must be one of: "", "LimitedSwap" or "NoSwap"`) {
+		t.Errorf("UnlimitedSwap: error %v, want kubelet's message naming memorySwap.swapBehavior", err)
 	}
 }

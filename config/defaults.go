@@ -121,6 +121,7 @@ func Default() *NodeAgentConfiguration {
 		CgroupsPerQOS:                    true,
 		EnforceNodeAllocatable:           []string{EnforceNodeAllocatablePods},
 		PodPidsLimit:                     -1,
+		FailSwapOn:                       true,
 		RuntimeHandlers:                  map[string]string{"runc": "io.containerd.runc.v2"},
 		RegistryConfigPath:               DefaultRegistryConfigPath,
 		ImagePullProgressTimeout:         metav1.Duration{Duration: DefaultImagePullProgressTimeout},

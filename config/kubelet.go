@@ -59,6 +59,8 @@ var kubeletSupported = map[string]bool{
 	"cgroupsPerQOS":                    true,
 	"enforceNodeAllocatable":           true,
 	"podPidsLimit":                     true,
+	"failSwapOn":                       true,
+	"memorySwap":                       true,
 	"shutdownGracePeriod":              true,
 	"shutdownGracePeriodCriticalPods":  true,
 }
@@ -176,19 +178,6 @@ var kubeletRefused = map[string]func(v any) string{
 	"featureGates": func(v any) string {
 		if m, ok := v.(map[string]any); ok && len(m) > 0 {
 			return fmt.Sprintf("nodeagent has no feature gates: the gates %s would be ignored; set them on the control plane only", strings.Join(slices.Sorted(maps.Keys(m)), ", "))
-		}
-		return ""
-	},
-	"failSwapOn": func(v any) string {
-		if b, ok := v.(bool); ok && !b {
-			return "false is not supported: nodeagent does not implement swap for pods (memorySwap); remove the field"
-		}
-		return ""
-	},
-	"memorySwap": func(v any) string {
-		m, _ := v.(map[string]any)
-		if b, _ := m["swapBehavior"].(string); b != "" && b != "NoSwap" {
-			return fmt.Sprintf("swapBehavior %s is not supported: nodeagent does not implement swap for pods", b)
 		}
 		return ""
 	},

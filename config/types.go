@@ -191,6 +191,12 @@ type NodeAgentConfiguration struct {
 	EnforceNodeAllocatable []string `json:"enforceNodeAllocatable"`
 	// PodPidsLimit is the most processes in a pod; -1 means no limit.
 	PodPidsLimit int64 `json:"podPidsLimit"`
+	// FailSwapOn stops the agent at start when the host has swap on
+	// (kubelet's failSwapOn, default true).
+	FailSwapOn bool `json:"failSwapOn"`
+	// MemorySwap is how containers may use the host's swap (kubelet's
+	// memorySwap).
+	MemorySwap MemorySwapConfiguration `json:"memorySwap"`
 	// RuntimeHandlers maps RuntimeClass handler names to containerd
 	// runtime types (nodeagent; containerd's CRI plugin has them as
 	// runtimes in its own configuration).
@@ -348,3 +354,15 @@ type LoadOptions struct {
 	// Overrides are the command-line flags.
 	Overrides Overrides
 }
+
+// MemorySwapConfiguration is kubelet's memorySwap section.
+type MemorySwapConfiguration struct {
+	// SwapBehavior is NoSwap ("" too) or LimitedSwap.
+	SwapBehavior string `json:"swapBehavior"`
+}
+
+// Kubelet's memorySwap.swapBehavior values.
+const (
+	SwapBehaviorNoSwap      = "NoSwap"
+	SwapBehaviorLimitedSwap = "LimitedSwap"
+)

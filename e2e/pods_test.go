@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -331,6 +332,7 @@ func TestPodRunsWithInitContainersAndReportsStatus(t *testing.T) {
 	if mem != 64<<20 {
 		t.Errorf("memory limit %d, want %d", mem, 64<<20)
 	}
+	checkNoSwap(t, string(p.UID), id, 64<<20)
 	if cpu != "20000 100000" {
 		t.Errorf("cpu quota/period %q, want 20000 100000", cpu)
 	}
@@ -674,6 +676,29 @@ func cgroupLimits(t *testing.T, podUID, id string) (int64, string) {
 	}
 	t.Fatalf("no cgroup found for container %s of pod %s", id, podUID)
 	return 0, ""
+}
+
+// checkNoSwap checks kubelet's NoSwap (memorySwap's default) on a
+// container with memory limit mem: cgroup v1 memory+swap equal to the
+// memory limit, cgroup v2 memory.swap.max 0, where the host has the swap
+// controller (no file: nothing to check, as kubelet sets nothing).
+func checkNoSwap(t *testing.T, podUID, id string, mem int64) {
+	t.Helper()
+	rel := podContainerCgroup(podUID, id)
+	if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", rel, "memory.memsw.limit_in_bytes")); err == nil {
+		if got := strings.TrimSpace(string(b)); got != strconv.FormatInt(mem, 10) {
+			t.Errorf("container %s: memory.memsw.limit_in_bytes %s, want the memory limit %d (NoSwap)", id, got, mem)
+		}
+		return
+	}
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if b, err := os.ReadFile(filepath.Join(root, rel, "memory.swap.max")); err == nil {
+			if got := strings.TrimSpace(string(b)); got != "0" {
+				t.Errorf("container %s: memory.swap.max %s, want 0 (NoSwap)", id, got)
+			}
+			return
+		}
+	}
 }
 
 // Pods that do not fit are refused with kubelet's reasons.

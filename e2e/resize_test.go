@@ -81,6 +81,8 @@ func TestInPlacePodResize(t *testing.T) {
 		if mem != wantMem || !strings.HasPrefix(quota, wantQuota+" ") {
 			t.Errorf("container %s cgroup: memory %d cpu %q, want %d and quota %s", c, mem, quota, wantMem, wantQuota)
 		}
+		// memory+swap moves with the memory limit (NoSwap).
+		checkNoSwap(t, string(p.UID), id(p, c), wantMem)
 	}
 	podMem := func(p *corev1.Pod) string {
 		return podCgroupFile(t, "/nodeagent-e2e-"+a.node+"/kubepods/pod"+string(p.UID), "memory.max")

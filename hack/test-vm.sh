@@ -21,7 +21,12 @@
 #      (memory.events' oom_kill);
 #   4. kubectl logs and kubectl exec through the guest's node API;
 #   5. the PLEG's cgroup v2 event source (cgroup.events) is healthy and
-#      delivered events (the agent's /metrics).
+#      delivered events (the agent's /metrics);
+#   6. swap as kubelet: every container's memory.swap.max is 0 (NoSwap);
+#      with a swap file on, the agent refuses to start with kubelet's
+#      failSwapOn error, and with failSwapOn: false and LimitedSwap a
+#      Burstable container gets request / memory x swap and the Node reports
+#      the swap in nodeInfo.swap.capacity.
 # Fails loudly, never skips: a machine where qemu cannot run fails with the
 # reason. On failure the serial console, the guest's journal and the agent's
 # unit status are saved under _output/vm-failure/.
@@ -265,6 +270,7 @@ out=$(g "$(
 	cgfiles "$B"
 	cgfiles "$BC"
 	echo "wc -l <$GC/cgroup.procs || echo 'missing: $GC/cgroup.procs'"
+	echo "echo \"\$(cat $GC/memory.swap.max)|\$(cat $BC/memory.swap.max)\" 2>/dev/null || echo 'missing: memory.swap.max'"
 )") || fail "reading the pods' cgroup files in the guest: $out"
 mapfile -t cg <<<"$out"
 DTM=${cg[0]}
@@ -275,6 +281,8 @@ expect_eq "Guaranteed container scope's TasksMax (systemd's DefaultTasksMax)" "$
 expect_eq "Burstable pod slice ($B)" "${cg[4]}" "20000 100000|4|100663296|128"
 expect_eq "Burstable container scope" "${cg[5]}" "20000 100000|4|100663296|$DTM"
 expect_eq "the Guaranteed container's process in its scope" "${cg[6]}" 1
+# kubelet's NoSwap (the default) where the agent's cgroup has memory.swap.max.
+expect_eq "the containers' memory.swap.max (NoSwap)" "${cg[7]}" "0|0"
 
 step "kubectl logs and exec through the guest's node API"
 out=$(k logs -n vm guaranteed) || fail "kubectl logs"
@@ -343,5 +351,67 @@ log "ok: the cgroups event source is healthy and detected $n container deaths"
 ! grep -q '^nodeagent_pleg_fallbacks_total{source="cgroups"} [1-9]' "$WORK/metrics.txt" || fail "the PLEG fell back from the cgroups source"
 g 'journalctl -u nodeagent --no-pager -o cat' >"$WORK/journal.txt"
 ! grep -E 'PLEG event source failed|cannot watch pod cgroup parent' "$WORK/journal.txt" >&2 || fail "the agent's journal reports a PLEG event source failure"
+
+step "swap: failSwapOn refuses to start, LimitedSwap gives a Burstable container its share"
+# A 64 MiB swap file: with failSwapOn (its default) the agent must not start,
+# with kubelet's error in its journal.
+out=$(g -t 120 "$(cat <<'EOF'
+set -e
+dd if=/dev/zero of=/swapfile bs=1M count=64 status=none
+chmod 600 /swapfile
+mkswap /swapfile >/dev/null
+swapon /swapfile
+systemctl restart nodeagent.service >/dev/null 2>&1 && echo started || echo refused
+journalctl -u nodeagent --no-pager -o cat -n 30 | grep -c 'running with swap on is not supported, please disable swap or set --fail-swap-on flag to false' || true
+EOF
+)") || fail "swap on in the guest: $out"
+mapfile -t sw <<<"$out"
+expect_eq "the agent's start with swap on (failSwapOn: true)" "${sw[0]}" refused
+[[ ${sw[1]} -ge 1 ]] || fail "the journal has no kubelet failSwapOn error (got '${sw[1]}')"
+log "ok: the journal names kubelet's failSwapOn error"
+out=$(g -t 120 "$(cat <<'EOF'
+set -e
+cat >>/etc/nodeagent/config.yaml <<'CFG'
+failSwapOn: false
+memorySwap:
+  swapBehavior: LimitedSwap
+CFG
+systemctl reset-failed nodeagent.service
+systemctl restart nodeagent.service
+systemctl is-active nodeagent.service
+awk '/^MemTotal:/ {m=$2} /^SwapTotal:/ {s=$2} END {print m*1024, s*1024}' /proc/meminfo
+EOF
+)") || fail "the agent with failSwapOn: false and LimitedSwap: $out"
+mapfile -t sw <<<"$out"
+expect_eq "nodeagent.service with failSwapOn: false" "${sw[0]}" active
+read -r MEMB SWAPB <<<"${sw[1]}"
+k apply -n vm -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: limited}
+spec:
+  nodeName: nodeagent-vm
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: c
+    image: docker.io/nodeagent/busybox:test
+    imagePullPolicy: Never
+    command: [sh, -c, "exec sleep 3600"]
+    resources:
+      requests: {cpu: 100m, memory: 32Mi}
+      limits: {cpu: 200m, memory: 96Mi}
+EOF
+k wait -n vm --for=condition=Ready pod/limited --timeout=120s >/dev/null || fail "the pod limited did not become Ready"
+# kubelet: int64(float64(request) / float64(node memory) * float64(swap)).
+want=$(awk -v r=33554432 -v m="$MEMB" -v s="$SWAPB" 'BEGIN { printf "%d", r / m * s }')
+expect_eq "LimitedSwap: the Burstable container's memory.swap.max" "$(g "cat $(cgdir limited container)/memory.swap.max")" "$want"
+deadline=$((SECONDS + 60))
+until [[ $(k get node "$NODE" -o jsonpath='{.status.nodeInfo.swap.capacity}') == "$SWAPB" ]]; do
+	((SECONDS < deadline)) || fail "nodeInfo.swap.capacity is '$(k get node "$NODE" -o jsonpath='{.status.nodeInfo.swap.capacity}')', want $SWAPB"
+	sleep 2
+done
+log "ok: nodeInfo.swap.capacity = $SWAPB"
 
 step "done (guest booted in ${VM_BOOT_SECONDS}s)"

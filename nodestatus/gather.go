@@ -62,6 +62,11 @@ func (m *Manager) gather(now time.Time) {
 	read(&in.info.KernelVersion, h.KernelVersion)
 	read(&in.info.OSImage, h.OSImage)
 	in.info.KubeletVersion = KubeletVersion(m.cfg.AgentVersion)
+	// As kubelet (NodeSwap): the swap size when the host has swap.
+	if mi, err := h.Meminfo(); err == nil && mi.SwapTotal > 0 {
+		swap := int64(mi.SwapTotal)
+		in.info.Swap = &v1.NodeSwapStatus{Capacity: &swap}
+	}
 
 	// Pressure with hysteresis.
 	met := thresholdsMet(m.cfg.pressureThresholds(), in.observations)

@@ -144,6 +144,8 @@ func parseOSRelease(b []byte) map[string]string {
 // cgroup v2 host the root cgroup's working set.
 type Meminfo struct {
 	Total, Free, InactiveFile uint64
+	// SwapTotal is the host's swap (cAdvisor's SwapCapacity).
+	SwapTotal uint64
 	// CgroupV2 is set on a host whose unified root has the memory
 	// controller; CgroupV2WorkingSet is then the root cgroup's anon + file -
 	// inactive_file from its memory.stat: the node working set kubelet
@@ -189,6 +191,8 @@ func (h *Host) Meminfo() (Meminfo, error) {
 			dst = &m.Free
 		case "Inactive(file):":
 			dst = &m.InactiveFile
+		case "SwapTotal:":
+			dst = &m.SwapTotal
 		default:
 			continue
 		}

@@ -162,6 +162,10 @@ func TestHostMeminfo(t *testing.T) {
 	if m, err = h.Meminfo(); err != nil || m.CgroupV2 || m.Available() != 5<<30 {
 		t.Errorf("no v2 memory controller: got %+v, %v", m, err)
 	}
+	h.write("/proc/meminfo", "MemTotal: 8388608 kB\nSwapTotal: 2097148 kB\nSwapFree: 2097148 kB\n")
+	if m, err = h.Meminfo(); err != nil || m.SwapTotal != 2097148*1024 {
+		t.Errorf("swap: got %+v, %v", m, err)
+	}
 	h.write("/proc/meminfo", "MemFree: 10 kB\n")
 	if _, err := h.Meminfo(); err == nil {
 		t.Error("no MemTotal: want an error")

@@ -156,6 +156,9 @@ func NodeInfo(
 		set(&cur.OSImage, ni.OSImage)
 		set(&cur.ContainerRuntimeVersion, ni.ContainerRuntimeVersion)
 		set(&cur.KubeletVersion, ni.KubeletVersion)
+		if ni.Swap != nil { // kubelet sets it when the host has swap, and never clears it
+			cur.Swap = ni.Swap
+		}
 		cur.KubeProxyVersion = "" // deprecated; kubelet clears it too
 		cur.OperatingSystem = goruntime.GOOS
 		cur.Architecture = goruntime.GOARCH

@@ -108,8 +108,18 @@ func TestNodeInfoSetter(t *testing.T) {
 	ni := node.Status.NodeInfo
 	if ni.MachineID != "m" || ni.SystemUUID != "kept" || ni.BootID != "b" || ni.KernelVersion != "k" || ni.OSImage != "o" ||
 		ni.ContainerRuntimeVersion != "containerd://1.7" || ni.KubeletVersion != "v0.1.0" || ni.KubeProxyVersion != "" ||
-		ni.OperatingSystem != "linux" || ni.Architecture == "" {
+		ni.OperatingSystem != "linux" || ni.Architecture == "" || ni.Swap != nil {
 		t.Errorf("got %+v", ni)
+	}
+	// The host's swap, as kubelet reports it (NodeSwap), kept once set.
+	swap := int64(2 << 30)
+	for _, in := range []*v1.NodeSwapStatus{{Capacity: &swap}, nil} {
+		_ = NodeInfo(func(context.Context) (v1.NodeSystemInfo, error) {
+			return v1.NodeSystemInfo{Swap: in}, nil
+		})(context.Background(), node)
+		if s := node.Status.NodeInfo.Swap; s == nil || s.Capacity == nil || *s.Capacity != swap {
+			t.Errorf("nodeInfo.swap %+v, want capacity %d", s, swap)
+		}
 	}
 }
 

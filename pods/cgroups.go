@@ -15,6 +15,9 @@ type PodCgroups interface {
 	RemovePod(uid types.UID) error
 	// OOMScoreAdj is the oom_score_adj of container c of pod.
 	OOMScoreAdj(pod *v1.Pod, c *v1.Container) int
+	// SwapMax is the swap container c of pod may use beyond its memory
+	// (nil: the runtime's default).
+	SwapMax(pod *v1.Pod, c *v1.Container) *int64
 }
 
 // removePodCgroup removes the pod's cgroup, wherever this or an older

@@ -31,6 +31,7 @@ func (f *fakeCgroups) RemovePod(uid types.UID) error {
 }
 
 func (f *fakeCgroups) OOMScoreAdj(_ *v1.Pod, c *v1.Container) int { return len(c.Name) * 100 }
+func (f *fakeCgroups) SwapMax(*v1.Pod, *v1.Container) *int64      { return nil }
 
 // With a cgroup layout, containers go into their pod's cgroup with the OOM
 // score it gives them, and the pod's cgroup goes through it at the end.

@@ -46,7 +46,9 @@ type podResizer struct {
 	// allocatable is the node's allocatable (nil: unknown).
 	allocatable func(ctx context.Context) v1.ResourceList
 	event       eventFunc // nil: no events
-	log         *slog.Logger
+	// swap is a container's swap limit for its new memory (nil: none set).
+	swap func(pod *v1.Pod, c *v1.Container) *int64
+	log  *slog.Logger
 }
 
 // newPodResizer is the resizer of m's workers: allocations checkpointed
@@ -61,6 +63,9 @@ func newPodResizer(o Options, m *Manager) *podResizer {
 	r := &podResizer{store: store, fs: resize.HostCgroupFS(), others: m.admittedOthers, event: m.deps.event, log: o.Logger}
 	if c, ok := o.Cgroups.(ResizeCgroups); ok {
 		r.cgroups = c
+	}
+	if o.Cgroups != nil {
+		r.swap = o.Cgroups.SwapMax
 	}
 	if u, ok := o.Runtime.(ContainerUpdater); ok {
 		r.rt = u
@@ -317,12 +322,18 @@ func (p podCgroupOf) SetPod(pod *v1.Pod, rc cm.ResourceConfig) error {
 }
 
 // containerCgroupsOf updates a container to Values through the runtime,
-// with the cgroup settings containerspec makes of them.
+// with the cgroup settings containerspec makes of them and the swap limit
+// that follows from its new memory (kubelet's resize sets it too; on
+// cgroup v1 memory+swap must move with the memory limit).
 type containerCgroupsOf struct{ r *podResizer }
 
-func (c containerCgroupsOf) UpdateContainer(ctx context.Context, id string, v resize.Values) error {
+func (c containerCgroupsOf) UpdateContainer(ctx context.Context, pod *v1.Pod, id string, v resize.Values) error {
 	ct := v1.Container{Resources: resize.Requirements(v1.ResourceRequirements{}, v)}
-	return c.r.rt.UpdateContainerResources(ctx, id, containerspec.Resources(&ct))
+	res := containerspec.Resources(&ct)
+	if c.r.swap != nil {
+		res.SwapMax = c.r.swap(pod, &ct)
+	}
+	return c.r.rt.UpdateContainerResources(ctx, id, res)
 }
 
 // resizeRunning brings the pod's running containers to their allocation

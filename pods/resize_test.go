@@ -86,7 +86,12 @@ func TestPodResizer(t *testing.T) {
 			return v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("8Gi")}
 		},
 		event: func(_ *v1.Pod, _, reason, _ string) { events = append(events, reason) },
-		log:   slog.New(slog.DiscardHandler),
+		// A swap limit that follows the memory limit, to see it passed on.
+		swap: func(_ *v1.Pod, c *v1.Container) *int64 {
+			n := c.Resources.Limits.Memory().Value() / 2
+			return &n
+		},
+		log: slog.New(slog.DiscardHandler),
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	old := guaranteedPod("500m", "128Mi")
@@ -108,6 +113,9 @@ func TestPodResizer(t *testing.T) {
 	}
 	if res := up.got["id"]; res.CPUQuota != 100000 || res.MemoryLimitBytes != 256<<20 || res.CPUShares != 1024 {
 		t.Errorf("container updated to %+v", res)
+	}
+	if res := up.got["id"]; res.SwapMax == nil || *res.SwapMax != 128<<20 {
+		t.Errorf("container's swap limit %v, want the one for its new memory (128Mi)", res.SwapMax)
 	}
 	if len(cg.sets) != 3 || cg.sets[0].Memory == nil || *cg.sets[0].Memory != 256<<20 {
 		t.Errorf("pod cgroup writes %+v", cg.sets)

@@ -365,7 +365,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	}
 	sopts = append(sopts, podNamespaceOpts(spec.PodNamespaces)...)
 	sopts = append(sopts, cgroupNamespaceOpts(r.unified, spec.Security.Privileged)...)
-	sopts = append(sopts, resourceSpecOpts(spec.Resources)...)
+	sopts = append(sopts, resourceSpecOpts(spec.Resources, r.unified)...)
 	sopts = append(sopts, oci.WithCgroup(cgroupsPath))
 	if spec.OOMScoreAdj != nil {
 		sopts = append(sopts, withOOMScoreAdj(*spec.OOMScoreAdj))
@@ -420,7 +420,7 @@ func cgroupNamespaceOpts(unified, privileged bool) []oci.SpecOpts {
 // container's only pids limit is its pod's (podPidsLimit) and, with the
 // systemd cgroup driver, the TasksMax systemd gives every scope runc
 // starts without one (its DefaultTasksMax; docs/vm.md).
-func resourceSpecOpts(res Resources) []oci.SpecOpts {
+func resourceSpecOpts(res Resources, unified bool) []oci.SpecOpts {
 	var sopts []oci.SpecOpts
 	if res.CPUShares > 0 {
 		sopts = append(sopts, oci.WithCPUShares(res.CPUShares))
@@ -435,7 +435,43 @@ func resourceSpecOpts(res Resources) []oci.SpecOpts {
 	if res.MemoryLimitBytes > 0 {
 		sopts = append(sopts, oci.WithMemoryLimit(uint64(res.MemoryLimitBytes)))
 	}
+	if res.SwapMax != nil {
+		sopts = append(sopts, func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
+			if s.Linux == nil {
+				s.Linux = &specs.Linux{}
+			}
+			if s.Linux.Resources == nil {
+				s.Linux.Resources = &specs.LinuxResources{}
+			}
+			applySwap(s.Linux.Resources, res, unified)
+			return nil
+		})
+	}
 	return sopts
+}
+
+// applySwap sets res.SwapMax in lr as kubelet has containerd set it:
+// cgroup v2 memory.swap.max through the unified map; on v1 only "no swap"
+// is expressible, as memory+swap equal to the memory limit (nothing
+// without a memory limit).
+func applySwap(lr *specs.LinuxResources, res Resources, unified bool) {
+	if res.SwapMax == nil {
+		return
+	}
+	if unified {
+		if lr.Unified == nil {
+			lr.Unified = map[string]string{}
+		}
+		lr.Unified["memory.swap.max"] = strconv.FormatInt(*res.SwapMax, 10)
+		return
+	}
+	if *res.SwapMax == 0 && res.MemoryLimitBytes > 0 {
+		if lr.Memory == nil {
+			lr.Memory = &specs.LinuxMemory{}
+		}
+		sw := res.MemoryLimitBytes
+		lr.Memory.Swap = &sw
+	}
 }
 
 // StartContainer starts a created container. A container runs at most once:

@@ -26,7 +26,7 @@ func TestResourceSpecOpts(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			ctx := namespaces.WithNamespace(context.Background(), "test")
-			sp, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: "c"}, resourceSpecOpts(tc.res)...)
+			sp, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: "c"}, resourceSpecOpts(tc.res, false)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,6 +49,47 @@ func TestResourceSpecOpts(t *testing.T) {
 			if shares != tc.res.CPUShares || quota != tc.res.CPUQuota || period != wantPeriod || mem != tc.res.MemoryLimitBytes {
 				t.Errorf("shares %d quota %d period %d memory %d, want %d %d %d %d",
 					shares, quota, period, mem, tc.res.CPUShares, tc.res.CPUQuota, wantPeriod, tc.res.MemoryLimitBytes)
+			}
+		})
+	}
+}
+
+// Swap as kubelet has containerd set it: cgroup v2 memory.swap.max in the
+// unified map (0 for NoSwap, the LimitedSwap share otherwise); on v1
+// memory+swap equal to the memory limit, and nothing without a limit; the
+// same for a creation and an update.
+func TestSwapResources(t *testing.T) {
+	zero, share := int64(0), int64(300<<20)
+	for _, tc := range []struct {
+		desc        string
+		res         Resources
+		unified     bool
+		wantUnified string // memory.swap.max, "" for none
+		wantMemsw   int64  // linux.resources.memory.swap, 0 for none
+	}{
+		{"default", Resources{MemoryLimitBytes: 64 << 20}, true, "", 0},
+		{"v2 NoSwap", Resources{MemoryLimitBytes: 64 << 20, SwapMax: &zero}, true, "0", 0},
+		{"v2 NoSwap without a limit", Resources{SwapMax: &zero}, true, "0", 0},
+		{"v2 LimitedSwap", Resources{MemoryLimitBytes: 1 << 30, SwapMax: &share}, true, "314572800", 0},
+		{"v1 NoSwap", Resources{MemoryLimitBytes: 64 << 20, SwapMax: &zero}, false, "", 64 << 20},
+		{"v1 NoSwap without a limit", Resources{SwapMax: &zero}, false, "", 0},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			ctx := namespaces.WithNamespace(context.Background(), "test")
+			sp, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: "c"}, resourceSpecOpts(tc.res, tc.unified)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			upd := linuxResources(tc.res)
+			applySwap(upd, tc.res, tc.unified)
+			for what, r := range map[string]*specs.LinuxResources{"create": sp.Linux.Resources, "update": upd} {
+				var memsw int64
+				if r.Memory != nil {
+					memsw = deref(r.Memory.Swap)
+				}
+				if got := r.Unified["memory.swap.max"]; got != tc.wantUnified || memsw != tc.wantMemsw {
+					t.Errorf("%s: memory.swap.max %q, memory.swap %d; want %q, %d", what, got, memsw, tc.wantUnified, tc.wantMemsw)
+				}
 			}
 		})
 	}

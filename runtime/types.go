@@ -128,6 +128,10 @@ type Resources struct {
 	CPUQuota         int64  // microseconds per CPUPeriod
 	CPUPeriod        uint64 // microseconds; default 100000 when CPUQuota is set
 	MemoryLimitBytes int64
+	// SwapMax is the swap the container may use beyond its memory: cgroup
+	// v2 memory.swap.max; on v1 only 0 is applied, as memory+swap equal
+	// to the memory limit (none without one). nil leaves the default.
+	SwapMax *int64
 }
 
 // ContainerSpec is what CreateContainer needs to create one container of a pod.

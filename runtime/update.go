@@ -28,6 +28,7 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res R
 		return fmt.Errorf("runtime: update %s: %w: no running task: %w", id, ErrFailedPrecondition, convertErr(err))
 	}
 	lr := linuxResources(res)
+	applySwap(lr, res, r.unified)
 	if err := task.Update(ctx, containerd.WithResources(lr)); err != nil {
 		return fmt.Errorf("runtime: update %s: %w", id, convertErr(err))
 	}

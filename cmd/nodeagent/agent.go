@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/certificate"
+	"github.com/nodeagent/nodeagent/cm"
 	"github.com/nodeagent/nodeagent/cm/devicemanager"
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/heartbeat"
@@ -180,6 +181,11 @@ type agent struct {
 func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
 	nodeName, err := nodeNameFor(cfg.HostnameOverride)
 	if err != nil {
+		return nil, err
+	}
+	// As kubelet, before anything runs: no start on a host with swap on
+	// unless failSwapOn is false.
+	if err := checkSwap(cfg.FailSwapOn, cm.HostSwapOn); err != nil {
 		return nil, err
 	}
 	base := log // the components add the node key themselves

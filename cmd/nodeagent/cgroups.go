@@ -25,9 +25,9 @@ func (a *agent) newCgroupManager(ctx context.Context) (*cm.Manager, error) {
 	if n, err := host.NumCPU(); err == nil {
 		capacity[v1.ResourceCPU] = *resource.NewQuantity(int64(n), resource.DecimalSI)
 	}
-	var memCapacity int64
+	var memCapacity, swapCapacity int64
 	if mi, err := host.Meminfo(); err == nil {
-		memCapacity = int64(mi.Total)
+		memCapacity, swapCapacity = int64(mi.Total), int64(mi.SwapTotal)
 		capacity[v1.ResourceMemory] = *resource.NewQuantity(memCapacity, resource.BinarySI)
 	}
 	m, err := cm.New(cm.Config{
@@ -38,6 +38,7 @@ func (a *agent) newCgroupManager(ctx context.Context) (*cm.Manager, error) {
 		Allocatable:        cm.AllocatableForPods(capacity, a.cfg.SystemReserved, a.cfg.KubeReserved),
 		EnforceAllocatable: a.cfg.EnforcePodsAllocatable(),
 		MemoryCapacity:     memCapacity,
+		Swap:               swapConfig(a.cfg, swapCapacity, a.log),
 		LegacyParent:       runtime.DefaultCgroupParent,
 		Logger:             a.base.With("component", "cm"),
 	})

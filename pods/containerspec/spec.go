@@ -64,6 +64,9 @@ type Cgroups interface {
 	EnsurePod(pod *v1.Pod) (string, error)
 	// OOMScoreAdj is the oom_score_adj of container c of pod.
 	OOMScoreAdj(pod *v1.Pod, c *v1.Container) int
+	// SwapMax is the swap container c of pod may use beyond its memory
+	// (nil: the runtime's default).
+	SwapMax(pod *v1.Pod, c *v1.Container) *int64
 }
 
 // Inputs are what a container's spec is made of besides the pod and the
@@ -167,6 +170,7 @@ func Build(ctx context.Context, pod *v1.Pod, c *v1.Container, in Inputs) (runtim
 		}
 		adj := in.Cgroups.OOMScoreAdj(pod, c)
 		spec.CgroupParent, spec.OOMScoreAdj = parent, &adj
+		spec.Resources.SwapMax = in.Cgroups.SwapMax(pod, c)
 	}
 	spec.Stdin, spec.StdinOnce, spec.TTY = c.Stdin, c.StdinOnce, c.TTY
 	if c.Stdin || c.TTY {

@@ -29,6 +29,10 @@ func (f fakeCgroups) EnsurePod(pod *v1.Pod) (string, error) {
 }
 
 func (fakeCgroups) OOMScoreAdj(_ *v1.Pod, c *v1.Container) int { return len(c.Name) * 100 }
+func (fakeCgroups) SwapMax(_ *v1.Pod, c *v1.Container) *int64 {
+	n := int64(len(c.Name))
+	return &n
+}
 
 type fakeImages map[string]string
 
@@ -224,13 +228,16 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
-			desc: "cgroups: the pod's cgroup parent and the container's OOM score",
+			desc: "cgroups: the pod's cgroup parent, the container's OOM score and swap limit",
 			mutate: func(pod *v1.Pod, c *v1.Container, in *Inputs) {
 				in.Cgroups = fakeCgroups{}
 			},
 			check: func(t *testing.T, s runtime.ContainerSpec, _ string) {
 				if s.CgroupParent != "/kubepods/burstable/podu1" || s.OOMScoreAdj == nil || *s.OOMScoreAdj != 300 {
 					t.Errorf("cgroup parent %q, oom_score_adj %v", s.CgroupParent, s.OOMScoreAdj)
+				}
+				if s.Resources.SwapMax == nil || *s.Resources.SwapMax != 3 {
+					t.Errorf("swap limit %v, want the cgroup manager's (3)", s.Resources.SwapMax)
 				}
 			},
 		},

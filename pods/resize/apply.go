@@ -21,9 +21,10 @@ type PodCgroup interface {
 }
 
 // ContainerCgroups updates one running container's cgroup (containerd's
-// task update); Values are the container's new CPU and memory.
+// task update); Values are the container's new CPU and memory (pod is
+// for what follows from them, such as its swap limit).
 type ContainerCgroups interface {
-	UpdateContainer(ctx context.Context, id string, v Values) error
+	UpdateContainer(ctx context.Context, pod *v1.Pod, id string, v Values) error
 }
 
 // Apply is kubelet's doPodResizeAction for the in-place updates of acts
@@ -75,7 +76,7 @@ func Apply(ctx context.Context, pod *v1.Pod, acts Actions, pc PodCgroup, cc Cont
 			} else {
 				next.CPULimit, next.CPURequest = u.Desired.CPULimit, u.Desired.CPURequest
 			}
-			if err := cc.UpdateContainer(ctx, u.ID, next); err != nil {
+			if err := cc.UpdateContainer(ctx, pod, u.ID, next); err != nil {
 				return fmt.Errorf("update container %q resources: %w", u.Name, err)
 			}
 			now[u.Name] = next

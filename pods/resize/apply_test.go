@@ -42,7 +42,7 @@ func (f *fakeCgroups) SetPod(_ *v1.Pod, rc cm.ResourceConfig) error {
 	return nil
 }
 
-func (f *fakeCgroups) UpdateContainer(_ context.Context, id string, v Values) error {
+func (f *fakeCgroups) UpdateContainer(_ context.Context, _ *v1.Pod, id string, v Values) error {
 	f.calls = append(f.calls, fmt.Sprintf("%s cpu=%d/%d mem=%d", id, v.CPURequest, v.CPULimit, v.MemoryLimit))
 	return nil
 }
