@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,6 +143,29 @@ func TestMessage(t *testing.T) {
 	msg, _ = Message(sig.SignalPIDAvailable, sig.Observed{Available: 1200, ThresholdText: "1500"}, pod("q", 0, nil, nil), PodUsage{}, false)
 	if want := "The node was low on resource: pids. Threshold quantity: 1500, available: 1200. "; msg != want {
 		t.Errorf("message\n%q, want\n%q", msg, want)
+	}
+}
+
+// A pod with a pod-level memory request is named first, with its usage
+// and that request, as kubelet's message with PodLevelResources.
+func TestMessagePodLevel(t *testing.T) {
+	p := pod("p", 0, nil, nil)
+	p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}}
+	o := sig.Observed{Available: 90 * mi, Capacity: 1 << 30, Threshold: 100 * mi, ThresholdText: "100Mi"}
+	msg, ann := Message(sig.SignalMemoryAvailable, o, p, PodUsage{Memory: 300 * mi, Containers: []ContainerUsage{{Name: "c", Memory: 200 * mi}}}, true)
+	want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi. " +
+		"Pod p was using 300Mi, request is 64Mi, has larger consumption of memory. " +
+		"Container c was using 200Mi, request is 0, has larger consumption of memory. "
+	if msg != want {
+		t.Errorf("message\n%q, want\n%q", msg, want)
+	}
+	if ann[AnnotationOffendingPod] != "p" || ann[AnnotationOffendingPodUsage] != "300Mi" || ann[AnnotationOffending] != "c" {
+		t.Errorf("annotations %v", ann)
+	}
+	// Not for disk: pod-level resources have no ephemeral storage.
+	msg, ann = Message(sig.SignalNodeFsAvailable, sig.Observed{Available: 30 * mi, ThresholdText: "40Mi"}, p, PodUsage{Memory: 300 * mi}, true)
+	if _, ok := ann[AnnotationOffendingPod]; ok || strings.Contains(msg, "Pod p") {
+		t.Errorf("disk message names the pod: %q %v", msg, ann)
 	}
 }
 

@@ -514,6 +514,9 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 	if ok, reason, msg := admission.AdmitSecurity(pod, m.opts.Admission); !ok {
 		return &status.Waiting{Reason: reason, Message: msg}
 	}
+	if ok, reason, msg := admission.AdmitFeatures(pod, m.opts.Admission); !ok {
+		return &status.Waiting{Reason: reason, Message: msg}
+	}
 	if bad := admission.Unsupported(pod); len(bad) > 0 {
 		return &status.Waiting{Reason: admission.ReasonUnsupportedPodSpec, Message: admission.UnsupportedMessage(bad)}
 	}

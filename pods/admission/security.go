@@ -44,6 +44,10 @@ type SecurityOptions struct {
 	// containers, so seLinuxOptions are refused there and ignored
 	// elsewhere (as a runtime does without SELinux).
 	SELinuxEnabled bool
+	// PodLevelResourcesDisabled: the feature gate PodLevelResources is
+	// off (config featureGates); AdmitFeatures rejects pods with
+	// pod-level resources as kubelet does.
+	PodLevelResourcesDisabled bool
 }
 
 // safeSysctls is kubelet's safe set (v1.34), with the kernel version from
