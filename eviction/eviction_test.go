@@ -44,6 +44,12 @@ func names(ps []*v1.Pod) []string {
 	return out
 }
 
+// podLevel gives p pod-level requests.
+func podLevel(p *v1.Pod, requests v1.ResourceList) *v1.Pod {
+	p.Spec.Resources = &v1.ResourceRequirements{Requests: requests}
+	return p
+}
+
 func usageMap(m map[string]PodUsage) UsageFunc {
 	return func(p *v1.Pod) (PodUsage, bool) { u, ok := m[p.Name]; return u, ok }
 }
@@ -62,6 +68,20 @@ func TestRank(t *testing.T) {
 			pods:   []*v1.Pod{pod("under-low", 0, mem("100Mi"), nil), pod("over-high", 1000, mem("10Mi"), nil)},
 			usage:  map[string]PodUsage{"under-low": {Memory: 50 * mi}, "over-high": {Memory: 20 * mi}},
 			want:   []string{"over-high", "under-low"},
+		},
+		{
+			desc:   "memory: a pod-level request replaces the containers'",
+			signal: sig.SignalMemoryAvailable,
+			pods:   []*v1.Pod{podLevel(pod("pod-level", 0, mem("10Mi"), nil), mem("100Mi")), pod("container", 0, mem("10Mi"), nil)},
+			usage:  map[string]PodUsage{"pod-level": {Memory: 50 * mi}, "container": {Memory: 20 * mi}},
+			want:   []string{"container", "pod-level"},
+		},
+		{
+			desc:   "disk: with pod-level resources the containers' ephemeral-storage requests do not count",
+			signal: sig.SignalNodeFsAvailable,
+			pods:   []*v1.Pod{podLevel(pod("pod-level", 0, disk("1Gi"), nil), mem("1Mi")), pod("container", 0, disk("1Gi"), nil)},
+			usage:  map[string]PodUsage{"pod-level": {Disk: 10 * mi}, "container": {Disk: 20 * mi}},
+			want:   []string{"pod-level", "container"},
 		},
 		{
 			desc:   "memory: then lower priority first",
