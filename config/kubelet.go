@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -61,6 +60,7 @@ var kubeletSupported = map[string]bool{
 	"podPidsLimit":                     true,
 	"shutdownGracePeriod":              true,
 	"shutdownGracePeriodCriticalPods":  true,
+	"featureGates":                     true,
 }
 
 // kubeletLoggingSupported are the fields of KubeletConfiguration.logging
@@ -173,12 +173,6 @@ func pruneKubeletZeros(m map[string]any, t reflect.Type) map[string]any {
 // than the value ignored (issue 26). Each returns the reason, or "" for a
 // value that means kubelet's default.
 var kubeletRefused = map[string]func(v any) string{
-	"featureGates": func(v any) string {
-		if m, ok := v.(map[string]any); ok && len(m) > 0 {
-			return fmt.Sprintf("nodeagent has no feature gates: the gates %s would be ignored; set them on the control plane only", strings.Join(slices.Sorted(maps.Keys(m)), ", "))
-		}
-		return ""
-	},
 	"failSwapOn": func(v any) string {
 		if b, ok := v.(bool); ok && !b {
 			return "false is not supported: nodeagent does not implement swap for pods (memorySwap); remove the field"
