@@ -29,10 +29,15 @@ const (
 	// 1.34). Off, pods with pod-level resources are rejected
 	// (PodLevelResourcesNotSupported), as kubelet does.
 	FeaturePodLevelResources = "PodLevelResources"
+	// FeatureImageVolume: the volume source `image` (beta, off by default
+	// in 1.34). On, image volumes are mounted read-only; off, pods with
+	// one are rejected naming the field.
+	FeatureImageVolume = "ImageVolume"
 )
 
 var featureGates = map[string]featureGate{
 	FeaturePodLevelResources: {def: true, both: true, what: "pod-level resources"},
+	FeatureImageVolume:       {def: false, both: true, what: "image volumes"},
 	// On by default in 1.34 and implemented on; off is not implemented.
 	"InPlacePodVerticalScaling":     {def: true, what: "in-place pod resize"},
 	"PodObservedGenerationTracking": {def: true, what: "observedGeneration in the pod status"},

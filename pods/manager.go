@@ -240,6 +240,9 @@ func New(o Options) (*Manager, error) {
 	if p, ok := o.Runtime.(PauseRuntime); ok {
 		m.deps.pauses = p
 	}
+	if iv, ok := o.Runtime.(ImageVolumeRuntime); ok && o.Admission.ImageVolume {
+		m.deps.imageVols = iv
+	}
 	m.deps.runtimeHandlers = o.RuntimeHandlers
 	m.deps.nodeKeyring = NewNodeKeyring(o)
 	if o.Client != nil {

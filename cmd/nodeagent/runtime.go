@@ -331,5 +331,6 @@ func pullProgressTimeout(d time.Duration) time.Duration {
 func (a *agent) admissionOptions() admission.SecurityOptions {
 	o := admission.HostSecurity(a.cfg.AllowedUnsafeSysctls)
 	o.PodLevelResourcesDisabled = !a.cfg.FeatureEnabled(config.FeaturePodLevelResources)
+	o.ImageVolume = a.cfg.FeatureEnabled(config.FeatureImageVolume)
 	return o
 }

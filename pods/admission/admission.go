@@ -338,7 +338,11 @@ var (
 // (driver, readOnly, fsType, volumeAttributes, nodePublishSecretRef;
 // package csi) are used whole.
 var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI",
-	"persistentVolumeClaim", "csi", "ephemeral"}
+	"persistentVolumeClaim", "csi", "ephemeral",
+	// image (reference, pullPolicy): mounted read-only when the ImageVolume
+	// feature gate is on (pods/imagevolumes.go), refused by AdmitFeatures
+	// when it is off.
+	"image"}
 
 var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"gcePersistentDisk", func(s *v1.VolumeSource) bool { return s.GCEPersistentDisk != nil }},
@@ -361,7 +365,6 @@ var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"portworxVolume", func(s *v1.VolumeSource) bool { return s.PortworxVolume != nil }},
 	{"scaleIO", func(s *v1.VolumeSource) bool { return s.ScaleIO != nil }},
 	{"storageos", func(s *v1.VolumeSource) bool { return s.StorageOS != nil }},
-	{"image", func(s *v1.VolumeSource) bool { return s.Image != nil }},
 }
 
 // A Memory emptyDir is a tmpfs of sizeLimit; on disk eviction enforces

@@ -48,6 +48,10 @@ type SecurityOptions struct {
 	// off (config featureGates); AdmitFeatures rejects pods with
 	// pod-level resources as kubelet does.
 	PodLevelResourcesDisabled bool
+	// ImageVolume: the feature gate ImageVolume is on (config
+	// featureGates; off by default in 1.34): image volumes are mounted.
+	// Off, AdmitFeatures rejects pods with image volumes.
+	ImageVolume bool
 }
 
 // safeSysctls is kubelet's safe set (v1.34), with the kernel version from

@@ -24,7 +24,8 @@ import (
 // no request, quantities rounded up to milli-units. Pod-level resources:
 // requests defaulted from the containers' requests or the pod-level limits
 // (kubetypes.PodLevelRequests), rounded as the containers'. Volumes: a volume with
-// no source is an emptyDir, a hostPath's type is "" (unset). An emptyDir's
+// no source is an emptyDir, a hostPath's type is "" (unset), an image
+// volume's pullPolicy is the containers' default for its reference. An emptyDir's
 // medium "" already means the node's default medium.
 //
 // It does not set priority: the API server derives it from the priority
@@ -66,6 +67,9 @@ func SetDefaults(pod *v1.Pod) {
 		vs := &s.Volumes[i].VolumeSource
 		if *vs == (v1.VolumeSource{}) {
 			vs.EmptyDir = &v1.EmptyDirVolumeSource{}
+		}
+		if vs.Image != nil && vs.Image.PullPolicy == "" {
+			vs.Image.PullPolicy = defaultPullPolicy(vs.Image.Reference)
 		}
 		if vs.HostPath != nil && vs.HostPath.Type == nil {
 			t := v1.HostPathUnset
