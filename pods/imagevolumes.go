@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -89,22 +92,30 @@ func (w *worker) mountImageVolumes(ctx context.Context, pod *v1.Pod, c *v1.Conta
 }
 
 // unmountImageVolumes unmounts every image volume of pod and removes its
-// snapshot (those never mounted too: it is idempotent).
+// snapshot (those never mounted too: it is idempotent), and those the
+// pod's directory holds, so that an orphan (a pod removed while the agent
+// was down, known by its UID only) releases its image volumes too.
 func (w *worker) unmountImageVolumes(ctx context.Context, pod *v1.Pod) error {
 	if w.d.imageVols == nil {
 		return nil
 	}
-	var errs []error
+	names := map[string]bool{}
 	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		if v.Image == nil {
-			continue
+		if pod.Spec.Volumes[i].Image != nil {
+			names[pod.Spec.Volumes[i].Name] = true
 		}
-		if err := w.d.imageVols.UnmountImageVolume(ctx, imageVolumeKey(string(w.uid), v.Name), volume.ImageVolumeDir(w.podDir(), v.Name)); err != nil {
+	}
+	es, _ := os.ReadDir(filepath.Dir(volume.ImageVolumeDir(w.podDir(), "x")))
+	for _, e := range es {
+		names[e.Name()] = true
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if err := w.d.imageVols.UnmountImageVolume(ctx, imageVolumeKey(string(w.uid), name), volume.ImageVolumeDir(w.podDir(), name)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		delete(w.images.volumes, v.Name)
+		delete(w.images.volumes, name)
 	}
 	return errors.Join(errs...)
 }
