@@ -36,7 +36,8 @@ func isNodeCritical(pod *v1.Pod) bool {
 // OOMScoreAdj is the oom_score_adj of container c of pod on a node with
 // memoryCapacity bytes, as kubelet computes it: node-critical and
 // Guaranteed pods -997, BestEffort 1000, Burstable 1000 - 1000 ×
-// request/capacity kept within [3, 999]; a sidecar scores no higher than
+// request/capacity kept within [3, 999] (the request plus its share of the
+// pod-level memory request the containers do not claim); a sidecar scores no higher than
 // the pod's smallest regular container.
 func OOMScoreAdj(pod *v1.Pod, c *v1.Container, memoryCapacity int64) int {
 	if isNodeCritical(pod) {
@@ -51,9 +52,13 @@ func OOMScoreAdj(pod *v1.Pod, c *v1.Container, memoryCapacity int64) int {
 	if memoryCapacity <= 0 {
 		return BestEffortOOMScoreAdj - 1
 	}
-	score := 1000 - 1000*c.Resources.Requests.Memory().Value()/memoryCapacity
+	// With a pod-level memory request, the part of it the containers do
+	// not request is shared among them (kubelet's policy with
+	// PodLevelResources).
+	extra := kubetypes.RemainingPodMemoryRequestPerContainer(pod)
+	score := 1000 - 1000*(c.Resources.Requests.Memory().Value()+extra)/memoryCapacity
 	if isSidecar(pod, c) {
-		if minScore := 1000 - 1000*minRegularMemoryRequest(pod)/memoryCapacity; score > minScore {
+		if minScore := 1000 - 1000*(minRegularMemoryRequest(pod)+extra)/memoryCapacity; score > minScore {
 			score = minScore
 		}
 	}

@@ -340,7 +340,9 @@ func TestKubeletRefusedFields(t *testing.T) {
 		{"swap", "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n", nil},
 		{"NoSwap is the default", "memorySwap:\n  swapBehavior: NoSwap\n", nil},
 		{"managers", "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\ntopologyManagerPolicy: single-numa-node\n", []string{"cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy"}},
-		{"feature gates", "featureGates:\n  KubeletInUserNamespace: true\n", []string{"featureGates"}},
+		{"an unknown feature gate", "featureGates:\n  KubeletInUserNamespace: true\n", []string{"featureGates[KubeletInUserNamespace]"}},
+		{"PodLevelResources either way", "featureGates:\n  PodLevelResources: false\n", nil},
+		{"a gate implemented only at its default", "featureGates:\n  InPlacePodVerticalScaling: true\n  PodObservedGenerationTracking: false\n", []string{"featureGates[PodObservedGenerationTracking]"}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			_, warnings, err := DecodeBytes("k.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+tc.body))

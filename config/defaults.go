@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"path/filepath"
 	"strings"
 	"time"
@@ -116,6 +117,7 @@ func Default() *NodeAgentConfiguration {
 		CNIBinDir:                        DefaultCNIBinDir,
 		SeccompDefault:                   false,
 		AllowedUnsafeSysctls:             []string{},
+		FeatureGates:                     map[string]bool{},
 		CgroupDriver:                     DefaultCgroupDriver,
 		CgroupRoot:                       "",
 		CgroupsPerQOS:                    true,
@@ -195,6 +197,9 @@ func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
 	out.EvictionSoftGracePeriod = copyMap(c.EvictionSoftGracePeriod)
 	out.EvictionMinimumReclaim = copyMap(c.EvictionMinimumReclaim)
 	out.NodeLabels = copyMap(c.NodeLabels)
+	if c.FeatureGates != nil {
+		out.FeatureGates = maps.Clone(c.FeatureGates)
+	}
 	if c.ClusterDNS != nil {
 		out.ClusterDNS = append([]string{}, c.ClusterDNS...)
 	}

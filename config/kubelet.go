@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -63,6 +62,7 @@ var kubeletSupported = map[string]bool{
 	"memorySwap":                       true,
 	"shutdownGracePeriod":              true,
 	"shutdownGracePeriodCriticalPods":  true,
+	"featureGates":                     true,
 }
 
 // kubeletLoggingSupported are the fields of KubeletConfiguration.logging
@@ -175,12 +175,6 @@ func pruneKubeletZeros(m map[string]any, t reflect.Type) map[string]any {
 // than the value ignored (issue 26). Each returns the reason, or "" for a
 // value that means kubelet's default.
 var kubeletRefused = map[string]func(v any) string{
-	"featureGates": func(v any) string {
-		if m, ok := v.(map[string]any); ok && len(m) > 0 {
-			return fmt.Sprintf("nodeagent has no feature gates: the gates %s would be ignored; set them on the control plane only", strings.Join(slices.Sorted(maps.Keys(m)), ", "))
-		}
-		return ""
-	},
 	"cpuManagerPolicy":      policyOtherThan("none", "the CPU manager (exclusive CPUs for Guaranteed pods)"),
 	"memoryManagerPolicy":   policyOtherThan("None", "the memory manager (NUMA-pinned memory for Guaranteed pods)"),
 	"topologyManagerPolicy": policyOtherThan("none", "the topology manager"),

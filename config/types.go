@@ -176,6 +176,10 @@ type NodeAgentConfiguration struct {
 	// set beyond kubelet's safe set.
 	AllowedUnsafeSysctls []string `json:"allowedUnsafeSysctls"`
 
+	// FeatureGates are kubelet feature gates by name (featuregates.go:
+	// the ones nodeagent knows; any other is refused).
+	FeatureGates map[string]bool `json:"featureGates"`
+
 	// CgroupDriver is how pod cgroups are made: cgroupfs (directories) or
 	// systemd (slices through systemd's D-Bus API).
 	CgroupDriver string `json:"cgroupDriver"`

@@ -203,6 +203,8 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 		errs = append(errs, field.Invalid(field.NewPath("logging", "verbosity"), c.Logging.Verbosity, "must be greater than or equal to 0"))
 	}
 
+	errs = append(errs, validateFeatureGates(c.FeatureGates, field.NewPath("featureGates"))...)
+
 	// PLEG.
 	pp := field.NewPath("pleg")
 	errs = append(errs, positiveDuration(c.PLEG.RelistPeriod, pp.Child("relistPeriod"))...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,6 +44,12 @@ func names(ps []*v1.Pod) []string {
 	return out
 }
 
+// podLevel gives p pod-level requests.
+func podLevel(p *v1.Pod, requests v1.ResourceList) *v1.Pod {
+	p.Spec.Resources = &v1.ResourceRequirements{Requests: requests}
+	return p
+}
+
 func usageMap(m map[string]PodUsage) UsageFunc {
 	return func(p *v1.Pod) (PodUsage, bool) { u, ok := m[p.Name]; return u, ok }
 }
@@ -61,6 +68,20 @@ func TestRank(t *testing.T) {
 			pods:   []*v1.Pod{pod("under-low", 0, mem("100Mi"), nil), pod("over-high", 1000, mem("10Mi"), nil)},
 			usage:  map[string]PodUsage{"under-low": {Memory: 50 * mi}, "over-high": {Memory: 20 * mi}},
 			want:   []string{"over-high", "under-low"},
+		},
+		{
+			desc:   "memory: a pod-level request replaces the containers'",
+			signal: sig.SignalMemoryAvailable,
+			pods:   []*v1.Pod{podLevel(pod("pod-level", 0, mem("10Mi"), nil), mem("100Mi")), pod("container", 0, mem("10Mi"), nil)},
+			usage:  map[string]PodUsage{"pod-level": {Memory: 50 * mi}, "container": {Memory: 20 * mi}},
+			want:   []string{"container", "pod-level"},
+		},
+		{
+			desc:   "disk: with pod-level resources the containers' ephemeral-storage requests do not count",
+			signal: sig.SignalNodeFsAvailable,
+			pods:   []*v1.Pod{podLevel(pod("pod-level", 0, disk("1Gi"), nil), mem("1Mi")), pod("container", 0, disk("1Gi"), nil)},
+			usage:  map[string]PodUsage{"pod-level": {Disk: 10 * mi}, "container": {Disk: 20 * mi}},
+			want:   []string{"pod-level", "container"},
 		},
 		{
 			desc:   "memory: then lower priority first",
@@ -142,6 +163,29 @@ func TestMessage(t *testing.T) {
 	msg, _ = Message(sig.SignalPIDAvailable, sig.Observed{Available: 1200, ThresholdText: "1500"}, pod("q", 0, nil, nil), PodUsage{}, false)
 	if want := "The node was low on resource: pids. Threshold quantity: 1500, available: 1200. "; msg != want {
 		t.Errorf("message\n%q, want\n%q", msg, want)
+	}
+}
+
+// A pod with a pod-level memory request is named first, with its usage
+// and that request, as kubelet's message with PodLevelResources.
+func TestMessagePodLevel(t *testing.T) {
+	p := pod("p", 0, nil, nil)
+	p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}}
+	o := sig.Observed{Available: 90 * mi, Capacity: 1 << 30, Threshold: 100 * mi, ThresholdText: "100Mi"}
+	msg, ann := Message(sig.SignalMemoryAvailable, o, p, PodUsage{Memory: 300 * mi, Containers: []ContainerUsage{{Name: "c", Memory: 200 * mi}}}, true)
+	want := "The node was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi. " +
+		"Pod p was using 300Mi, request is 64Mi, has larger consumption of memory. " +
+		"Container c was using 200Mi, request is 0, has larger consumption of memory. "
+	if msg != want {
+		t.Errorf("message\n%q, want\n%q", msg, want)
+	}
+	if ann[AnnotationOffendingPod] != "p" || ann[AnnotationOffendingPodUsage] != "300Mi" || ann[AnnotationOffending] != "c" {
+		t.Errorf("annotations %v", ann)
+	}
+	// Not for disk: pod-level resources have no ephemeral storage.
+	msg, ann = Message(sig.SignalNodeFsAvailable, sig.Observed{Available: 30 * mi, ThresholdText: "40Mi"}, p, PodUsage{Memory: 300 * mi}, true)
+	if _, ok := ann[AnnotationOffendingPod]; ok || strings.Contains(msg, "Pod p") {
+		t.Errorf("disk message names the pod: %q %v", msg, ann)
 	}
 }
 

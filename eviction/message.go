@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
 	sig "github.com/nodeagent/nodeagent/internal/evictionapi"
@@ -19,6 +20,8 @@ const (
 	AnnotationOffending         = "offending_containers"
 	AnnotationOffendingUsage    = "offending_containers_usage"
 	AnnotationStarvedResource   = "starved_resource"
+	AnnotationOffendingPod      = "offending_pod"
+	AnnotationOffendingPodUsage = "offending_pod_usage"
 	hardEvictionGracePeriodSecs = 1 // kubelet's immediateEvictionGracePeriodSeconds
 )
 
@@ -35,7 +38,9 @@ func availableText(signal string, v int64) string {
 // Message is kubelet's eviction message (and event annotations) for a pod
 // evicted to reclaim the resource of signal o: "The node was low on
 // resource: memory. Threshold quantity: 100Mi, available: 90Mi. Container
-// c was using 200Mi, request is 0, has larger consumption of memory. "
+// c was using 200Mi, request is 0, has larger consumption of memory. ",
+// with "Pod p was using ..., request is ..." before the containers when
+// the pod has a pod-level memory request.
 func Message(signal string, o sig.Observed, pod *v1.Pod, u PodUsage, measured bool) (string, map[string]string) {
 	res := signalResource[signal]
 	var b strings.Builder
@@ -43,6 +48,18 @@ func Message(signal string, o sig.Observed, pod *v1.Pod, u PodUsage, measured bo
 	fmt.Fprintf(&b, "Threshold quantity: %v, available: %v. ", o.ThresholdText, availableText(signal, o.Available))
 	if !measured {
 		return b.String(), map[string]string{}
+	}
+	annotations := map[string]string{}
+	// A pod with a pod-level memory request is named with its usage and
+	// that request, whether or not it uses more (kubelet's message with
+	// PodLevelResources).
+	if res == v1.ResourceMemory && resourcehelper.IsPodLevelResourcesSet(pod) {
+		if req, ok := pod.Spec.Resources.Requests[v1.ResourceMemory]; ok {
+			used := resource.NewQuantity(u.Memory, resource.BinarySI)
+			fmt.Fprintf(&b, "Pod %s was using %s, request is %s, has larger consumption of %v. ", pod.Name, used.String(), req.String(), res)
+			annotations[AnnotationOffendingPod] = pod.Name
+			annotations[AnnotationOffendingPodUsage] = used.String()
+		}
 	}
 	specs := append(append([]v1.Container{}, pod.Spec.Containers...), pod.Spec.InitContainers...)
 	var names, usages []string
@@ -67,11 +84,10 @@ func Message(signal string, o sig.Observed, pod *v1.Pod, u PodUsage, measured bo
 			break
 		}
 	}
-	return b.String(), map[string]string{
-		AnnotationOffending:       strings.Join(names, ","),
-		AnnotationOffendingUsage:  strings.Join(usages, ","),
-		AnnotationStarvedResource: string(res),
-	}
+	annotations[AnnotationOffending] = strings.Join(names, ",")
+	annotations[AnnotationOffendingUsage] = strings.Join(usages, ",")
+	annotations[AnnotationStarvedResource] = string(res)
+	return b.String(), annotations
 }
 
 // IsCritical reports whether kubelet would refuse to evict the pod (and

@@ -111,9 +111,18 @@ func Rank(signal string, pods []*v1.Pod, usage UsageFunc) {
 }
 
 // request is the pod's effective request for name (kubelet's
-// GetResourceRequestQuantity: containers, init containers and overhead).
+// GetResourceRequestQuantity: containers, init containers and overhead,
+// the overhead only onto a request that is not zero). A pod with
+// pod-level resources counts those alone: its containers' requests,
+// ephemeral-storage included, do not count.
 func request(pod *v1.Pod, name v1.ResourceName) int64 {
-	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[name]
+	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+		SkipContainerLevelResources: resourcehelper.IsPodLevelResourcesSet(pod),
+		ExcludeOverhead:             true,
+	})[name]
+	if o, ok := pod.Spec.Overhead[name]; ok && !q.IsZero() {
+		q.Add(o)
+	}
 	return q.Value()
 }
 

@@ -35,6 +35,14 @@ type Runtime interface {
 	RemoveImage(ctx context.Context, id string) error
 }
 
+// ImageVolumes lists the images mounted as pod volumes (the volume
+// source `image`), which are in use as long as their pod has them
+// mounted, as kubelet counts image volumes (its handleImageVolumes);
+// *runtime.Runtime implements it. A Runtime without it has none.
+type ImageVolumes interface {
+	ListImageVolumes(ctx context.Context) ([]runtime.ImageVolume, error)
+}
+
 // Recorder records events on the Node.
 type Recorder interface {
 	Event(object k8sruntime.Object, eventtype, reason, message string)
@@ -136,6 +144,15 @@ func (c *Collector) detect(ctx context.Context, now time.Time) error {
 		}
 	}
 	inUse := map[string]bool{}
+	if iv, ok := c.o.Runtime.(ImageVolumes); ok {
+		vols, err := iv.ListImageVolumes(ctx)
+		if err != nil {
+			return err
+		}
+		for _, v := range vols {
+			inUse[v.ImageID] = true
+		}
+	}
 	for _, ct := range cs {
 		if id, ok := byName[ct.Image]; ok {
 			inUse[id] = true

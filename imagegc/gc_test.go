@@ -28,6 +28,13 @@ type fakeFS struct {
 	removed  []string
 	failRm   map[string]bool
 	lists    int
+	vols     []runtime.ImageVolume // images mounted as pod volumes
+}
+
+func (f *fakeFS) ListImageVolumes(context.Context) ([]runtime.ImageVolume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]runtime.ImageVolume(nil), f.vols...), nil
 }
 
 func (f *fakeFS) ListImages(context.Context) ([]runtime.Image, error) {

@@ -34,3 +34,24 @@ func TestDeleteUnusedImages(t *testing.T) {
 		t.Errorf("removed %v, want a and b", got)
 	}
 }
+
+// An image mounted as a pod's image volume is in use though no container
+// runs it, as kubelet counts image volumes; once unmounted it may go.
+func TestImageVolumeKeepsImage(t *testing.T) {
+	c, fs, clk, _ := newCollector(t, Policy{HighThresholdPercent: 100, LowThresholdPercent: 80, MinAge: time.Minute})
+	ctx := context.Background()
+	fs.add("sha256:vol", "docker.io/library/data:1", 40)
+	fs.vols = []runtime.ImageVolume{{Key: "k", ImageID: "sha256:vol", PodUID: "u"}}
+	if _, err := c.DeleteUnusedImages(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(2 * time.Minute)
+	if freed, err := c.DeleteUnusedImages(ctx); err != nil || freed != 0 || len(fs.removed) > 0 {
+		t.Fatalf("freed %d (%v), removed %v; want the mounted image kept", freed, err, fs.removed)
+	}
+	fs.vols = nil
+	clk.Step(2 * time.Minute)
+	if freed, err := c.DeleteUnusedImages(ctx); err != nil || freed != 40 {
+		t.Fatalf("freed %d, %v after unmount; want 40", freed, err)
+	}
+}

@@ -170,6 +170,9 @@ type workerDeps struct {
 	devices     Devices    // nil: no device plugins
 	// resize is the in-place pod resize (resize.go; nil: none).
 	resize *podResizer
+	// imageVols mounts image volumes (imagevolumes.go; nil: the runtime
+	// cannot, or the ImageVolume feature gate is off).
+	imageVols ImageVolumeRuntime
 }
 
 // Devices are the device plugins' resources (*devicemanager.Manager

@@ -53,6 +53,9 @@ func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 	if err := w.ns.teardown(ctx, pod); err != nil {
 		errs = append(errs, err)
 	}
+	if err := w.unmountImageVolumes(ctx, pod); err != nil {
+		errs = append(errs, err)
+	}
 	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
 		errs = append(errs, err)
 	}

@@ -88,6 +88,9 @@ type podImages struct {
 	ids     map[string]string    // image ID by image reference, for the status
 	backoff *flowcontrol.Backoff // per image, since its last failed pull
 	lastErr map[string]string    // per image, the error of its last pull
+	// volumes are the pod's image volumes mounted on the host, by
+	// volume name (imagevolumes.go).
+	volumes map[string]bool
 }
 
 func newPodImages(d *workerDeps, uid types.UID, source string, log *slog.Logger) podImages {

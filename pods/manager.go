@@ -240,6 +240,9 @@ func New(o Options) (*Manager, error) {
 	if p, ok := o.Runtime.(PauseRuntime); ok {
 		m.deps.pauses = p
 	}
+	if iv, ok := o.Runtime.(ImageVolumeRuntime); ok && o.Admission.ImageVolume {
+		m.deps.imageVols = iv
+	}
 	m.deps.runtimeHandlers = o.RuntimeHandlers
 	m.deps.nodeKeyring = NewNodeKeyring(o)
 	if o.Client != nil {
@@ -512,6 +515,9 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 		return r
 	}
 	if ok, reason, msg := admission.AdmitSecurity(pod, m.opts.Admission); !ok {
+		return &status.Waiting{Reason: reason, Message: msg}
+	}
+	if ok, reason, msg := admission.AdmitFeatures(pod, m.opts.Admission); !ok {
 		return &status.Waiting{Reason: reason, Message: msg}
 	}
 	if bad := admission.Unsupported(pod); len(bad) > 0 {

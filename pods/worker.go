@@ -346,6 +346,11 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		w.errs[c.Name] = status.Waiting{Reason: reason, Message: err.Error()}
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
+	vols, waiting, err := w.mountImageVolumes(ctx, pod, c, vols)
+	if err != nil {
+		w.errs[c.Name] = *waiting
+		return fmt.Errorf("container %s: %w", c.Name, err)
+	}
 	in, err := w.specInputs(ctx, pod, s, vols)
 	var spec runtime.ContainerSpec
 	if err == nil {

@@ -207,7 +207,7 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 		RuntimeHandlers:     a.cfg.RuntimeHandlers,
 		Cgroups:             cgroups,
 		Devices:             devices,
-		Admission:           admission.HostSecurity(a.cfg.AllowedUnsafeSysctls),
+		Admission:           a.admissionOptions(),
 		Admit:               a.admitUnderPressure,
 		ShuttingDown:        a.shutdown.ShuttingDown,
 		Network:             podNet,
@@ -324,4 +324,13 @@ func pullProgressTimeout(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// admissionOptions are the host's security settings for admission, with
+// the feature gates that refuse pods (config featureGates).
+func (a *agent) admissionOptions() admission.SecurityOptions {
+	o := admission.HostSecurity(a.cfg.AllowedUnsafeSysctls)
+	o.PodLevelResourcesDisabled = !a.cfg.FeatureEnabled(config.FeaturePodLevelResources)
+	o.ImageVolume = a.cfg.FeatureEnabled(config.FeatureImageVolume)
+	return o
 }

@@ -193,13 +193,16 @@ var podSpecAccepted = []string{
 	"imagePullSecrets",
 	// Ephemeral containers (kubectl debug) are walked as containers.
 	"ephemeralContainers",
+	// Pod-level resources (PodLevelResources, on by default in 1.34):
+	// cpu and memory for the pod cgroup, QoS, admission and eviction
+	// (kubetypes/podlevel.go); walked for the resource names.
+	"resources",
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
 	// hostUsers: true is what nodeagent does anyway.
 	{"hostUsers", func(s *v1.PodSpec) bool { return s.HostUsers != nil && !*s.HostUsers }},
 	{"resourceClaims", func(s *v1.PodSpec) bool { return len(s.ResourceClaims) > 0 }},
-	{"resources", func(s *v1.PodSpec) bool { return s.Resources != nil }},
 	{"hostnameOverride", func(s *v1.PodSpec) bool { return s.HostnameOverride != nil }},
 }
 
@@ -319,9 +322,12 @@ var resourceRequirementsChecks = []check[v1.ResourceRequirements]{
 // Extended resources (kubetypes.IsExtendedResourceName) are accepted too:
 // device plugins' resources are allocated at admission, others count in
 // FitsNode when the node has them.
+// Pod-level resources are cpu and memory; the API server also accepts
+// hugepages-*, which nodeagent does not support in containers either.
 var (
-	limitResources   = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
-	requestResources = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
+	limitResources    = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
+	requestResources  = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
+	podLevelResources = sets.New(v1.ResourceCPU, v1.ResourceMemory)
 )
 
 // volumeSourceAccepted: the volume types nodeagent mounts; emptyDir,
@@ -332,7 +338,11 @@ var (
 // (driver, readOnly, fsType, volumeAttributes, nodePublishSecretRef;
 // package csi) are used whole.
 var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI",
-	"persistentVolumeClaim", "csi", "ephemeral"}
+	"persistentVolumeClaim", "csi", "ephemeral",
+	// image (reference, pullPolicy): mounted read-only when the ImageVolume
+	// feature gate is on (pods/imagevolumes.go), refused by AdmitFeatures
+	// when it is off.
+	"image"}
 
 var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"gcePersistentDisk", func(s *v1.VolumeSource) bool { return s.GCEPersistentDisk != nil }},
@@ -355,7 +365,6 @@ var volumeSourceChecks = []check[v1.VolumeSource]{
 	{"portworxVolume", func(s *v1.VolumeSource) bool { return s.PortworxVolume != nil }},
 	{"scaleIO", func(s *v1.VolumeSource) bool { return s.ScaleIO != nil }},
 	{"storageos", func(s *v1.VolumeSource) bool { return s.StorageOS != nil }},
-	{"image", func(s *v1.VolumeSource) bool { return s.Image != nil }},
 }
 
 // A Memory emptyDir is a tmpfs of sizeLimit; on disk eviction enforces
@@ -469,7 +478,7 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // other than the above, procMount Unmasked,
 // a restartPolicy on a regular container or other than Always on an init
 // container (ContainerRestartRules), mount propagation, pod-level
-// resources, every other volume
+// resources other than cpu and memory, every other volume
 // type, and the projected sources clusterTrustBundle and podCertificate
 // (named as spec.volumes[N].projected.sources[M].clusterTrustBundle, ...).
 func Unsupported(pod *v1.Pod) []string {
@@ -486,6 +495,20 @@ func Unsupported(pod *v1.Pod) []string {
 		unsupportedContainer(&s.Containers[i], spec.Child("containers").Index(i), s.HostNetwork, add)
 	}
 	unsupportedRestartPolicy(s, spec, add)
+	if r := s.Resources; r != nil {
+		rp := spec.Child("resources")
+		walk(r, resourceRequirementsChecks, rp, add)
+		for _, l := range []struct {
+			name string
+			list v1.ResourceList
+		}{{"limits", r.Limits}, {"requests", r.Requests}} {
+			for name := range l.list {
+				if !podLevelResources.Has(name) {
+					add(rp.Child(l.name).Key(string(name)))
+				}
+			}
+		}
+	}
 	for i := range s.EphemeralContainers {
 		c := v1.Container(s.EphemeralContainers[i].EphemeralContainerCommon)
 		unsupportedContainer(&c, spec.Child("ephemeralContainers").Index(i), s.HostNetwork, add)

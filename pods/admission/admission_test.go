@@ -240,7 +240,18 @@ var unsupportedCases = []struct {
 	// Pod spec.
 	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
 	{"spec.resourceClaims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c"}} }},
-	{"spec.resources", func(p *v1.Pod) { p.Spec.Resources = &v1.ResourceRequirements{} }},
+	// Pod-level resources: cpu and memory are supported; hugepages (which
+	// the API server accepts there) and claims are not.
+	{"spec.resources.limits[hugepages-2Mi]", func(p *v1.Pod) {
+		p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{
+			"hugepages-2Mi": resource.MustParse("2Mi"), v1.ResourceCPU: resource.MustParse("1")}}
+	}},
+	{"spec.resources.requests[hugepages-1Gi]", func(p *v1.Pod) {
+		p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{"hugepages-1Gi": resource.MustParse("1Gi")}}
+	}},
+	{"spec.resources.claims", func(p *v1.Pod) {
+		p.Spec.Resources = &v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: "c"}}}
+	}},
 	{"spec.hostnameOverride", func(p *v1.Pod) { p.Spec.HostnameOverride = utilptr.To("h") }},
 
 	// Containers.
@@ -843,5 +854,29 @@ func TestProbesHooksGatesDeadlineSupported(t *testing.T) {
 	c.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 1}}}
 	if got := Unsupported(pod); got != nil {
 		t.Errorf("Unsupported = %q, want nil", got)
+	}
+}
+
+// Pod-level resources: cpu and memory are supported, and the node-fit
+// check counts the pod-level requests instead of the containers' sum.
+func TestPodLevelResources(t *testing.T) {
+	p := supportedPod()
+	p.Spec.Resources = &v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1500m"), v1.ResourceMemory: resource.MustParse("1Gi")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+	if bad := Unsupported(p); len(bad) > 0 {
+		t.Errorf("Unsupported = %v, want none", bad)
+	}
+	small := podWith("small", nil, v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")})
+	small.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1500m")}}
+	other := podWith("other", nil, v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")})
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourcePods: resource.MustParse("10")}
+	ok, reason, msg := FitsNode(small, []*v1.Pod{other}, alloc, 10)
+	if ok || reason != "OutOfcpu" {
+		t.Errorf("FitsNode = %v %q %q, want OutOfcpu (1500m at pod level + 1 > 2)", ok, reason, msg)
+	}
+	if ok, reason, msg := FitsNode(small, nil, alloc, 10); !ok {
+		t.Errorf("FitsNode alone = %q %q, want it to fit", reason, msg)
 	}
 }

@@ -44,6 +44,14 @@ type SecurityOptions struct {
 	// containers, so seLinuxOptions are refused there and ignored
 	// elsewhere (as a runtime does without SELinux).
 	SELinuxEnabled bool
+	// PodLevelResourcesDisabled: the feature gate PodLevelResources is
+	// off (config featureGates); AdmitFeatures rejects pods with
+	// pod-level resources as kubelet does.
+	PodLevelResourcesDisabled bool
+	// ImageVolume: the feature gate ImageVolume is on (config
+	// featureGates; off by default in 1.34): image volumes are mounted.
+	// Off, AdmitFeatures rejects pods with image volumes.
+	ImageVolume bool
 }
 
 // safeSysctls is kubelet's safe set (v1.34), with the kernel version from

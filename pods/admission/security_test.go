@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	utilptr "k8s.io/utils/ptr"
 )
 
@@ -121,6 +122,40 @@ func TestAdmitSecurity(t *testing.T) {
 			ok, reason, msg := AdmitSecurity(pod, tt.opts)
 			if ok != (tt.wantReason == "") || reason != tt.wantReason || msg != tt.wantMessage {
 				t.Errorf("AdmitSecurity = %v, %q, %q; want %v, %q, %q", ok, reason, msg, tt.wantReason == "", tt.wantReason, tt.wantMessage)
+			}
+		})
+	}
+}
+
+// With PodLevelResources off, a pod with pod-level resources is rejected
+// with kubelet's reason and message; with it on (the default), admitted.
+func TestAdmitFeatures(t *testing.T) {
+	withPodLevel := supportedPod()
+	withPodLevel.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}
+	withImage := supportedPod()
+	withImage.Spec.Volumes = append(withImage.Spec.Volumes, v1.Volume{Name: "img", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "example.com/data:1"}}})
+	for _, tc := range []struct {
+		name        string
+		pod         *v1.Pod
+		opts        SecurityOptions
+		wantReason  string
+		wantMessage string
+		// imageVolumeOn sets opts.ImageVolume.
+		imageVolumeOn bool
+	}{
+		{name: "gate on", pod: withPodLevel, imageVolumeOn: true},
+		{name: "gate off", pod: withPodLevel, opts: SecurityOptions{PodLevelResourcesDisabled: true}, imageVolumeOn: true,
+			wantReason: "PodLevelResourcesNotSupported", wantMessage: "PodLevelResources feature gate is disabled"},
+		{name: "gate off, no pod-level resources", pod: supportedPod(), opts: SecurityOptions{PodLevelResourcesDisabled: true}, imageVolumeOn: true},
+		{name: "image volume, ImageVolume off", pod: withImage,
+			wantReason: "UnsupportedPodSpec", wantMessage: "Pod was rejected: spec.volumes[2].image: image volumes need the ImageVolume feature gate, which is off on this node"},
+		{name: "image volume, ImageVolume on", pod: withImage, imageVolumeOn: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.ImageVolume = tc.imageVolumeOn
+			ok, reason, msg := AdmitFeatures(tc.pod, tc.opts)
+			if ok != (tc.wantReason == "") || reason != tc.wantReason || msg != tc.wantMessage {
+				t.Errorf("AdmitFeatures = %v, %q, %q; want %q, %q", ok, reason, msg, tc.wantReason, tc.wantMessage)
 			}
 		})
 	}

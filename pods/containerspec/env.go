@@ -255,8 +255,10 @@ func subscript(path, base string) (string, bool) {
 
 // resourceFieldValue is a container's resource request or limit in units
 // of the divisor, rounded up, as kubelet: limits not set default to the
-// node's allocatable (kubelet's defaultPodLimitsForDownwardAPI).
+// pod-level limits, else the node's allocatable (kubelet's
+// defaultPodLimitsForDownwardAPI).
 func resourceFieldValue(pod *v1.Pod, c *v1.Container, fs *v1.ResourceFieldSelector, allocatable v1.ResourceList) (string, error) {
+	allocatable = kubetypes.DownwardAPIAllocatable(pod, allocatable)
 	target := c
 	if fs.ContainerName != "" {
 		target = nil

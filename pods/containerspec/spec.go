@@ -32,6 +32,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -154,7 +155,7 @@ func Build(ctx context.Context, pod *v1.Pod, c *v1.Container, in Inputs) (runtim
 		Devices:     slices.Clone(in.Devices.Devices),
 		Annotations: maps.Clone(in.Devices.Annotations),
 		CDIDevices:  slices.Clone(in.Devices.CDIDevices),
-		Resources:   Resources(c),
+		Resources:   PodResources(pod, c),
 		LogPath:     in.LogPath,
 		HostNetwork: pod.Spec.HostNetwork,
 		Labels:      maps.Clone(in.Labels),
@@ -204,17 +205,42 @@ func Resources(c *v1.Container) runtime.Resources {
 	}
 	r.CPUShares = milliCPUToShares(cpuReq.MilliValue())
 	if l, ok := c.Resources.Limits[v1.ResourceCPU]; ok && !l.IsZero() {
-		const period = 100000
-		q := l.MilliValue() * period / 1000
-		if q < 1000 {
-			q = 1000
-		}
-		r.CPUQuota, r.CPUPeriod = q, period
+		r.CPUQuota, r.CPUPeriod = cpuQuota(l.MilliValue()), cfsPeriod
 	}
 	if l, ok := c.Resources.Limits[v1.ResourceMemory]; ok && !l.IsZero() {
 		r.MemoryLimitBytes = l.Value()
 	}
 	return r
+}
+
+// PodResources is Resources for container c of pod: where the container
+// sets no cpu or memory limit and the pod has pod-level resources, the
+// pod-level limit is the container's (kubelet's getCPULimit and
+// getMemoryLimit), so that the container cannot exceed its pod either.
+// The cpu shares stay the container's own request's.
+func PodResources(pod *v1.Pod, c *v1.Container) runtime.Resources {
+	r := Resources(c)
+	cpu, mem := kubetypes.ContainerLimitsWithPodLevel(pod, c)
+	if r.CPUQuota == 0 && cpu > 0 {
+		r.CPUQuota, r.CPUPeriod = cpuQuota(cpu), cfsPeriod
+	}
+	if r.MemoryLimitBytes == 0 && mem > 0 {
+		r.MemoryLimitBytes = mem
+	}
+	return r
+}
+
+// cfsPeriod is the CFS period of every cpu limit (µs).
+const cfsPeriod uint64 = 100000
+
+// cpuQuota is the CFS quota of a cpu limit in millicores over cfsPeriod,
+// at least 1ms.
+func cpuQuota(milli int64) int64 {
+	q := milli * int64(cfsPeriod) / 1000
+	if q < 1000 {
+		q = 1000
+	}
+	return q
 }
 
 func milliCPUToShares(milli int64) uint64 {

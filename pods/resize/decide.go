@@ -23,6 +23,10 @@ const (
 	// msgQOSChange is the API server's validation message; kubelet relies
 	// on it, nodeagent checks again since static and mirror sources differ.
 	msgQOSChange = "Pod QOS Class may not change as a result of resizing"
+	// msgPodLevelResources is the 1.34 API server's validation message
+	// for a resize of a pod with pod-level resources (kubelet 1.34 has no
+	// check of its own; the API server never lets one through).
+	msgPodLevelResources = "pods with pod-level resources cannot be resized"
 	// msgNonResizable: only CPU and memory of app containers and sidecars
 	// change in place; the API server refuses other changes.
 	msgNonResizable = "only cpu and memory resources of containers and restartable init containers are resizable"
@@ -128,6 +132,13 @@ func Decide(desired, allocated *v1.Pod, others []*v1.Pod, allocatable v1.Resourc
 	d := Decision{Resize: true, Reason: ReasonInfeasible}
 	if kubetypes.IsStaticPod(desired) {
 		d.Message = msgStaticPod
+		return d
+	}
+	// The 1.34 API server refuses every resize of a pod with pod-level
+	// resources (its message); one that arrives anyway (a newer control
+	// plane) is not applied, and says so, rather than half applied.
+	if resourcehelper.IsPodLevelResourcesSet(desired) || resourcehelper.IsPodLevelResourcesSet(allocated) {
+		d.Message = msgPodLevelResources
 		return d
 	}
 	if !onlyResizableChanged(desired, allocated) {

@@ -48,6 +48,10 @@ func TestDecide(t *testing.T) {
 		p.Spec.InitContainers = []v1.Container{{Name: "i", Resources: r}}
 		return p
 	}
+	podLevel := func(p *v1.Pod) *v1.Pod {
+		p.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}
+		return p
+	}
 	for _, tc := range []struct {
 		desc               string
 		desired, allocated *v1.Pod
@@ -58,6 +62,9 @@ func TestDecide(t *testing.T) {
 		{"same value, other spelling", podWith("p", rr("0.5", "500m", "128Mi", "134217728")), podWith("p", guaranteed), nil, Decision{}},
 		{"fits", podWith("p", rr("1", "1", "256Mi", "256Mi")), podWith("p", guaranteed), []*v1.Pod{other}, Decision{Resize: true, Allocate: true}},
 		{"decrease fits", podWith("p", rr("250m", "250m", "64Mi", "64Mi")), podWith("p", guaranteed), []*v1.Pod{other}, Decision{Resize: true, Allocate: true}},
+		{"pod-level resources: the API server's refusal", podLevel(podWith("p", rr("1", "1", "256Mi", "256Mi"))), podLevel(podWith("p", guaranteed)), nil,
+			Decision{Resize: true, Reason: "Infeasible", Message: "pods with pod-level resources cannot be resized"}},
+		{"pod-level resources unchanged: nothing to do", podLevel(podWith("p", guaranteed)), podLevel(podWith("p", guaranteed)), nil, Decision{}},
 		{"static pod", staticWant, static, nil, Decision{Resize: true, Reason: "Infeasible", Message: "In-place resize of static-pods is not supported"}},
 		{"qos change", podWith("p", rr("250m", "500m", "128Mi", "128Mi")), podWith("p", guaranteed), nil,
 			Decision{Resize: true, Reason: "Infeasible", Message: "Pod QOS Class may not change as a result of resizing"}},

@@ -32,6 +32,7 @@
 //
 // Only CPU and memory of app containers and sidecars are resizable; init
 // containers, ephemeral containers and other resources keep what they were
-// admitted with. Pod-level resources (spec.resources) are refused at
-// admission, so they are never resized here.
+// admitted with. Pods with pod-level resources (spec.resources) cannot be
+// resized: the 1.34 API server refuses it, and Decide marks one that
+// arrives anyway Infeasible with the API server's message.
 package resize

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // SetDefaults fills in the fields of pod that the API server defaults when a
@@ -19,8 +21,11 @@ import (
 // /dev/termination-log, terminationMessagePolicy File, port protocol TCP
 // (and hostPort = containerPort on hostNetwork pods), fieldRef apiVersion
 // v1, requests copied from limits for every resource that has a limit but
-// no request, quantities rounded up to milli-units. Volumes: a volume with
-// no source is an emptyDir, a hostPath's type is "" (unset). An emptyDir's
+// no request, quantities rounded up to milli-units. Pod-level resources:
+// requests defaulted from the containers' requests or the pod-level limits
+// (kubetypes.PodLevelRequests), rounded as the containers'. Volumes: a volume with
+// no source is an emptyDir, a hostPath's type is "" (unset), an image
+// volume's pullPolicy is the containers' default for its reference. An emptyDir's
 // medium "" already means the node's default medium.
 //
 // It does not set priority: the API server derives it from the priority
@@ -53,10 +58,18 @@ func SetDefaults(pod *v1.Pod) {
 	for i := range s.Containers {
 		defaultContainer(&s.Containers[i], s.HostNetwork)
 	}
+	if r := s.Resources; r != nil {
+		roundUpMilli(r.Limits)
+		roundUpMilli(r.Requests)
+		r.Requests = kubetypes.PodLevelRequests(pod)
+	}
 	for i := range s.Volumes {
 		vs := &s.Volumes[i].VolumeSource
 		if *vs == (v1.VolumeSource{}) {
 			vs.EmptyDir = &v1.EmptyDirVolumeSource{}
+		}
+		if vs.Image != nil && vs.Image.PullPolicy == "" {
+			vs.Image.PullPolicy = defaultPullPolicy(vs.Image.Reference)
 		}
 		if vs.HostPath != nil && vs.HostPath.Type == nil {
 			t := v1.HostPathUnset

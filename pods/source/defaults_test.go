@@ -157,3 +157,21 @@ func TestDefaultsRequestsFromLimits(t *testing.T) {
 		})
 	}
 }
+
+// A static pod's pod-level requests are defaulted as the API server
+// defaults them: from the containers' requests, else the pod-level limits.
+func TestDefaultsPodLevelRequests(t *testing.T) {
+	q := resource.MustParse
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		Resources: &v1.ResourceRequirements{Limits: v1.ResourceList{"cpu": q("2"), "memory": q("1Gi")}},
+		Containers: []v1.Container{
+			{Name: "a", Image: "i:1", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{"cpu": q("300m")}}},
+			{Name: "b", Image: "i:1"},
+		},
+	}}
+	SetDefaults(pod)
+	want := v1.ResourceList{"cpu": q("300m"), "memory": q("1Gi")}
+	if d := cmp.Diff(want, pod.Spec.Resources.Requests, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); d != "" {
+		t.Errorf("pod-level requests (-want +got):\n%s", d)
+	}
+}

@@ -112,7 +112,8 @@ func (m *Manager) Teardown(uid types.UID, podDir string) error {
 // MustMountReadOnly reports whether the pod's volume name is mounted
 // read-only into every container whatever its volumeMount says, as
 // kubelet does for a volume whose mounter says ReadOnly (makeMounts'
-// mustMountRO): a persistentVolumeClaim or csi volume with readOnly. The
+// mustMountRO): a persistentVolumeClaim or csi volume with readOnly, and
+// every image volume (its plugin's attributes are ReadOnly). The
 // driver's read-only mount on the host does not carry over to the
 // container's bind mount of it (mount flags do not propagate), so the
 // container's mount must be read-only itself.
@@ -127,6 +128,8 @@ func MustMountReadOnly(pod *v1.Pod, name string) bool {
 			return v.PersistentVolumeClaim.ReadOnly
 		case v.CSI != nil:
 			return v.CSI.ReadOnly != nil && *v.CSI.ReadOnly
+		case v.Image != nil:
+			return true
 		}
 	}
 	return false

@@ -238,13 +238,13 @@ func (p *Projector) downwardAPIFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFi
 
 // resourceValue is a resourceFieldRef's value, as kubelet computes it: the
 // container's limit or request in units of divisor (default 1), rounded
-// up; an unset limit is the node's allocatable.
+// up; an unset limit is the pod-level limit, else the node's allocatable.
 func (p *Projector) resourceValue(pod *v1.Pod, ref *v1.ResourceFieldSelector) (string, error) {
 	c := findContainer(pod, ref.ContainerName)
 	if c == nil {
 		return "", fmt.Errorf("resourceFieldRef: container %q not found", ref.ContainerName)
 	}
-	return ResourceFieldValue(c, ref, p.allocatable())
+	return ResourceFieldValue(c, ref, kubetypes.DownwardAPIAllocatable(pod, p.allocatable()))
 }
 
 func findContainer(pod *v1.Pod, name string) *v1.Container {

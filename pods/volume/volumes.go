@@ -80,8 +80,10 @@ func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 			return nil, fmt.Errorf("volume %q: duplicate name", v.Name)
 		}
 		seen[v.Name] = true
-		if isPayloadVolume(v) || isExternalVolume(v) {
-			// Written by the Projector; set up by the External.
+		if isPayloadVolume(v) || isExternalVolume(v) || v.Image != nil {
+			// Written by the Projector; set up by the External; image
+			// volumes are mounted by the pod worker once their image is
+			// pulled (ImageVolumeDir).
 			continue
 		}
 		var (
@@ -443,4 +445,11 @@ func readMountPoints() ([]string, error) {
 		out[i] = m.MountPoint
 	}
 	return out, nil
+}
+
+// ImageVolumeDir is where the image volume name of the pod in podDir is
+// mounted on the host (read-only), kubelet's plugin directory layout:
+// <podDir>/volumes/kubernetes.io~image/<name>.
+func ImageVolumeDir(podDir, name string) string {
+	return filepath.Join(podDir, "volumes", "kubernetes.io~image", name)
 }

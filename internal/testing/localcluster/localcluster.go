@@ -353,6 +353,11 @@ func start(ctx context.Context, o Options) (*State, error) {
 		"--profiling=false",
 		// TLS bootstrap, as kubeadm's API server.
 		"--enable-bootstrap-token-auth=true",
+		// Image volumes (volumes[].image) are beta but off by default in
+		// 1.34: without the gate the API server drops the field. The
+		// agent's own gate (featureGates: {ImageVolume: true}) decides
+		// whether a node mounts them.
+		"--feature-gates=ImageVolume=true",
 	); err != nil {
 		return s, err
 	}
