@@ -166,8 +166,9 @@ type workerDeps struct {
 
 	// nodeKeyring is the node's registry credentials (nil: none).
 	nodeKeyring NodeKeyring
-	cgroups     PodCgroups // nil: the runtime's default cgroup parent
-	devices     Devices    // nil: no device plugins
+	cgroups     PodCgroups     // nil: the runtime's default cgroup parent
+	devices     Devices        // nil: no device plugins
+	userns      UserNamespaces // nil: hostUsers: false pods are refused
 	// resize is the in-place pod resize (resize.go; nil: none).
 	resize *podResizer
 }

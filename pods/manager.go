@@ -105,6 +105,10 @@ type Options struct {
 	// cm/devicemanager); nil: no device plugins, extended resources are
 	// left to the resource fit as kubelet leaves unknown ones.
 	Devices Devices
+	// UserNamespaces gives hostUsers: false pods their user namespace
+	// (NewUserNamespaces); nil refuses them as a runtime without user
+	// namespaces would.
+	UserNamespaces UserNamespaces
 	// Admission is the node's pod security admission settings
 	// (allowedUnsafeSysctls, host AppArmor and SELinux).
 	Admission admission.SecurityOptions
@@ -235,6 +239,7 @@ func New(o Options) (*Manager, error) {
 	}
 	m.deps.nodeAnyway, m.deps.names = o.NodeAnyway, o.Names
 	m.deps.cgroups, m.deps.devices = o.Cgroups, o.Devices
+	m.deps.userns = o.UserNamespaces
 	m.deps.resize = newPodResizer(o, m)
 	m.deps.podNS, m.deps.podNSDir = o.PodNS, o.PodNSDir
 	if p, ok := o.Runtime.(PauseRuntime); ok {
@@ -702,6 +707,18 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 		defer m.mu.Unlock()
 		return m.workers[uid] != nil || refs[uid].UID != ""
 	})
+	if m.deps.userns != nil {
+		// Pods on disk are cleaned up by their orphan workers below, which
+		// release their IDs; this frees those of pods gone from disk.
+		err := m.deps.userns.ReleaseOrphans(func(uid types.UID) bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return m.workers[uid] != nil || refs[uid].UID != ""
+		})
+		if err != nil {
+			m.log.Warn("cannot release the user namespaces of pods gone", "err", err)
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uid, ref := range refs {

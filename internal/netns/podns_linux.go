@@ -150,11 +150,11 @@ func RemovePod(dir string) error {
 	mu.Lock()
 	defer mu.Unlock()
 	var errs []error
-	for _, f := range []string{IPCFile, UTSFile, ShmDir} {
+	for _, f := range []string{IPCFile, UTSFile, ShmDir, UserFile} {
 		p := filepath.Join(dir, f)
 		// Unmount until nothing is mounted (stacked mounts of an
 		// interrupted create).
-		for i := 0; i < 16 && (isMountPoint(p) || IsNS(p, unix.CLONE_NEWIPC) || IsNS(p, unix.CLONE_NEWUTS)); i++ {
+		for i := 0; i < 16 && (isMountPoint(p) || isNSFS(p)); i++ {
 			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 				errs = append(errs, fmt.Errorf("netns: unmount %s: %w", p, err))
 				break
@@ -164,7 +164,7 @@ func RemovePod(dir string) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	for _, f := range []string{IPCFile, UTSFile, ShmDir} {
+	for _, f := range []string{IPCFile, UTSFile, ShmDir, UserFile} {
 		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("netns: remove %w", err))
 		}
