@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/runtime"
 	"github.com/nodeagent/nodeagent/userns"
 )
@@ -115,7 +117,7 @@ func handlerOf(pod *v1.Pod, handlers map[string]string, runtimeType string) stri
 // the sandbox). The error is kubelet's, reported as FailedCreatePodSandBox.
 func (w *worker) resolveUserNamespace(ctx context.Context, pod *v1.Pod) error {
 	if pod.Spec.HostUsers == nil || *pod.Spec.HostUsers {
-		w.userNS = nil
+		w.ns.user = nil
 		return nil
 	}
 	if w.d.userns == nil {
@@ -129,6 +131,48 @@ func (w *worker) resolveUserNamespace(ctx context.Context, pod *v1.Pod) error {
 	if err != nil {
 		return err
 	}
-	w.userNS = ns
+	if ns != nil {
+		ns.Path = filepath.Join(w.ns.dir, netns.UserFile)
+	}
+	w.ns.user = ns
+	return nil
+}
+
+// userPodNamespaces makes a pod's user namespace and, owned by it, its
+// network, IPC and UTS namespaces (hostPodNS: internal/netns
+// CreateUserPod); the usual setup then finds them in place.
+type userPodNamespaces interface {
+	CreateUser(dir, netPath string, o netns.PodNamespaces, u *runtime.UserNamespace) error
+}
+
+func (hostPodNS) CreateUser(dir, netPath string, o netns.PodNamespaces, u *runtime.UserNamespace) error {
+	conv := func(ms []runtime.IDMapping) []netns.IDMap {
+		out := make([]netns.IDMap, 0, len(ms))
+		for _, m := range ms {
+			out = append(out, netns.IDMap{ContainerID: int(m.ContainerID), HostID: int(m.HostID), Size: int(m.Size)})
+		}
+		return out
+	}
+	return netns.CreateUserPod(dir, netPath, o, conv(u.UIDs), conv(u.GIDs))
+}
+
+// setupUserNamespace makes the pod's user namespace before its network
+// namespace (which it must own) is made and attached.
+func (w *worker) setupUserNamespace(pod *v1.Pod) error {
+	if w.ns.user == nil {
+		return nil
+	}
+	mk, ok := w.d.podNS.(userPodNamespaces)
+	if !ok || w.d.podNS == nil {
+		return unsupportedUserns("", errors.New("no holder of pod namespaces"))
+	}
+	netPath := ""
+	if !pod.Spec.HostNetwork {
+		netPath = w.netnsPath()
+	}
+	o := netns.PodNamespaces{IPC: !pod.Spec.HostIPC, UTS: !pod.Spec.HostNetwork}
+	if err := mk.CreateUser(w.ns.dir, netPath, o, w.ns.user); err != nil {
+		return fmt.Errorf("user namespace: %w", err)
+	}
 	return nil
 }

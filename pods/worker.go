@@ -71,9 +71,6 @@ type worker struct {
 	// runtimeType is the containerd runtime of the pod's RuntimeClass
 	// handler ("": the default); nil until resolved.
 	runtimeType *string
-	// userNS is the pod's user namespace (nil: the host's), set with the
-	// sandbox (userns.go).
-	userNS *runtime.UserNamespace
 	ns          podNamespaces   // IPC, UTS and PID namespaces (podns.go)
 	starts      startTracker    // stale and interrupted starts (stalestart.go)
 	killer      containerKiller // stops containers, runs hooks (killer.go)
@@ -293,6 +290,9 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err := w.resolveUserNamespace(ctx, pod); err != nil {
 		return nil, err
 	}
+	if err := w.setupUserNamespace(pod); err != nil {
+		return nil, err
+	}
 	w.refreshAt = refreshAt
 	if !pod.Spec.HostNetwork {
 		if err := w.d.netns.Create(w.netnsPath()); err != nil {
@@ -363,7 +363,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	spec.Image = img
-	spec.UserNamespace = w.userNS
+	spec.UserNamespace = w.ns.user
 	id, err := w.d.rt.CreateContainer(ctx, spec)
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonCreateContainer, Message: err.Error()}

@@ -30,6 +30,10 @@ type IDMapping struct {
 // namespace's.
 type UserNamespace struct {
 	UIDs, GIDs []IDMapping
+	// Path is the pod's user namespace to join (a bind mount, see
+	// internal/netns CreateUserPod), which owns the pod's network, IPC and
+	// UTS namespaces; "" gives the container a new one with the mappings.
+	Path string
 }
 
 // ErrUserNamespacesUnsupported: the runtime cannot run a container in a
@@ -115,7 +119,15 @@ func (r *Runtime) SupportsUserNamespaces(ctx context.Context, runtimeType string
 // userNSSpecOpts gives the container a user namespace of its own with the
 // mappings, as containerd's CRI does for a pod sandbox in POD mode.
 func userNSSpecOpts(u *UserNamespace) oci.SpecOpts {
-	return oci.WithUserNamespace(ociIDMappings(u.UIDs), ociIDMappings(u.GIDs))
+	if u.Path == "" {
+		return oci.WithUserNamespace(ociIDMappings(u.UIDs), ociIDMappings(u.GIDs))
+	}
+	// The namespace's path and its mappings, as containerd's CRI passes
+	// them (runc checks that they match).
+	return oci.Compose(
+		oci.WithUserNamespace(ociIDMappings(u.UIDs), ociIDMappings(u.GIDs)),
+		oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.UserNamespace, Path: u.Path}),
+	)
 }
 
 func ociIDMappings(ms []IDMapping) []specs.LinuxIDMapping {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/nodeagent/nodeagent/pods/keyring"
 	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
+	"github.com/nodeagent/nodeagent/userns"
 )
 
 // connectRuntime connects to containerd, retrying with backoff and logging
@@ -200,7 +202,21 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 	if a.csi != nil {
 		vols = a.csi.mounter
 	}
+	// User namespaces (hostUsers: false) as kubelet: the kubelet user's
+	// subordinate IDs or the default range, checked and read back from
+	// the pods' directories at start; a bad range stops the agent, as it
+	// stops kubelet ("create user namespace manager: ...").
+	idRange, err := userns.ReadHostRange()
+	if err != nil {
+		return nil, fmt.Errorf("create user namespace manager: kubelet mappings: %w", err)
+	}
+	usernsMgr, err := userns.New(userns.DirStore{Dir: filepath.Join(a.cfg.RootDir, "pods")},
+		userns.Options{Range: idRange, MaxPods: int(a.cfg.MaxPods)})
+	if err != nil {
+		return nil, fmt.Errorf("create user namespace manager: %w", err)
+	}
 	return pods.New(pods.Options{
+		UserNamespaces:      pods.NewUserNamespaces(usernsMgr, rt.SupportsUserNamespaces),
 		Volumes:             vols,
 		CredentialProviders: credProviders,
 		Security:            pods.SecurityOptions{SeccompDefault: a.cfg.SeccompDefault},

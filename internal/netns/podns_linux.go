@@ -107,6 +107,15 @@ func CreatePod(dir string, o PodNamespaces) error {
 			return fmt.Errorf("netns: pod namespaces in %s: %w", dir, err)
 		}
 	}
+	userPod := IsNS(filepath.Join(dir, UserFile), unix.CLONE_NEWUSER)
+	if userPod && flags&unix.CLONE_NEWUTS == 0 && o.UTS && o.Hostname != "" {
+		// CreateUserPod made the UTS namespace before the pod's hostname
+		// was known.
+		err := doIn(filepath.Join(dir, UTSFile), unix.CLONE_NEWUTS, func() error { return unix.Sethostname([]byte(o.Hostname)) })
+		if err != nil {
+			return fmt.Errorf("netns: sethostname %q: %w", o.Hostname, err)
+		}
+	}
 	if o.IPC {
 		if err := mountShm(filepath.Join(dir, ShmDir)); err != nil {
 			return fmt.Errorf("netns: pod shm: %w", err)
