@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -104,6 +103,9 @@ func fromKubelet(obj map[string]any) (map[string]any, []string) {
 			if len(sub) > 0 {
 				out["logging"] = sub
 			}
+		case k == "featureGates":
+			// Checked by featureGateProblems: the gates left are kubelet's
+			// defaults, which nodeagent follows.
 		case kubeletSupported[k]:
 			if m, ok := v.(map[string]any); ok && kfields[k] != nil && kfields[k].Kind() == reflect.Struct {
 				if pruned := pruneKubeletZeros(m, kfields[k]); len(pruned) > 0 {
@@ -173,12 +175,6 @@ func pruneKubeletZeros(m map[string]any, t reflect.Type) map[string]any {
 // than the value ignored (issue 26). Each returns the reason, or "" for a
 // value that means kubelet's default.
 var kubeletRefused = map[string]func(v any) string{
-	"featureGates": func(v any) string {
-		if m, ok := v.(map[string]any); ok && len(m) > 0 {
-			return fmt.Sprintf("nodeagent has no feature gates: the gates %s would be ignored; set them on the control plane only", strings.Join(slices.Sorted(maps.Keys(m)), ", "))
-		}
-		return ""
-	},
 	"failSwapOn": func(v any) string {
 		if b, ok := v.(bool); ok && !b {
 			return "false is not supported: nodeagent does not implement swap for pods (memorySwap); remove the field"
@@ -209,7 +205,7 @@ func policyOtherThan(def, what string) func(v any) string {
 // refusedKubeletFields returns a problem for each field of a
 // KubeletConfiguration object that kubeletRefused refuses, sorted.
 func refusedKubeletFields(source string, obj map[string]any) []Problem {
-	var probs []Problem
+	probs := featureGateProblems(source, obj["featureGates"])
 	for _, k := range slices.Sorted(maps.Keys(kubeletRefused)) {
 		if v, ok := obj[k]; ok {
 			if why := kubeletRefused[k](v); why != "" {
