@@ -13,11 +13,11 @@ type gateDefault struct{ Default, Locked bool }
 // gatesImplemented are the default-on kubelet gates whose features
 // nodeagent implements (always on: it cannot turn them off).
 var gatesImplemented = map[string]string{
-	"InPlacePodVerticalScaling":               "in-place pod resize",
-	"PodObservedGenerationTracking":           "observedGeneration in pod status",
-	"UserNamespacesSupport":                   "user namespaces (hostUsers: false)",
-	"ProcMountType":                           "procMount Unmasked with hostUsers: false",
-	"SidecarContainers":                       "sidecar containers",
+	"InPlacePodVerticalScaling":     "in-place pod resize",
+	"PodObservedGenerationTracking": "observedGeneration in pod status",
+	"UserNamespacesSupport":         "user namespaces (hostUsers: false)",
+	"ProcMountType":                 "procMount Unmasked with hostUsers: false",
+	"SidecarContainers":             "sidecar containers",
 }
 
 // featureGateProblems checks a KubeletConfiguration's featureGates as a
