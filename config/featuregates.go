@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodeagent/nodeagent/pods/pullmanager"
 )
 
 // gateDefault is a kubelet feature gate's default at 1.34 and whether it
@@ -20,6 +24,22 @@ var gatesImplemented = map[string]string{
 	"SidecarContainers":             "sidecar containers",
 }
 
+// gatesHonoured are the gates nodeagent implements with both values.
+var gatesHonoured = map[string]bool{
+	// Off (1.34's default): cached images are served to any pod; on:
+	// package pods/pullmanager.
+	"KubeletEnsureSecretPulledImages": true,
+}
+
+// SecretPulledImages reports whether KubeletEnsureSecretPulledImages is
+// on.
+func (c *NodeAgentConfiguration) SecretPulledImages() bool {
+	if v, ok := c.FeatureGates["KubeletEnsureSecretPulledImages"]; ok {
+		return v
+	}
+	return kubeletGates["KubeletEnsureSecretPulledImages"].Default
+}
+
 // featureGateProblems checks a KubeletConfiguration's featureGates as a
 // v1.34 kubelet would and as nodeagent can honour them: a gate kubelet
 // does not know is refused with kubelet's message, as is a locked gate set
@@ -30,24 +50,68 @@ func featureGateProblems(source string, v any) []Problem {
 	m, _ := v.(map[string]any)
 	var probs []Problem
 	for _, name := range slices.Sorted(maps.Keys(m)) {
-		field := "featureGates." + name
-		val, ok := m[name].(bool)
-		if !ok {
-			probs = append(probs, Problem{Source: source, Field: field, Detail: fmt.Sprintf("invalid value %v: must be true or false", m[name])})
-			continue
-		}
-		g, known := kubeletGates[name]
-		switch {
-		case !known:
-			probs = append(probs, Problem{Source: source, Field: field, Detail: "unrecognized feature gate: " + name})
-		case g.Locked && val != g.Default:
-			probs = append(probs, Problem{Source: source, Field: field, Detail: fmt.Sprintf("cannot set feature gate %s to %v, feature is locked to %v", name, val, g.Default)})
-		case val == g.Default:
-		case gatesImplemented[name] != "":
-			probs = append(probs, Problem{Source: source, Field: field, Detail: fmt.Sprintf("%v is not supported: nodeagent implements %s (on by default in kubelet 1.34) and cannot turn it off; remove the gate", val, gatesImplemented[name])})
-		default:
-			probs = append(probs, Problem{Source: source, Field: field, Detail: fmt.Sprintf("%v is not supported: nodeagent does not implement this gate's non-default behaviour (kubelet 1.34's default is %v); remove the gate", val, g.Default)})
+		if d := gateDetail(name, m[name]); d != "" {
+			probs = append(probs, Problem{Source: source, Field: "featureGates." + name, Detail: d})
 		}
 	}
 	return probs
+}
+
+// gateDetail is why gate name set to v is refused ("" if it is not).
+func gateDetail(name string, v any) string {
+	val, ok := v.(bool)
+	if !ok {
+		return fmt.Sprintf("invalid value %v: must be true or false", v)
+	}
+	g, known := kubeletGates[name]
+	switch {
+	case !known:
+		return "unrecognized feature gate: " + name
+	case g.Locked && val != g.Default:
+		return fmt.Sprintf("cannot set feature gate %s to %v, feature is locked to %v", name, val, g.Default)
+	case val == g.Default, gatesHonoured[name]:
+		return ""
+	case gatesImplemented[name] != "":
+		return fmt.Sprintf("%v is not supported: nodeagent implements %s (on by default in kubelet 1.34) and cannot turn it off; remove the gate", val, gatesImplemented[name])
+	}
+	return fmt.Sprintf("%v is not supported: nodeagent does not implement this gate's non-default behaviour (kubelet 1.34's default is %v); remove the gate", val, g.Default)
+}
+
+// validateImagePullCredentials checks the gate's fields as kubelet does
+// (its messages).
+func validateImagePullCredentials(c *NodeAgentConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	policy, allow := c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist
+	pp, ap := field.NewPath("imagePullCredentialsVerificationPolicy"), field.NewPath("preloadedImagesVerificationAllowlist")
+	if !c.SecretPulledImages() {
+		if policy != "" {
+			errs = append(errs, field.Forbidden(pp, "`imagePullCredentialsVerificationPolicy` must not be set if KubeletEnsureSecretPulledImages feature gate is not enabled"))
+		}
+		if len(allow) > 0 {
+			errs = append(errs, field.Forbidden(ap, "`preloadedImagesVerificationAllowlist` must not be set if KubeletEnsureSecretPulledImages feature gate is not enabled"))
+		}
+		return errs
+	}
+	switch policy {
+	case "", pullmanager.NeverVerify, pullmanager.NeverVerifyPreloadedImages, pullmanager.NeverVerifyAllowlistedImages, pullmanager.AlwaysVerify:
+	default:
+		errs = append(errs, field.NotSupported(pp, policy, []string{pullmanager.NeverVerify, pullmanager.NeverVerifyPreloadedImages, pullmanager.NeverVerifyAllowlistedImages, pullmanager.AlwaysVerify}))
+	}
+	if len(allow) > 0 && policy != pullmanager.NeverVerifyAllowlistedImages {
+		errs = append(errs, field.Invalid(ap, allow, "can't set `preloadedImagesVerificationAllowlist` if `imagePullCredentialsVertificationPolicy` is not \"NeverVerifyAllowlistedImages\""))
+	} else if err := pullmanager.ValidateAllowlist(allow); err != nil {
+		errs = append(errs, field.Invalid(ap, allow, "invalid image pattern in `preloadedImagesVerificationAllowlist`: "+err.Error()))
+	}
+	return errs
+}
+
+// validateFeatureGates is featureGateProblems for a loaded configuration.
+func validateFeatureGates(c *NodeAgentConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(c.FeatureGates)) {
+		if d := gateDetail(name, c.FeatureGates[name]); d != "" {
+			errs = append(errs, field.Invalid(field.NewPath("featureGates").Key(name), c.FeatureGates[name], d))
+		}
+	}
+	return errs
 }

@@ -176,6 +176,18 @@ type NodeAgentConfiguration struct {
 	// set beyond kubelet's safe set.
 	AllowedUnsafeSysctls []string `json:"allowedUnsafeSysctls"`
 
+	// FeatureGates are kubelet's feature gates: each must be kubelet
+	// 1.34's default or one nodeagent honours (see featureGateProblems).
+	FeatureGates map[string]bool `json:"featureGates"`
+	// ImagePullCredentialsVerificationPolicy is which images already on
+	// the node a pod must present accepted credentials for, with
+	// KubeletEnsureSecretPulledImages (package pods/pullmanager); ""
+	// means NeverVerifyPreloadedImages.
+	ImagePullCredentialsVerificationPolicy string `json:"imagePullCredentialsVerificationPolicy"`
+	// PreloadedImagesVerificationAllowlist are the images
+	// NeverVerifyAllowlistedImages exempts.
+	PreloadedImagesVerificationAllowlist []string `json:"preloadedImagesVerificationAllowlist"`
+
 	// CgroupDriver is how pod cgroups are made: cgroupfs (directories) or
 	// systemd (slices through systemd's D-Bus API).
 	CgroupDriver string `json:"cgroupDriver"`

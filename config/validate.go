@@ -184,6 +184,8 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	}
 
 	errs = append(errs, validateCgroups(c)...)
+	errs = append(errs, validateFeatureGates(c)...)
+	errs = append(errs, validateImagePullCredentials(c)...)
 
 	for _, h := range slices.Sorted(maps.Keys(c.RuntimeHandlers)) {
 		p := field.NewPath("runtimeHandlers").Key(h)
