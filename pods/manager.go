@@ -26,6 +26,7 @@ import (
 	"github.com/nodeagent/nodeagent/pods/keyring"
 	"github.com/nodeagent/nodeagent/pods/mirror"
 	"github.com/nodeagent/nodeagent/pods/objcache"
+	"github.com/nodeagent/nodeagent/pods/pullmanager"
 	"github.com/nodeagent/nodeagent/pods/source"
 	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/pods/volume"
@@ -109,6 +110,10 @@ type Options struct {
 	// (NewUserNamespaces); nil refuses them as a runtime without user
 	// namespaces would.
 	UserNamespaces UserNamespaces
+	// SecretPulledImages is KubeletEnsureSecretPulledImages (package
+	// pullmanager); nil leaves it off: an image on the node is served to
+	// every pod, as a kubelet 1.34 does by default.
+	SecretPulledImages *pullmanager.Manager
 	// Admission is the node's pod security admission settings
 	// (allowedUnsafeSysctls, host AppArmor and SELinux).
 	Admission admission.SecurityOptions
@@ -240,6 +245,7 @@ func New(o Options) (*Manager, error) {
 	m.deps.nodeAnyway, m.deps.names = o.NodeAnyway, o.Names
 	m.deps.cgroups, m.deps.devices = o.Cgroups, o.Devices
 	m.deps.userns = o.UserNamespaces
+	m.deps.pulls = o.SecretPulledImages
 	m.deps.resize = newPodResizer(o, m)
 	m.deps.podNS, m.deps.podNSDir = o.PodNS, o.PodNSDir
 	if p, ok := o.Runtime.(PauseRuntime); ok {

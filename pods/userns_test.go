@@ -43,7 +43,7 @@ func (s memStore) Read(uid types.UID) ([]byte, error) {
 	return nil, userns.ErrNotFound
 }
 func (s memStore) Write(uid types.UID, b []byte) error { s[uid] = b; return nil }
-func (s memStore) Remove(uid types.UID) error           { delete(s, uid); return nil }
+func (s memStore) Remove(uid types.UID) error          { delete(s, uid); return nil }
 
 func newTestUserNamespaces(t *testing.T, supported bool) (UserNamespaces, *userns.Manager) {
 	m, err := userns.New(memStore{}, userns.Options{Range: userns.Range{First: 65536, Length: 65536 * 4}, MaxPods: 4,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/cm"
 	"github.com/nodeagent/nodeagent/config"
@@ -20,6 +21,7 @@ import (
 	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/pods/admission"
 	"github.com/nodeagent/nodeagent/pods/keyring"
+	"github.com/nodeagent/nodeagent/pods/pullmanager"
 	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
 	"github.com/nodeagent/nodeagent/userns"
@@ -215,7 +217,19 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 	if err != nil {
 		return nil, fmt.Errorf("create user namespace manager: %w", err)
 	}
+	// KubeletEnsureSecretPulledImages (off by default, as in kubelet 1.34).
+	var pulls *pullmanager.Manager
+	if a.cfg.SecretPulledImages() {
+		policy, err := pullmanager.NewPolicy(a.cfg.ImagePullCredentialsVerificationPolicy, a.cfg.PreloadedImagesVerificationAllowlist)
+		if err != nil {
+			return nil, err
+		}
+		if pulls, err = pullmanager.New(a.cfg.RootDir, policy, clock.RealClock{}); err != nil {
+			return nil, fmt.Errorf("image pull records: %w", err)
+		}
+	}
 	return pods.New(pods.Options{
+		SecretPulledImages:  pulls,
 		UserNamespaces:      pods.NewUserNamespaces(usernsMgr, rt.SupportsUserNamespaces),
 		Volumes:             vols,
 		CredentialProviders: credProviders,
