@@ -14,6 +14,8 @@ import (
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -97,7 +99,13 @@ func (r *Runtime) SupportsUserNamespaces(ctx context.Context, runtimeType string
 		if errdefs.IsNotImplemented(errdefs.FromGRPC(err)) {
 			return false, nil // containerd before 2.0 has no PluginInfo
 		}
-		return false, fmt.Errorf("runtime: introspect runtime %s: %w", runtimeType, convertErr(err))
+		if st, ok := status.FromError(err); ok && (st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded) {
+			return false, fmt.Errorf("runtime: introspect runtime %s: %w", runtimeType, convertErr(err))
+		}
+		// As containerd's CRI: a runtime whose features cannot be read
+		// has none.
+		r.opts.Logger.Info("cannot read the runtime's features; no user namespaces", "runtimeType", runtimeType, "err", err)
+		return false, nil
 	}
 	if resp.Extra == nil {
 		return false, nil
