@@ -117,6 +117,7 @@ func Default() *NodeAgentConfiguration {
 		SeccompDefault:                       false,
 		AllowedUnsafeSysctls:                 []string{},
 		FeatureGates:                         map[string]bool{},
+		UserNamespaces:                       UserNamespacesConfiguration{IDsPerPod: 65536},
 		PreloadedImagesVerificationAllowlist: []string{},
 		CgroupDriver:                         DefaultCgroupDriver,
 		CgroupRoot:                           "",

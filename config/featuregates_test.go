@@ -46,3 +46,24 @@ func TestSecretPulledImagesConfig(t *testing.T) {
 		t.Errorf("a gate nodeagent cannot honour in a NodeAgentConfiguration: %v", err)
 	}
 }
+
+// userNamespaces.idsPerPod as kubelet validates it, from a
+// KubeletConfiguration.
+func TestUserNamespacesIDsPerPod(t *testing.T) {
+	const kc = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	cfg, _, err := DecodeBytes("k.yaml", []byte(kc+"userNamespaces:\n  idsPerPod: 131072\n"))
+	if err != nil || cfg.UserNamespaces.IDsPerPod != 131072 {
+		t.Fatalf("%v %+v", err, cfg)
+	}
+	if cfg, _, _ := DecodeBytes("k.yaml", []byte(kc)); cfg.UserNamespaces.IDsPerPod != 65536 {
+		t.Errorf("default %d, want kubelet's 65536", cfg.UserNamespaces.IDsPerPod)
+	}
+	for body, want := range map[string]string{
+		"userNamespaces:\n  idsPerPod: 1000\n":   "must not be less than 65536",
+		"userNamespaces:\n  idsPerPod: 100000\n": "must be a multiple of 65536",
+	} {
+		if _, _, err := DecodeBytes("k.yaml", []byte(kc+body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", body, err, want)
+		}
+	}
+}

@@ -54,6 +54,7 @@ var kubeletSupported = map[string]bool{
 	"seccompDefault":                         true,
 	"allowedUnsafeSysctls":                   true,
 	"imagePullCredentialsVerificationPolicy": true,
+	"userNamespaces":                         true,
 	"preloadedImagesVerificationAllowlist":   true,
 	"cgroupDriver":                           true,
 	"cgroupRoot":                             true,

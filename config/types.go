@@ -187,6 +187,8 @@ type NodeAgentConfiguration struct {
 	// PreloadedImagesVerificationAllowlist are the images
 	// NeverVerifyAllowlistedImages exempts.
 	PreloadedImagesVerificationAllowlist []string `json:"preloadedImagesVerificationAllowlist"`
+	// UserNamespaces configures pods' user namespaces (package userns).
+	UserNamespaces UserNamespacesConfiguration `json:"userNamespaces"`
 
 	// CgroupDriver is how pod cgroups are made: cgroupfs (directories) or
 	// systemd (slices through systemd's D-Bus API).
@@ -294,6 +296,13 @@ type LoggingConfiguration struct {
 	// Verbosity is the log verbosity threshold (klog -v). It can change
 	// without a restart.
 	Verbosity int32 `json:"verbosity"`
+}
+
+// UserNamespacesConfiguration is kubelet's userNamespaces.
+type UserNamespacesConfiguration struct {
+	// IDsPerPod is the number of UIDs and GIDs of a pod with hostUsers:
+	// false: a multiple of 65536.
+	IDsPerPod int64 `json:"idsPerPod"`
 }
 
 // PLEGConfiguration tunes the pod lifecycle event generator.

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -185,6 +186,13 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 
 	errs = append(errs, validateCgroups(c)...)
 	errs = append(errs, validateFeatureGates(c)...)
+	if n := c.UserNamespaces.IDsPerPod; n < 65536 {
+		errs = append(errs, field.Invalid(field.NewPath("userNamespaces", "idsPerPod"), n, "userNamespaces.idsPerPod must not be less than 65536"))
+	} else if n%65536 != 0 {
+		errs = append(errs, field.Invalid(field.NewPath("userNamespaces", "idsPerPod"), n, "userNamespaces.idsPerPod must be a multiple of 65536"))
+	} else if n > math.MaxUint32 {
+		errs = append(errs, field.Invalid(field.NewPath("userNamespaces", "idsPerPod"), n, fmt.Sprintf("userNamespaces.idsPerPod must not be more than %d", int64(math.MaxUint32))))
+	}
 	errs = append(errs, validateImagePullCredentials(c)...)
 
 	for _, h := range slices.Sorted(maps.Keys(c.RuntimeHandlers)) {

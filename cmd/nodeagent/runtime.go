@@ -213,7 +213,7 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 		return nil, fmt.Errorf("create user namespace manager: kubelet mappings: %w", err)
 	}
 	usernsMgr, err := userns.New(userns.DirStore{Dir: filepath.Join(a.cfg.RootDir, "pods")},
-		userns.Options{Range: idRange, MaxPods: int(a.cfg.MaxPods)})
+		userns.Options{Range: idRange, IDsPerPod: uint32(a.cfg.UserNamespaces.IDsPerPod), MaxPods: int(a.cfg.MaxPods)})
 	if err != nil {
 		return nil, fmt.Errorf("create user namespace manager: %w", err)
 	}
