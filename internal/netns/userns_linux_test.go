@@ -81,3 +81,24 @@ func TestCreateUserPod(t *testing.T) {
 		t.Errorf("mounts left: %v", ms)
 	}
 }
+
+// The worker makes the user namespace before the pod's hostname is
+// known: CreatePod sets it in the existing UTS namespace.
+func TestCreateUserPodHostnameLater(t *testing.T) {
+	needRoot(t)
+	dir := filepath.Join(t.TempDir(), "pod")
+	m := []IDMap{{ContainerID: 0, HostID: 1 << 20, Size: 65536}}
+	if err := CreateUserPod(dir, "", PodNamespaces{IPC: true, UTS: true}, m, m); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = RemovePod(dir) })
+	if err := CreatePod(dir, PodNamespaces{IPC: true, UTS: true, Hostname: "later"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := hostnameIn(t, filepath.Join(dir, UTSFile)); got != "later" {
+		t.Errorf("hostname %q, want later", got)
+	}
+	if ownerInode(t, filepath.Join(dir, UTSFile)) != inode(t, filepath.Join(dir, UserFile)) {
+		t.Error("CreatePod replaced the pod's UTS namespace")
+	}
+}
