@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-version=v1.3.3
+version=v1.5.3
 gover=$(go env GOVERSION)
 cache="${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/runc/${version}-${gover}"
 out=$root/_output/bin/runc-current
