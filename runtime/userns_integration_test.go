@@ -64,6 +64,12 @@ func TestUserNamespaceAgainstContainerd(t *testing.T) {
 		return
 	}
 
+	// The container's root (a host UID of the pod's slot) must traverse
+	// the path to its bundle, as under /run/containerd (0711); the test
+	// daemon's temporary directory is 0700.
+	if err := os.Chmod(cd.Dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	const hostID = 1 << 24
 	m := []netns.IDMap{{ContainerID: 0, HostID: hostID, Size: 65536}}
 	dir := t.TempDir()
