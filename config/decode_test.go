@@ -340,9 +340,10 @@ func TestKubeletRefusedFields(t *testing.T) {
 		{"swap", "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n", nil},
 		{"NoSwap is the default", "memorySwap:\n  swapBehavior: NoSwap\n", nil},
 		{"managers", "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\ntopologyManagerPolicy: single-numa-node\n", []string{"cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy"}},
-		{"an unknown feature gate", "featureGates:\n  KubeletInUserNamespace: true\n", []string{"featureGates[KubeletInUserNamespace]"}},
-		{"PodLevelResources either way", "featureGates:\n  PodLevelResources: false\n", nil},
-		{"a gate implemented only at its default", "featureGates:\n  InPlacePodVerticalScaling: true\n  PodObservedGenerationTracking: false\n", []string{"featureGates[PodObservedGenerationTracking]"}},
+		{"feature gates at kubelet's defaults", "featureGates:\n  UserNamespacesSupport: true\n  KubeletInUserNamespace: false\n  SidecarContainers: true\n", nil},
+		{"feature gates nodeagent cannot honour, unknown, locked", "featureGates:\n  KubeletInUserNamespace: true\n  UserNamespacesSupport: false\n  NoSuchGate: true\n  SidecarContainers: false\n",
+			[]string{"featureGates.KubeletInUserNamespace", "featureGates.NoSuchGate", "featureGates.SidecarContainers", "featureGates.UserNamespacesSupport"}},
+		{"gates nodeagent honours both ways", "featureGates:\n  PodLevelResources: false\n  ImageVolume: true\n", nil},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			_, warnings, err := DecodeBytes("k.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+tc.body))
@@ -351,7 +352,8 @@ func TestKubeletRefusedFields(t *testing.T) {
 			if errors.As(err, &ce) {
 				for _, p := range ce.Problems {
 					got = append(got, p.Field)
-					if !strings.Contains(p.Detail, "not supported") && !strings.Contains(p.Detail, "no feature gates") {
+					if !strings.Contains(p.Detail, "not supported") && !strings.Contains(p.Detail, "unrecognized feature gate: NoSuchGate") &&
+						!strings.Contains(p.Detail, "cannot set feature gate SidecarContainers to false, feature is locked to true") {
 						t.Errorf("%s: detail %q does not say why", p.Field, p.Detail)
 					}
 				}

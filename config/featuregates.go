@@ -4,23 +4,24 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodeagent/nodeagent/pods/pullmanager"
 )
 
-// featureGate is a kubelet feature gate nodeagent knows: its default in
-// Kubernetes 1.34 (the version nodeagent matches) and whether nodeagent
-// implements the other value too. A gate set to its default is accepted
-// (it changes nothing); set to the other value it is accepted only when
-// both values are implemented, and refused by name otherwise, so that a
-// node never silently runs differently from what its gates say. A gate
-// nodeagent does not know is refused, as kubelet refuses a gate it does
-// not recognize.
-type featureGate struct {
-	def  bool
-	both bool
-	what string // what the gate turns on, for the refusal
+// gateDefault is a kubelet feature gate's default at 1.34 and whether it
+// is locked to it.
+type gateDefault struct{ Default, Locked bool }
+
+// gatesImplemented are the default-on kubelet gates whose features
+// nodeagent implements (always on: it cannot turn them off).
+var gatesImplemented = map[string]string{
+	"InPlacePodVerticalScaling":     "in-place pod resize",
+	"PodObservedGenerationTracking": "observedGeneration in pod status",
+	"UserNamespacesSupport":         "user namespaces (hostUsers: false)",
+	"ProcMountType":                 "procMount Unmasked with hostUsers: false",
+	"SidecarContainers":             "sidecar containers",
 }
 
 // Feature gate names nodeagent reads.
@@ -33,42 +34,105 @@ const (
 	// in 1.34). On, image volumes are mounted read-only; off, pods with
 	// one are rejected naming the field.
 	FeatureImageVolume = "ImageVolume"
+	// FeatureSecretPulledImages: off (1.34's default), cached images are
+	// served to any pod; on, package pods/pullmanager checks credentials.
+	FeatureSecretPulledImages = "KubeletEnsureSecretPulledImages"
 )
 
-var featureGates = map[string]featureGate{
-	FeaturePodLevelResources: {def: true, both: true, what: "pod-level resources"},
-	FeatureImageVolume:       {def: false, both: true, what: "image volumes"},
-	// On by default in 1.34 and implemented on; off is not implemented.
-	"InPlacePodVerticalScaling":     {def: true, what: "in-place pod resize"},
-	"PodObservedGenerationTracking": {def: true, what: "observedGeneration in the pod status"},
-	"SidecarContainers":             {def: true, what: "sidecar containers"},
+// gatesHonoured are the gates nodeagent implements with both values.
+var gatesHonoured = map[string]bool{
+	FeaturePodLevelResources:  true,
+	FeatureImageVolume:        true,
+	FeatureSecretPulledImages: true,
 }
 
-// KnownFeatureGates lists the feature gates nodeagent accepts, sorted.
-func KnownFeatureGates() []string { return slices.Sorted(maps.Keys(featureGates)) }
-
 // FeatureEnabled reports whether the feature gate name is on: as set in
-// featureGates, else its Kubernetes 1.34 default (false for a gate
-// nodeagent does not know, which validation refuses anyway).
+// featureGates, else kubelet 1.34's default (false for a gate kubelet does
+// not know, which validation refuses anyway).
 func (c *NodeAgentConfiguration) FeatureEnabled(name string) bool {
 	if v, ok := c.FeatureGates[name]; ok {
 		return v
 	}
-	return featureGates[name].def
+	return kubeletGates[name].Default
 }
 
-func validateFeatureGates(gates map[string]bool, p *field.Path) field.ErrorList {
+// SecretPulledImages reports whether KubeletEnsureSecretPulledImages is
+// on.
+func (c *NodeAgentConfiguration) SecretPulledImages() bool {
+	return c.FeatureEnabled(FeatureSecretPulledImages)
+}
+
+// featureGateProblems checks a KubeletConfiguration's featureGates as a
+// v1.34 kubelet would and as nodeagent can honour them: a gate kubelet
+// does not know is refused with kubelet's message, as is a locked gate set
+// against its lock; a gate set to kubelet's 1.34 default is accepted
+// (nodeagent behaves as that default); any other value is refused, naming
+// featureGates.<gate>, since nodeagent would not behave as kubelet with it.
+func featureGateProblems(source string, v any) []Problem {
+	m, _ := v.(map[string]any)
+	var probs []Problem
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if d := gateDetail(name, m[name]); d != "" {
+			probs = append(probs, Problem{Source: source, Field: "featureGates." + name, Detail: d})
+		}
+	}
+	return probs
+}
+
+// gateDetail is why gate name set to v is refused ("" if it is not).
+func gateDetail(name string, v any) string {
+	val, ok := v.(bool)
+	if !ok {
+		return fmt.Sprintf("invalid value %v: must be true or false", v)
+	}
+	g, known := kubeletGates[name]
+	switch {
+	case !known:
+		return "unrecognized feature gate: " + name
+	case g.Locked && val != g.Default:
+		return fmt.Sprintf("cannot set feature gate %s to %v, feature is locked to %v", name, val, g.Default)
+	case val == g.Default, gatesHonoured[name]:
+		return ""
+	case gatesImplemented[name] != "":
+		return fmt.Sprintf("%v is not supported: nodeagent implements %s (on by default in kubelet 1.34) and cannot turn it off; remove the gate", val, gatesImplemented[name])
+	}
+	return fmt.Sprintf("%v is not supported: nodeagent does not implement this gate's non-default behaviour (kubelet 1.34's default is %v); remove the gate", val, g.Default)
+}
+
+// validateImagePullCredentials checks the gate's fields as kubelet does
+// (its messages).
+func validateImagePullCredentials(c *NodeAgentConfiguration) field.ErrorList {
 	var errs field.ErrorList
-	for _, name := range slices.Sorted(maps.Keys(gates)) {
-		v := gates[name]
-		g, ok := featureGates[name]
-		switch {
-		case !ok:
-			errs = append(errs, field.Invalid(p.Key(name), v,
-				fmt.Sprintf("not supported: nodeagent does not implement this feature gate (it accepts %s); remove it", strings.Join(KnownFeatureGates(), ", "))))
-		case v != g.def && !g.both:
-			errs = append(errs, field.Invalid(p.Key(name), v,
-				fmt.Sprintf("not supported: nodeagent implements %s only with the gate %v (the Kubernetes 1.34 default); remove the gate", g.what, g.def)))
+	policy, allow := c.ImagePullCredentialsVerificationPolicy, c.PreloadedImagesVerificationAllowlist
+	pp, ap := field.NewPath("imagePullCredentialsVerificationPolicy"), field.NewPath("preloadedImagesVerificationAllowlist")
+	if !c.SecretPulledImages() {
+		if policy != "" {
+			errs = append(errs, field.Forbidden(pp, "`imagePullCredentialsVerificationPolicy` must not be set if KubeletEnsureSecretPulledImages feature gate is not enabled"))
+		}
+		if len(allow) > 0 {
+			errs = append(errs, field.Forbidden(ap, "`preloadedImagesVerificationAllowlist` must not be set if KubeletEnsureSecretPulledImages feature gate is not enabled"))
+		}
+		return errs
+	}
+	switch policy {
+	case "", pullmanager.NeverVerify, pullmanager.NeverVerifyPreloadedImages, pullmanager.NeverVerifyAllowlistedImages, pullmanager.AlwaysVerify:
+	default:
+		errs = append(errs, field.NotSupported(pp, policy, []string{pullmanager.NeverVerify, pullmanager.NeverVerifyPreloadedImages, pullmanager.NeverVerifyAllowlistedImages, pullmanager.AlwaysVerify}))
+	}
+	if len(allow) > 0 && policy != pullmanager.NeverVerifyAllowlistedImages {
+		errs = append(errs, field.Invalid(ap, allow, "can't set `preloadedImagesVerificationAllowlist` if `imagePullCredentialsVertificationPolicy` is not \"NeverVerifyAllowlistedImages\""))
+	} else if err := pullmanager.ValidateAllowlist(allow); err != nil {
+		errs = append(errs, field.Invalid(ap, allow, "invalid image pattern in `preloadedImagesVerificationAllowlist`: "+err.Error()))
+	}
+	return errs
+}
+
+// validateFeatureGates is featureGateProblems for a loaded configuration.
+func validateFeatureGates(c *NodeAgentConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(c.FeatureGates)) {
+		if d := gateDetail(name, c.FeatureGates[name]); d != "" {
+			errs = append(errs, field.Invalid(field.NewPath("featureGates").Key(name), c.FeatureGates[name], d))
 		}
 	}
 	return errs

@@ -14,55 +14,58 @@ import (
 // the same name, type and meaning in NodeAgentConfiguration. Every other
 // field set in a KubeletConfiguration file is reported as unsupported.
 var kubeletSupported = map[string]bool{
-	"nodeLeaseDurationSeconds":         true,
-	"nodeStatusUpdateFrequency":        true,
-	"nodeStatusReportFrequency":        true,
-	"nodeStatusMaxImages":              true,
-	"containerRuntimeEndpoint":         true,
-	"staticPodPath":                    true,
-	"maxPods":                          true,
-	"systemReserved":                   true,
-	"kubeReserved":                     true,
-	"evictionHard":                     true,
-	"evictionPressureTransitionPeriod": true,
-	"evictionSoft":                     true,
-	"evictionSoftGracePeriod":          true,
-	"evictionMaxPodGracePeriod":        true,
-	"evictionMinimumReclaim":           true,
-	"imageGCHighThresholdPercent":      true,
-	"imageGCLowThresholdPercent":       true,
-	"imageMinimumGCAge":                true,
-	"imageMaximumGCAge":                true,
-	"healthzBindAddress":               true,
-	"healthzPort":                      true,
-	"registerWithTaints":               true,
-	"providerID":                       true,
-	"clusterDNS":                       true,
-	"clusterDomain":                    true,
-	"resolvConf":                       true,
-	"address":                          true,
-	"port":                             true,
-	"tlsCertFile":                      true,
-	"tlsPrivateKeyFile":                true,
-	"serverTLSBootstrap":               true,
-	"rotateCertificates":               true,
-	"authentication":                   true,
-	"authorization":                    true,
-	"containerLogMaxSize":              true,
-	"containerLogMaxFiles":             true,
-	"podLogsDir":                       true,
-	"seccompDefault":                   true,
-	"allowedUnsafeSysctls":             true,
-	"cgroupDriver":                     true,
-	"cgroupRoot":                       true,
-	"cgroupsPerQOS":                    true,
-	"enforceNodeAllocatable":           true,
-	"podPidsLimit":                     true,
-	"failSwapOn":                       true,
-	"memorySwap":                       true,
-	"shutdownGracePeriod":              true,
-	"shutdownGracePeriodCriticalPods":  true,
-	"featureGates":                     true,
+	"nodeLeaseDurationSeconds":               true,
+	"nodeStatusUpdateFrequency":              true,
+	"nodeStatusReportFrequency":              true,
+	"nodeStatusMaxImages":                    true,
+	"containerRuntimeEndpoint":               true,
+	"staticPodPath":                          true,
+	"maxPods":                                true,
+	"systemReserved":                         true,
+	"kubeReserved":                           true,
+	"evictionHard":                           true,
+	"evictionPressureTransitionPeriod":       true,
+	"evictionSoft":                           true,
+	"evictionSoftGracePeriod":                true,
+	"evictionMaxPodGracePeriod":              true,
+	"evictionMinimumReclaim":                 true,
+	"imageGCHighThresholdPercent":            true,
+	"imageGCLowThresholdPercent":             true,
+	"imageMinimumGCAge":                      true,
+	"imageMaximumGCAge":                      true,
+	"healthzBindAddress":                     true,
+	"healthzPort":                            true,
+	"registerWithTaints":                     true,
+	"providerID":                             true,
+	"clusterDNS":                             true,
+	"clusterDomain":                          true,
+	"resolvConf":                             true,
+	"address":                                true,
+	"port":                                   true,
+	"tlsCertFile":                            true,
+	"tlsPrivateKeyFile":                      true,
+	"serverTLSBootstrap":                     true,
+	"rotateCertificates":                     true,
+	"authentication":                         true,
+	"authorization":                          true,
+	"containerLogMaxSize":                    true,
+	"containerLogMaxFiles":                   true,
+	"podLogsDir":                             true,
+	"seccompDefault":                         true,
+	"allowedUnsafeSysctls":                   true,
+	"imagePullCredentialsVerificationPolicy": true,
+	"userNamespaces":                         true,
+	"preloadedImagesVerificationAllowlist":   true,
+	"cgroupDriver":                           true,
+	"cgroupRoot":                             true,
+	"cgroupsPerQOS":                          true,
+	"enforceNodeAllocatable":                 true,
+	"podPidsLimit":                           true,
+	"failSwapOn":                             true,
+	"memorySwap":                             true,
+	"featureGates":                           true,
+	"shutdownGracePeriod":                    true,
+	"shutdownGracePeriodCriticalPods":        true,
 }
 
 // kubeletLoggingSupported are the fields of KubeletConfiguration.logging
@@ -105,6 +108,20 @@ func fromKubelet(obj map[string]any) (map[string]any, []string) {
 			}
 			if len(sub) > 0 {
 				out["logging"] = sub
+			}
+		case k == "featureGates":
+			// Checked by featureGateProblems: what is left is kubelet's
+			// defaults and the gates nodeagent honours.
+			if m, ok := v.(map[string]any); ok {
+				kept := map[string]any{}
+				for g, gv := range m {
+					if gateDetail(g, gv) == "" {
+						kept[g] = gv
+					}
+				}
+				if len(kept) > 0 {
+					out[k] = kept
+				}
 			}
 		case kubeletSupported[k]:
 			if m, ok := v.(map[string]any); ok && kfields[k] != nil && kfields[k].Kind() == reflect.Struct {
@@ -192,7 +209,7 @@ func policyOtherThan(def, what string) func(v any) string {
 // refusedKubeletFields returns a problem for each field of a
 // KubeletConfiguration object that kubeletRefused refuses, sorted.
 func refusedKubeletFields(source string, obj map[string]any) []Problem {
-	var probs []Problem
+	probs := featureGateProblems(source, obj["featureGates"])
 	for _, k := range slices.Sorted(maps.Keys(kubeletRefused)) {
 		if v, ok := obj[k]; ok {
 			if why := kubeletRefused[k](v); why != "" {

@@ -176,9 +176,19 @@ type NodeAgentConfiguration struct {
 	// set beyond kubelet's safe set.
 	AllowedUnsafeSysctls []string `json:"allowedUnsafeSysctls"`
 
-	// FeatureGates are kubelet feature gates by name (featuregates.go:
-	// the ones nodeagent knows; any other is refused).
+	// FeatureGates are kubelet's feature gates: each must be kubelet
+	// 1.34's default or one nodeagent honours (see featureGateProblems).
 	FeatureGates map[string]bool `json:"featureGates"`
+	// ImagePullCredentialsVerificationPolicy is which images already on
+	// the node a pod must present accepted credentials for, with
+	// KubeletEnsureSecretPulledImages (package pods/pullmanager); ""
+	// means NeverVerifyPreloadedImages.
+	ImagePullCredentialsVerificationPolicy string `json:"imagePullCredentialsVerificationPolicy"`
+	// PreloadedImagesVerificationAllowlist are the images
+	// NeverVerifyAllowlistedImages exempts.
+	PreloadedImagesVerificationAllowlist []string `json:"preloadedImagesVerificationAllowlist"`
+	// UserNamespaces configures pods' user namespaces (package userns).
+	UserNamespaces UserNamespacesConfiguration `json:"userNamespaces"`
 
 	// CgroupDriver is how pod cgroups are made: cgroupfs (directories) or
 	// systemd (slices through systemd's D-Bus API).
@@ -292,6 +302,13 @@ type LoggingConfiguration struct {
 	// Verbosity is the log verbosity threshold (klog -v). It can change
 	// without a restart.
 	Verbosity int32 `json:"verbosity"`
+}
+
+// UserNamespacesConfiguration is kubelet's userNamespaces.
+type UserNamespacesConfiguration struct {
+	// IDsPerPod is the number of UIDs and GIDs of a pod with hostUsers:
+	// false: a multiple of 65536.
+	IDsPerPod int64 `json:"idsPerPod"`
 }
 
 // PLEGConfiguration tunes the pod lifecycle event generator.

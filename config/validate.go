@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -184,6 +185,15 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	}
 
 	errs = append(errs, validateCgroups(c)...)
+	errs = append(errs, validateFeatureGates(c)...)
+	if n := c.UserNamespaces.IDsPerPod; n < 65536 {
+		errs = append(errs, field.Invalid(field.NewPath("userNamespaces", "idsPerPod"), n, "userNamespaces.idsPerPod must not be less than 65536"))
+	} else if n%65536 != 0 {
+		errs = append(errs, field.Invalid(field.NewPath("userNamespaces", "idsPerPod"), n, "userNamespaces.idsPerPod must be a multiple of 65536"))
+	} else if n > math.MaxUint32 {
+		errs = append(errs, field.Invalid(field.NewPath("userNamespaces", "idsPerPod"), n, fmt.Sprintf("userNamespaces.idsPerPod must not be more than %d", int64(math.MaxUint32))))
+	}
+	errs = append(errs, validateImagePullCredentials(c)...)
 
 	for _, h := range slices.Sorted(maps.Keys(c.RuntimeHandlers)) {
 		p := field.NewPath("runtimeHandlers").Key(h)
@@ -202,8 +212,6 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	if c.Logging.Verbosity < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("logging", "verbosity"), c.Logging.Verbosity, "must be greater than or equal to 0"))
 	}
-
-	errs = append(errs, validateFeatureGates(c.FeatureGates, field.NewPath("featureGates"))...)
 
 	// PLEG.
 	pp := field.NewPath("pleg")

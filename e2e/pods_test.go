@@ -463,8 +463,7 @@ func TestUnsupportedPodIsRefused(t *testing.T) {
 	a, _ := readyPodAgent(t, "")
 	ctx := context.Background()
 	name := a.node + "-unsupported"
-	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  hostUsers: false
-  volumes:
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  volumes:
   - name: cfg
     nfs: {server: nfs.example, path: /}
   containers:
@@ -477,7 +476,7 @@ func TestUnsupportedPodIsRefused(t *testing.T) {
 	if p.Status.Reason != "UnsupportedPodSpec" {
 		t.Errorf("reason %q", p.Status.Reason)
 	}
-	for _, field := range []string{"spec.volumes[0].nfs", "spec.hostUsers"} {
+	for _, field := range []string{"spec.volumes[0].nfs"} {
 		if !strings.Contains(p.Status.Message, field) {
 			t.Errorf("message %q does not name %s", p.Status.Message, field)
 		}

@@ -20,3 +20,18 @@ func NodeFeatures() Setter {
 		return nil
 	}
 }
+
+// RuntimeHandlers sets status.runtimeHandlers as kubelet 1.34 does (its
+// setter of that name, UserNamespacesSupport being on): one entry per
+// runtime handler ("" for the default runtime, then RuntimeClass
+// handlers) with whether it supports user namespaces and recursive
+// read-only mounts. handlers must not block; nil leaves the field as it
+// is (the runtime was not asked yet).
+func RuntimeHandlers(handlers func() []v1.NodeRuntimeHandler) Setter { // Options.RuntimeHandlers
+	return func(_ context.Context, node *v1.Node) error {
+		if hs := handlers(); hs != nil {
+			node.Status.RuntimeHandlers = hs
+		}
+		return nil
+	}
+}

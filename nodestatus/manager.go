@@ -146,6 +146,9 @@ func New(o Options) (*Manager, error) {
 	if cfg.VolumesInUse != nil {
 		m.setters = append(m.setters, VolumesInUse(cfg.VolumesInUse))
 	}
+	if cfg.RuntimeHandlers != nil {
+		m.setters = append(m.setters, RuntimeHandlers(cfg.RuntimeHandlers))
+	}
 	return m, nil
 }
 

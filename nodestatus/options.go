@@ -119,6 +119,10 @@ type Options struct {
 	// still have mounted (csi.Mounter.VolumesInUse), reported as
 	// status.volumesInUse; nil = not wired (the field is left alone).
 	VolumesInUse func() []v1.UniqueVolumeName
+	// RuntimeHandlers are the runtime's handlers and their features,
+	// reported as status.runtimeHandlers; it must not block; nil = not
+	// wired.
+	RuntimeHandlers func() []v1.NodeRuntimeHandler
 	// ShuttingDown returns nil unless the node is shutting down (graceful
 	// node shutdown); its error text ("node is shutting down") is a cause
 	// of Ready False, as kubelet's shutdown manager errors. nil = not wired.

@@ -13,6 +13,7 @@ import (
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/containerspec"
 	"github.com/nodeagent/nodeagent/pods/prober"
+	"github.com/nodeagent/nodeagent/pods/pullmanager"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -166,8 +167,11 @@ type workerDeps struct {
 
 	// nodeKeyring is the node's registry credentials (nil: none).
 	nodeKeyring NodeKeyring
-	cgroups     PodCgroups // nil: the runtime's default cgroup parent
-	devices     Devices    // nil: no device plugins
+	// pulls is KubeletEnsureSecretPulledImages (nil: off).
+	pulls   *pullmanager.Manager
+	cgroups PodCgroups     // nil: the runtime's default cgroup parent
+	devices Devices        // nil: no device plugins
+	userns  UserNamespaces // nil: hostUsers: false pods are refused
 	// resize is the in-place pod resize (resize.go; nil: none).
 	resize *podResizer
 	// imageVols mounts image volumes (imagevolumes.go; nil: the runtime

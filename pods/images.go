@@ -20,6 +20,7 @@ import (
 	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pleg"
 	"github.com/nodeagent/nodeagent/pods/keyring"
+	"github.com/nodeagent/nodeagent/pods/pullmanager"
 	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -47,6 +48,7 @@ const (
 	msgPulledFmt                 = "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes."
 	msgErrorFmt                  = "Error: %s"
 	msgPresentFmt                = "Container image %q already present on machine"
+	msgPresentAccessibleFmt      = "Container image %q already present on machine and can be accessed by the pod"
 )
 
 // NodeKeyring is the node's registry credentials (docker config files,
@@ -84,6 +86,9 @@ type podImages struct {
 	// node is the node's registry credentials (nil: none).
 	secrets ObjectGetter[*v1.Secret]
 	node    NodeKeyring
+	// pulls is KubeletEnsureSecretPulledImages (nil: the gate is off and
+	// an image on the node is served to any pod).
+	pulls *pullmanager.Manager
 
 	ids     map[string]string    // image ID by image reference, for the status
 	backoff *flowcontrol.Backoff // per image, since its last failed pull
@@ -95,7 +100,7 @@ type podImages struct {
 
 func newPodImages(d *workerDeps, uid types.UID, source string, log *slog.Logger) podImages {
 	return podImages{uid: uid, source: source, rt: d.rt, clock: d.clock, event: d.event, log: log,
-		secrets: d.secrets, node: d.nodeKeyring, ids: map[string]string{}}
+		secrets: d.secrets, node: d.nodeKeyring, pulls: d.pulls, ids: map[string]string{}}
 }
 
 // ensure applies the image pull policy and returns the reference to
@@ -104,13 +109,28 @@ func (im *podImages) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container) (
 	policy := c.ImagePullPolicy
 	if policy != v1.PullAlways {
 		img, err := im.rt.GetImage(ctx, c.Image)
-		if err == nil {
+		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			return "", status.ReasonErrImagePull, err
+		}
+		present := err == nil
+		switch {
+		case present && im.pulls == nil:
 			im.ids[c.Image] = img.ID
 			im.event(pod, v1.EventTypeNormal, reasonPulled, fmt.Sprintf(msgPresentFmt, c.Image))
 			return c.Image, "", nil
-		}
-		if !errors.Is(err, runtime.ErrNotFound) {
-			return "", status.ReasonErrImagePull, err
+		case present:
+			ok, err := im.accessible(ctx, pod, c.Image, img.ID)
+			if err != nil {
+				im.event(pod, v1.EventTypeWarning, reasonFailed, fmt.Sprintf(msgFailedPull, c.Image, err))
+				return "", status.ReasonErrImagePull, err
+			}
+			if ok {
+				im.ids[c.Image] = img.ID
+				im.event(pod, v1.EventTypeNormal, reasonPulled, fmt.Sprintf(msgPresentAccessibleFmt, c.Image))
+				return c.Image, "", nil
+			}
+			// Present, but not for this pod's credentials: as if absent
+			// (kubelet does not reveal the image), so pulled again with them.
 		}
 		if policy == v1.PullNever {
 			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
@@ -119,6 +139,34 @@ func (im *podImages) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container) (
 		}
 	}
 	return im.pull(ctx, pod, c)
+}
+
+// accessible reports whether the image on the node (ID imageRef) may be
+// given to pod without a pull: KubeletEnsureSecretPulledImages's check of
+// the pod's pull secrets against those it was pulled with.
+func (im *podImages) accessible(ctx context.Context, pod *v1.Pod, image, imageRef string) (bool, error) {
+	creds, err := im.credentials(ctx, pod, image)
+	if err != nil {
+		return false, err
+	}
+	var secrets []pullmanager.Secret
+	for _, cr := range creds {
+		if cr.Secret != nil {
+			secrets = append(secrets, pullmanager.Secret{UID: cr.Secret.UID, Namespace: cr.Secret.Namespace, Name: cr.Secret.Name,
+				CredentialHash: pullmanager.CredentialHash(cr.Username, cr.Password)})
+		}
+	}
+	return !im.pulls.MustPull(image, imageRef, secrets), nil
+}
+
+// pulledWith is what a pull used, for the records: a pod's secret, or
+// credentials every pod has (the node's, or none).
+func pulledWith(cr *keyring.Cred) pullmanager.Credentials {
+	if cr == nil || cr.Secret == nil {
+		return pullmanager.Credentials{NodePodsAccessible: true}
+	}
+	return pullmanager.Credentials{KubernetesSecrets: []pullmanager.Secret{{UID: cr.Secret.UID, Namespace: cr.Secret.Namespace,
+		Name: cr.Secret.Name, CredentialHash: pullmanager.CredentialHash(cr.Username, cr.Password)}}}
 }
 
 // learnIDs looks up the IDs of the images of rs's containers it does not
@@ -157,9 +205,21 @@ func (im *podImages) pull(ctx context.Context, pod *v1.Pod, c *v1.Container) (st
 		im.event(pod, v1.EventTypeWarning, reasonFailed, fmt.Sprintf(msgFailedPull, c.Image, err))
 		return "", status.ReasonErrImagePull, err
 	}
+	if im.pulls != nil {
+		if err := im.pulls.RecordIntent(c.Image); err != nil {
+			return "", status.ReasonErrImagePull, fmt.Errorf("Failed to record image pull intent for container image %q: %w", c.Image, err)
+		}
+	}
 	im.event(pod, v1.EventTypeNormal, reasonPulling, fmt.Sprintf(msgPullingFmt, c.Image))
 	start := im.clock.Now()
-	img, err := im.pullWith(ctx, c.Image, creds)
+	img, used, err := im.pullWith(ctx, c.Image, creds)
+	if im.pulls != nil {
+		if err != nil {
+			im.pulls.RecordFailed(c.Image)
+		} else if rerr := im.pulls.RecordPulled(c.Image, img.ID, pulledWith(used)); rerr != nil {
+			im.log.Error("failed to write image pulled record", "image", c.Image, "imageRef", img.ID, "err", rerr)
+		}
+	}
 	if err != nil {
 		im.event(pod, v1.EventTypeWarning, reasonFailed, fmt.Sprintf(msgFailedPull, c.Image, err))
 		im.event(pod, v1.EventTypeWarning, reasonFailed, fmt.Sprintf(msgErrorFmt, status.ReasonErrImagePull))
@@ -176,20 +236,22 @@ func (im *podImages) pull(ctx context.Context, pod *v1.Pod, c *v1.Container) (st
 
 // pullWith tries each set of credentials in turn (anonymous when there are
 // none) and returns the first success, or every failure.
-func (im *podImages) pullWith(ctx context.Context, image string, creds []keyring.Cred) (runtime.Image, error) {
+// The credentials that succeeded are returned (nil: anonymous).
+func (im *podImages) pullWith(ctx context.Context, image string, creds []keyring.Cred) (runtime.Image, *keyring.Cred, error) {
 	if len(creds) == 0 {
-		return im.rt.PullImageWithAuth(ctx, image, nil)
+		img, err := im.rt.PullImageWithAuth(ctx, image, nil)
+		return img, nil, err
 	}
 	var errs []error
-	for _, cr := range creds {
+	for i, cr := range creds {
 		img, err := im.rt.PullImageWithAuth(ctx, image, &runtime.RegistryAuth{Username: cr.Username, Password: cr.Password})
 		if err == nil {
-			return img, nil
+			return img, &creds[i], nil
 		}
 		im.log.Info("pull with credentials failed", "image", image, "credentials", cr.Source, "err", err)
 		errs = append(errs, err)
 	}
-	return runtime.Image{}, utilerrors.NewAggregate(errs)
+	return runtime.Image{}, nil, utilerrors.NewAggregate(errs)
 }
 
 // credentials returns the credentials for image: the pod's pull
@@ -223,7 +285,7 @@ func (im *podImages) credentials(ctx context.Context, pod *v1.Pod, image string)
 		if err != nil {
 			return nil, fmt.Errorf("image pull secret %s/%s: %s: %w", pod.Namespace, ref.Name, secretKey(s), err)
 		}
-		ring.Add("secret "+pod.Namespace+"/"+ref.Name, cfg)
+		ring.AddSecret("secret "+pod.Namespace+"/"+ref.Name, keyring.SecretRef{UID: string(s.UID), Namespace: s.Namespace, Name: s.Name}, cfg)
 	}
 	if len(failed) > 0 {
 		im.event(pod, v1.EventTypeWarning, reasonFailedPullSecret, fmt.Sprintf(msgFailedPullSecret, strings.Join(failed, ", ")))

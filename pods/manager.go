@@ -26,6 +26,7 @@ import (
 	"github.com/nodeagent/nodeagent/pods/keyring"
 	"github.com/nodeagent/nodeagent/pods/mirror"
 	"github.com/nodeagent/nodeagent/pods/objcache"
+	"github.com/nodeagent/nodeagent/pods/pullmanager"
 	"github.com/nodeagent/nodeagent/pods/source"
 	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/pods/volume"
@@ -105,6 +106,14 @@ type Options struct {
 	// cm/devicemanager); nil: no device plugins, extended resources are
 	// left to the resource fit as kubelet leaves unknown ones.
 	Devices Devices
+	// UserNamespaces gives hostUsers: false pods their user namespace
+	// (NewUserNamespaces); nil refuses them as a runtime without user
+	// namespaces would.
+	UserNamespaces UserNamespaces
+	// SecretPulledImages is KubeletEnsureSecretPulledImages (package
+	// pullmanager); nil leaves it off: an image on the node is served to
+	// every pod, as a kubelet 1.34 does by default.
+	SecretPulledImages *pullmanager.Manager
 	// Admission is the node's pod security admission settings
 	// (allowedUnsafeSysctls, host AppArmor and SELinux).
 	Admission admission.SecurityOptions
@@ -235,6 +244,8 @@ func New(o Options) (*Manager, error) {
 	}
 	m.deps.nodeAnyway, m.deps.names = o.NodeAnyway, o.Names
 	m.deps.cgroups, m.deps.devices = o.Cgroups, o.Devices
+	m.deps.userns = o.UserNamespaces
+	m.deps.pulls = o.SecretPulledImages
 	m.deps.resize = newPodResizer(o, m)
 	m.deps.podNS, m.deps.podNSDir = o.PodNS, o.PodNSDir
 	if p, ok := o.Runtime.(PauseRuntime); ok {
@@ -708,6 +719,18 @@ func (m *Manager) cleanupOrphans(ctx context.Context) {
 		defer m.mu.Unlock()
 		return m.workers[uid] != nil || refs[uid].UID != ""
 	})
+	if m.deps.userns != nil {
+		// Pods on disk are cleaned up by their orphan workers below, which
+		// release their IDs; this frees those of pods gone from disk.
+		err := m.deps.userns.ReleaseOrphans(func(uid types.UID) bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return m.workers[uid] != nil || refs[uid].UID != ""
+		})
+		if err != nil {
+			m.log.Warn("cannot release the user namespaces of pods gone", "err", err)
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uid, ref := range refs {

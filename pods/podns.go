@@ -69,6 +69,9 @@ type podNamespaces struct {
 	log     *slog.Logger
 
 	pausePID uint32 // the pod's running pause process (0: none)
+	// user is the pod's user namespace (nil: the host's), set with the
+	// sandbox (userns.go).
+	user *runtime.UserNamespace
 }
 
 func newPodNamespaces(d *workerDeps, uid types.UID, log *slog.Logger) podNamespaces {

@@ -287,6 +287,12 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	if err := w.resolveRuntime(ctx, pod); err != nil {
 		return nil, err
 	}
+	if err := w.resolveUserNamespace(ctx, pod); err != nil {
+		return nil, err
+	}
+	if err := w.setupUserNamespace(pod); err != nil {
+		return nil, err
+	}
 	w.refreshAt = refreshAt
 	if !pod.Spec.HostNetwork {
 		if err := w.d.netns.Create(w.netnsPath()); err != nil {
@@ -362,6 +368,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	}
 	spec.Image = img
+	spec.UserNamespace = w.ns.user
 	id, err := w.d.rt.CreateContainer(ctx, spec)
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonCreateContainer, Message: err.Error()}
@@ -449,6 +456,13 @@ func (w *worker) cleanup(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus) er
 	}
 	if err := w.releaseSandbox(ctx, pod); err != nil {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 && w.d.userns != nil {
+		// The containers are gone: the pod's IDs are free (kubelet
+		// releases them when it removes the pod's directory).
+		if err := w.d.userns.Release(w.uid); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) == 0 {
 		if err := os.RemoveAll(w.podDir()); err != nil {

@@ -242,6 +242,11 @@ func (s *ContainerSpec) Validate() error {
 	if err := s.Security.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("security: %w", err))
 	}
+	if s.UserNamespace != nil {
+		if err := s.UserNamespace.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	r := s.Resources
 	if r.CPUQuota < 0 || r.MemoryLimitBytes < 0 {
 		errs = append(errs, errors.New("resources must not be negative"))
@@ -338,6 +343,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		if err != nil {
 			return "", fmt.Errorf("runtime: create container %s/%s %s: %w", spec.Pod.Namespace, spec.Pod.Name, spec.Name, err)
 		}
+		if spec.UserNamespace != nil {
+			idmapMounts(ms, spec.UserNamespace)
+		}
 		sopts = append(sopts, oci.WithMounts(ms))
 		if rootfsPropagation != "" {
 			sopts = append(sopts, withRootfsPropagation(rootfsPropagation))
@@ -383,11 +391,18 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	if len(spec.Annotations) > 0 {
 		sopts = append(sopts, oci.WithAnnotations(spec.Annotations))
 	}
+	snapshot := containerd.WithNewSnapshot(id, img)
+	if u := spec.UserNamespace; u != nil {
+		sopts = append(sopts, userNSSpecOpts(u))
+		snapshot = remappedSnapshot(id, img, u)
+		uid, gid, _ := u.hostRoot()
+		labels[labelUserNSRoot] = fmt.Sprintf("%d:%d", uid, gid)
+	}
 
 	_, err = r.client.NewContainer(ctx, id,
 		containerd.WithImage(img),
 		containerd.WithSnapshotter(r.opts.Snapshotter),
-		containerd.WithNewSnapshot(id, img),
+		snapshot,
 		containerd.WithRuntime(runtimeType, r.runtimeOptions(runtimeType)),
 		containerd.WithNewSpec(sopts...),
 		containerd.WithContainerLabels(labels),
@@ -508,7 +523,19 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		defer done()
 		creator = sc
 	}
-	task, err := c.NewTask(ctx, creator)
+	var topts []containerd.NewTaskOpts
+	if owner := labels[labelUserNSRoot]; owner != "" {
+		var uid, gid uint32
+		if _, err := fmt.Sscanf(owner, "%d:%d", &uid, &gid); err != nil {
+			return fmt.Errorf("runtime: start %s: label %s=%q: %w", id, labelUserNSRoot, owner, err)
+		}
+		info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata)
+		if err != nil {
+			return fmt.Errorf("runtime: start %s: %w", id, convertErr(err))
+		}
+		topts = append(topts, withIOOwner(r.runtimeOptions(info.Runtime.Name), uid, gid))
+	}
+	task, err := c.NewTask(ctx, creator, topts...)
 	if err != nil {
 		return fmt.Errorf("runtime: start %s: create task: %w", id, convertErr(err))
 	}

@@ -203,6 +203,11 @@ type ContainerSpec struct {
 	// This runtime adapter does not resolve CDI specs: a spec with CDI
 	// devices is refused (ErrCDIUnsupported).
 	CDIDevices []string
+	// UserNamespace, when set, runs the container in a user namespace of
+	// its own with these mappings (a pod with hostUsers: false): its
+	// rootfs is owned by the namespace's IDs and its mounts are idmapped.
+	// The runtime must support it (SupportsUserNamespaces).
+	UserNamespace *UserNamespace
 }
 
 // Device is a host device node in a container, as a device plugin's

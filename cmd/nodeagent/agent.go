@@ -154,6 +154,7 @@ type agent struct {
 	net *network.Network
 
 	rt         atomic.Pointer[runtime.Runtime]
+	handlers   runtimeHandlers // status.runtimeHandlers (handlers.go)
 	rtErr      atomic.Pointer[error]
 	firstDial  event // fired when the first dial of containerd has an outcome
 	pl         atomic.Pointer[pleg.PLEG]
@@ -238,6 +239,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	if err != nil {
 		return nil, err
 	}
+	a.handlers.rt, a.handlers.handlers = a.rt.Load, cfg.RuntimeHandlers
 	nsOpts := nodestatus.Options{
 		NodeName:                         nodeName,
 		Nodes:                            client.Nodes(),
@@ -261,6 +263,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		KubeletPort:                      cfg.Port,
 		PLEGHealthy:                      a.plegHealthy,
 		VolumesInUse:                     a.csi.volumesInUse(),
+		RuntimeHandlers:                  a.handlers.get,
 	}
 	if cfg.CNIConfDir != "" {
 		a.net, err = network.New(network.Config{

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/cm"
 	"github.com/nodeagent/nodeagent/config"
@@ -19,8 +21,10 @@ import (
 	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/pods/admission"
 	"github.com/nodeagent/nodeagent/pods/keyring"
+	"github.com/nodeagent/nodeagent/pods/pullmanager"
 	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
+	"github.com/nodeagent/nodeagent/userns"
 )
 
 // connectRuntime connects to containerd, retrying with backoff and logging
@@ -200,7 +204,33 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 	if a.csi != nil {
 		vols = a.csi.mounter
 	}
+	// User namespaces (hostUsers: false) as kubelet: the kubelet user's
+	// subordinate IDs or the default range, checked and read back from
+	// the pods' directories at start; a bad range stops the agent, as it
+	// stops kubelet ("create user namespace manager: ...").
+	idRange, err := userns.ReadHostRange()
+	if err != nil {
+		return nil, fmt.Errorf("create user namespace manager: kubelet mappings: %w", err)
+	}
+	usernsMgr, err := userns.New(userns.DirStore{Dir: filepath.Join(a.cfg.RootDir, "pods")},
+		userns.Options{Range: idRange, IDsPerPod: uint32(a.cfg.UserNamespaces.IDsPerPod), MaxPods: int(a.cfg.MaxPods)})
+	if err != nil {
+		return nil, fmt.Errorf("create user namespace manager: %w", err)
+	}
+	// KubeletEnsureSecretPulledImages (off by default, as in kubelet 1.34).
+	var pulls *pullmanager.Manager
+	if a.cfg.SecretPulledImages() {
+		policy, err := pullmanager.NewPolicy(a.cfg.ImagePullCredentialsVerificationPolicy, a.cfg.PreloadedImagesVerificationAllowlist)
+		if err != nil {
+			return nil, err
+		}
+		if pulls, err = pullmanager.New(a.cfg.RootDir, policy, clock.RealClock{}); err != nil {
+			return nil, fmt.Errorf("image pull records: %w", err)
+		}
+	}
 	return pods.New(pods.Options{
+		SecretPulledImages:  pulls,
+		UserNamespaces:      pods.NewUserNamespaces(usernsMgr, rt.SupportsUserNamespaces),
 		Volumes:             vols,
 		CredentialProviders: credProviders,
 		Security:            pods.SecurityOptions{SeccompDefault: a.cfg.SeccompDefault},

@@ -107,6 +107,15 @@ func CreatePod(dir string, o PodNamespaces) error {
 			return fmt.Errorf("netns: pod namespaces in %s: %w", dir, err)
 		}
 	}
+	userPod := IsNS(filepath.Join(dir, UserFile), unix.CLONE_NEWUSER)
+	if userPod && flags&unix.CLONE_NEWUTS == 0 && o.UTS && o.Hostname != "" {
+		// CreateUserPod made the UTS namespace before the pod's hostname
+		// was known.
+		err := doIn(filepath.Join(dir, UTSFile), unix.CLONE_NEWUTS, func() error { return unix.Sethostname([]byte(o.Hostname)) })
+		if err != nil {
+			return fmt.Errorf("netns: sethostname %q: %w", o.Hostname, err)
+		}
+	}
 	if o.IPC {
 		if err := mountShm(filepath.Join(dir, ShmDir)); err != nil {
 			return fmt.Errorf("netns: pod shm: %w", err)
@@ -150,11 +159,11 @@ func RemovePod(dir string) error {
 	mu.Lock()
 	defer mu.Unlock()
 	var errs []error
-	for _, f := range []string{IPCFile, UTSFile, ShmDir} {
+	for _, f := range []string{IPCFile, UTSFile, ShmDir, UserFile} {
 		p := filepath.Join(dir, f)
 		// Unmount until nothing is mounted (stacked mounts of an
 		// interrupted create).
-		for i := 0; i < 16 && (isMountPoint(p) || IsNS(p, unix.CLONE_NEWIPC) || IsNS(p, unix.CLONE_NEWUTS)); i++ {
+		for i := 0; i < 16 && (isMountPoint(p) || isNSFS(p)); i++ {
 			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 				errs = append(errs, fmt.Errorf("netns: unmount %s: %w", p, err))
 				break
@@ -164,7 +173,7 @@ func RemovePod(dir string) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	for _, f := range []string{IPCFile, UTSFile, ShmDir} {
+	for _, f := range []string{IPCFile, UTSFile, ShmDir, UserFile} {
 		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("netns: remove %w", err))
 		}

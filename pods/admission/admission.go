@@ -197,11 +197,12 @@ var podSpecAccepted = []string{
 	// cpu and memory for the pod cgroup, QoS, admission and eviction
 	// (kubetypes/podlevel.go); walked for the resource names.
 	"resources",
+	// A user namespace per pod with hostUsers: false (package userns);
+	// unsupportedUserNamespace refuses what cannot go with it.
+	"hostUsers",
 }
 
 var podSpecChecks = []check[v1.PodSpec]{
-	// hostUsers: true is what nodeagent does anyway.
-	{"hostUsers", func(s *v1.PodSpec) bool { return s.HostUsers != nil && !*s.HostUsers }},
 	{"resourceClaims", func(s *v1.PodSpec) bool { return len(s.ResourceClaims) > 0 }},
 	{"hostnameOverride", func(s *v1.PodSpec) bool { return s.HostnameOverride != nil }},
 }
@@ -248,15 +249,11 @@ var securityContextAccepted = []string{
 	"capabilities", "privileged", "seLinuxOptions", "windowsOptions", "runAsUser", "runAsGroup",
 	"runAsNonRoot", "readOnlyRootFilesystem", "allowPrivilegeEscalation", "seccompProfile",
 	"appArmorProfile",
+	// Default, or Unmasked with hostUsers: false (unsupportedUserNamespace).
+	"procMount",
 }
 
-var securityContextChecks = []check[v1.SecurityContext]{
-	// Unmasked needs a user namespace (hostUsers: false), which nodeagent
-	// does not make; Default is what it does.
-	{"procMount", func(c *v1.SecurityContext) bool {
-		return c.ProcMount != nil && *c.ProcMount != v1.DefaultProcMount
-	}},
-}
+var securityContextChecks = []check[v1.SecurityContext]{}
 
 // containerPortAccepted: a containerPort is informative. hostPort (and
 // hostIP) is the port itself on hostNetwork pods, else a port mapping the
@@ -462,8 +459,9 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // containers' securityContext (runAsUser, runAsGroup, runAsNonRoot,
 // supplementalGroups and its policy, fsGroup, sysctls, capabilities,
 // privileged, allowPrivilegeEscalation, readOnlyRootFilesystem, procMount
-// Default, seccompProfile, appArmorProfile; seLinuxOptions and
+// (Unmasked with hostUsers: false), seccompProfile, appArmorProfile; seLinuxOptions and
 // windowsOptions ignored), hostPID, hostIPC and shareProcessNamespace;
+// hostUsers (false: a user namespace of the pod's own);
 // runtimeClassName (its
 // handler must be in the config's runtimeHandlers, or the pod does not
 // start) and overhead (counted by FitsNode); os (AdmitSecurity refuses
@@ -475,7 +473,8 @@ func walk[T any](v *T, checks []check[T], p *field.Path, add func(*field.Path)) 
 // automountServiceAccountToken, ...) are accepted and ignored.
 //
 // Everything else is unsupported: valueFrom fileKeyRef and fieldRefs
-// other than the above, procMount Unmasked,
+// other than the above, procMount Unmasked without hostUsers: false,
+// hostNetwork, hostPID, hostIPC or shareProcessNamespace with it,
 // a restartPolicy on a regular container or other than Always on an init
 // container (ContainerRestartRules), mount propagation, pod-level
 // resources other than cpu and memory, every other volume
@@ -509,6 +508,7 @@ func Unsupported(pod *v1.Pod) []string {
 			}
 		}
 	}
+	unsupportedUserNamespace(s, spec, add)
 	for i := range s.EphemeralContainers {
 		c := v1.Container(s.EphemeralContainers[i].EphemeralContainerCommon)
 		unsupportedContainer(&c, spec.Child("ephemeralContainers").Index(i), s.HostNetwork, add)
@@ -610,4 +610,44 @@ func UnsupportedMessage(paths []string) string {
 		msg += fmt.Sprintf(", and %d more", n)
 	}
 	return msg
+}
+
+// unsupportedUserNamespace names what the API server's validation refuses
+// with or without a user namespace (a static pod is not validated by it):
+// procMount Unmasked needs hostUsers: false ("`hostUsers` must be false to
+// use `Unmasked`"); hostUsers: false forbids hostNetwork, hostPID and
+// hostIPC. nodeagent also refuses shareProcessNamespace with it: the
+// pod's pause, which holds the shared PID namespace, runs in the host's
+// user namespace, where the containers could not mount their /proc.
+func unsupportedUserNamespace(s *v1.PodSpec, spec *field.Path, add func(*field.Path)) {
+	hostUsers := s.HostUsers == nil || *s.HostUsers
+	if !hostUsers {
+		if s.HostNetwork {
+			add(spec.Child("hostNetwork"))
+		}
+		if s.HostPID {
+			add(spec.Child("hostPID"))
+		}
+		if s.HostIPC {
+			add(spec.Child("hostIPC"))
+		}
+		if s.ShareProcessNamespace != nil && *s.ShareProcessNamespace {
+			add(spec.Child("shareProcessNamespace"))
+		}
+		return
+	}
+	check := func(cs []v1.Container, p *field.Path) {
+		for i := range cs {
+			if sc := cs[i].SecurityContext; sc != nil && sc.ProcMount != nil && *sc.ProcMount != v1.DefaultProcMount {
+				add(p.Index(i).Child("securityContext", "procMount"))
+			}
+		}
+	}
+	check(s.InitContainers, spec.Child("initContainers"))
+	check(s.Containers, spec.Child("containers"))
+	for i := range s.EphemeralContainers {
+		if sc := s.EphemeralContainers[i].SecurityContext; sc != nil && sc.ProcMount != nil && *sc.ProcMount != v1.DefaultProcMount {
+			add(spec.Child("ephemeralContainers").Index(i).Child("securityContext", "procMount"))
+		}
+	}
 }

@@ -238,7 +238,11 @@ var unsupportedCases = []struct {
 	mutate func(p *v1.Pod)
 }{
 	// Pod spec.
-	{"spec.hostUsers", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false) }},
+	{"spec.shareProcessNamespace", func(p *v1.Pod) {
+		p.Spec.HostUsers = utilptr.To(false)
+		p.Spec.ShareProcessNamespace = utilptr.To(true)
+	}},
+	{"spec.hostNetwork", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(false); p.Spec.HostNetwork = true }},
 	{"spec.resourceClaims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "c"}} }},
 	// Pod-level resources: cpu and memory are supported; hugepages (which
 	// the API server accepts there) and claims are not.
@@ -362,6 +366,10 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 			p.Spec.Containers[0].Ports[0].HostIP = "127.0.0.1"
 		}},
 		{"hostUsers true", func(p *v1.Pod) { p.Spec.HostUsers = utilptr.To(true) }},
+		{"hostUsers false, procMount Unmasked", func(p *v1.Pod) {
+			p.Spec.HostUsers = utilptr.To(false)
+			p.Spec.Containers[1].SecurityContext.ProcMount = utilptr.To(v1.UnmaskedProcMount)
+		}},
 		{"name service", func(p *v1.Pod) {
 			p.Spec.Hostname, p.Spec.Subdomain = "h", "s"
 			p.Spec.SetHostnameAsFQDN = utilptr.To(true)

@@ -33,7 +33,13 @@ type Cred struct {
 	// Source names where the credentials came from ("secret ns/name",
 	// a file path), for logs; never the secret itself.
 	Source string
+	// Secret is the pod pull secret they came from (nil: the node's, a
+	// plugin's), for KubeletEnsureSecretPulledImages.
+	Secret *SecretRef
 }
+
+// SecretRef is a Secret's coordinates.
+type SecretRef struct{ UID, Namespace, Name string }
 
 // Entry is one registry's entry in a docker config: "auth" is
 // base64(username:password) and wins over the separate fields.
@@ -121,7 +127,12 @@ type Keyring struct {
 }
 
 // Add adds a config's entries, attributed to source.
-func (k *Keyring) Add(source string, c Config) {
+func (k *Keyring) Add(source string, c Config) { k.add(source, nil, c) }
+
+// AddSecret adds a pod pull secret's entries.
+func (k *Keyring) AddSecret(source string, ref SecretRef, c Config) { k.add(source, &ref, c) }
+
+func (k *Keyring) add(source string, ref *SecretRef, c Config) {
 	if k.creds == nil {
 		k.creds = map[string][]Cred{}
 	}
@@ -133,7 +144,7 @@ func (k *Keyring) Add(source string, c Config) {
 		if _, seen := k.creds[key]; !seen {
 			k.locs = append(k.locs, key)
 		}
-		k.creds[key] = append(k.creds[key], Cred{Username: e.Username, Password: e.Password, Source: source})
+		k.creds[key] = append(k.creds[key], Cred{Username: e.Username, Password: e.Password, Source: source, Secret: ref})
 	}
 	// Reverse lexical order puts a longer path before its prefix
 	// (kubelet's order, so the most specific credentials are tried first).

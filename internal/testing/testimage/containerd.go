@@ -32,7 +32,8 @@ import (
 // NODEAGENT_CONTAINERD_BIN (see BinEnv) names another containerd binary by
 // absolute path; its directory then comes first in the daemon's PATH so that
 // the containerd-shim-runc-v2 next to it is used (hack/build-containerd.sh
-// builds such a pair from a current release).
+// builds such a pair from a current release). NODEAGENT_RUNC_BIN (see
+// RuncEnv) likewise puts another runc first in its PATH (hack/build-runc.sh).
 type Containerd struct {
 	Dir          string
 	Address      string // gRPC socket path
@@ -86,10 +87,45 @@ func StartContainerd(t testing.TB) *Containerd {
 // (an absolute path) instead of "containerd" from PATH.
 const BinEnv = "NODEAGENT_CONTAINERD_BIN"
 
+// RuncEnv is the environment variable that selects the runc binary the
+// daemon's shims run (an absolute path) instead of "runc" from PATH.
+const RuncEnv = "NODEAGENT_RUNC_BIN"
+
+// Runc is the runc executable the daemon's shims run (first in its PATH).
+func (c *Containerd) Runc() (string, error) { return lookPath("runc", c.env) }
+
 // daemonBinary resolves the containerd executable and the environment to run
 // it with. bin is "" (and err nil) when no containerd is on PATH and BinEnv is
 // unset.
 func daemonBinary() (bin string, env []string, err error) {
+	bin, env, err = containerdBinary()
+	if err != nil || bin == "" {
+		return bin, env, err
+	}
+	runc := os.Getenv(RuncEnv)
+	if runc == "" {
+		return bin, env, nil
+	}
+	if !filepath.IsAbs(runc) || filepath.Base(runc) != "runc" {
+		return "", nil, fmt.Errorf("%s=%q: must be an absolute path to a file named runc", RuncEnv, runc)
+	}
+	if _, err := os.Stat(runc); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", RuncEnv, err)
+	}
+	out := make([]string, 0, len(env))
+	path := filepath.Dir(runc)
+	for _, kv := range env {
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path += string(filepath.ListSeparator) + p
+			continue
+		}
+		out = append(out, kv)
+	}
+	return bin, append(out, "PATH="+path), nil
+}
+
+// containerdBinary is daemonBinary without RuncEnv.
+func containerdBinary() (bin string, env []string, err error) {
 	env = os.Environ()
 	want := os.Getenv(BinEnv)
 	if want == "" {
