@@ -294,8 +294,8 @@ func TestKubectlTop(t *testing.T) {
 	})
 	kubectl(t, env, manifests, "apply", "-f", "-")
 	deployed := time.Now()
-	msPod := waitNamespacedPod(t, env, "kube-system", "k8s-app=metrics-server", 90*time.Second, "Ready", func(p *corev1.Pod) bool {
-		return podCondition(p, corev1.PodReady) == corev1.ConditionTrue
+	msPod := waitNamespacedPod(t, env, "kube-system", "k8s-app=metrics-server", 90*time.Second, "Ready on "+a.node, func(p *corev1.Pod) bool {
+		return p.Spec.NodeName == a.node && p.DeletionTimestamp == nil && podCondition(p, corev1.PodReady) == corev1.ConditionTrue
 	})
 	t.Logf("metrics-server %s Ready %.1fs after it was deployed (host network, %s:%d)", msPod.Name, time.Since(deployed).Seconds(), msPod.Status.PodIP, port)
 	t.Cleanup(func() {
