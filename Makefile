@@ -8,7 +8,8 @@ VERSION ?= $(shell bash -c 'source <(sed -n "/^version() {/,/^}/p" hack/package.
 BIN := _output/bin
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
-	test-integration fuzz-smoke conformance lint clean fault-long soak test-vm sample-device-plugin
+	test-integration fuzz-smoke conformance lint clean fault-long soak test-vm sample-device-plugin \
+	metrics-server
 
 all: build
 
@@ -38,13 +39,18 @@ run: build controlplane
 # Every test: unit, integration and e2e against one shared local cluster,
 # the config fuzzer briefly, the upstream node conformance specs, and
 # the package test under systemd-nspawn.
-test: build controlplane sample-device-plugin
+test: build controlplane sample-device-plugin metrics-server
 	hack/test.sh
 
 # The sample device plugin of the pinned k8s.io/kubernetes module, for the
 # device plugin e2e test (cached like the control plane).
 sample-device-plugin:
 	hack/build-sample-device-plugin.sh
+
+# metrics-server from its Go module (hack/metrics-server), for the kubectl
+# top e2e test (cached like the sample device plugin).
+metrics-server:
+	hack/build-metrics-server.sh
 
 # The upstream node conformance specs alone, against the running cluster in
 # $NODEAGENT_CLUSTER_DIR (docs/conformance.md).

@@ -41,7 +41,10 @@ type Config struct {
 	// LegacyParent is where agents before this layout put pod cgroups
 	// (<LegacyParent>/<uid>); RemovePod removes those too. "" for none.
 	LegacyParent string
-	Logger       *slog.Logger
+	// HugetlbPageSizes lists the page sizes whose hugetlb limits the
+	// host's cgroups take (nil: HugetlbPageSizes, read once in New).
+	HugetlbPageSizes func() []string
+	Logger           *slog.Logger
 }
 
 // Manager makes and removes the kubepods hierarchy and pod cgroups. Its
@@ -56,6 +59,8 @@ type Manager struct {
 	kick chan struct{}          // 1-buffered: the burstable sum may have changed
 
 	lastBurstable uint64 // owned by Run
+
+	hugetlb []string // page sizes with hugetlb limits (HugetlbPageSizes)
 }
 
 type podEntry struct {
@@ -72,7 +77,10 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, pods: map[types.UID]podEntry{}, kick: make(chan struct{}, 1)}, nil
+	if cfg.HugetlbPageSizes == nil {
+		cfg.HugetlbPageSizes = HugetlbPageSizes
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, pods: map[types.UID]podEntry{}, kick: make(chan struct{}, 1), hugetlb: cfg.HugetlbPageSizes()}, nil
 }
 
 func (m *Manager) kubepods() CgroupName   { return m.cfg.Root.Child("kubepods") }
@@ -131,9 +139,10 @@ func (m *Manager) WatchParents() []string {
 	return out
 }
 
-// Setup makes kubepods (cpu shares from allocatable; memory and pids
-// limits when enforced) and the burstable and besteffort QoS cgroups
-// (2 cpu shares until burstable pods arrive).
+// Setup makes kubepods (cpu shares from allocatable; memory, pids and
+// hugetlb limits when enforced) and the burstable and besteffort QoS
+// cgroups (2 cpu shares until burstable pods arrive; hugetlb unbounded, as
+// kubelet's, so that the pod cgroups' limits are what counts).
 func (m *Manager) Setup() error {
 	if !m.cfg.CgroupsPerQOS {
 		return nil
@@ -144,7 +153,7 @@ func (m *Manager) Setup() error {
 	}
 	min := uint64(MinShares)
 	for _, n := range []CgroupName{m.burstable(), m.besteffort()} {
-		if err := m.apply(n, ResourceConfig{CPUShares: &min}); err != nil {
+		if err := m.apply(n, ResourceConfig{CPUShares: &min, HugePageLimit: UnboundedHugePages(m.hugetlb)}); err != nil {
 			return fmt.Errorf("cm: QoS cgroup %s: %w", m.Path(n), err)
 		}
 	}
@@ -288,7 +297,7 @@ func (m *Manager) libctConfig(n CgroupName, res *cgroups.Resources) *cgroups.Cgr
 // apply makes cgroup n (Apply(-1) creates it with no process) and sets
 // rc on it.
 func (m *Manager) apply(n CgroupName, rc ResourceConfig) error {
-	res := toResources(rc, cgroups.IsCgroup2UnifiedMode())
+	res := toResources(rc, cgroups.IsCgroup2UnifiedMode(), m.hugetlb)
 	mgr, err := cgmanager.New(m.libctConfig(n, res))
 	if err != nil {
 		return err
@@ -318,8 +327,10 @@ func destroyCgroupfs(p string) error {
 }
 
 // toResources converts rc for the library: cpu shares become cpu.weight
-// on cgroup v2, devices are left alone, nothing is frozen.
-func toResources(rc ResourceConfig, v2 bool) *cgroups.Resources {
+// on cgroup v2, devices are left alone, nothing is frozen; hugetlb limits
+// for the page sizes in hugetlb (none when the host has no hugetlb
+// controller).
+func toResources(rc ResourceConfig, v2 bool, hugetlb []string) *cgroups.Resources {
 	r := &cgroups.Resources{SkipDevices: true, SkipFreezeOnSet: true}
 	if rc.CPUShares != nil {
 		if v2 {
@@ -340,6 +351,9 @@ func toResources(rc ResourceConfig, v2 bool) *cgroups.Resources {
 	if rc.PidsLimit != nil {
 		p := *rc.PidsLimit
 		r.PidsLimit = &p
+	}
+	if rc.HugePageLimit != nil {
+		r.HugetlbLimit = hugetlbLimits(rc.HugePageLimit, hugetlb)
 	}
 	return r
 }

@@ -28,7 +28,7 @@ func (m *Manager) SetPod(pod *v1.Pod, rc ResourceConfig) error {
 	if n == nil {
 		return nil
 	}
-	res := toResources(rc, cgroups.IsCgroup2UnifiedMode())
+	res := toResources(rc, cgroups.IsCgroup2UnifiedMode(), m.hugetlb)
 	mgr, err := cgmanager.New(m.libctConfig(n, res))
 	if err != nil {
 		return fmt.Errorf("pod cgroup %s: %w", m.Path(n), err)

@@ -21,6 +21,10 @@ type ResourceConfig struct {
 	CPUPeriod *uint64
 	Memory    *int64
 	PidsLimit *int64
+	// HugePageLimit is the hugetlb limit in bytes per page size in bytes;
+	// nil leaves hugetlb as is, otherwise every size the host supports is
+	// set and those not named are 0 (see hugetlbLimits).
+	HugePageLimit map[int64]int64
 }
 
 // MilliCPUToShares converts a cpu request to cgroup v1 cpu.shares.
@@ -65,7 +69,9 @@ func SharesToWeight(shares uint64) uint64 {
 // init container's if larger, plus overhead) for every class but
 // BestEffort (2 shares); a CFS quota from the summed limits when every
 // container has a cpu limit; a memory limit when every container has one
-// (always for Guaranteed); the pids limit when podPidsLimit > 0.
+// (always for Guaranteed); the pids limit when podPidsLimit > 0; hugetlb
+// limits of the summed hugepages-<size> requests (0 for the sizes it does
+// not request) whatever its class.
 func PodResourceConfig(pod *v1.Pod, podPidsLimit int64) ResourceConfig {
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	cpuLimited, memLimited := true, true
@@ -107,6 +113,7 @@ func PodResourceConfig(pod *v1.Pod, podPidsLimit int64) ResourceConfig {
 	if podPidsLimit > 0 {
 		rc.PidsLimit = &podPidsLimit
 	}
+	rc.HugePageLimit = HugePageLimits(reqs)
 	return rc
 }
 
@@ -123,7 +130,7 @@ func BurstableShares(milliCPU int64) uint64 { return MilliCPUToShares(milliCPU) 
 
 // NodeAllocatableConfig is kubepods' configuration from the resources it
 // may use: cpu shares always (the default 1024 would starve pods next to
-// the system), memory and pids limits only when enforced.
+// the system), memory, pids and hugetlb limits only when enforced.
 func NodeAllocatableConfig(alloc v1.ResourceList, enforce bool) ResourceConfig {
 	var rc ResourceConfig
 	if q, ok := alloc[v1.ResourceCPU]; ok {
@@ -141,5 +148,6 @@ func NodeAllocatableConfig(alloc v1.ResourceList, enforce bool) ResourceConfig {
 		p := q.Value()
 		rc.PidsLimit = &p
 	}
+	rc.HugePageLimit = HugePageLimits(alloc)
 	return rc
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	authnv1 "k8s.io/api/authentication/v1"
-	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -660,26 +659,7 @@ func TestServingCertificateBootstrap(t *testing.T) {
 	a.start()
 	a.waitKubeletPort(ctx)
 	user := "system:node:" + a.node
-	var csrName string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := env.Admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range list.Items {
-			if c.Spec.Username == user && c.Spec.SignerName == certv1.KubeletServingSignerName {
-				csrName = c.Name
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no serving CSR from %s: %v", user, err)
-	}
-	t.Cleanup(func() {
-		_ = env.Admin.CertificatesV1().CertificateSigningRequests().Delete(context.Background(), csrName, metav1.DeleteOptions{})
-	})
+	csrName := waitServingCSR(t, a)
 	// Before approval: the self-signed certificate.
 	peer := func() *x509.Certificate {
 		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", a.apiPort), &tls.Config{InsecureSkipVerify: true})
@@ -693,21 +673,7 @@ func TestServingCertificateBootstrap(t *testing.T) {
 		t.Fatalf("before approval: issuer %s", c.Issuer)
 	}
 	kubectl(t, env, "", "certificate", "approve", csrName)
-	caPEM, err := os.ReadFile(env.CACert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	var got *x509.Certificate
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		got = peer()
-		_, err := got.Verify(x509.VerifyOptions{Roots: roots, DNSName: a.node, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the node API does not serve the issued certificate: subject %s issuer %s SANs %v %v", got.Subject, got.Issuer, got.DNSNames, got.IPAddresses)
-	}
+	got := a.waitServingCertFromCA(t)
 	if got.Subject.CommonName != user || len(got.IPAddresses) == 0 {
 		t.Errorf("issued certificate: subject %s, IPs %v", got.Subject, got.IPAddresses)
 	}

@@ -190,9 +190,6 @@ func (s *ContainerSpec) Validate() error {
 	if s.Name == "" {
 		errs = append(errs, errors.New("container name is required"))
 	}
-	if len(s.CDIDevices) > 0 {
-		errs = append(errs, fmt.Errorf("CDI devices %v: this runtime adapter does not resolve CDI device names (device plugins must return DeviceSpecs and Mounts instead)", s.CDIDevices))
-	}
 	if s.Image == "" {
 		errs = append(errs, errors.New("image is required"))
 	} else if _, err := NormalizeImageRef(s.Image); err != nil {
@@ -398,6 +395,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 		uid, gid, _ := u.hostRoot()
 		labels[labelUserNSRoot] = fmt.Sprintf("%d:%d", uid, gid)
 	}
+	// Last, as containerd's CRI plugin applies them: a CDI spec's edits
+	// may add to what the pod spec and the device plugin gave.
+	sopts = append(sopts, r.cdi.withCDIDevices(spec.CDIDevices))
 
 	_, err = r.client.NewContainer(ctx, id,
 		containerd.WithImage(img),

@@ -72,6 +72,9 @@ type Options struct {
 	// container's log file, named as kubelet names those in
 	// /var/log/containers (see logsymlinks.go). It must be absolute.
 	ContainerLogsDir string
+	// CDISpecDirs are the directories of CDI spec files that resolve
+	// ContainerSpec.CDIDevices; nil: DefaultCDISpecDirs (containerd's).
+	CDISpecDirs []string
 	// Logger receives the adapter's few logs; default slog.Default().
 	Logger *slog.Logger
 	// Clock drives backoff and grace periods; default the real clock.
@@ -104,6 +107,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.LogRotation.MaxFiles == 0 {
 		o.LogRotation.MaxFiles = crilog.DefaultMaxFiles
+	}
+	if o.CDISpecDirs == nil {
+		o.CDISpecDirs = DefaultCDISpecDirs
 	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
@@ -158,6 +164,8 @@ type Runtime struct {
 	// unified: the host has the unified cgroup v2 hierarchy, where
 	// unprivileged containers get a private cgroup namespace (New).
 	unified bool
+
+	cdi *cdiRegistry // CDI devices (cdi.go)
 }
 
 // New connects to containerd. It fails if containerd cannot be reached
@@ -173,7 +181,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime: connect to containerd at %s: %w", opts.Address, err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	r := &Runtime{opts: opts, client: client, stop: stop, unified: cgroups.IsCgroup2UnifiedMode()}
+	r := &Runtime{opts: opts, client: client, stop: stop, unified: cgroups.IsCgroup2UnifiedMode(), cdi: &cdiRegistry{dirs: opts.CDISpecDirs}}
 	go r.watchTasks(ctx)
 	return r, nil
 }

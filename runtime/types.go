@@ -199,9 +199,10 @@ type ContainerSpec struct {
 	Devices []Device
 	// Annotations are OCI spec annotations (device plugins' Allocate).
 	Annotations map[string]string
-	// CDIDevices are fully qualified CDI device names (vendor/class=name).
-	// This runtime adapter does not resolve CDI specs: a spec with CDI
-	// devices is refused (ErrCDIUnsupported).
+	// CDIDevices are fully qualified CDI device names
+	// (vendor.com/class=name), resolved from the CDI spec files in
+	// Options.CDISpecDirs when the container is created (see cdi.go); a
+	// name no spec defines fails the creation.
 	CDIDevices []string
 	// UserNamespace, when set, runs the container in a user namespace of
 	// its own with these mappings (a pod with hostUsers: false): its

@@ -84,6 +84,7 @@ func (p *fakePlugin) Allocate(_ context.Context, r *pluginapi.AllocateRequest) (
 		for _, id := range cr.DevicesIds {
 			resp.Mounts = append(resp.Mounts, &pluginapi.Mount{HostPath: "/tmp", ContainerPath: "/dev-" + id, ReadOnly: true})
 			resp.Devices = append(resp.Devices, &pluginapi.DeviceSpec{HostPath: "/dev/null", ContainerPath: "/dev/" + id, Permissions: "rw"})
+			resp.CdiDevices = append(resp.CdiDevices, &pluginapi.CDIDevice{Name: "example.com/dev=" + id})
 		}
 		out.ContainerResponses = append(out.ContainerResponses, resp)
 	}
@@ -304,6 +305,7 @@ func TestAllocateAndRunOptions(t *testing.T) {
 		Mounts:      []runtime.Mount{{HostPath: "/tmp", ContainerPath: "/dev-" + id, ReadOnly: true}},
 		Env:         []string{"DEVS=" + id},
 		Annotations: map[string]string{"example.com/devs": id},
+		CDIDevices:  []string{"example.com/dev=" + id},
 	}
 	if d := cmp.Diff(want, opts); d != "" {
 		t.Errorf("RunOptions (-want +got):\n%s", d)

@@ -32,7 +32,14 @@ const validity = 10 * 365 * 24 * time.Hour
 
 // LoadOrCreateCA loads ca.crt/ca.key from dir, creating them if either is missing.
 func LoadOrCreateCA(dir, commonName string) (*CA, error) {
-	certPath, keyPath := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	return LoadOrCreateCAFiles(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"), commonName)
+}
+
+// LoadOrCreateCAFiles is LoadOrCreateCA with the certificate's and the key's
+// paths (kubeadm's front-proxy-ca.crt/.key beside ca.crt, for one), which
+// must be in one directory.
+func LoadOrCreateCAFiles(certPath, keyPath, commonName string) (*CA, error) {
+	dir := filepath.Dir(certPath)
 	if ca, err := LoadCA(certPath, keyPath); err == nil {
 		return ca, nil
 	} else if !errors.Is(err, os.ErrNotExist) {

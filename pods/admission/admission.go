@@ -318,9 +318,11 @@ var resourceRequirementsChecks = []check[v1.ResourceRequirements]{
 // is enforced by eviction (package eviction, localStorageEviction).
 // Extended resources (kubetypes.IsExtendedResourceName) are accepted too:
 // device plugins' resources are allocated at admission, others count in
-// FitsNode when the node has them.
+// FitsNode when the node has them. So are hugepages-<size>: they count in
+// FitsNode against the node's allocatable of that size (OutOfhugepages-2Mi
+// as kubelet), and become the pod cgroup's hugetlb limits (package cm).
 // Pod-level resources are cpu and memory; the API server also accepts
-// hugepages-*, which nodeagent does not support in containers either.
+// hugepages-* there, which nodeagent refuses by name.
 var (
 	limitResources    = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
 	requestResources  = sets.New(v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage)
@@ -519,7 +521,7 @@ func Unsupported(pod *v1.Pod) []string {
 		walk(vs, volumeSourceChecks, vp, add)
 		if ed := vs.EmptyDir; ed != nil {
 			walk(ed, emptyDirChecks, vp.Child("emptyDir"), add)
-			if ed.Medium != v1.StorageMediumDefault && ed.Medium != v1.StorageMediumMemory {
+			if ed.Medium != v1.StorageMediumDefault && ed.Medium != v1.StorageMediumMemory && !isHugePagesMedium(ed.Medium) {
 				add(vp.Child("emptyDir", "medium"))
 			}
 		}
@@ -583,12 +585,12 @@ func unsupportedContainer(c *v1.Container, p *field.Path, hostNetwork bool, add 
 	rp := p.Child("resources")
 	walk(&c.Resources, resourceRequirementsChecks, rp, add)
 	for name := range c.Resources.Limits {
-		if !limitResources.Has(name) && !kubetypes.IsExtendedResourceName(name) {
+		if !limitResources.Has(name) && !kubetypes.IsExtendedResourceName(name) && !isHugePages(name) {
 			add(rp.Child("limits").Key(string(name)))
 		}
 	}
 	for name := range c.Resources.Requests {
-		if !requestResources.Has(name) && !kubetypes.IsExtendedResourceName(name) {
+		if !requestResources.Has(name) && !kubetypes.IsExtendedResourceName(name) && !isHugePages(name) {
 			add(rp.Child("requests").Key(string(name)))
 		}
 	}
@@ -650,4 +652,15 @@ func unsupportedUserNamespace(s *v1.PodSpec, spec *field.Path, add func(*field.P
 			add(spec.Child("ephemeralContainers").Index(i).Child("securityContext", "procMount"))
 		}
 	}
+}
+
+// isHugePages reports whether name is a hugepages-<size> resource.
+func isHugePages(name v1.ResourceName) bool {
+	return strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix)
+}
+
+// isHugePagesMedium reports whether an emptyDir medium is HugePages or
+// HugePages-<size> (mounted as hugetlbfs by package volume).
+func isHugePagesMedium(m v1.StorageMedium) bool {
+	return m == v1.StorageMediumHugePages || strings.HasPrefix(string(m), string(v1.StorageMediumHugePagesPrefix))
 }

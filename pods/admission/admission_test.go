@@ -189,6 +189,27 @@ func TestValidatePod(t *testing.T) {
 			[]string{`spec.containers[0].resources.limits[memory]: Invalid value: "-1": must be greater than or equal to 0`}},
 		{"request above limit", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = q("2") },
 			[]string{`spec.containers[0].resources.requests[cpu]: Invalid value: "2": must be less than or equal to cpu limit of 1`}},
+		{"hugepages: whole pages, equal to the limit, beside cpu or memory", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Limits["hugepages-2Mi"] = q("4Mi")
+			p.Spec.Containers[0].Resources.Requests["hugepages-2Mi"] = q("4Mi")
+		}, nil},
+		{"hugepages request not equal to the limit", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Limits["hugepages-2Mi"] = q("4Mi")
+			p.Spec.Containers[0].Resources.Requests["hugepages-2Mi"] = q("2Mi")
+		}, []string{`spec.containers[0].resources.requests: Invalid value: "2Mi": must be equal to hugepages-2Mi limit of 4Mi`}},
+		{"hugepages request without a limit", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Requests["hugepages-2Mi"] = q("2Mi")
+		}, []string{`spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources`}},
+		{"hugepages not in whole pages", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Limits["hugepages-2Mi"] = q("3Mi")
+			p.Spec.Containers[0].Resources.Requests["hugepages-2Mi"] = q("3Mi")
+		}, []string{
+			`spec.containers[0].resources.limits[hugepages-2Mi]: Invalid value: "3Mi": 3Mi is not positive integer multiple of hugepages-2Mi`,
+			`spec.containers[0].resources.requests[hugepages-2Mi]: Invalid value: "3Mi": 3Mi is not positive integer multiple of hugepages-2Mi`,
+		}},
+		{"hugepages alone", func(p *v1.Pod) {
+			p.Spec.Containers[1].Resources = v1.ResourceRequirements{Limits: v1.ResourceList{"hugepages-2Mi": q("2Mi")}, Requests: v1.ResourceList{"hugepages-2Mi": q("2Mi")}}
+		}, []string{`spec.containers[1].resources: Forbidden: HugePages require cpu or memory`}},
 		{"request without limit is fine", func(p *v1.Pod) { p.Spec.Containers[1].Resources.Requests = v1.ResourceList{"cpu": q("64")} }, nil},
 		{"restartPolicy", func(p *v1.Pod) { p.Spec.RestartPolicy = "Sometimes" },
 			[]string{`spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"`}},
@@ -299,9 +320,6 @@ var unsupportedCases = []struct {
 	{"spec.containers[0].resources.claims", func(p *v1.Pod) {
 		p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
 	}},
-	{"spec.containers[0].resources.limits[hugepages-2Mi]", func(p *v1.Pod) {
-		p.Spec.Containers[0].Resources.Limits["hugepages-2Mi"] = resource.MustParse("2Mi")
-	}},
 	{"spec.containers[0].resources.requests[kubernetes.io/custom]", func(p *v1.Pod) {
 		// Not an extended resource (kubernetes.io/ is the native prefix);
 		// example.com/gpu is accepted (device plugins).
@@ -309,7 +327,7 @@ var unsupportedCases = []struct {
 	}},
 
 	// Volumes beyond their source type.
-	{"spec.volumes[0].emptyDir.medium", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumHugePages }},
+	{"spec.volumes[0].emptyDir.medium", func(p *v1.Pod) { p.Spec.Volumes[0].EmptyDir.Medium = "Tmpfs" }},
 
 	// Projected volumes beyond their supported sources.
 	{"spec.volumes[2].projected.sources[1].clusterTrustBundle", func(p *v1.Pod) {
@@ -353,6 +371,12 @@ func TestUnsupportedSupportedPod(t *testing.T) {
 			p.Spec.PreemptionPolicy = utilptr.To(v1.PreemptNever)
 		}},
 		{"no securityContext at all", func(p *v1.Pod) { p.Spec.SecurityContext = nil; p.Spec.Containers[1].SecurityContext = nil }},
+		{"huge pages: hugepages-<size> resources and hugetlbfs emptyDirs", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Limits["hugepages-2Mi"] = resource.MustParse("4Mi")
+			p.Spec.Containers[0].Resources.Requests["hugepages-2Mi"] = resource.MustParse("4Mi")
+			p.Spec.Volumes[0].EmptyDir.Medium = v1.StorageMediumHugePages
+			p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "huge", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: "HugePages-2Mi"}}})
+		}},
 		{"local storage limits, enforced by eviction", func(p *v1.Pod) {
 			p.Spec.Containers[0].Resources.Limits[v1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
 			p.Spec.Volumes[0].EmptyDir = &v1.EmptyDirVolumeSource{SizeLimit: utilptr.To(resource.MustParse("1Gi"))}
@@ -770,6 +794,7 @@ func TestFitsNode(t *testing.T) {
 	alloc := rl("cpu", "2", "memory", "1Gi", "ephemeral-storage", "10Gi", "pods", "110")
 	withGPU := rl("cpu", "2", "memory", "1Gi", "ephemeral-storage", "10Gi", "pods", "110", "example.com/gpu", "2")
 	zeroGPU := rl("cpu", "2", "memory", "1Gi", "ephemeral-storage", "10Gi", "pods", "110", "example.com/gpu", "0")
+	withHuge := rl("cpu", "2", "memory", "1Gi", "ephemeral-storage", "10Gi", "pods", "110", "hugepages-2Mi", "8Mi", "hugepages-1Gi", "0")
 	limitsOnly := podWith("lim", nil, nil)
 	limitsOnly.Spec.Containers[0].Resources.Limits = rl("memory", "900Mi")
 
@@ -812,6 +837,13 @@ func TestFitsNode(t *testing.T) {
 		{desc: "extended resource on the node", pod: podWith("new", nil, rl("example.com/gpu", "2")),
 			admitted: []*v1.Pod{podWith("a", nil, rl("example.com/gpu", "1"))}, alloc: withGPU, maxPods: 110,
 			reason: "OutOfexample.com/gpu", message: "Pod was rejected: Node didn't have enough resource: example.com/gpu, requested: 2, used: 1, capacity: 2"},
+		{desc: "hugepages beyond what is reserved", pod: podWith("new", nil, rl("cpu", "1", "hugepages-2Mi", "8Mi")),
+			admitted: []*v1.Pod{podWith("a", nil, rl("hugepages-2Mi", "2Mi"))}, alloc: withHuge, maxPods: 110,
+			reason: "OutOfhugepages-2Mi", message: "Pod was rejected: Node didn't have enough resource: hugepages-2Mi, requested: 8388608, used: 2097152, capacity: 8388608"},
+		{desc: "hugepages that fit", pod: podWith("new", nil, rl("cpu", "1", "hugepages-2Mi", "6Mi")),
+			admitted: []*v1.Pod{podWith("a", nil, rl("hugepages-1Gi", "1Gi"))}, alloc: withHuge, maxPods: 110},
+		{desc: "hugepages of a size none are reserved of (kubelet reports 0)", pod: podWith("new", nil, rl("memory", "1Mi", "hugepages-1Gi", "1Gi")), alloc: withHuge, maxPods: 110,
+			reason: "OutOfhugepages-1Gi", message: "Pod was rejected: Node didn't have enough resource: hugepages-1Gi, requested: 1073741824, used: 0, capacity: 0"},
 		{desc: "extended resource with allocatable 0", pod: podWith("new", nil, rl("example.com/gpu", "1")), alloc: zeroGPU, maxPods: 110,
 			reason: "OutOfexample.com/gpu", message: "Pod was rejected: Node didn't have enough resource: example.com/gpu, requested: 1, used: 0, capacity: 0"},
 		{desc: "init container larger than app containers counts", pod: podWith("new", []v1.ResourceList{rl("cpu", "1800m")}, rl("cpu", "100m"), rl("cpu", "100m")),

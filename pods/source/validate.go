@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -28,7 +29,8 @@ import (
 // every volume mount names an existing volume and has an absolute
 // mountPath, and a mountPropagation that is None, HostToContainer, or
 // Bidirectional in a privileged container; resource quantities are non-negative and requests do not
-// exceed limits; restartPolicy is Always, OnFailure or Never;
+// exceed limits (hugepages-<size>: equal them, in whole pages, beside a cpu
+// or memory request or limit, as the API server validates); restartPolicy is Always, OnFailure or Never;
 // terminationGracePeriodSeconds is not negative.
 //
 // It returns nil or every problem at once (errors.Join of *field.Error,
@@ -326,13 +328,58 @@ func validateResources(r *v1.ResourceRequirements, p *field.Path) field.ErrorLis
 	}
 	for _, name := range sortedNames(r.Requests) {
 		req := r.Requests[name]
+		lim, ok := r.Limits[name]
+		switch {
+		case isHugePages(name) && !ok:
+			errs = append(errs, field.Required(p.Child("limits"), "Limit must be set for non overcommitable resources"))
+		case isHugePages(name) && req.Cmp(lim) != 0:
+			errs = append(errs, field.Invalid(p.Child("requests"), req.String(),
+				fmt.Sprintf("must be equal to %s limit of %s", name, lim.String())))
 		// A negative limit is reported above.
-		if lim, ok := r.Limits[name]; ok && lim.Sign() >= 0 && req.Cmp(lim) > 0 {
+		case ok && lim.Sign() >= 0 && req.Cmp(lim) > 0:
 			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), req.String(),
 				fmt.Sprintf("must be less than or equal to %s limit of %s", name, lim.String())))
 		}
 	}
+	// Huge pages as the API server validates them: whole pages, and only
+	// beside cpu or memory.
+	huge, cpuOrMemory := false, false
+	for _, kind := range []struct {
+		name string
+		list v1.ResourceList
+	}{{"limits", r.Limits}, {"requests", r.Requests}} {
+		for _, name := range sortedNames(kind.list) {
+			switch {
+			case name == v1.ResourceCPU || name == v1.ResourceMemory:
+				cpuOrMemory = true
+			case isHugePages(name):
+				huge = true
+				if q := kind.list[name]; !hugePagesDivisible(name, q) {
+					errs = append(errs, field.Invalid(p.Child(kind.name).Key(string(name)), q.String(),
+						fmt.Sprintf("%s is not positive integer multiple of %s", q.String(), name)))
+				}
+			}
+		}
+	}
+	if huge && !cpuOrMemory {
+		errs = append(errs, field.Forbidden(p, "HugePages require cpu or memory"))
+	}
 	return errs
+}
+
+// isHugePages reports whether name is a hugepages-<size> resource.
+func isHugePages(name v1.ResourceName) bool {
+	return strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix)
+}
+
+// hugePagesDivisible reports whether q is a whole number of name's pages
+// (0 is; a size that does not parse is not).
+func hugePagesDivisible(name v1.ResourceName, q resource.Quantity) bool {
+	size, err := resource.ParseQuantity(strings.TrimPrefix(string(name), v1.ResourceHugePagesPrefix))
+	if err != nil || size.Value() <= 0 {
+		return false
+	}
+	return q.Value()%size.Value() == 0
 }
 
 func sortedNames(l v1.ResourceList) []v1.ResourceName {

@@ -46,6 +46,9 @@ func volumesDir(podDir string) string { return filepath.Join(podDir, "volumes") 
 //     tmpfs's root mode 1777 as under kubelet), of size sizeLimit when it
 //     is set and positive, else tmpfs's default (half of RAM); it counts
 //     against the memory of the host, not of the pod's cgroup limits;
+//   - emptyDir with medium HugePages or HugePages-<size>: a hugetlbfs
+//     mounted there with the page size of the pod's hugepages-<size>
+//     requests (see hugePagesMountOption), as kubelet's;
 //   - an emptyDir of a pod with securityContext.fsGroup then belongs to
 //     that group with the setgid bit (2777 on disk, 3777 on tmpfs), its
 //     contents group read-write, as kubelet's volume ownership makes it
@@ -94,7 +97,7 @@ func SetupVolumes(podDir string, pod *v1.Pod) (map[string]string, error) {
 		case v.EmptyDir != nil && v.HostPath != nil:
 			err = errors.New("more than one volume source")
 		case v.EmptyDir != nil:
-			p, err = setupEmptyDir(podDir, v.Name, v.EmptyDir, fsGroupOf(pod))
+			p, err = setupEmptyDir(podDir, v.Name, v.EmptyDir, pod)
 		case v.HostPath != nil:
 			p, err = SetupHostPath(v.HostPath)
 		default:
@@ -121,11 +124,20 @@ func emptyDirMetaDir(podDir, name string) string {
 // file in the volume's meta directory. A volume that is ready (and, for
 // Memory, still mounted) is left as it is, so ownership and modes are set
 // once, not on every sync: what the pod's processes change later stays.
-func setupEmptyDir(podDir, name string, ed *v1.EmptyDirVolumeSource, fsGroup *int64) (string, error) {
+func setupEmptyDir(podDir, name string, ed *v1.EmptyDirVolumeSource, pod *v1.Pod) (string, error) {
 	dir := filepath.Join(volumesDir(podDir), emptyDirPlugin, name)
 	ready := filepath.Join(emptyDirMetaDir(podDir, name), "ready")
-	if ed.Medium != v1.StorageMediumDefault && ed.Medium != v1.StorageMediumMemory {
-		return "", fmt.Errorf("emptyDir: unsupported medium %q (only \"\" and %q are supported)", ed.Medium, v1.StorageMediumMemory)
+	fsGroup := fsGroupOf(pod)
+	var hugeOpt string
+	switch {
+	case ed.Medium == v1.StorageMediumDefault, ed.Medium == v1.StorageMediumMemory:
+	case isHugePagesMedium(ed.Medium):
+		var err error
+		if hugeOpt, err = hugePagesMountOption(ed.Medium, pod); err != nil {
+			return "", fmt.Errorf("emptyDir: %w", err)
+		}
+	default:
+		return "", fmt.Errorf("emptyDir: unsupported medium %q (only \"\", %q, %q and %q-<size> are supported)", ed.Medium, v1.StorageMediumMemory, v1.StorageMediumHugePages, v1.StorageMediumHugePages)
 	}
 	if _, err := os.Stat(ready); err == nil {
 		switch _, derr := os.Stat(dir); {
@@ -170,6 +182,17 @@ func setupEmptyDir(podDir, name string, ed *v1.EmptyDirVolumeSource, fsGroup *in
 			opts = withNoswap(opts)
 			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 				return "", fmt.Errorf("emptyDir: mount tmpfs (%s) on %s: %w", opts, dir, err)
+			}
+		}
+	}
+	if hugeOpt != "" {
+		mounted, err := isMountPoint(dir)
+		if err != nil {
+			return "", fmt.Errorf("emptyDir: %w", err)
+		}
+		if !mounted {
+			if err := unix.Mount("nodev", dir, "hugetlbfs", 0, hugeOpt); err != nil {
+				return "", fmt.Errorf("emptyDir: mount hugetlbfs (%s) on %s: %w", hugeOpt, dir, err)
 			}
 		}
 	}

@@ -301,7 +301,8 @@ func TestVolumesBadInput(t *testing.T) {
 		{"relative pod dir", "pods/x", nil, "must be absolute"},
 		{"nfs", base, []v1.Volume{nfs}, `MountVolume.SetUp failed for volume "cfg" : unsupported volume source`},
 		{"two sources", base, []v1.Volume{both}, `volume "both" : more than one volume source`},
-		{"hugepages", base, []v1.Volume{emptyDirVol("hp", v1.StorageMediumHugePages, "")}, `volume "hp" : emptyDir: unsupported medium "HugePages"`},
+		{"hugepages without a hugepages request", base, []v1.Volume{emptyDirVol("hp", v1.StorageMediumHugePages, "")}, `volume "hp" : emptyDir: medium HugePages: hugePages storage requested, but there is no resource request for huge pages`},
+		{"unknown medium", base, []v1.Volume{emptyDirVol("tm", "Tmpfs", "")}, `volume "tm" : emptyDir: unsupported medium "Tmpfs"`},
 		{"bad name", base, []v1.Volume{emptyDirVol("../up", "", "")}, `volume "../up": invalid name`},
 		{"duplicate", base, []v1.Volume{emptyDirVol("a", "", ""), emptyDirVol("a", "", "")}, `volume "a": duplicate name`},
 	} {

@@ -16,6 +16,11 @@
 //   - The apiserver serves TLS with Node,RBAC authorization and NodeRestriction
 //     admission. Agents get node credentials (CN=system:node:<name>,
 //     O=system:nodes) from NodeKubeconfig; Admin is system:masters.
+//   - The aggregation layer is on as kubeadm configures it (front-proxy CA
+//     and client certificate, request-header flags), with
+//     --enable-aggregator-routing: there is no kube-proxy, so an APIService
+//     is reached at its Service's endpoints, which must be addresses of
+//     this host (a hostNetwork pod's) or of a pod network on it.
 package localcluster
 
 import (
@@ -90,6 +95,11 @@ type State struct {
 	ClusterSigningDuration time.Duration `json:"clusterSigningDuration,omitempty"`
 	// ClusterCIDR is Options.ClusterCIDR in force ("" is ClusterCIDR).
 	ClusterCIDR string `json:"clusterCIDR,omitempty"`
+	// Aggregation: the API server runs the aggregation layer as kubeadm
+	// configures it (front-proxy CA and client certificate, request
+	// headers), routing to endpoints (false in state files written before:
+	// restarted).
+	Aggregation bool `json:"aggregation,omitempty"`
 }
 
 const stateFile = "state.json"
@@ -202,6 +212,9 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		if herr == nil && !s.TLSBootstrap {
 			herr = errors.New("it predates TLS bootstrap support")
 		}
+		if herr == nil && !s.Aggregation {
+			herr = errors.New("it predates the API aggregation layer")
+		}
 		if herr == nil && s.ClusterSigningDuration != o.ClusterSigningDuration {
 			herr = fmt.Errorf("it signs certificates for %s, %s wanted", s.ClusterSigningDuration, o.ClusterSigningDuration)
 		}
@@ -298,6 +311,7 @@ func start(ctx context.Context, o Options) (*State, error) {
 		ClusterSigningDuration: o.ClusterSigningDuration,
 		ClusterCIDR:            o.ClusterCIDR,
 		TLSBootstrap:           true,
+		Aggregation:            true,
 		CACert:                 filepath.Join(dir, "pki", "ca.crt"),
 		Pids:                   map[string]int{},
 		Ports:                  ports,
@@ -358,6 +372,22 @@ func start(ctx context.Context, o Options) (*State, error) {
 		// agent's own gate (featureGates: {ImageVolume: true}) decides
 		// whether a node mounts them.
 		"--feature-gates=ImageVolume=true",
+		// The aggregation layer (metrics.k8s.io from metrics-server, ...),
+		// as kubeadm configures it: the API server proxies to an extension
+		// API server with the front-proxy client certificate and the
+		// user in request headers, which the extension server trusts from
+		// the front-proxy CA (published in kube-system's
+		// extension-apiserver-authentication ConfigMap).
+		"--requestheader-client-ca-file="+filepath.Join(pkiDir, "front-proxy-ca.crt"),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-username-headers=X-Remote-User",
+		"--proxy-client-cert-file="+filepath.Join(pkiDir, "front-proxy-client.crt"),
+		"--proxy-client-key-file="+filepath.Join(pkiDir, "front-proxy-client.key"),
+		// No kube-proxy here: a Service's cluster IP leads nowhere, so the
+		// API server dials an APIService's endpoints (its pods' IPs).
+		"--enable-aggregator-routing=true",
 	); err != nil {
 		return s, err
 	}
@@ -526,6 +556,23 @@ func (s *State) writePKI() error {
 		return err
 	}
 	if err := pki.WriteFile(filepath.Join(pkiDir, "apiserver-kubelet-client.key"), key, 0o600); err != nil {
+		return err
+	}
+	// The aggregation layer's front proxy: a CA of its own (kept across
+	// restarts, as the cluster CA) and the API server's client certificate
+	// for extension API servers, named as kubeadm names them.
+	fp, err := pki.LoadOrCreateCAFiles(filepath.Join(pkiDir, "front-proxy-ca.crt"), filepath.Join(pkiDir, "front-proxy-ca.key"), "front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	cert, key, err = fp.Issue("front-proxy-client", nil, nil)
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteFile(filepath.Join(pkiDir, "front-proxy-client.crt"), cert, 0o644); err != nil {
+		return err
+	}
+	if err := pki.WriteFile(filepath.Join(pkiDir, "front-proxy-client.key"), key, 0o600); err != nil {
 		return err
 	}
 	for _, k := range []struct{ file, user, group string }{
