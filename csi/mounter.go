@@ -74,8 +74,9 @@ type Mounter struct {
 
 	locks sync.Map // volume key -> *sync.Mutex
 
-	mu    sync.Mutex
-	inUse map[v1.UniqueVolumeName]map[string]bool // attachable volume -> pod dirs
+	mu     sync.Mutex
+	inUse  map[v1.UniqueVolumeName]map[string]bool // attachable volume -> pod dirs
+	synced bool                                    // Reconstruct has run
 }
 
 var _ volume.External = (*Mounter)(nil)
@@ -730,15 +731,17 @@ func (m *Mounter) tearDownOne(ctx context.Context, podDir, dir string) error {
 	if mounted, _ := isMountPoint(target); mounted {
 		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", target)
 	}
+	// The pod's volume directory (its vol_data.json) goes only after the
+	// unstage: an agent killed in between finds it at its next start and
+	// finishes the teardown (unpublish again, a no-op; unstage), where
+	// removing it first would leave the staging mount to nobody.
+	if storagev1.VolumeLifecycleMode(data.VolumeLifecycleMode) != storagev1.VolumeLifecycleEphemeral {
+		if err := m.unstageIfUnused(ctx, d, data, podDir); err != nil {
+			return fmt.Errorf("UnmountDevice: %w", err)
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
-	}
-	if storagev1.VolumeLifecycleMode(data.VolumeLifecycleMode) == storagev1.VolumeLifecycleEphemeral {
-		m.forget(data.DriverName, data.VolumeHandle, podDir)
-		return nil
-	}
-	if err := m.unstageIfUnused(ctx, d, data, podDir); err != nil {
-		return fmt.Errorf("UnmountDevice: %w", err)
 	}
 	m.forget(data.DriverName, data.VolumeHandle, podDir)
 	return nil
@@ -756,7 +759,7 @@ func (m *Mounter) unstageIfUnused(ctx context.Context, d *Driver, data volData, 
 		return err
 	}
 	for _, u := range users {
-		if filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(u)))) == leaving {
+		if filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(u)))) == filepath.Clean(leaving) {
 			continue
 		}
 		if o, err := readVolData(filepath.Dir(u)); err == nil && o.DriverName == data.DriverName && o.VolumeHandle == data.VolumeHandle {

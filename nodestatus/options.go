@@ -119,6 +119,10 @@ type Options struct {
 	// still have mounted (csi.Mounter.VolumesInUse), reported as
 	// status.volumesInUse; nil = not wired (the field is left alone).
 	VolumesInUse func() []v1.UniqueVolumeName
+	// VolumesInUseSynced reports whether VolumesInUse is complete (the
+	// agent's volume reconstruction has run, csi.Mounter.Synced); until
+	// then status.volumesInUse keeps its value. nil = always.
+	VolumesInUseSynced func() bool
 	// ShuttingDown returns nil unless the node is shutting down (graceful
 	// node shutdown); its error text ("node is shutting down") is a cause
 	// of Ready False, as kubelet's shutdown manager errors. nil = not wired.

@@ -68,3 +68,22 @@ func (n *csiNode) volumesInUse() func() []v1.UniqueVolumeName {
 	}
 	return n.mounter.VolumesInUse
 }
+
+// volumesSynced is nodestatus's VolumesInUseSynced; nil without CSI.
+func (n *csiNode) volumesSynced() func() bool {
+	if n == nil {
+		return nil
+	}
+	return n.mounter.Synced
+}
+
+// reconstructVolumes is kubelet's volume reconstruction at start: the CSI
+// volumes pods published before the agent's restart, from their
+// directories and the mount table (csi.Mounter.Reconstruct).
+func (a *agent) reconstructVolumes(ctx context.Context) {
+	if a.csi == nil {
+		return
+	}
+	vols := a.csi.mounter.Reconstruct(ctx, a.base.With("component", "csi", "node", a.nodeName))
+	a.log.Info("volume reconstruction finished", "volumes", len(vols))
+}
