@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/storage/ephemeral"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/mountinfo"
 	"github.com/nodeagent/nodeagent/pods/volume"
@@ -71,12 +72,15 @@ type Mounter struct {
 	NodeName string
 	API      API
 	Drivers  Drivers
+	// Clock times volume stats (PodVolumeStats); nil: the real clock.
+	Clock clock.PassiveClock
 
 	locks sync.Map // volume key -> *sync.Mutex
 
 	mu     sync.Mutex
 	inUse  map[v1.UniqueVolumeName]map[string]bool // attachable volume -> pod dirs
 	synced bool                                    // Reconstruct has run
+	setUp  map[string]map[string]*setUpVolume      // pod UID -> volume name -> what it is (stats.go)
 }
 
 var _ volume.External = (*Mounter)(nil)
@@ -122,6 +126,7 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 	if err != nil {
 		return "", mountError(v.Name, "MountVolume.SetUp", err)
 	}
+	sv := &setUpVolume{name: v.Name, namespace: pod.Namespace, claim: claimName(pod, v)}
 	switch {
 	case direct != nil && direct.pv.Spec.HostPath != nil:
 		p, err := volume.SetupHostPath(direct.pv.Spec.HostPath)
@@ -134,6 +139,8 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 		if err != nil {
 			return "", mountError(direct.pv.Name, "MountVolume.SetUp", err)
 		}
+		sv.localDir = p
+		m.noteSetUp(string(pod.UID), sv)
 		return p, nil
 	}
 	name := cv.specName
@@ -144,7 +151,21 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 	if err != nil {
 		return "", mountError(name, "MountVolume.SetUp", err)
 	}
+	sv.driver, sv.handle, sv.target = cv.driver, cv.handle, p
+	m.noteSetUp(string(pod.UID), sv)
 	return p, nil
+}
+
+// claimName is the claim a pod volume names: its persistentVolumeClaim's,
+// or a generic ephemeral volume's <pod>-<volume>; "" for others.
+func claimName(pod *v1.Pod, v *v1.Volume) string {
+	switch {
+	case v.PersistentVolumeClaim != nil:
+		return v.PersistentVolumeClaim.ClaimName
+	case v.Ephemeral != nil:
+		return ephemeral.VolumeClaimName(pod, v)
+	}
+	return ""
 }
 
 func mountError(vol, op string, err error) error {
@@ -686,6 +707,7 @@ func (m *Mounter) TearDown(ctx context.Context, podDir string) error {
 	base := filepath.Join(podDir, "volumes", podPluginDir)
 	es, err := os.ReadDir(base)
 	if errors.Is(err, fs.ErrNotExist) {
+		m.forgetPod(filepath.Base(podDir))
 		return nil
 	}
 	if err != nil {
@@ -701,6 +723,9 @@ func (m *Mounter) TearDown(ctx context.Context, podDir string) error {
 		if err := os.Remove(base); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) == 0 {
+		m.forgetPod(filepath.Base(podDir))
 	}
 	return errors.Join(errs...)
 }

@@ -33,14 +33,17 @@ import (
 // writes a file into its claim; the file is there after the pod is
 // deleted and recreated (a new pod UID: the volume is unpublished and
 // published again), and after the agent is SIGKILLed and restarted (the
-// pod keeps running, the volume stays mounted and is not published again).
+// pod keeps running, the volume stays mounted and is not published again);
+// when the pod is force-deleted while the agent is down, the restarted
+// agent's volume reconstruction leads to the gone pod's volume being
+// unpublished while the StatefulSet's new pod gets it.
 // While it runs, /stats/summary reports the volume with its pvcRef from
 // the driver's NodeGetVolumeStats and /metrics has kubelet's
 // kubelet_volume_stats_* for the claim. Scaled to zero and with the claim
 // deleted, no mount, no staging directory, no VolumeAttachment and no PV
 // stay, and the driver's volume is deleted.
 //
-// Wall time: about 45 s alone (the plugin's and the provisioner's builds
+// Wall time: about 60 s alone (the plugin's and the provisioner's builds
 // are cached by go's build cache after the first run).
 func TestCSIStatefulSet(t *testing.T) {
 	t.Parallel()
@@ -159,12 +162,35 @@ spec:
 	// Volume stats: the driver's NodeGetVolumeStats, with the claim.
 	checkCSIVolumeStats(t, a, p1, claim)
 
+	// Volume reconstruction: the agent is SIGKILLed again and the pod is
+	// force-deleted while it is down. The restarted agent finds the gone
+	// pod's volume in its directory, tears it down as an orphan's
+	// (unpublished, no stale mount) while the StatefulSet's new pod gets
+	// the volume, and the file.
+	if code, _ := a.stop(syscall.SIGKILL); code == 0 {
+		t.Errorf("agent exit code %d after SIGKILL", code)
+	}
+	zero := int64(0)
+	if err := admin.CoreV1().Pods("default").Delete(ctx, pod0, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	p2 := a.waitPod(ctx, pod0, 90*time.Second, "Running (third)", func(p *corev1.Pod) bool { return p.UID != p1.UID && running(p) })
+	a.waitLog(p2, "c", 0, "found=token-"+sts)
+	waitMount(t, target(p1.UID), false)
+	waitGone(t, filepath.Join(cp.root, "pods", string(p1.UID)))
+	if !strings.Contains(a.out.String(), "reconstructed volume") {
+		t.Errorf("the agent's log has no reconstructed volume")
+	}
+	waitMount(t, target(p2.UID), true)
+
 	// Scaled to zero: unpublished and unstaged; the claim stays (the
 	// StatefulSet's default retention) until it is deleted, and then the
 	// provisioner deletes the volume and the PV.
 	kubectl(t, a.env, "", "scale", "statefulset/"+sts, "--replicas=0")
 	podsGone(t, a, pod0)
-	waitMount(t, target(p1.UID), false)
+	waitMount(t, target(p2.UID), false)
 	waitGone(t, stagingDir)
 	if err := admin.CoreV1().PersistentVolumeClaims("default").Delete(ctx, claim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodeagent/nodeagent/csi"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
@@ -29,13 +30,15 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 	info := &csi.NodeInfo{NodeName: a.nodeName, Nodes: c.Nodes(), CSINodes: c.CSINodes()}
 	reg := csi.NewRegistry(a.cfg.RootDir+"/plugins_registry", info, a.clock, a.base.With("component", "csi", "node", a.nodeName))
 	m := &csi.Mounter{
-		RootDir: a.cfg.RootDir, NodeName: a.nodeName, Drivers: reg,
+		RootDir: a.cfg.RootDir, NodeName: a.nodeName, Drivers: reg, Clock: a.clock,
 		API: csi.API{
 			PVCs: func(ns string) csi.Getter[*v1.PersistentVolumeClaim] { return c.PersistentVolumeClaims(ns) },
 			PVs:  c.PersistentVolumes(), CSIDrivers: c.CSIDrivers(), VolumeAttachments: c.VolumeAttachments(),
 			Secrets: func(ns string) csi.Getter[*v1.Secret] { return c.Secrets(ns) },
 		},
 	}
+	// kubelet's kubelet_volume_stats_* on /metrics.
+	a.reg.MustRegister(csi.VolumeStatsCollector{M: m})
 	return &csiNode{registry: reg, mounter: m}
 }
 
@@ -86,4 +89,12 @@ func (a *agent) reconstructVolumes(ctx context.Context) {
 	}
 	vols := a.csi.mounter.Reconstruct(ctx, a.base.With("component", "csi", "node", a.nodeName))
 	a.log.Info("volume reconstruction finished", "volumes", len(vols))
+}
+
+// podVolumeStats is the node API's PodVolumeStats; nil without CSI.
+func (n *csiNode) podVolumeStats() func(context.Context, string) []statsapi.VolumeStats {
+	if n == nil {
+		return nil
+	}
+	return n.mounter.PodVolumeStats
 }
