@@ -221,27 +221,28 @@ spec:
 // bytes), and /metrics has kubelet's volume stats gauges for the claim.
 func checkCSIVolumeStats(t *testing.T, a *agent, p *corev1.Pod, claim string) {
 	t.Helper()
-	out, err := kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/stats/summary")
-	if err != nil {
-		t.Fatalf("/stats/summary: %v\n%s", err, out)
-	}
-	var sum statsapi.Summary
-	if err := json.Unmarshal([]byte(out), &sum); err != nil {
-		t.Fatal(err)
-	}
 	var vs *statsapi.VolumeStats
-	for _, ps := range sum.Pods {
-		if ps.PodRef.UID != string(p.UID) {
-			continue
+	var out string
+	// After an agent restart the volume is listed once the pod synced.
+	if err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		if out, err = kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/stats/summary"); err != nil {
+			return false, nil
 		}
-		for i := range ps.VolumeStats {
-			if ps.VolumeStats[i].Name == "data" {
-				vs = &ps.VolumeStats[i]
+		var sum statsapi.Summary
+		if err := json.Unmarshal([]byte(out), &sum); err != nil {
+			return false, err
+		}
+		for _, ps := range sum.Pods {
+			for i := range ps.VolumeStats {
+				if ps.PodRef.UID == string(p.UID) && ps.VolumeStats[i].Name == "data" {
+					vs = &ps.VolumeStats[i]
+				}
 			}
 		}
-	}
-	if vs == nil {
-		t.Fatalf("no volume stats for the pod's volume data in /stats/summary:\n%s", out)
+		return vs != nil, nil
+	}); err != nil {
+		t.Fatalf("no volume stats for the pod's volume data in /stats/summary (%v):\n%s", err, out)
 	}
 	if vs.PVCRef == nil || vs.PVCRef.Name != claim || vs.PVCRef.Namespace != "default" ||
 		vs.CapacityBytes == nil || *vs.CapacityBytes == 0 || vs.UsedBytes == nil || *vs.UsedBytes == 0 ||
