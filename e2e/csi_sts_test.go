@@ -271,7 +271,7 @@ func runCSIProvisioner(t *testing.T, env *testenv.Env, driver, endpoint string) 
 	bin := filepath.Join(t.TempDir(), "csiprovisioner")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Dir = filepath.Join(root, "hack", "csiprovisioner")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	build.Env = append(os.Environ(), "GOWORK=off") // cgo as the agent's own builds: their cached packages are shared
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building hack/csiprovisioner: %v\n%s", err, out)
 	}
