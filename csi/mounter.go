@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/storage/ephemeral"
 	"k8s.io/utils/clock"
@@ -58,6 +60,9 @@ type API struct {
 	CSIDrivers        Getter[*storagev1.CSIDriver]
 	VolumeAttachments Getter[*storagev1.VolumeAttachment]
 	Secrets           func(namespace string) Getter[*v1.Secret]
+	// PVCStatus writes the node's part of volume expansion to a claim's
+	// status; nil: volumes are not expanded on the node.
+	PVCStatus func(namespace string) PVCPatcher
 }
 
 // Drivers finds registered drivers (*Registry implements it).
@@ -74,6 +79,9 @@ type Mounter struct {
 	Drivers  Drivers
 	// Clock times volume stats (PodVolumeStats); nil: the real clock.
 	Clock clock.PassiveClock
+	// Log gets what fails without failing a pod's sync (the online
+	// expansion of a mounted volume); nil: discarded.
+	Log *slog.Logger
 
 	locks sync.Map // volume key -> *sync.Mutex
 
@@ -101,7 +109,11 @@ type csiVolume struct {
 	accessModes    []v1.PersistentVolumeAccessMode
 	stageSecret    *v1.SecretReference
 	publishSecret  *v1.SecretReference
+	expandSecret   *v1.SecretReference
 	ephemeral      bool
+	// A persistent volume's claim and the PV's capacity (expand.go).
+	pvc    *v1.PersistentVolumeClaim
+	pvSize resource.Quantity
 }
 
 // opError is a failure of the kubelet operation op (the prefix of the
@@ -249,7 +261,8 @@ func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiV
 		driver: c.Driver, handle: c.VolumeHandle, specName: pv.Name,
 		readOnly: src.ReadOnly || c.ReadOnly, fsType: c.FSType, attrs: c.VolumeAttributes,
 		mountOptions: pv.Spec.MountOptions, accessModes: pv.Spec.AccessModes,
-		stageSecret: c.NodeStageSecretRef, publishSecret: c.NodePublishSecretRef,
+		stageSecret: c.NodeStageSecretRef, publishSecret: c.NodePublishSecretRef, expandSecret: c.NodeExpandSecretRef,
+		pvc: pvc, pvSize: pv.Spec.Capacity[v1.ResourceStorage],
 	}, nil, nil
 }
 
@@ -333,6 +346,11 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 			attach := !cv.ephemeral && attachRequired(drv)
 			m.noteInUse(cv, podDir, attach)
 		}
+		// Online expansion: a failure is logged and retried at the next
+		// sync; the pod keeps its volume (kubelet's in-use expansion).
+		if err := m.expandMounted(ctx, cv, target); err != nil {
+			m.log().Warn("volume expansion failed", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "volume", cv.specName, "err", err)
+		}
 		return target, nil
 	}
 	if err != nil {
@@ -408,12 +426,49 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 		}
 		return "", fmt.Errorf("rpc error: %w", err)
 	}
+	// A volume expanded while no pod had it (offline expansion): grown
+	// now, and the mount fails if that fails, as kubelet's MountVolume.
+	if err := m.expandIfNeeded(ctx, d, cv, caps, target, staging); err != nil {
+		return "", err
+	}
 	if g := fsGroup(pod); g != nil && capability.GetMount().GetVolumeMountGroup() == "" && supportsFSGroup(cv, drv) {
 		if !skipOwnership(target, *g, pod) {
 			volume.SetOwnership(target, *g)
 		}
 	}
 	return target, nil
+}
+
+// expandMounted runs expandIfNeeded for a published volume when its claim
+// asks for it (no driver call otherwise).
+func (m *Mounter) expandMounted(ctx context.Context, cv *csiVolume, target string) error {
+	if cv.pvc == nil {
+		return nil
+	}
+	if c := cv.pvc.Status.Capacity[v1.ResourceStorage]; c.Cmp(cv.pvSize) >= 0 {
+		return nil
+	}
+	d, ok := m.Drivers.Driver(cv.driver)
+	if !ok {
+		return fmt.Errorf("driver name %s not found in the list of registered CSI drivers", cv.driver)
+	}
+	defer m.lock(cv.driver, cv.handle)()
+	caps, err := nodeCapabilities(ctx, d)
+	if err != nil {
+		return err
+	}
+	staging := ""
+	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
+		staging = filepath.Join(m.stagingDir(cv.driver, cv.handle), globalMount)
+	}
+	return m.expandIfNeeded(ctx, d, cv, caps, target, staging)
+}
+
+func (m *Mounter) log() *slog.Logger {
+	if m.Log != nil {
+		return m.Log
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 func fsGroup(pod *v1.Pod) *int64 {

@@ -81,7 +81,8 @@ func (r *realRig) start(t *testing.T) *Mounter {
 			PVCs:       func(ns string) Getter[*v1.PersistentVolumeClaim] { return c.CoreV1().PersistentVolumeClaims(ns) },
 			PVs:        c.CoreV1().PersistentVolumes(),
 			CSIDrivers: c.StorageV1().CSIDrivers(), VolumeAttachments: c.StorageV1().VolumeAttachments(),
-			Secrets: func(ns string) Getter[*v1.Secret] { return c.CoreV1().Secrets(ns) },
+			Secrets:   func(ns string) Getter[*v1.Secret] { return c.CoreV1().Secrets(ns) },
+			PVCStatus: func(ns string) PVCPatcher { return c.CoreV1().PersistentVolumeClaims(ns) },
 		},
 	}
 }

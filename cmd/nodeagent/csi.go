@@ -34,8 +34,10 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 		API: csi.API{
 			PVCs: func(ns string) csi.Getter[*v1.PersistentVolumeClaim] { return c.PersistentVolumeClaims(ns) },
 			PVs:  c.PersistentVolumes(), CSIDrivers: c.CSIDrivers(), VolumeAttachments: c.VolumeAttachments(),
-			Secrets: func(ns string) csi.Getter[*v1.Secret] { return c.Secrets(ns) },
+			Secrets:   func(ns string) csi.Getter[*v1.Secret] { return c.Secrets(ns) },
+			PVCStatus: func(ns string) csi.PVCPatcher { return c.PersistentVolumeClaims(ns) },
 		},
+		Log: a.base.With("component", "csi", "node", a.nodeName),
 	}
 	// kubelet's kubelet_volume_stats_* on /metrics.
 	a.reg.MustRegister(csi.VolumeStatsCollector{M: m})

@@ -124,6 +124,7 @@ func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 		csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
 		csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS,
 		csipb.NodeServiceCapability_RPC_VOLUME_CONDITION,
+		csipb.NodeServiceCapability_RPC_EXPAND_VOLUME,
 	} {
 		caps = append(caps, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: c}}})
 	}
@@ -278,4 +279,18 @@ func mounted(p string) bool {
 		}
 	}
 	return false
+}
+
+// NodeExpandVolume has nothing to grow (a volume is a directory of the
+// data directory's filesystem, as the host-path driver's): it checks the
+// volume is published at the path and reports the requested size.
+func (d *Driver) NodeExpandVolume(_ context.Context, r *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
+	if r.VolumeId == "" || r.VolumePath == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID and volume path are required")
+	}
+	if !mounted(r.VolumePath) {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not published at %s", r.VolumeId, r.VolumePath)
+	}
+	log.Printf("expanded %s at %s to %d bytes", r.VolumeId, r.VolumePath, r.GetCapacityRange().GetRequiredBytes())
+	return &csipb.NodeExpandVolumeResponse{CapacityBytes: r.GetCapacityRange().GetRequiredBytes()}, nil
 }
