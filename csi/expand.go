@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -42,7 +43,10 @@ var resizeConditions = map[v1.PersistentVolumeClaimConditionType]bool{
 // NodeResizeInfeasible with a NodeResizeError condition; another error
 // that is final adds the NodeResizeError condition; either way the
 // expansion is tried again at the pod's next sync.
-func (m *Mounter) expandIfNeeded(ctx context.Context, d *Driver, cv *csiVolume, caps map[csipb.NodeServiceCapability_RPC_Type]bool, target, staging string) error {
+//
+// Success is the FileSystemResizeSuccessful Event on the pod and the
+// claim, as kubelet sends it.
+func (m *Mounter) expandIfNeeded(ctx context.Context, pod *v1.Pod, d *Driver, cv *csiVolume, caps map[csipb.NodeServiceCapability_RPC_Type]bool, target, staging string) error {
 	pvc := cv.pvc
 	if pvc == nil || m.API.PVCStatus == nil {
 		return nil
@@ -104,6 +108,9 @@ func (m *Mounter) expandIfNeeded(ctx context.Context, d *Driver, cv *csiVolume, 
 		}
 		return fmt.Errorf("MountVolume.NodeExpandVolume failed for volume %q : rpc error: %w", cv.specName, rerr)
 	}
+	msg := fmt.Sprintf("MountVolume.NodeExpandVolume succeeded for volume %q %s", cv.specName, m.NodeName)
+	m.event(pod, v1.EventTypeNormal, "FileSystemResizeSuccessful", msg)
+	m.event(pvc, v1.EventTypeNormal, "FileSystemResizeSuccessful", msg)
 	var kept []v1.PersistentVolumeClaimCondition
 	for _, c := range pvc.Status.Conditions {
 		if !resizeConditions[c.Type] {
@@ -121,6 +128,13 @@ func (m *Mounter) expandIfNeeded(ctx context.Context, d *Driver, cv *csiVolume, 
 		return fmt.Errorf("mountVolume.NodeExpandVolume update pvc status failed: %w", err)
 	}
 	return nil
+}
+
+// event records an Event on obj when the Mounter has a recorder.
+func (m *Mounter) event(obj runtime.Object, typ, reason, msg string) {
+	if m.Recorder != nil {
+		m.Recorder.Event(obj, typ, reason, msg)
+	}
 }
 
 // mergeResizeCondition is kubelet's MergeResizeConditionOnPVC keeping the

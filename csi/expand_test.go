@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 )
 
 // resized is the resizer's part of an expansion of claim to size: the PV
@@ -60,6 +61,8 @@ func TestExpandMountedVolume(t *testing.T) {
 	pvc, pv := sizedClaim()
 	rig := newRealRig(t, pvc, pv, csiDriverObj(false))
 	m := rig.start(t)
+	rec := record.NewFakeRecorder(10)
+	m.Recorder = rec
 	pod := claimPod("uid-a", "claim", false)
 	if _, err := m.SetUp(ctx, pod, rig.podDir("uid-a"), &pod.Spec.Volumes[0]); err != nil {
 		t.Fatal(err)
@@ -100,6 +103,17 @@ func TestExpandMountedVolume(t *testing.T) {
 	}
 	if mounts(t, rig.target("uid-a")) != 1 {
 		t.Error("the volume is not mounted once after the expansion")
+	}
+	// kubelet's Event, on the pod and on the claim.
+	for range 2 {
+		select {
+		case e := <-rec.Events:
+			if e != `Normal FileSystemResizeSuccessful MountVolume.NodeExpandVolume succeeded for volume "pv-1" node-a` {
+				t.Errorf("event %q", e)
+			}
+		default:
+			t.Error("missing FileSystemResizeSuccessful event")
+		}
 	}
 	// Done: the next sync writes nothing.
 	rig.client.ClearActions()

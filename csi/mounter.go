@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/component-helpers/storage/ephemeral"
 	"k8s.io/utils/clock"
 
@@ -82,6 +83,9 @@ type Mounter struct {
 	// Log gets what fails without failing a pod's sync (the online
 	// expansion of a mounted volume); nil: discarded.
 	Log *slog.Logger
+	// Recorder sends the volume expansion's Events (kubelet's
+	// FileSystemResizeSuccessful, VolumeResizeFailed); nil: none.
+	Recorder record.EventRecorder
 
 	locks sync.Map // volume key -> *sync.Mutex
 
@@ -348,8 +352,9 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 		}
 		// Online expansion: a failure is logged and retried at the next
 		// sync; the pod keeps its volume (kubelet's in-use expansion).
-		if err := m.expandMounted(ctx, cv, target); err != nil {
+		if err := m.expandMounted(ctx, pod, cv, target); err != nil {
 			m.log().Warn("volume expansion failed", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "volume", cv.specName, "err", err)
+			m.event(pod, v1.EventTypeWarning, "VolumeResizeFailed", err.Error())
 		}
 		return target, nil
 	}
@@ -428,7 +433,7 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 	}
 	// A volume expanded while no pod had it (offline expansion): grown
 	// now, and the mount fails if that fails, as kubelet's MountVolume.
-	if err := m.expandIfNeeded(ctx, d, cv, caps, target, staging); err != nil {
+	if err := m.expandIfNeeded(ctx, pod, d, cv, caps, target, staging); err != nil {
 		return "", err
 	}
 	if g := fsGroup(pod); g != nil && capability.GetMount().GetVolumeMountGroup() == "" && supportsFSGroup(cv, drv) {
@@ -441,7 +446,7 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 
 // expandMounted runs expandIfNeeded for a published volume when its claim
 // asks for it (no driver call otherwise).
-func (m *Mounter) expandMounted(ctx context.Context, cv *csiVolume, target string) error {
+func (m *Mounter) expandMounted(ctx context.Context, pod *v1.Pod, cv *csiVolume, target string) error {
 	if cv.pvc == nil {
 		return nil
 	}
@@ -461,7 +466,7 @@ func (m *Mounter) expandMounted(ctx context.Context, cv *csiVolume, target strin
 	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
 		staging = filepath.Join(m.stagingDir(cv.driver, cv.handle), globalMount)
 	}
-	return m.expandIfNeeded(ctx, d, cv, caps, target, staging)
+	return m.expandIfNeeded(ctx, pod, d, cv, caps, target, staging)
 }
 
 func (m *Mounter) log() *slog.Logger {

@@ -6,10 +6,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/record"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodeagent/nodeagent/csi"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // csiNode is the CSI node side: the plugin registration watcher and the
@@ -37,7 +39,8 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 			Secrets:   func(ns string) csi.Getter[*v1.Secret] { return c.Secrets(ns) },
 			PVCStatus: func(ns string) csi.PVCPatcher { return c.PersistentVolumeClaims(ns) },
 		},
-		Log: a.base.With("component", "csi", "node", a.nodeName),
+		Log:      a.base.With("component", "csi", "node", a.nodeName),
+		Recorder: csiRecorder(c, a.nodeName),
 	}
 	// kubelet's kubelet_volume_stats_* on /metrics.
 	a.reg.MustRegister(csi.VolumeStatsCollector{M: m})
@@ -99,4 +102,12 @@ func (n *csiNode) podVolumeStats() func(context.Context, string) []statsapi.Volu
 		return nil
 	}
 	return n.mounter.PodVolumeStats
+}
+
+// csiRecorder sends the CSI mounter's Events (volume expansion) as
+// kubelet's; its broadcaster lives as long as the agent.
+func csiRecorder(c *kubeclient.Clientset, nodeName string) record.EventRecorder {
+	bc := record.NewBroadcaster()
+	bc.StartRecordingToSink(c.Events())
+	return bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: nodeName})
 }
