@@ -16,9 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodeagent/nodeagent/internal/testing/testenv"
@@ -39,11 +41,13 @@ import (
 // unpublished while the StatefulSet's new pod gets it.
 // While it runs, /stats/summary reports the volume with its pvcRef from
 // the driver's NodeGetVolumeStats and /metrics has kubelet's
-// kubelet_volume_stats_* for the claim. Scaled to zero and with the claim
+// kubelet_volume_stats_* for the claim; the claim resized (the test as
+// external-resizer), the agent expands it on the node (NodeExpandVolume)
+// and writes the claim's new capacity. Scaled to zero and with the claim
 // deleted, no mount, no staging directory, no VolumeAttachment and no PV
 // stay, and the driver's volume is deleted.
 //
-// Wall time: about 60 s alone (the plugin's and the provisioner's builds
+// Wall time: about 65 s alone (the plugin's and the provisioner's builds
 // are cached by go's build cache after the first run).
 func TestCSIStatefulSet(t *testing.T) {
 	t.Parallel()
@@ -55,9 +59,9 @@ func TestCSIStatefulSet(t *testing.T) {
 	provisionerOut := runCSIProvisioner(t, a.env, cp.driver, endpoint)
 
 	// The StorageClass, named after the driver (one per test node).
-	del := corev1.PersistentVolumeReclaimDelete
+	del, yes := corev1.PersistentVolumeReclaimDelete, true
 	if _, err := admin.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta: metav1.ObjectMeta{Name: cp.driver}, Provisioner: cp.driver, ReclaimPolicy: &del,
+		ObjectMeta: metav1.ObjectMeta{Name: cp.driver}, Provisioner: cp.driver, ReclaimPolicy: &del, AllowVolumeExpansion: &yes,
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +165,16 @@ spec:
 
 	// Volume stats: the driver's NodeGetVolumeStats, with the claim.
 	checkCSIVolumeStats(t, a, p1, claim)
+
+	// Online expansion, the test as external-resizer: the claim asks for
+	// 2Mi, the "resizer" grows the PV and leaves the claim
+	// NodeResizePending; at the pod's next sync (here made at once by a
+	// change of the pod) the agent expands on the node and the claim gets
+	// its new capacity.
+	expandClaim(t, a, claim, pvName, p1.Name)
+	if !strings.Contains(a.logOf(cp.pod, "driver", 0), "expanded "+handle) {
+		t.Errorf("the driver was not asked to expand:\n%s", a.logOf(cp.pod, "driver", 0))
+	}
 
 	// Volume reconstruction: the agent is SIGKILLed again and the pod is
 	// force-deleted while it is down. The restarted agent finds the gone
@@ -293,4 +307,68 @@ func runCSIProvisioner(t *testing.T, env *testenv.Env, driver, endpoint string) 
 		}
 	})
 	return out
+}
+
+// expandClaim resizes claim (bound to pvName, used by pod) from 1Mi to
+// 2Mi playing external-resizer's part (the PV's capacity, the claim's
+// allocatedResources and NodeResizePending, FileSystemResizePending), then
+// changes the pod so that the agent syncs it, and waits (30 s at most) for
+// the claim's status as kubelet leaves it: capacity 2Mi, no storage entry
+// in allocatedResourceStatuses, no resize condition.
+func expandClaim(t *testing.T, a *agent, claim, pvName, pod string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := a.env.Admin
+	two := resource.MustParse("2Mi")
+	pvc, err := admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = two
+	if _, err = admin.CoreV1().PersistentVolumeClaims("default").Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pv, err := admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv.Spec.Capacity[corev1.ResourceStorage] = two
+	if _, err := admin.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// kube-controller-manager's expand controller annotates the claim for
+	// the external resizer meanwhile: retried on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pvc, err := admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pvc.Status.AllocatedResources = corev1.ResourceList{corev1.ResourceStorage: two}
+		pvc.Status.AllocatedResourceStatuses = map[corev1.ResourceName]corev1.ClaimResourceStatus{corev1.ResourceStorage: corev1.PersistentVolumeClaimNodeResizePending}
+		pvc.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimFileSystemResizePending, Status: corev1.ConditionTrue}}
+		_, err = admin.CoreV1().PersistentVolumeClaims("default").UpdateStatus(ctx, pvc, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Pods("default").Patch(ctx, pod, types.MergePatchType, []byte(`{"metadata":{"annotations":{"e2e/resized":"2Mi"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var last *corev1.PersistentVolumeClaim
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last, err = admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		c := last.Status.Capacity[corev1.ResourceStorage]
+		return c.Cmp(two) == 0, nil
+	}); err != nil {
+		t.Fatalf("the claim's capacity is not 2Mi after the node's expansion: %+v", last.Status)
+	}
+	if len(last.Status.AllocatedResourceStatuses) != 0 || len(last.Status.Conditions) != 0 {
+		t.Errorf("claim status after the expansion %+v", last.Status)
+	}
+	a.waitEvent(ctx, "default", "involvedObject.name="+claim, "FileSystemResizeSuccessful", func(e corev1.Event) bool {
+		return e.Reason == "FileSystemResizeSuccessful" && strings.Contains(e.Message, `MountVolume.NodeExpandVolume succeeded for volume "`+pvName+`"`)
+	})
 }
