@@ -328,12 +328,15 @@ func expandClaim(t *testing.T, a *agent, claim, pvName, pod string) {
 	if _, err = admin.CoreV1().PersistentVolumeClaims("default").Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pv, err := admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pv.Spec.Capacity[corev1.ResourceStorage] = two
-	if _, err := admin.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pv, err := admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pv.Spec.Capacity[corev1.ResourceStorage] = two
+		_, err = admin.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// kube-controller-manager's expand controller annotates the claim for
