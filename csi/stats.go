@@ -18,6 +18,12 @@ import (
 // pod's volumes once a minute).
 const volumeStatsAggPeriod = time.Minute
 
+// statsTimeout bounds a volume's measurement: it is made while
+// /stats/summary or /metrics is being answered (kubelet measures in the
+// background, with its 2-minute CSI timeout); a driver slower than this
+// leaves the volume out until the next request.
+const statsTimeout = 10 * time.Second
+
 // setUpVolume is a volume the Mounter set up for a pod and still has:
 // what its stats are read from.
 type setUpVolume struct {
@@ -120,13 +126,13 @@ func (m *Mounter) measure(ctx context.Context, sv *setUpVolume, now time.Time) *
 	if !ok {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
 	caps, err := nodeCapabilities(ctx, d)
 	if err != nil || !caps[csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS] {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, csiTimeout)
-	defer cancel()
-	resp, err := d.Node.NodeGetVolumeStats(cctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: sv.handle, VolumePath: sv.target})
+	resp, err := d.Node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: sv.handle, VolumePath: sv.target})
 	if err != nil || resp.GetUsage() == nil {
 		return nil
 	}
