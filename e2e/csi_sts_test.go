@@ -159,7 +159,7 @@ spec:
 	if b, err := os.ReadFile(filepath.Join(target(p1.UID), "f")); err != nil || string(b) != "token-"+sts+"\n" {
 		t.Errorf("after the agent's restart the volume holds %q (%v)", b, err)
 	}
-	if n := strings.Count(a.logOf(cp.pod, "driver", 0), "published "+handle); n != 2 {
+	if n := strings.Count(a.logOf(cp.pod, "driver", 0), " published "+handle); n != 2 { // not "unpublished"
 		t.Errorf("the volume was published %d times, want twice (one per pod):\n%s", n, a.logOf(cp.pod, "driver", 0))
 	}
 
