@@ -29,14 +29,16 @@ type fakeDriver struct {
 	maxVolumes     int64
 	caps           []csipb.NodeServiceCapability_RPC_Type
 
-	mu       sync.Mutex
-	calls    []string
-	statuses []*registerapi.RegistrationStatus
-	stage    []*csipb.NodeStageVolumeRequest
-	publish  []*csipb.NodePublishVolumeRequest
-	unpub    []*csipb.NodeUnpublishVolumeRequest
-	unstage  []*csipb.NodeUnstageVolumeRequest
-	infos    int
+	mu        sync.Mutex
+	calls     []string
+	statuses  []*registerapi.RegistrationStatus
+	stage     []*csipb.NodeStageVolumeRequest
+	publish   []*csipb.NodePublishVolumeRequest
+	unpub     []*csipb.NodeUnpublishVolumeRequest
+	unstage   []*csipb.NodeUnstageVolumeRequest
+	expand    []*csipb.NodeExpandVolumeRequest
+	expandErr error
+	infos     int
 }
 
 func newFakeDriver(name string) *fakeDriver {
@@ -155,4 +157,15 @@ func (f *fakeDriver) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpubli
 		return nil, err
 	}
 	return &csipb.NodeUnpublishVolumeResponse{}, nil
+}
+
+func (f *fakeDriver) NodeExpandVolume(_ context.Context, r *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
+	f.record("NodeExpandVolume")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.expand = append(f.expand, r)
+	if f.expandErr != nil {
+		return nil, f.expandErr
+	}
+	return &csipb.NodeExpandVolumeResponse{CapacityBytes: r.CapacityRange.GetRequiredBytes()}, nil
 }

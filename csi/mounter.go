@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,8 +20,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/component-helpers/storage/ephemeral"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/mountinfo"
 	"github.com/nodeagent/nodeagent/pods/volume"
@@ -57,6 +61,9 @@ type API struct {
 	CSIDrivers        Getter[*storagev1.CSIDriver]
 	VolumeAttachments Getter[*storagev1.VolumeAttachment]
 	Secrets           func(namespace string) Getter[*v1.Secret]
+	// PVCStatus writes the node's part of volume expansion to a claim's
+	// status; nil: volumes are not expanded on the node.
+	PVCStatus func(namespace string) PVCPatcher
 }
 
 // Drivers finds registered drivers (*Registry implements it).
@@ -71,11 +78,21 @@ type Mounter struct {
 	NodeName string
 	API      API
 	Drivers  Drivers
+	// Clock times volume stats (PodVolumeStats); nil: the real clock.
+	Clock clock.PassiveClock
+	// Log gets what fails without failing a pod's sync (the online
+	// expansion of a mounted volume); nil: discarded.
+	Log *slog.Logger
+	// Recorder sends the volume expansion's Events (kubelet's
+	// FileSystemResizeSuccessful, VolumeResizeFailed); nil: none.
+	Recorder record.EventRecorder
 
 	locks sync.Map // volume key -> *sync.Mutex
 
-	mu    sync.Mutex
-	inUse map[v1.UniqueVolumeName]map[string]bool // attachable volume -> pod dirs
+	mu     sync.Mutex
+	inUse  map[v1.UniqueVolumeName]map[string]bool // attachable volume -> pod dirs
+	synced bool                                    // Reconstruct has run
+	setUp  map[string]map[string]*setUpVolume      // pod UID -> volume name -> what it is (stats.go)
 }
 
 var _ volume.External = (*Mounter)(nil)
@@ -96,7 +113,11 @@ type csiVolume struct {
 	accessModes    []v1.PersistentVolumeAccessMode
 	stageSecret    *v1.SecretReference
 	publishSecret  *v1.SecretReference
+	expandSecret   *v1.SecretReference
 	ephemeral      bool
+	// A persistent volume's claim and the PV's capacity (expand.go).
+	pvc    *v1.PersistentVolumeClaim
+	pvSize resource.Quantity
 }
 
 // opError is a failure of the kubelet operation op (the prefix of the
@@ -121,6 +142,7 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 	if err != nil {
 		return "", mountError(v.Name, "MountVolume.SetUp", err)
 	}
+	sv := &setUpVolume{name: v.Name, namespace: pod.Namespace, claim: claimName(pod, v)}
 	switch {
 	case direct != nil && direct.pv.Spec.HostPath != nil:
 		p, err := volume.SetupHostPath(direct.pv.Spec.HostPath)
@@ -133,6 +155,8 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 		if err != nil {
 			return "", mountError(direct.pv.Name, "MountVolume.SetUp", err)
 		}
+		sv.localDir = p
+		m.noteSetUp(string(pod.UID), sv)
 		return p, nil
 	}
 	name := cv.specName
@@ -143,7 +167,21 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 	if err != nil {
 		return "", mountError(name, "MountVolume.SetUp", err)
 	}
+	sv.driver, sv.handle, sv.target = cv.driver, cv.handle, p
+	m.noteSetUp(string(pod.UID), sv)
 	return p, nil
+}
+
+// claimName is the claim a pod volume names: its persistentVolumeClaim's,
+// or a generic ephemeral volume's <pod>-<volume>; "" for others.
+func claimName(pod *v1.Pod, v *v1.Volume) string {
+	switch {
+	case v.PersistentVolumeClaim != nil:
+		return v.PersistentVolumeClaim.ClaimName
+	case v.Ephemeral != nil:
+		return ephemeral.VolumeClaimName(pod, v)
+	}
+	return ""
 }
 
 func mountError(vol, op string, err error) error {
@@ -227,7 +265,8 @@ func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiV
 		driver: c.Driver, handle: c.VolumeHandle, specName: pv.Name,
 		readOnly: src.ReadOnly || c.ReadOnly, fsType: c.FSType, attrs: c.VolumeAttributes,
 		mountOptions: pv.Spec.MountOptions, accessModes: pv.Spec.AccessModes,
-		stageSecret: c.NodeStageSecretRef, publishSecret: c.NodePublishSecretRef,
+		stageSecret: c.NodeStageSecretRef, publishSecret: c.NodePublishSecretRef, expandSecret: c.NodeExpandSecretRef,
+		pvc: pvc, pvSize: pv.Spec.Capacity[v1.ResourceStorage],
 	}, nil, nil
 }
 
@@ -311,6 +350,12 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 			attach := !cv.ephemeral && attachRequired(drv)
 			m.noteInUse(cv, podDir, attach)
 		}
+		// Online expansion: a failure is logged and retried at the next
+		// sync; the pod keeps its volume (kubelet's in-use expansion).
+		if err := m.expandMounted(ctx, pod, cv, target); err != nil {
+			m.log().Warn("volume expansion failed", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "volume", cv.specName, "err", err)
+			m.event(pod, v1.EventTypeWarning, "VolumeResizeFailed", err.Error())
+		}
 		return target, nil
 	}
 	if err != nil {
@@ -386,12 +431,49 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 		}
 		return "", fmt.Errorf("rpc error: %w", err)
 	}
+	// A volume expanded while no pod had it (offline expansion): grown
+	// now, and the mount fails if that fails, as kubelet's MountVolume.
+	if err := m.expandIfNeeded(ctx, pod, d, cv, caps, target, staging); err != nil {
+		return "", err
+	}
 	if g := fsGroup(pod); g != nil && capability.GetMount().GetVolumeMountGroup() == "" && supportsFSGroup(cv, drv) {
 		if !skipOwnership(target, *g, pod) {
 			volume.SetOwnership(target, *g)
 		}
 	}
 	return target, nil
+}
+
+// expandMounted runs expandIfNeeded for a published volume when its claim
+// asks for it (no driver call otherwise).
+func (m *Mounter) expandMounted(ctx context.Context, pod *v1.Pod, cv *csiVolume, target string) error {
+	if cv.pvc == nil {
+		return nil
+	}
+	if c := cv.pvc.Status.Capacity[v1.ResourceStorage]; c.Cmp(cv.pvSize) >= 0 {
+		return nil
+	}
+	d, ok := m.Drivers.Driver(cv.driver)
+	if !ok {
+		return fmt.Errorf("driver name %s not found in the list of registered CSI drivers", cv.driver)
+	}
+	defer m.lock(cv.driver, cv.handle)()
+	caps, err := nodeCapabilities(ctx, d)
+	if err != nil {
+		return err
+	}
+	staging := ""
+	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
+		staging = filepath.Join(m.stagingDir(cv.driver, cv.handle), globalMount)
+	}
+	return m.expandIfNeeded(ctx, pod, d, cv, caps, target, staging)
+}
+
+func (m *Mounter) log() *slog.Logger {
+	if m.Log != nil {
+		return m.Log
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 func fsGroup(pod *v1.Pod) *int64 {
@@ -685,6 +767,7 @@ func (m *Mounter) TearDown(ctx context.Context, podDir string) error {
 	base := filepath.Join(podDir, "volumes", podPluginDir)
 	es, err := os.ReadDir(base)
 	if errors.Is(err, fs.ErrNotExist) {
+		m.forgetPod(filepath.Base(podDir))
 		return nil
 	}
 	if err != nil {
@@ -700,6 +783,9 @@ func (m *Mounter) TearDown(ctx context.Context, podDir string) error {
 		if err := os.Remove(base); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) == 0 {
+		m.forgetPod(filepath.Base(podDir))
 	}
 	return errors.Join(errs...)
 }
@@ -730,15 +816,17 @@ func (m *Mounter) tearDownOne(ctx context.Context, podDir, dir string) error {
 	if mounted, _ := isMountPoint(target); mounted {
 		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", target)
 	}
+	// The pod's volume directory (its vol_data.json) goes only after the
+	// unstage: an agent killed in between finds it at its next start and
+	// finishes the teardown (unpublish again, a no-op; unstage), where
+	// removing it first would leave the staging mount to nobody.
+	if storagev1.VolumeLifecycleMode(data.VolumeLifecycleMode) != storagev1.VolumeLifecycleEphemeral {
+		if err := m.unstageIfUnused(ctx, d, data, podDir); err != nil {
+			return fmt.Errorf("UnmountDevice: %w", err)
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
-	}
-	if storagev1.VolumeLifecycleMode(data.VolumeLifecycleMode) == storagev1.VolumeLifecycleEphemeral {
-		m.forget(data.DriverName, data.VolumeHandle, podDir)
-		return nil
-	}
-	if err := m.unstageIfUnused(ctx, d, data, podDir); err != nil {
-		return fmt.Errorf("UnmountDevice: %w", err)
 	}
 	m.forget(data.DriverName, data.VolumeHandle, podDir)
 	return nil
@@ -756,7 +844,7 @@ func (m *Mounter) unstageIfUnused(ctx context.Context, d *Driver, data volData, 
 		return err
 	}
 	for _, u := range users {
-		if filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(u)))) == leaving {
+		if filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(u)))) == filepath.Clean(leaving) {
 			continue
 		}
 		if o, err := readVolData(filepath.Dir(u)); err == nil && o.DriverName == data.DriverName && o.VolumeHandle == data.VolumeHandle {

@@ -50,7 +50,8 @@ func newMounterRig(t *testing.T, objs ...runtime.Object) *mounterRig {
 			PVCs:       func(ns string) Getter[*v1.PersistentVolumeClaim] { return client.CoreV1().PersistentVolumeClaims(ns) },
 			PVs:        client.CoreV1().PersistentVolumes(),
 			CSIDrivers: client.StorageV1().CSIDrivers(), VolumeAttachments: client.StorageV1().VolumeAttachments(),
-			Secrets: func(ns string) Getter[*v1.Secret] { return client.CoreV1().Secrets(ns) },
+			Secrets:   func(ns string) Getter[*v1.Secret] { return client.CoreV1().Secrets(ns) },
+			PVCStatus: func(ns string) PVCPatcher { return client.CoreV1().PersistentVolumeClaims(ns) },
 		},
 	}
 	return &mounterRig{m: m, f: f, client: client, root: root}

@@ -17,6 +17,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/runtime"
@@ -92,6 +93,11 @@ type Options struct {
 	// reports the volumes in <PodsDir>/<uid>/volumes/<plugin>/<name>; "":
 	// none.
 	PodsDir string
+	// PodVolumeStats are the stats of a pod's volumes that are set up
+	// through the API server (persistentVolumeClaim, ephemeral, csi:
+	// csi.Mounter.PodVolumeStats), for /stats/summary beside those in
+	// PodsDir; nil: none.
+	PodVolumeStats func(ctx context.Context, podUID string) []statsapi.VolumeStats
 	// ImageFs is the directory of the runtime's image filesystem and the
 	// bytes its images take, for /stats/summary's runtime.imageFs (and
 	// containerFs, the same filesystem with containerd); nil: none.

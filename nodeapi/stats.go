@@ -194,7 +194,7 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 				StartTime:   metav1.NewTime(c.CreatedAt),
 				CPU:         cpu("pod/" + uid),
 				Memory:      mem("pod/" + uid),
-				VolumeStats: s.podVolumes(uid, t, volumes),
+				VolumeStats: s.podVolumes(r.Context(), uid, t, volumes),
 			}
 			pods[uid] = ps
 			order = append(order, uid)

@@ -100,13 +100,25 @@ func TestStatsSummaryNetworkVolumesImageFs(t *testing.T) {
 		"u1/volumes/empty-dir/cache/sub/b":       "yy",
 		"u1/volumes/secret/creds/..2026/token":   "t",
 		"u1/volumes/configmap/settings/..2026/k": "v",
+		// Set up through the API server: measured by PodVolumeStats, not
+		// du (a CSI volume's size is the driver's to say).
+		"u1/volumes/kubernetes.io~csi/pv-1/vol_data.json":           "{}",
+		"u1/volumes/kubernetes.io~local-volume/pv-local/mount/file": "x",
 	})
 	imageDir := t.TempDir()
+	claimStats := statsapi.VolumeStats{Name: "data", PVCRef: &statsapi.PVCReference{Name: "data-0", Namespace: "default"},
+		FsStats: statsapi.FsStats{CapacityBytes: ptr(1 << 20), UsedBytes: ptr(10)}}
 	e := newTestEnv(t, func(o *Options) {
 		o.CgroupMounts = []string{root}
 		o.ProcDir = fakeProc(t, 77)
 		o.PodsDir = podsDir
 		o.ImageFs = func(context.Context) (string, uint64, error) { return imageDir, 123456, nil }
+		o.PodVolumeStats = func(_ context.Context, uid string) []statsapi.VolumeStats {
+			if uid != "u1" {
+				return nil
+			}
+			return []statsapi.VolumeStats{claimStats}
+		}
 	})
 	e.conts.cs = []runtime.Container{{ID: "c1", Name: "app", Pod: runtime.PodRef{UID: "u1", Name: "web", Namespace: "default"},
 		State: runtime.StateRunning, Pid: 77, CgroupsPath: "/nodeagent/u1/c1"}}
@@ -137,8 +149,11 @@ func TestStatsSummaryNetworkVolumesImageFs(t *testing.T) {
 	for _, v := range s.Pods[0].VolumeStats {
 		vols[v.Name] = v
 	}
+	if d := vols["data"]; d.PVCRef == nil || *d.PVCRef != *claimStats.PVCRef || *d.CapacityBytes != 1<<20 {
+		t.Errorf("the claim's volume stats %+v, want PodVolumeStats'", d)
+	}
 	cache, ok := vols["cache"]
-	if !ok || len(vols) != 3 || *cache.UsedBytes < 10000 || *cache.InodesUsed != 4 || *cache.CapacityBytes == 0 || *cache.AvailableBytes == 0 {
+	if !ok || len(vols) != 4 || *cache.UsedBytes < 10000 || *cache.InodesUsed != 4 || *cache.CapacityBytes == 0 || *cache.AvailableBytes == 0 {
 		t.Fatalf("volumes %+v", s.Pods[0].VolumeStats)
 	}
 	// Measured at most once per volumeStatsAggPeriod, as kubelet.

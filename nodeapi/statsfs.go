@@ -1,6 +1,7 @@
 package nodeapi
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -105,15 +106,19 @@ func diskUsage(dir string) (bytes, inodes uint64, err error) {
 // podVolumes are the stats of the pod's volumes the agent keeps in the
 // pod's directory (<podsDir>/<uid>/volumes/<plugin>/<name>: emptyDir,
 // configMap, secret, downwardAPI, projected): the usage of the volume's
-// directory and its filesystem's size, as kubelet's MetricsDu gives them.
-// seen collects the directories measured.
-func (s *Server) podVolumes(uid string, t metav1.Time, seen map[string]bool) []statsapi.VolumeStats {
-	if s.opts.PodsDir == "" {
-		return nil
-	}
-	dirs, _ := filepath.Glob(filepath.Join(s.opts.PodsDir, uid, "volumes", "*", "*"))
+// directory and its filesystem's size, as kubelet's MetricsDu gives them;
+// then those of PodVolumeStats (CSI and local PVs, which kubelet does not
+// measure with du either). seen collects the directories measured.
+func (s *Server) podVolumes(ctx context.Context, uid string, t metav1.Time, seen map[string]bool) []statsapi.VolumeStats {
 	var out []statsapi.VolumeStats
+	var dirs []string
+	if s.opts.PodsDir != "" {
+		dirs, _ = filepath.Glob(filepath.Join(s.opts.PodsDir, uid, "volumes", "*", "*"))
+	}
 	for _, dir := range dirs {
+		if p := filepath.Base(filepath.Dir(dir)); p == "kubernetes.io~csi" || p == "kubernetes.io~local-volume" {
+			continue
+		}
 		fst := fsStats(dir, t)
 		if fst == nil {
 			continue
@@ -125,6 +130,9 @@ func (s *Server) podVolumes(uid string, t metav1.Time, seen map[string]bool) []s
 		seen[dir] = true
 		fst.UsedBytes, fst.InodesUsed = ptr(used), ptr(inodes)
 		out = append(out, statsapi.VolumeStats{FsStats: *fst, Name: filepath.Base(dir)})
+	}
+	if s.opts.PodVolumeStats != nil {
+		out = append(out, s.opts.PodVolumeStats(ctx, uid)...)
 	}
 	return out
 }

@@ -144,7 +144,7 @@ func New(o Options) (*Manager, error) {
 		NodeFeatures(),
 	}
 	if cfg.VolumesInUse != nil {
-		m.setters = append(m.setters, VolumesInUse(cfg.VolumesInUse))
+		m.setters = append(m.setters, VolumesInUse(cfg.VolumesInUseSynced, cfg.VolumesInUse))
 	}
 	if cfg.RuntimeHandlers != nil {
 		m.setters = append(m.setters, RuntimeHandlers(cfg.RuntimeHandlers))

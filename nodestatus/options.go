@@ -123,6 +123,10 @@ type Options struct {
 	// reported as status.runtimeHandlers; it must not block; nil = not
 	// wired.
 	RuntimeHandlers func() []v1.NodeRuntimeHandler
+	// VolumesInUseSynced reports whether VolumesInUse is complete (the
+	// agent's volume reconstruction has run, csi.Mounter.Synced); until
+	// then status.volumesInUse keeps its value. nil = always.
+	VolumesInUseSynced func() bool
 	// ShuttingDown returns nil unless the node is shutting down (graceful
 	// node shutdown); its error text ("node is shutting down") is a cause
 	// of Ready False, as kubelet's shutdown manager errors. nil = not wired.

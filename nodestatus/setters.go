@@ -54,10 +54,17 @@ func DaemonEndpoints(port int32) Setter { // Options.KubeletPort
 // VolumesInUse sets status.volumesInUse, as kubelet's setter of that name:
 // the attach/detach controller does not detach a volume listed there, so
 // a volume stays listed until it is unmounted and unstaged. The
-// controller's own status.volumesAttached is left alone.
-func VolumesInUse(inUse func() []v1.UniqueVolumeName) Setter { // Options.VolumesInUse
+// controller's own status.volumesAttached is left alone. Until synced
+// (nil: always) says the list is complete — the agent's volume
+// reconstruction has run — the field keeps its value, as kubelet's setter
+// waits for its volume reconciler.
+func VolumesInUse(synced func() bool, // Options.VolumesInUseSynced
+	inUse func() []v1.UniqueVolumeName, // Options.VolumesInUse
+) Setter {
 	return func(_ context.Context, node *v1.Node) error {
-		node.Status.VolumesInUse = inUse()
+		if synced == nil || synced() {
+			node.Status.VolumesInUse = inUse()
+		}
 		return nil
 	}
 }

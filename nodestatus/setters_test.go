@@ -49,11 +49,30 @@ func TestDaemonEndpoints(t *testing.T) {
 func TestVolumesInUse(t *testing.T) {
 	node := &v1.Node{Status: v1.NodeStatus{VolumesAttached: []v1.AttachedVolume{{Name: "kubernetes.io/csi/d^a", DevicePath: "x"}}}}
 	in := []v1.UniqueVolumeName{"kubernetes.io/csi/d^a"}
-	if err := VolumesInUse(func() []v1.UniqueVolumeName { return in })(context.Background(), node); err != nil {
+	if err := VolumesInUse(nil, func() []v1.UniqueVolumeName { return in })(context.Background(), node); err != nil {
 		t.Fatal(err)
 	}
 	if len(node.Status.VolumesInUse) != 1 || node.Status.VolumesInUse[0] != in[0] || len(node.Status.VolumesAttached) != 1 {
 		t.Errorf("status %+v: want volumesInUse set, the controller's volumesAttached kept", node.Status)
+	}
+
+	// Before the volume reconstruction has run the list may be incomplete:
+	// the field keeps what it had (an agent restarted with a volume mounted
+	// must not drop it from the list the attach/detach controller reads).
+	synced := false
+	set := VolumesInUse(func() bool { return synced }, func() []v1.UniqueVolumeName { return nil })
+	if err := set(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	if len(node.Status.VolumesInUse) != 1 {
+		t.Errorf("volumesInUse %v before the reconstruction, want the previous value kept", node.Status.VolumesInUse)
+	}
+	synced = true
+	if err := set(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	if len(node.Status.VolumesInUse) != 0 {
+		t.Errorf("volumesInUse %v after the reconstruction, want the (empty) list", node.Status.VolumesInUse)
 	}
 }
 

@@ -264,6 +264,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		PLEGHealthy:                      a.plegHealthy,
 		VolumesInUse:                     a.csi.volumesInUse(),
 		RuntimeHandlers:                  a.handlers.get,
+		VolumesInUseSynced:               a.csi.volumesSynced(),
 	}
 	if cfg.CNIConfDir != "" {
 		a.net, err = network.New(network.Config{
@@ -435,6 +436,8 @@ func (a *agent) run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
 	}
+	// CSI volume reconstruction, before node status and the pods (csi.go).
+	a.reconstructVolumes(ctx)
 	// 3.
 	goLoop(a.hb.Run)
 	if a.certs != nil {

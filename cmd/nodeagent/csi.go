@@ -6,9 +6,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/record"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodeagent/nodeagent/csi"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
+	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
 // csiNode is the CSI node side: the plugin registration watcher and the
@@ -29,13 +32,18 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 	info := &csi.NodeInfo{NodeName: a.nodeName, Nodes: c.Nodes(), CSINodes: c.CSINodes()}
 	reg := csi.NewRegistry(a.cfg.RootDir+"/plugins_registry", info, a.clock, a.base.With("component", "csi", "node", a.nodeName))
 	m := &csi.Mounter{
-		RootDir: a.cfg.RootDir, NodeName: a.nodeName, Drivers: reg,
+		RootDir: a.cfg.RootDir, NodeName: a.nodeName, Drivers: reg, Clock: a.clock,
 		API: csi.API{
 			PVCs: func(ns string) csi.Getter[*v1.PersistentVolumeClaim] { return c.PersistentVolumeClaims(ns) },
 			PVs:  c.PersistentVolumes(), CSIDrivers: c.CSIDrivers(), VolumeAttachments: c.VolumeAttachments(),
-			Secrets: func(ns string) csi.Getter[*v1.Secret] { return c.Secrets(ns) },
+			Secrets:   func(ns string) csi.Getter[*v1.Secret] { return c.Secrets(ns) },
+			PVCStatus: func(ns string) csi.PVCPatcher { return c.PersistentVolumeClaims(ns) },
 		},
+		Log:      a.base.With("component", "csi", "node", a.nodeName),
+		Recorder: csiRecorder(c, a.nodeName),
 	}
+	// kubelet's kubelet_volume_stats_* on /metrics.
+	a.reg.MustRegister(csi.VolumeStatsCollector{M: m})
 	return &csiNode{registry: reg, mounter: m}
 }
 
@@ -67,4 +75,39 @@ func (n *csiNode) volumesInUse() func() []v1.UniqueVolumeName {
 		return nil
 	}
 	return n.mounter.VolumesInUse
+}
+
+// volumesSynced is nodestatus's VolumesInUseSynced; nil without CSI.
+func (n *csiNode) volumesSynced() func() bool {
+	if n == nil {
+		return nil
+	}
+	return n.mounter.Synced
+}
+
+// reconstructVolumes is kubelet's volume reconstruction at start: the CSI
+// volumes pods published before the agent's restart, from their
+// directories and the mount table (csi.Mounter.Reconstruct).
+func (a *agent) reconstructVolumes(ctx context.Context) {
+	if a.csi == nil {
+		return
+	}
+	vols := a.csi.mounter.Reconstruct(ctx, a.base.With("component", "csi", "node", a.nodeName))
+	a.log.Info("volume reconstruction finished", "volumes", len(vols))
+}
+
+// podVolumeStats is the node API's PodVolumeStats; nil without CSI.
+func (n *csiNode) podVolumeStats() func(context.Context, string) []statsapi.VolumeStats {
+	if n == nil {
+		return nil
+	}
+	return n.mounter.PodVolumeStats
+}
+
+// csiRecorder sends the CSI mounter's Events (volume expansion) as
+// kubelet's; its broadcaster lives as long as the agent.
+func csiRecorder(c *kubeclient.Clientset, nodeName string) record.EventRecorder {
+	bc := record.NewBroadcaster()
+	bc.StartRecordingToSink(c.Events())
+	return bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: nodeName})
 }

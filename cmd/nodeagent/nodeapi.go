@@ -57,6 +57,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		NetNSDir:               c.NetNSDir(),
 		StatsFsDir:             c.RootDir,
 		PodsDir:                filepath.Join(c.RootDir, "pods"),
+		PodVolumeStats:         a.csi.podVolumeStats(),
 		ImageFs:                runtimeContainers{a}.imageFs,
 		Healthy:                a.live,
 		Metrics:                promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),

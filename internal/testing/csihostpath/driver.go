@@ -5,6 +5,11 @@
 // directory, staged with a bind mount at the staging path and published
 // with a bind mount (read-only when asked) at the target path; inline
 // (ephemeral) volumes get a directory of their own, removed at unpublish.
+// As the host-path driver it serves the Controller service too
+// (CreateVolume makes the volume's directory, DeleteVolume removes it), for
+// a dynamic provisioner (package csiprovisioner) to call, and reports
+// volume stats (NodeGetVolumeStats: the statfs of the volume's filesystem,
+// its used bytes and inodes counted in the volume's directory).
 // The registrar serves kubelet's plugin-registration API on a socket in
 // <rootDir>/plugins_registry and, as node-driver-registrar, exits when the
 // node agent reports that the registration failed.
@@ -38,6 +43,7 @@ const EphemeralKey = "csi.storage.k8s.io/ephemeral"
 type Driver struct {
 	csipb.UnimplementedIdentityServer
 	csipb.UnimplementedNodeServer
+	csipb.UnimplementedControllerServer
 
 	Name, NodeID, DataDir string
 	TopologyKey           string // its value is NodeID
@@ -51,7 +57,53 @@ func (d *Driver) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*c
 }
 
 func (d *Driver) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
-	return &csipb.GetPluginCapabilitiesResponse{}, nil
+	return &csipb.GetPluginCapabilitiesResponse{Capabilities: []*csipb.PluginCapability{{
+		Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_CONTROLLER_SERVICE}},
+	}}}, nil
+}
+
+func (d *Driver) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
+	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: []*csipb.ControllerServiceCapability{{
+		Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}},
+	}}}, nil
+}
+
+// CreateVolume makes the volume's directory; the volume ID is the
+// requested name (idempotent, as CSI wants: the provisioner retries with
+// the same name).
+func (d *Driver) CreateVolume(_ context.Context, r *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
+	if r.Name == "" || len(r.VolumeCapabilities) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "name and volume capabilities are required")
+	}
+	for _, c := range r.VolumeCapabilities {
+		if c.GetBlock() != nil {
+			return nil, status.Error(codes.InvalidArgument, "block volumes are not supported")
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := os.MkdirAll(d.volumeDir(r.Name), 0o777); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	log.Printf("created volume %s (%d bytes)", r.Name, r.GetCapacityRange().GetRequiredBytes())
+	return &csipb.CreateVolumeResponse{Volume: &csipb.Volume{
+		VolumeId: r.Name, CapacityBytes: r.GetCapacityRange().GetRequiredBytes(), VolumeContext: r.Parameters,
+	}}, nil
+}
+
+// DeleteVolume removes the volume's directory (a volume that is not there
+// is deleted already).
+func (d *Driver) DeleteVolume(_ context.Context, r *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
+	if r.VolumeId == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID is required")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := os.RemoveAll(d.volumeDir(r.VolumeId)); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	log.Printf("deleted volume %s", r.VolumeId)
+	return &csipb.DeleteVolumeResponse{}, nil
 }
 
 func (d *Driver) Probe(context.Context, *csipb.ProbeRequest) (*csipb.ProbeResponse, error) {
@@ -67,9 +119,53 @@ func (d *Driver) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb
 }
 
 func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
-	return &csipb.NodeGetCapabilitiesResponse{Capabilities: []*csipb.NodeServiceCapability{{
-		Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}},
-	}}}, nil
+	var caps []*csipb.NodeServiceCapability
+	for _, c := range []csipb.NodeServiceCapability_RPC_Type{
+		csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+		csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+		csipb.NodeServiceCapability_RPC_VOLUME_CONDITION,
+		csipb.NodeServiceCapability_RPC_EXPAND_VOLUME,
+	} {
+		caps = append(caps, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: c}}})
+	}
+	return &csipb.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// NodeGetVolumeStats reports the volume's filesystem (statfs of the path:
+// total and available bytes and inodes) and what the volume's directory
+// holds (used bytes and inodes, as the host-path driver counts them), and
+// the volume's condition: abnormal when the path is not a mount point.
+func (d *Driver) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
+	if r.VolumeId == "" || r.VolumePath == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID and volume path are required")
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(r.VolumePath, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, status.Errorf(codes.NotFound, "volume path %s: %v", r.VolumePath, err)
+		}
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	var used, inodes int64
+	_ = filepath.WalkDir(r.VolumePath, func(_ string, e os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		inodes++
+		if fi, err := e.Info(); err == nil && !fi.IsDir() {
+			used += fi.Size()
+		}
+		return nil
+	})
+	cond := &csipb.VolumeCondition{Message: "volume is mounted"}
+	if !mounted(r.VolumePath) {
+		cond = &csipb.VolumeCondition{Abnormal: true, Message: "volume path is not mounted"}
+	}
+	bs := int64(st.Bsize)
+	return &csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{
+		{Unit: csipb.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: int64(st.Bavail) * bs, Used: used},
+		{Unit: csipb.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: inodes},
+	}, VolumeCondition: cond}, nil
 }
 
 func (d *Driver) volumeDir(id string) string    { return filepath.Join(d.DataDir, "volumes", id) }
@@ -183,4 +279,18 @@ func mounted(p string) bool {
 		}
 	}
 	return false
+}
+
+// NodeExpandVolume has nothing to grow (a volume is a directory of the
+// data directory's filesystem, as the host-path driver's): it checks the
+// volume is published at the path and reports the requested size.
+func (d *Driver) NodeExpandVolume(_ context.Context, r *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
+	if r.VolumeId == "" || r.VolumePath == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume ID and volume path are required")
+	}
+	if !mounted(r.VolumePath) {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not published at %s", r.VolumeId, r.VolumePath)
+	}
+	log.Printf("expanded %s at %s to %d bytes", r.VolumeId, r.VolumePath, r.GetCapacityRange().GetRequiredBytes())
+	return &csipb.NodeExpandVolumeResponse{CapacityBytes: r.GetCapacityRange().GetRequiredBytes()}, nil
 }

@@ -38,6 +38,7 @@ func main() {
 		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100}
 		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterNodeServer(s, d)
+		csipb.RegisterControllerServer(s, d)
 	case "registrar":
 		sock = *regSocket
 		registerapi.RegisterRegistrationServer(s, &csihostpath.Registrar{

@@ -1,0 +1,217 @@
+package csi
+
+import (
+	"context"
+	"sort"
+	"syscall"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/clock"
+)
+
+// volumeStatsAggPeriod is how long a volume's stats are reused (kubelet's
+// volumeStatsAggPeriod default: its volume stat calculator measures each
+// pod's volumes once a minute).
+const volumeStatsAggPeriod = time.Minute
+
+// statsTimeout bounds a volume's measurement: it is made while
+// /stats/summary or /metrics is being answered (kubelet measures in the
+// background, with its 2-minute CSI timeout); a driver slower than this
+// leaves the volume out until the next request.
+const statsTimeout = 10 * time.Second
+
+// setUpVolume is a volume the Mounter set up for a pod and still has:
+// what its stats are read from.
+type setUpVolume struct {
+	name      string // the pod's volume name
+	namespace string // the pod's
+	claim     string // the claim's name; "" for an inline csi volume
+	// A CSI volume: driver, handle and publish target; a local PV: dir.
+	driver, handle, target string
+	localDir               string
+
+	at    time.Time // when stats was measured
+	stats *statsapi.VolumeStats
+}
+
+// noteSetUp records the pod's volume v as set up (replacing what a
+// previous sync recorded, keeping its measured stats).
+func (m *Mounter) noteSetUp(podUID string, sv *setUpVolume) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.setUp == nil {
+		m.setUp = map[string]map[string]*setUpVolume{}
+	}
+	if m.setUp[podUID] == nil {
+		m.setUp[podUID] = map[string]*setUpVolume{}
+	}
+	if old := m.setUp[podUID][sv.name]; old != nil && old.target == sv.target && old.localDir == sv.localDir {
+		sv.at, sv.stats = old.at, old.stats
+	}
+	m.setUp[podUID][sv.name] = sv
+}
+
+// forgetPod drops the pod's set-up volumes (its teardown finished).
+func (m *Mounter) forgetPod(podUID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.setUp, podUID)
+}
+
+func (m *Mounter) clock() clock.PassiveClock {
+	if m.Clock != nil {
+		return m.Clock
+	}
+	return clock.RealClock{}
+}
+
+// PodVolumeStats are the stats of the pod's persistentVolumeClaim,
+// generic ephemeral and csi volumes, as kubelet's volume stat calculator
+// gives them in /stats/summary: named after the pod's volume, with a
+// pvcRef for a claim; a CSI volume's from the driver's NodeGetVolumeStats
+// (left out when the driver lacks GET_VOLUME_STATS, is not registered or
+// fails), a local PV's from statfs of its directory (kubelet's
+// MetricsStatFS); each measured at most once per volumeStatsAggPeriod.
+// hostPath PVs have none (kubelet's hostPath plugin reports none either).
+func (m *Mounter) PodVolumeStats(ctx context.Context, podUID string) []statsapi.VolumeStats {
+	m.mu.Lock()
+	vols := make([]setUpVolume, 0, len(m.setUp[podUID]))
+	for _, sv := range m.setUp[podUID] {
+		vols = append(vols, *sv)
+	}
+	m.mu.Unlock()
+	sort.Slice(vols, func(i, j int) bool { return vols[i].name < vols[j].name })
+	now := m.clock().Now()
+	var out []statsapi.VolumeStats
+	for _, sv := range vols {
+		if sv.stats != nil && now.Sub(sv.at) < volumeStatsAggPeriod && !now.Before(sv.at) {
+			out = append(out, *sv.stats)
+			continue
+		}
+		vs := m.measure(ctx, &sv, now)
+		if vs == nil {
+			continue
+		}
+		m.mu.Lock()
+		if cur := m.setUp[podUID][sv.name]; cur != nil && cur.target == sv.target && cur.localDir == sv.localDir {
+			cur.at, cur.stats = now, vs
+		}
+		m.mu.Unlock()
+		out = append(out, *vs)
+	}
+	return out
+}
+
+func (m *Mounter) measure(ctx context.Context, sv *setUpVolume, now time.Time) *statsapi.VolumeStats {
+	vs := &statsapi.VolumeStats{Name: sv.name}
+	if sv.claim != "" {
+		vs.PVCRef = &statsapi.PVCReference{Name: sv.claim, Namespace: sv.namespace}
+	}
+	t := metav1.NewTime(now)
+	if sv.localDir != "" {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(sv.localDir, &st); err != nil {
+			return nil
+		}
+		bs := uint64(st.Bsize)
+		vs.FsStats = statsapi.FsStats{Time: t, CapacityBytes: ptr(st.Blocks * bs), AvailableBytes: ptr(st.Bavail * bs),
+			UsedBytes: ptr((st.Blocks - st.Bfree) * bs), Inodes: ptr(st.Files), InodesFree: ptr(st.Ffree), InodesUsed: ptr(st.Files - st.Ffree)}
+		return vs
+	}
+	d, ok := m.Drivers.Driver(sv.driver)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
+	caps, err := nodeCapabilities(ctx, d)
+	if err != nil || !caps[csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS] {
+		return nil
+	}
+	resp, err := d.Node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: sv.handle, VolumePath: sv.target})
+	if err != nil || resp.GetUsage() == nil {
+		return nil
+	}
+	// kubelet's csiDriverClient.NodeGetVolumeStats: zeros for a unit the
+	// driver does not report.
+	fs := statsapi.FsStats{Time: t, CapacityBytes: ptr(0), AvailableBytes: ptr(0), UsedBytes: ptr(0), Inodes: ptr(0), InodesFree: ptr(0), InodesUsed: ptr(0)}
+	for _, u := range resp.GetUsage() {
+		switch u.GetUnit() {
+		case csipb.VolumeUsage_BYTES:
+			fs.AvailableBytes, fs.CapacityBytes, fs.UsedBytes = nonNeg(u.GetAvailable()), nonNeg(u.GetTotal()), nonNeg(u.GetUsed())
+		case csipb.VolumeUsage_INODES:
+			fs.InodesFree, fs.Inodes, fs.InodesUsed = nonNeg(u.GetAvailable()), nonNeg(u.GetTotal()), nonNeg(u.GetUsed())
+		}
+	}
+	vs.FsStats = fs
+	return vs
+}
+
+func ptr(v uint64) *uint64 { return &v }
+
+func nonNeg(v int64) *uint64 {
+	if v < 0 {
+		v = 0
+	}
+	return ptr(uint64(v))
+}
+
+// kubelet's volume stats metrics (pkg/kubelet/metrics/collectors
+// volume_stats.go), one series per claim.
+var (
+	volumeStatsCapacityBytes  = volumeStatsDesc("capacity_bytes", "Capacity in bytes of the volume")
+	volumeStatsAvailableBytes = volumeStatsDesc("available_bytes", "Number of available bytes in the volume")
+	volumeStatsUsedBytes      = volumeStatsDesc("used_bytes", "Number of used bytes in the volume")
+	volumeStatsInodes         = volumeStatsDesc("inodes", "Maximum number of inodes in the volume")
+	volumeStatsInodesFree     = volumeStatsDesc("inodes_free", "Number of free inodes in the volume")
+	volumeStatsInodesUsed     = volumeStatsDesc("inodes_used", "Number of used inodes in the volume")
+)
+
+func volumeStatsDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc("kubelet_volume_stats_"+name, "[ALPHA] "+help, []string{"namespace", "persistentvolumeclaim"}, nil)
+}
+
+// VolumeStatsCollector is kubelet's volume stats collector: the
+// kubelet_volume_stats_* gauges of every claim a pod on the node has set
+// up (PodVolumeStats of each pod; a claim used by two pods once).
+type VolumeStatsCollector struct{ M *Mounter }
+
+var _ prometheus.Collector = VolumeStatsCollector{}
+
+func (VolumeStatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{volumeStatsCapacityBytes, volumeStatsAvailableBytes, volumeStatsUsedBytes, volumeStatsInodes, volumeStatsInodesFree, volumeStatsInodesUsed} {
+		ch <- d
+	}
+}
+
+func (c VolumeStatsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.M.mu.Lock()
+	uids := make([]string, 0, len(c.M.setUp))
+	for uid := range c.M.setUp {
+		uids = append(uids, uid)
+	}
+	c.M.mu.Unlock()
+	sort.Strings(uids)
+	seen := map[statsapi.PVCReference]bool{}
+	for _, uid := range uids {
+		for _, vs := range c.M.PodVolumeStats(context.Background(), uid) {
+			if vs.PVCRef == nil || seen[*vs.PVCRef] {
+				continue
+			}
+			seen[*vs.PVCRef] = true
+			for _, g := range []struct {
+				d *prometheus.Desc
+				v *uint64
+			}{
+				{volumeStatsCapacityBytes, vs.CapacityBytes}, {volumeStatsAvailableBytes, vs.AvailableBytes}, {volumeStatsUsedBytes, vs.UsedBytes},
+				{volumeStatsInodes, vs.Inodes}, {volumeStatsInodesFree, vs.InodesFree}, {volumeStatsInodesUsed, vs.InodesUsed},
+			} {
+				ch <- prometheus.MustNewConstMetric(g.d, prometheus.GaugeValue, float64(*g.v), vs.PVCRef.Namespace, vs.PVCRef.Name)
+			}
+		}
+	}
+}

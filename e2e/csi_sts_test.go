@@ -1,0 +1,377 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodeagent/nodeagent/internal/testing/testenv"
+	"github.com/nodeagent/nodeagent/internal/testing/testimage"
+)
+
+// A StatefulSet with volumeClaimTemplates, as an operator runs one on a
+// CSI driver with dynamic provisioning: the driver's node plugin as in
+// TestCSIHostPathDriver, hack/csiprovisioner (sig-storage-lib-external-
+// provisioner calling the driver's CreateVolume/DeleteVolume, as
+// external-provisioner) beside the cluster, a StorageClass. Replica 0
+// writes a file into its claim; the file is there after the pod is
+// deleted and recreated (a new pod UID: the volume is unpublished and
+// published again), and after the agent is SIGKILLed and restarted (the
+// pod keeps running, the volume stays mounted and is not published again);
+// when the pod is force-deleted while the agent is down, the restarted
+// agent's volume reconstruction leads to the gone pod's volume being
+// unpublished while the StatefulSet's new pod gets it.
+// While it runs, /stats/summary reports the volume with its pvcRef from
+// the driver's NodeGetVolumeStats and /metrics has kubelet's
+// kubelet_volume_stats_* for the claim; the claim resized (the test as
+// external-resizer), the agent expands it on the node (NodeExpandVolume)
+// and writes the claim's new capacity. Scaled to zero and with the claim
+// deleted, no mount, no staging directory, no VolumeAttachment and no PV
+// stay, and the driver's volume is deleted.
+//
+// Wall time: 43 s measured at load 10 with a warm build cache (the plugin's and the provisioner's builds
+// are cached by go's build cache after the first run).
+func TestCSIStatefulSet(t *testing.T) {
+	t.Parallel()
+	a, rt := readyPodAgent(t, "")
+	ctx := context.Background()
+	admin := a.env.Admin
+	cp := deployCSIPlugin(t, a, rt, false)
+	endpoint := filepath.Join(cp.root, "plugins", cp.driver, "csi.sock")
+	provisionerOut := runCSIProvisioner(t, a.env, cp.driver, endpoint)
+
+	// The StorageClass, named after the driver (one per test node).
+	del, yes := corev1.PersistentVolumeReclaimDelete, true
+	if _, err := admin.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: cp.driver}, Provisioner: cp.driver, ReclaimPolicy: &del, AllowVolumeExpansion: &yes,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.StorageV1().StorageClasses().Delete(context.Background(), cp.driver, metav1.DeleteOptions{})
+	})
+
+	sum := sha256.Sum256([]byte(a.node))
+	sts := fmt.Sprintf("sts-%x", sum[:4])
+	pod0, claim := sts+"-0", "data-"+sts+"-0"
+	kubectl(t, a.env, fmt.Sprintf(`apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: %[1]s, namespace: default}
+spec:
+  serviceName: %[1]s
+  replicas: 1
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+      nodeName: %[2]s
+      automountServiceAccountToken: false
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: c
+        image: %[3]s
+        command: ["sh", "-c", "if [ -f /data/f ]; then echo found=$(cat /data/f); else echo token-%[1]s > /data/f && echo wrote; fi; sleep 3600"]
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      storageClassName: %[4]s
+      resources: {requests: {storage: 1Mi}}
+`, sts, a.node, testimage.Ref, cp.driver), "apply", "-f", "-")
+	t.Cleanup(func() {
+		_ = admin.AppsV1().StatefulSets("default").Delete(context.Background(), sts, metav1.DeleteOptions{})
+		_ = admin.CoreV1().PersistentVolumeClaims("default").Delete(context.Background(), claim, metav1.DeleteOptions{})
+		if t.Failed() {
+			t.Logf("provisioner log:\n%s", provisionerOut.String())
+		}
+	})
+
+	// Provisioned and bound: a PV of the driver, made by the provisioner.
+	p0 := a.waitPod(ctx, pod0, 90*time.Second, "Running", running)
+	a.waitLog(p0, "c", 0, "wrote")
+	pvc, err := admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
+	if err != nil || pvc.Status.Phase != corev1.ClaimBound {
+		t.Fatalf("claim %s: %v %+v", claim, err, pvc)
+	}
+	pvName := pvc.Spec.VolumeName
+	pv, err := admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != cp.driver || pv.Annotations["pv.kubernetes.io/provisioned-by"] != cp.driver ||
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+		t.Errorf("PV %s: %+v %v", pvName, pv.Spec, pv.Annotations)
+	}
+	handle := pv.Spec.CSI.VolumeHandle
+	stagingDir := filepath.Join(cp.root, "plugins/kubernetes.io/csi", cp.driver, fmt.Sprintf("%x", sha256.Sum256([]byte(handle))))
+	target := func(uid types.UID) string {
+		return filepath.Join(cp.root, "pods", string(uid), "volumes/kubernetes.io~csi", pvName, "mount")
+	}
+	waitMount(t, target(p0.UID), true)
+	if b, err := os.ReadFile(filepath.Join(cp.data, "volumes", handle, "f")); err != nil || string(b) != "token-"+sts+"\n" {
+		t.Errorf("the driver's volume holds %q (%v)", b, err)
+	}
+
+	// The pod is deleted; the StatefulSet controller makes it again (a new
+	// UID), which finds the file.
+	if err := admin.CoreV1().Pods("default").Delete(ctx, pod0, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p1 := a.waitPod(ctx, pod0, 90*time.Second, "Running again", func(p *corev1.Pod) bool { return p.UID != p0.UID && running(p) })
+	a.waitLog(p1, "c", 0, "found=token-"+sts)
+	waitMount(t, target(p0.UID), false)
+	waitMount(t, target(p1.UID), true)
+
+	// The agent is SIGKILLed and restarts: the pod keeps running with its
+	// volume, which is not published again.
+	if code, _ := a.stop(syscall.SIGKILL); code == 0 {
+		t.Errorf("agent exit code %d after SIGKILL", code)
+	}
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(a.out.String(), "registered CSI driver"), nil
+	}); err != nil {
+		t.Fatalf("the driver did not register again after the agent's restart")
+	}
+	if p := a.waitPod(ctx, pod0, 5*time.Second, "still Running", running); p.UID != p1.UID || p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the pod was replaced or restarted over the agent's restart: %s %+v", p.UID, p.Status.ContainerStatuses[0])
+	}
+	if b, err := os.ReadFile(filepath.Join(target(p1.UID), "f")); err != nil || string(b) != "token-"+sts+"\n" {
+		t.Errorf("after the agent's restart the volume holds %q (%v)", b, err)
+	}
+	if n := strings.Count(a.logOf(cp.pod, "driver", 0), " published "+handle); n != 2 { // not "unpublished"
+		t.Errorf("the volume was published %d times, want twice (one per pod):\n%s", n, a.logOf(cp.pod, "driver", 0))
+	}
+
+	// Volume stats: the driver's NodeGetVolumeStats, with the claim.
+	checkCSIVolumeStats(t, a, p1, claim)
+
+	// Online expansion, the test as external-resizer: the claim asks for
+	// 2Mi, the "resizer" grows the PV and leaves the claim
+	// NodeResizePending; at the pod's next sync (here made at once by a
+	// change of the pod) the agent expands on the node and the claim gets
+	// its new capacity.
+	expandClaim(t, a, claim, pvName, p1.Name)
+	if !strings.Contains(a.logOf(cp.pod, "driver", 0), "expanded "+handle) {
+		t.Errorf("the driver was not asked to expand:\n%s", a.logOf(cp.pod, "driver", 0))
+	}
+
+	// Volume reconstruction: the agent is SIGKILLed again and the pod is
+	// force-deleted while it is down. The restarted agent finds the gone
+	// pod's volume in its directory, tears it down as an orphan's
+	// (unpublished, no stale mount) while the StatefulSet's new pod gets
+	// the volume, and the file.
+	if code, _ := a.stop(syscall.SIGKILL); code == 0 {
+		t.Errorf("agent exit code %d after SIGKILL", code)
+	}
+	zero := int64(0)
+	if err := admin.CoreV1().Pods("default").Delete(ctx, pod0, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	a.start()
+	a.waitReady(ctx, 30*time.Second)
+	p2 := a.waitPod(ctx, pod0, 90*time.Second, "Running (third)", func(p *corev1.Pod) bool { return p.UID != p1.UID && running(p) })
+	a.waitLog(p2, "c", 0, "found=token-"+sts)
+	waitMount(t, target(p1.UID), false)
+	waitGone(t, filepath.Join(cp.root, "pods", string(p1.UID)))
+	if !strings.Contains(a.out.String(), "reconstructed volume") {
+		t.Errorf("the agent's log has no reconstructed volume")
+	}
+	waitMount(t, target(p2.UID), true)
+
+	// Scaled to zero: unpublished and unstaged; the claim stays (the
+	// StatefulSet's default retention) until it is deleted, and then the
+	// provisioner deletes the volume and the PV.
+	kubectl(t, a.env, "", "scale", "statefulset/"+sts, "--replicas=0")
+	podsGone(t, a, pod0)
+	waitMount(t, target(p2.UID), false)
+	waitGone(t, stagingDir)
+	if err := admin.CoreV1().PersistentVolumeClaims("default").Delete(ctx, claim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("PV %s stays after its claim is deleted: %v", pvName, err)
+	}
+	waitGone(t, filepath.Join(cp.data, "volumes", handle))
+	if left, err := testenv.MountsUnder(filepath.Join(cp.root, "pods"), filepath.Join(cp.root, "plugins", "kubernetes.io")); err != nil || len(left) > 0 {
+		t.Errorf("mounts left: %v (%v)", left, err)
+	}
+	vas, err := admin.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, va := range vas.Items {
+		if va.Spec.NodeName == a.node {
+			t.Errorf("VolumeAttachment %s stays: %+v", va.Name, va.Spec)
+		}
+	}
+}
+
+// checkCSIVolumeStats: /stats/summary lists the pod's volume "data" with
+// its pvcRef and the driver's figures (the file the pod wrote is used
+// bytes), and /metrics has kubelet's volume stats gauges for the claim.
+func checkCSIVolumeStats(t *testing.T, a *agent, p *corev1.Pod, claim string) {
+	t.Helper()
+	var vs *statsapi.VolumeStats
+	var out string
+	// After an agent restart the volume is listed once the pod synced.
+	if err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		if out, err = kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/stats/summary"); err != nil {
+			return false, nil
+		}
+		var sum statsapi.Summary
+		if err := json.Unmarshal([]byte(out), &sum); err != nil {
+			return false, err
+		}
+		for _, ps := range sum.Pods {
+			for i := range ps.VolumeStats {
+				if ps.PodRef.UID == string(p.UID) && ps.VolumeStats[i].Name == "data" {
+					vs = &ps.VolumeStats[i]
+				}
+			}
+		}
+		return vs != nil, nil
+	}); err != nil {
+		t.Fatalf("no volume stats for the pod's volume data in /stats/summary (%v):\n%s", err, out)
+	}
+	if vs.PVCRef == nil || vs.PVCRef.Name != claim || vs.PVCRef.Namespace != "default" ||
+		vs.CapacityBytes == nil || *vs.CapacityBytes == 0 || vs.UsedBytes == nil || *vs.UsedBytes == 0 ||
+		vs.InodesUsed == nil || *vs.InodesUsed < 2 || vs.Inodes == nil || *vs.Inodes == 0 {
+		b, _ := json.Marshal(vs)
+		t.Errorf("volume stats %s", b)
+	}
+	_, metrics := a.get("/metrics")
+	for _, m := range []string{"capacity_bytes", "available_bytes", "used_bytes", "inodes", "inodes_free", "inodes_used"} {
+		want := fmt.Sprintf(`kubelet_volume_stats_%s{namespace="default",persistentvolumeclaim=%q} `, m, claim)
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+}
+
+// runCSIProvisioner builds hack/csiprovisioner (a Go module of its own)
+// and runs it against the cluster for driver until the test ends; its
+// output is returned.
+func runCSIProvisioner(t *testing.T, env *testenv.Env, driver, endpoint string) *syncBuffer {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "csiprovisioner")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join(root, "hack", "csiprovisioner")
+	build.Env = append(os.Environ(), "GOWORK=off") // cgo as the agent's own builds: their cached packages are shared
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building hack/csiprovisioner: %v\n%s", err, out)
+	}
+	out := &syncBuffer{}
+	cmd := exec.Command(bin, "-kubeconfig", env.AdminKubeconfig, "-driver", driver, "-endpoint", endpoint)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return out
+}
+
+// expandClaim resizes claim (bound to pvName, used by pod) from 1Mi to
+// 2Mi playing external-resizer's part (the PV's capacity, the claim's
+// allocatedResources and NodeResizePending, FileSystemResizePending), then
+// changes the pod so that the agent syncs it, and waits (30 s at most) for
+// the claim's status as kubelet leaves it: capacity 2Mi, no storage entry
+// in allocatedResourceStatuses, no resize condition.
+func expandClaim(t *testing.T, a *agent, claim, pvName, pod string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := a.env.Admin
+	two := resource.MustParse("2Mi")
+	pvc, err := admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = two
+	if _, err = admin.CoreV1().PersistentVolumeClaims("default").Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pv, err := admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pv.Spec.Capacity[corev1.ResourceStorage] = two
+		_, err = admin.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// kube-controller-manager's expand controller annotates the claim for
+	// the external resizer meanwhile: retried on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pvc, err := admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pvc.Status.AllocatedResources = corev1.ResourceList{corev1.ResourceStorage: two}
+		pvc.Status.AllocatedResourceStatuses = map[corev1.ResourceName]corev1.ClaimResourceStatus{corev1.ResourceStorage: corev1.PersistentVolumeClaimNodeResizePending}
+		pvc.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimFileSystemResizePending, Status: corev1.ConditionTrue}}
+		_, err = admin.CoreV1().PersistentVolumeClaims("default").UpdateStatus(ctx, pvc, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Pods("default").Patch(ctx, pod, types.MergePatchType, []byte(`{"metadata":{"annotations":{"e2e/resized":"2Mi"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var last *corev1.PersistentVolumeClaim
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last, err = admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		c := last.Status.Capacity[corev1.ResourceStorage]
+		return c.Cmp(two) == 0, nil
+	}); err != nil {
+		t.Fatalf("the claim's capacity is not 2Mi after the node's expansion: %+v", last.Status)
+	}
+	if len(last.Status.AllocatedResourceStatuses) != 0 || len(last.Status.Conditions) != 0 {
+		t.Errorf("claim status after the expansion %+v", last.Status)
+	}
+	a.waitEvent(ctx, "default", "involvedObject.name="+claim, "FileSystemResizeSuccessful", func(e corev1.Event) bool {
+		return e.Reason == "FileSystemResizeSuccessful" && strings.Contains(e.Message, `MountVolume.NodeExpandVolume succeeded for volume "`+pvName+`"`)
+	})
+}
