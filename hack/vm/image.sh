@@ -121,4 +121,11 @@ echo "$kver" >"$TMP/out/kernel-version"
 mkfs.ext4 -q -F -L root -d "$R" "$TMP/out/root.img" 4G >&2
 mv -T "$TMP/out" "$IMG" 2>/dev/null || [[ -s $IMG/root.img ]] || { echo "cannot move the image to $IMG" >&2; exit 1; }
 log "image in $((SECONDS - t))s: $(du -sh --apparent-size "$IMG/root.img" | cut -f1) apparent, $(du -sh "$IMG/root.img" | cut -f1) used, kernel $kver"
+# Each change of the guest or containerd makes a new image (760 MB): keep
+# this one and the one before it (a test of another tree may still boot it),
+# so that stale images do not fill the disk (the agents' imagefs eviction
+# threshold is 15% free).
+ls -dt "$CACHE"/image-* 2>/dev/null | tail -n +3 | while read -r old; do
+	[[ $old != "$IMG" ]] && rm -rf --one-file-system "$old"
+done
 echo "$IMG"
