@@ -187,6 +187,27 @@ log "ok: the node API answers at 10.0.2.15:10250 (HTTP $code)"
 expect_eq "kubepods.slice exists" "$(g 'test -d /sys/fs/cgroup/kubepods.slice && echo yes')" yes
 
 step "a Guaranteed and a Burstable pod"
+# burstable_pod NAME: a Burstable sleeper (100m/32Mi requests, 200m/96Mi limits).
+burstable_pod() {
+	cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  nodeName: nodeagent-vm
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: c
+    image: docker.io/nodeagent/busybox:test
+    imagePullPolicy: Never
+    command: [sh, -c, "exec sleep 3600"]
+    resources:
+      requests: {cpu: 100m, memory: 32Mi}
+      limits: {cpu: 200m, memory: 96Mi}
+EOF
+}
 k create namespace vm >/dev/null
 k apply -n vm -f - >/dev/null <<'EOF'
 apiVersion: v1
@@ -204,24 +225,8 @@ spec:
     command: [sh, -c, "echo hello-from-the-vm; exec sleep 3600"]
     resources:
       limits: {cpu: 250m, memory: 64Mi}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: burstable}
-spec:
-  nodeName: nodeagent-vm
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  containers:
-  - name: c
-    image: docker.io/nodeagent/busybox:test
-    imagePullPolicy: Never
-    command: [sh, -c, "exec sleep 3600"]
-    resources:
-      requests: {cpu: 100m, memory: 32Mi}
-      limits: {cpu: 200m, memory: 96Mi}
 EOF
+burstable_pod burstable | k apply -n vm -f - >/dev/null
 k wait -n vm --for=condition=Ready pod/guaranteed pod/burstable --timeout=120s >/dev/null || {
 	k get -n vm pods -o wide >&2
 	k describe -n vm pods >&2
@@ -385,24 +390,7 @@ EOF
 mapfile -t sw <<<"$out"
 expect_eq "nodeagent.service with failSwapOn: false" "${sw[0]}" active
 read -r MEMB SWAPB <<<"${sw[1]}"
-k apply -n vm -f - >/dev/null <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata: {name: limited}
-spec:
-  nodeName: nodeagent-vm
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  containers:
-  - name: c
-    image: docker.io/nodeagent/busybox:test
-    imagePullPolicy: Never
-    command: [sh, -c, "exec sleep 3600"]
-    resources:
-      requests: {cpu: 100m, memory: 32Mi}
-      limits: {cpu: 200m, memory: 96Mi}
-EOF
+burstable_pod limited | k apply -n vm -f - >/dev/null
 k wait -n vm --for=condition=Ready pod/limited --timeout=120s >/dev/null || fail "the pod limited did not become Ready"
 # kubelet: int64(float64(request) / float64(node memory) * float64(swap)).
 want=$(awk -v r=33554432 -v m="$MEMB" -v s="$SWAPB" 'BEGIN { printf "%d", r / m * s }')
