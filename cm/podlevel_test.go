@@ -25,27 +25,27 @@ func TestPodResourceConfigPodLevel(t *testing.T) {
 		{
 			desc: "guaranteed at pod level, containers without resources",
 			pod:  withPodLevel(podOf(ctr("a", nil, nil), ctr("b", nil, nil)), res("cpu", "500m", "memory", "128Mi"), res("cpu", "500m", "memory", "128Mi")),
-			want: ResourceConfig{CPUShares: u64(512), CPUQuota: i64(50000), CPUPeriod: u64(100000), Memory: i64(128 << 20)},
+			want: ResourceConfig{CPUShares: u64(512), CPUQuota: i64(50000), CPUPeriod: u64(100000), Memory: i64(128 << 20), HugePageLimit: map[int64]int64{}},
 		},
 		{
 			desc: "pod-level limits bound the pod though a container has none",
 			pod:  withPodLevel(podOf(ctr("a", res("cpu", "100m"), nil), ctr("b", nil, nil)), res("cpu", "200m", "memory", "64Mi"), res("cpu", "1", "memory", "256Mi")),
-			want: ResourceConfig{CPUShares: u64(204), CPUQuota: i64(100000), CPUPeriod: u64(100000), Memory: i64(256 << 20)},
+			want: ResourceConfig{CPUShares: u64(204), CPUQuota: i64(100000), CPUPeriod: u64(100000), Memory: i64(256 << 20), HugePageLimit: map[int64]int64{}},
 		},
 		{
 			desc: "pod-level cpu limit only: no memory limit on the pod",
 			pod:  withPodLevel(podOf(ctr("a", nil, nil)), res("cpu", "2"), res("cpu", "2")),
-			want: ResourceConfig{CPUShares: u64(2048), CPUQuota: i64(200000), CPUPeriod: u64(100000)},
+			want: ResourceConfig{CPUShares: u64(2048), CPUQuota: i64(200000), CPUPeriod: u64(100000), HugePageLimit: map[int64]int64{}},
 		},
 		{
 			desc: "pod-level requests only: shares from them, no limits",
 			pod:  withPodLevel(podOf(ctr("a", res("cpu", "100m"), nil)), res("cpu", "300m", "memory", "10Mi"), nil),
-			want: ResourceConfig{CPUShares: u64(307)},
+			want: ResourceConfig{CPUShares: u64(307), HugePageLimit: map[int64]int64{}},
 		},
 		{
 			desc: "pod-level memory limit, the container's cpu limit: both applied",
 			pod:  withPodLevel(podOf(ctr("a", res("cpu", "1"), res("cpu", "1"))), res("memory", "1Gi"), res("memory", "1Gi")),
-			want: ResourceConfig{CPUShares: u64(1024), CPUQuota: i64(100000), CPUPeriod: u64(100000), Memory: i64(1 << 30)},
+			want: ResourceConfig{CPUShares: u64(1024), CPUQuota: i64(100000), CPUPeriod: u64(100000), Memory: i64(1 << 30), HugePageLimit: map[int64]int64{}},
 		},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
