@@ -83,9 +83,15 @@ type Swap struct {
 // the swap controller; with LimitedSwap on cgroup v2, a Burstable
 // container of a pod that is not critical, with a memory request or limit
 // and a request other than its limit, gets request / node memory × swap
-// capacity; every other container 0.
+// capacity; every other container 0. On cgroup v2 without swap on the host
+// nothing is set (see below).
 func ContainerSwapMax(pod *v1.Pod, c *v1.Container, memoryCapacity int64, s Swap) *int64 {
-	if !s.Controller {
+	// nodeagent's one difference: on cgroup v2 without swap on the host,
+	// nothing is set (kubelet writes memory.swap.max 0, which changes
+	// nothing there) — with 0 in the container's scope, containerd 2.4 with
+	// runc 1.1 in the cgroup v2 guest no longer reported the container's
+	// OOM kill (Error instead of OOMKilled; docs/pods.md).
+	if !s.Controller || (s.Unified && s.Capacity == 0) {
 		return nil
 	}
 	var none int64

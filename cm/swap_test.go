@@ -89,6 +89,7 @@ func TestContainerSwapMax(t *testing.T) {
 	}{
 		{"no controller: nothing set", pod(v1.PodQOSBurstable, res("1Gi", "2Gi")), Swap{Unified: true, Limited: true, Capacity: 2 * gi}, nil},
 		{"NoSwap v2", pod(v1.PodQOSBurstable, res("1Gi", "2Gi")), Swap{Controller: true, Unified: true, Capacity: 2 * gi}, &zero},
+		{"v2 without swap on the host: nothing set", pod(v1.PodQOSBurstable, res("1Gi", "2Gi")), Swap{Controller: true, Unified: true}, nil},
 		{"NoSwap v1", pod(v1.PodQOSBurstable, res("1Gi", "2Gi")), Swap{Controller: true}, &zero},
 		{"LimitedSwap on v1 is NoSwap", pod(v1.PodQOSBurstable, res("1Gi", "2Gi")), Swap{Controller: true, Limited: true, Capacity: 2 * gi}, &zero},
 		{"LimitedSwap Burstable", pod(v1.PodQOSBurstable, res("1Gi", "2Gi")), limited, &quarter},
