@@ -77,6 +77,11 @@ type Swap struct {
 	Capacity int64
 }
 
+// Applies reports whether containers get a swap setting at all: not
+// without the swap controller, nor on cgroup v2 without swap on the host
+// (see ContainerSwapMax).
+func (s Swap) Applies() bool { return s.Controller && !(s.Unified && s.Capacity == 0) }
+
 // ContainerSwapMax is the swap container c of pod may use beyond its
 // memory (cgroup v2 memory.swap.max; on v1 only 0 can be expressed), nil
 // to leave the runtime's default, as kubelet decides it: nothing without
@@ -91,7 +96,7 @@ func ContainerSwapMax(pod *v1.Pod, c *v1.Container, memoryCapacity int64, s Swap
 	// nothing there) — with 0 in the container's scope, containerd 2.4 with
 	// runc 1.1 in the cgroup v2 guest no longer reported the container's
 	// OOM kill (Error instead of OOMKilled; docs/pods.md).
-	if !s.Controller || (s.Unified && s.Capacity == 0) {
+	if !s.Applies() {
 		return nil
 	}
 	var none int64

@@ -40,7 +40,8 @@ func (m *Manager) gather(now time.Time) {
 		waits = append(waits, waiter{d, s, m.plegHealth.wait})
 	}
 
-	in.capacity, in.capacityErr = m.readCapacity(in.observations)
+	var swapBytes int64
+	in.capacity, swapBytes, in.capacityErr = m.readCapacity(in.observations)
 	if f := m.cfg.DevicePlugins; f != nil {
 		in.devCapacity, in.devAllocatable, in.devRemoved = f()
 	}
@@ -63,9 +64,8 @@ func (m *Manager) gather(now time.Time) {
 	read(&in.info.OSImage, h.OSImage)
 	in.info.KubeletVersion = KubeletVersion(m.cfg.AgentVersion)
 	// As kubelet (NodeSwap): the swap size when the host has swap.
-	if mi, err := h.Meminfo(); err == nil && mi.SwapTotal > 0 {
-		swap := int64(mi.SwapTotal)
-		in.info.Swap = &v1.NodeSwapStatus{Capacity: &swap}
+	if swapBytes > 0 {
+		in.info.Swap = &v1.NodeSwapStatus{Capacity: &swapBytes}
 	}
 
 	// Pressure with hysteresis.
@@ -131,9 +131,10 @@ func (m *Manager) gather(now time.Time) {
 }
 
 // readCapacity reads the host's capacity (cpu, memory, pods,
-// ephemeral-storage, hugepages-*) and records the nodefs and memory eviction
-// signals it reads on the way in obs.
-func (m *Manager) readCapacity(obs map[string]observation) (v1.ResourceList, error) {
+// ephemeral-storage, hugepages-*) and the host's swap in bytes, and records
+// the nodefs and memory eviction signals it reads on the way in obs.
+func (m *Manager) readCapacity(obs map[string]observation) (v1.ResourceList, int64, error) {
+	var swap int64 // the host's swap (SwapTotal), for nodeInfo.swap
 	h := m.cfg.Host
 	var capErrs []error
 	capacity := v1.ResourceList{v1.ResourcePods: countQ(int64(m.cfg.MaxPods))}
@@ -146,6 +147,7 @@ func (m *Manager) readCapacity(obs map[string]observation) (v1.ResourceList, err
 		capErrs = append(capErrs, err)
 	} else {
 		capacity[v1.ResourceMemory] = bytesQ(int64(mi.Total))
+		swap = int64(mi.SwapTotal)
 		obs[evictionapi.SignalMemoryAvailable] = observation{available: int64(mi.Available()), capacity: int64(mi.Total)}
 	}
 	if fs, err := h.FS(m.cfg.RootDir); err != nil {
@@ -164,5 +166,5 @@ func (m *Manager) readCapacity(obs map[string]observation) (v1.ResourceList, err
 			capacity[v1.ResourceName(HugePageResourceName(size))] = bytesQ(total)
 		}
 	}
-	return capacity, errors.Join(capErrs...)
+	return capacity, swap, errors.Join(capErrs...)
 }

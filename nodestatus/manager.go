@@ -204,7 +204,7 @@ func (m *Manager) NodeAnyway(ctx context.Context) (*v1.Node, error) {
 	if n := m.Node(); n != nil {
 		return n, nil
 	}
-	capacity, capErr := m.readCapacity(map[string]observation{})
+	capacity, _, capErr := m.readCapacity(map[string]observation{})
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, Labels: m.desiredLabels()}}
 	setters := []Setter{
 		NodeAddress(m.internalIP, m.cfg.Hostname),

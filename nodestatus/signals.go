@@ -99,7 +99,7 @@ func (m *Manager) Signals(maxAge time.Duration) evictionapi.Observation {
 		return *last
 	}
 	obs := map[string]observation{}
-	_, _ = m.readCapacity(obs) // what could not be read is missing from obs
+	_, _, _ = m.readCapacity(obs) // what could not be read is missing from obs
 	m.readSignals(obs)
 	var pressure map[v1.NodeConditionType]bool
 	if last != nil {

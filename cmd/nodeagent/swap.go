@@ -40,7 +40,7 @@ func swapConfig(cfg *config.NodeAgentConfiguration, swapTotal int64, log *slog.L
 	if behavior == "" {
 		behavior = config.SwapBehaviorNoSwap
 	}
-	log.Info("containers' swap", "swapBehavior", behavior, "swapController", s.Controller, "cgroupV2", unified, "hostSwapBytes", swapTotal)
+	log.Info("containers' swap", "swapBehavior", behavior, "applied", s.Applies(), "swapController", s.Controller, "cgroupV2", unified, "hostSwapBytes", swapTotal)
 	if swapTotal > 0 && !volume.TmpfsNoswap() {
 		// kubelet's message (an Event PossibleMemoryBackedVolumesOnDisk there).
 		log.Warn("The tmpfs noswap option is not supported. Memory-backed volumes (e.g. secrets, emptyDirs, etc.) might be swapped to disk and should no longer be considered secure.")
