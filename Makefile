@@ -6,6 +6,12 @@ SHELL := /bin/bash
 # The same version string as the packages (hack/package.sh): dpkg and rpm need a leading digit.
 VERSION ?= $(shell bash -c 'source <(sed -n "/^version() {/,/^}/p" hack/package.sh); version')
 BIN := _output/bin
+# hack/build.sh's flag set (no cgo, -trimpath, its tags) for every go command
+# of a make run: go vet and go test reuse the packages the build compiled, so a
+# cold `make test` compiles each package once (issue 33, docs/testing.md).
+# The upstream programs have a flag set of their own (hack/upstream-go.sh).
+export CGO_ENABLED := 0
+export GOFLAGS := $(shell hack/build.sh --goenv | sed -n 's/^GOFLAGS=//p')
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
 	test-integration fuzz-smoke conformance lint clean fault-long soak test-vm sample-device-plugin \

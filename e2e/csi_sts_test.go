@@ -285,7 +285,7 @@ func runCSIProvisioner(t *testing.T, env *testenv.Env, driver, endpoint string) 
 	bin := filepath.Join(t.TempDir(), "csiprovisioner")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Dir = filepath.Join(root, "hack", "csiprovisioner")
-	build.Env = append(os.Environ(), "GOWORK=off") // cgo as the agent's own builds: their cached packages are shared
+	build.Env = append(os.Environ(), "GOWORK=off") // the environment make gives every go command (hack/build.sh --goenv): client-go and gRPC compiled once for both
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building hack/csiprovisioner: %v\n%s", err, out)
 	}

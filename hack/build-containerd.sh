@@ -35,8 +35,10 @@ else
   ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$version"
   # no_btrfs: the btrfs snapshotter needs libbtrfs headers and is not used.
   # The shim is built like upstream's: static, without the gRPC server.
-  (cd "$mod" &&
-    go build -trimpath -tags 'no_btrfs urfave_cli_no_docs' -ldflags "$ldflags" \
+  # Its own flags, whatever the caller's environment (make exports the
+  # agent's): the daemon with cgo, as upstream's release builds it.
+  (cd "$mod" && export GOFLAGS= &&
+    CGO_ENABLED=1 go build -trimpath -tags 'no_btrfs urfave_cli_no_docs' -ldflags "$ldflags" \
       -o "$cache.tmp/containerd" github.com/containerd/containerd/v2/cmd/containerd &&
     CGO_ENABLED=0 go build -trimpath -tags 'no_btrfs urfave_cli_no_docs no_grpc' -ldflags "$ldflags" \
       -o "$cache.tmp/containerd-shim-runc-v2" github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2)

@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 root=$PWD
 out=$root/_output/bin
 mkdir -p "$out"
+source hack/upstream-go.sh
 
-key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum; go version) | sha256sum | cut -c1-16)
+key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum; go version; echo "$UPSTREAM_GO_FLAGSET") | sha256sum | cut -c1-16)
 cache=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/controlplane/$key
 pin=$(cd hack/controlplane && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
@@ -20,14 +21,14 @@ if ! have_all "$cache"; then
   echo "build-controlplane: building Kubernetes $pin control plane (cold: about 10 minutes on 2 cores; cached afterwards in $cache)" >&2
   mkdir -p "$cache"
   total=$(date +%s)
-  for b in "${bins[@]}"; do
-    [ -x "$cache/$b" ] && continue
-    s=$(date +%s)
-    echo "build-controlplane: building $b ..." >&2
-    (cd hack/controlplane && go build -trimpath -ldflags='-s -w' -o "$cache/$b.tmp" "k8s.io/kubernetes/cmd/$b")
-    mv "$cache/$b.tmp" "$cache/$b"
-    echo "build-controlplane: built $b in $(( $(date +%s) - s ))s" >&2
-  done
+  # One go build for all of them: the packages they share are compiled once
+  # and the compiler keeps both cores busy across binaries.
+  todo=()
+  for b in "${bins[@]}"; do [ -x "$cache/$b" ] || todo+=("k8s.io/kubernetes/cmd/$b"); done
+  tmp=$(mktemp -d "$cache/tmp.XXXXXX")
+  (cd hack/controlplane && go build -ldflags='-s -w' -o "$tmp/" "${todo[@]}")
+  for b in "${bins[@]}"; do [ -x "$tmp/$b" ] && mv -f "$tmp/$b" "$cache/$b"; done
+  rm -rf "$tmp"
   echo "build-controlplane: done in $(( $(date +%s) - total ))s" >&2
 fi
 for b in "${bins[@]}"; do

@@ -13,8 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$PWD/_output/bin
 mkdir -p "$out"
+source hack/upstream-go.sh
 
-key=$( (cat hack/metrics-server/go.mod hack/metrics-server/go.sum; go version) | sha256sum | cut -c1-16)
+key=$( (cat hack/metrics-server/go.mod hack/metrics-server/go.sum; go version; echo "$UPSTREAM_GO_FLAGSET") | sha256sum | cut -c1-16)
 cache=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/metrics-server/$key
 name=metrics-server
 mkdir -p "$cache"
@@ -27,7 +28,7 @@ if [ ! -x "$cache/$name" ]; then
     echo "build-metrics-server: building metrics-server $pin (cold: a few minutes on 2 cores; cached afterwards in $cache)" >&2
     s=$(date +%s)
     ldflags="-s -w -X k8s.io/client-go/pkg/version.gitVersion=$pin"
-    (cd hack/metrics-server && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags="$ldflags" -o "$cache/$name.tmp" \
+    (cd hack/metrics-server && nice -n 10 go build -ldflags="$ldflags" -o "$cache/$name.tmp" \
       sigs.k8s.io/metrics-server/cmd/metrics-server)
     mv "$cache/$name.tmp" "$cache/$name"
     echo "build-metrics-server: built in $(( $(date +%s) - s ))s" >&2

@@ -10,8 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$PWD/_output/bin
 mkdir -p "$out"
+source hack/upstream-go.sh
 
-key=$( (cat hack/controlplane/go.sum; go version) | sha256sum | cut -c1-16)
+key=$( (cat hack/controlplane/go.sum; go version; echo "$UPSTREAM_GO_FLAGSET") | sha256sum | cut -c1-16)
 cache=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/sample-device-plugin/$key
 name=sample-device-plugin
 
@@ -19,7 +20,7 @@ if [ ! -x "$cache/$name" ]; then
   echo "build-sample-device-plugin: building (cold: a minute or two on 2 cores; cached afterwards in $cache)" >&2
   mkdir -p "$cache"
   s=$(date +%s)
-  (cd hack/controlplane && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags="-s -w" -o "$cache/$name.tmp" \
+  (cd hack/controlplane && nice -n 10 go build -ldflags="-s -w" -o "$cache/$name.tmp" \
     k8s.io/kubernetes/test/images/sample-device-plugin)
   mv "$cache/$name.tmp" "$cache/$name"
   echo "build-sample-device-plugin: built in $(( $(date +%s) - s ))s" >&2

@@ -8,7 +8,7 @@
 #      outside the work tree, keyed by hack/controlplane/go.mod+go.sum, the
 #      suite's sources and the Go version;
 #   2. builds the e2e images the specs use (agnhost and nonewprivs from the
-#      module with CGO_ENABLED=0, pause from the module's pause.c, busybox
+#      module with the control plane's flags (hack/upstream-go.sh), pause from the module's pause.c, busybox
 #      1.37.0 from its source (Debian's copy of the release tarball, checked
 #      against its sha256) with its defconfig, static, as Docker's busybox
 #      image that upstream's mirrors; the programs are cached the same way,
@@ -67,12 +67,15 @@ for a in "$@"; do
 done
 procs=${CONFORMANCE_PROCS:-6}
 cache_root=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}
+# The upstream programs below build with the control plane's flag set, in
+# subshells (the agent's own programs here keep the Makefile's).
+upstream_flagset=$(source hack/upstream-go.sh && echo "$UPSTREAM_GO_FLAGSET")
 
 # 1. The suite binary and the ginkgo CLI (parallel runs need it; it must
 # match the suite's ginkgo library, so it comes from the same module).
 key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum
         find hack/controlplane/conformance -type f -name '*.go' | LC_ALL=C sort | xargs cat
-        go version) | sha256sum | cut -c1-16)
+        go version; echo "$upstream_flagset") | sha256sum | cut -c1-16)
 cache=$cache_root/conformance/$key
 suite=$cache/conformance.test
 ginkgo=$cache/ginkgo
@@ -82,10 +85,10 @@ else
   log "compiling the upstream suite (k8s.io/kubernetes test/e2e; cold about 2-10 minutes on 2 cores, cached afterwards in $cache)"
   s=$(now)
   mkdir -p "$cache"
-  # -trimpath like hack/build-controlplane.sh, so packages it already compiled
+  # With hack/build-controlplane.sh's flags, so packages it already compiled
   # come from the Go build cache.
-  (cd hack/controlplane && go test -c -trimpath -vet=off -o "$suite.tmp.$$" ./conformance &&
-    go build -trimpath -o "$ginkgo.tmp.$$" github.com/onsi/ginkgo/v2/ginkgo)
+  (source hack/upstream-go.sh && cd hack/controlplane && go test -c -vet=off -o "$suite.tmp.$$" ./conformance &&
+    go build -o "$ginkgo.tmp.$$" github.com/onsi/ginkgo/v2/ginkgo)
   mv -f "$suite.tmp.$$" "$suite"
   mv -f "$ginkgo.tmp.$$" "$ginkgo"
   log "compiled in $(( $(now) - s ))s"
@@ -93,7 +96,7 @@ fi
 
 # 2. The e2e images' programs, keyed by the module pin and the toolchains.
 kdir=$(cd hack/controlplane && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
-ikey=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum; go version; gcc --version | head -n1) | sha256sum | cut -c1-16)
+ikey=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum; go version; echo "$upstream_flagset"; gcc --version | head -n1) | sha256sum | cut -c1-16)
 images=$cache_root/e2eimages/$ikey
 if [ -s "$images/agnhost" ] && [ -s "$images/nnp" ] && [ -s "$images/pause" ] && [ -s "$images/localhost.key" ]; then
   log "e2e image programs cached in $images"
@@ -102,9 +105,9 @@ else
   s=$(now)
   mkdir -p "$images"
   t=$(mktemp -d "$images/tmp.XXXXXX")
-  (cd hack/controlplane &&
-    CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$t/agnhost" k8s.io/kubernetes/test/images/agnhost &&
-    CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$t/nnp" k8s.io/kubernetes/test/images/nonewprivs)
+  (source hack/upstream-go.sh && cd hack/controlplane &&
+    go build -ldflags '-s -w' -o "$t/agnhost" k8s.io/kubernetes/test/images/agnhost &&
+    go build -ldflags '-s -w' -o "$t/nnp" k8s.io/kubernetes/test/images/nonewprivs)
   # As build/pause/Makefile does, with the tag of the image's name.
   gcc -Os -Wall -Werror -static -DVERSION=v3.10.1-nodeagent -o "$t/pause" "$kdir/build/pause/linux/pause.c" ||
     die "compiling pause.c statically failed: it needs gcc and libc6-dev (hack/ensure-deps.sh)"

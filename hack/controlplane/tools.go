@@ -12,6 +12,9 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 
+	// kubeadm, for the kubeadm join test (hack/build-kubeadm.sh).
+	_ "k8s.io/kubernetes/cmd/kubeadm"
+
 	// The e2e test images' programs and the ginkgo CLI that runs the
 	// conformance specs in parallel (hack/conformance.sh builds them).
 	_ "github.com/onsi/ginkgo/v2/ginkgo"
