@@ -16,6 +16,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
+# The agent's flag set for every go command below (the Makefile's, also when
+# this script runs on its own): see hack/build.sh --goenv.
+while IFS= read -r kv; do export "${kv?}"; done < <(hack/build.sh --goenv)
 # Each phase's duration is printed at the end (docs/testing.md: the CI budget).
 # Beside the wall time, the CPU time of the phase's processes (user+system of
 # the children this shell waited for; the shared cluster's daemons are not in
@@ -51,6 +54,7 @@ bg_pgids=() bg_names=() bg_logs=()
 cleanup() {
   local p
   [ ! -s "$dir/vm-base.pgid" ] || kill -TERM -- "-$(cat "$dir/vm-base.pgid")" 2>/dev/null || true
+  [ ! -s "$dir/rootfs.pgid" ] || kill -TERM -- "-$(cat "$dir/rootfs.pgid")" 2>/dev/null || true
   for p in "${bg_pgids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
   for p in "${bg_pgids[@]}"; do
     for _ in $(seq 60); do kill -0 -- "-$p" 2>/dev/null || break; sleep 1; done
@@ -79,6 +83,35 @@ if [ -z "${SKIP_VM:-}" ]; then
     echo $! >"$dir/vm-base.pgid"
   )
 fi
+# Likewise the Debian root the nspawn phases boot (hack/systemd-test/rootfs.sh,
+# cached; cold a few minutes of downloads, which overlap the compiling phases
+# instead of adding to the packages phase). rootfs.sh builds into a temporary
+# directory and renames it into place, so the phase's own call, if it comes
+# first, cannot see half a root.
+if [ -z "${SKIP_SYSTEMD:-}" ] || [ -z "${SKIP_JOIN:-}" ]; then
+  (
+    set -m
+    (
+      rc=0
+      nice -n 10 hack/systemd-test/rootfs.sh >/dev/null 2>"$dir/rootfs.log" </dev/null || rc=$?
+      echo "$rc" >"$dir/rootfs.rc"
+    ) &
+    echo $! >"$dir/rootfs.pgid"
+  )
+fi
+# rootfs_wait: before the nspawn phases, wait (bounded) for that build, so
+# that they do not start a second one; if it failed, they build it again and
+# say why.
+rootfs_wait() {
+  local i
+  [ -s "$dir/rootfs.pgid" ] || return 0
+  for i in $(seq 1800); do
+    [ -e "$dir/rootfs.rc" ] && break
+    sleep 1
+  done
+  [ "$(cat "$dir/rootfs.rc" 2>/dev/null)" = 0 ] || { echo "building the nspawn root in the background failed:"; cat "$dir/rootfs.log"; }
+  return 0
+}
 export NODEAGENT_CLUSTER_DIR=$dir
 export NODEAGENT_BIN=$PWD/_output/bin/nodeagent
 
@@ -183,8 +216,9 @@ NODEAGENT_CNI_CYCLES=${NODEAGENT_CNI_CYCLES:-60} \
 # The concurrent hearts of the agent also run under the race detector (the
 # pods package drives its manager, workers and static source against a real
 # containerd and PLEG in process).
-go test -json -race -count=1 -timeout 10m ./pleg | _output/bin/gotestfilter || status=1
-go test -json -race -count=1 -timeout 10m ./pods ./heartbeat | _output/bin/gotestfilter || status=1
+# (The race detector needs cgo.)
+CGO_ENABLED=1 go test -json -race -count=1 -timeout 10m ./pleg | _output/bin/gotestfilter || status=1
+CGO_ENABLED=1 go test -json -race -count=1 -timeout 10m ./pods ./heartbeat | _output/bin/gotestfilter || status=1
 # From here on the conformance specs run beside the remaining phases (fault
 # suite, fuzzing, containerd 2.x, packages, kubeadm join: about 15 minutes
 # warm, mostly waiting), on a cluster of their own, and are joined at the end.
@@ -237,6 +271,7 @@ fi
 deb=
 if [ -z "${SKIP_SYSTEMD:-}" ]; then
   phase "packages under systemd-nspawn"
+  rootfs_wait
   deb=$dir/nodeagent.deb
   NODEAGENT_SAVE_DEB=$deb hack/test-systemd.sh || status=1
 fi
@@ -245,6 +280,7 @@ fi
 # .deb the package phase built.
 if [ -z "${SKIP_JOIN:-}" ]; then
   phase "kubeadm join with the package as kubelet (systemd-nspawn)"
+  rootfs_wait
   if [ -n "$deb" ] && [ -f "$deb" ]; then
     NODEAGENT_TEST_DEB=$deb hack/test-join.sh || status=1
   else
