@@ -8,7 +8,7 @@ VERSION ?= $(shell bash -c 'source <(sed -n "/^version() {/,/^}/p" hack/package.
 BIN := _output/bin
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
-	test-integration fuzz-smoke conformance lint clean fault-long soak test-vm sample-device-plugin \
+	test-integration fuzz-smoke conformance conformance-features lint clean fault-long soak test-vm sample-device-plugin \
 	metrics-server
 
 all: build
@@ -56,6 +56,13 @@ metrics-server:
 # $NODEAGENT_CLUSTER_DIR (docs/conformance.md).
 conformance: build
 	hack/conformance.sh
+
+# The upstream specs of the default-on pod features (in-place resize, pod
+# generation, user namespaces; docs/conformance.md), on a private
+# containerd 2.x with runc 1.5, against the running cluster in
+# $NODEAGENT_CLUSTER_DIR: about 10 minutes. `make test` runs a short form.
+conformance-features: build
+	hack/conformance.sh --set=features
 
 # The fault suite (e2e/fault, docs/reliability.md) with the issue's full
 # durations (~18 min in its one measured run, its own cluster; the go test
