@@ -58,11 +58,12 @@ conformance: build
 	hack/conformance.sh
 
 # The upstream specs of the default-on pod features (in-place resize, pod
-# generation, user namespaces; docs/conformance.md), on a private
-# containerd 2.x with runc 1.5, against the running cluster in
-# $NODEAGENT_CLUSTER_DIR: about 10 minutes. `make test` runs a short form.
+# generation; then user namespaces on a private containerd 2.x with runc
+# 1.5; docs/conformance.md) against the running cluster in
+# $NODEAGENT_CLUSTER_DIR: about 12 minutes. `make test` runs a short form.
 conformance-features: build
 	hack/conformance.sh --set=features
+	hack/conformance.sh --set=userns
 
 # The fault suite (e2e/fault, docs/reliability.md) with the issue's full
 # durations (~18 min in its one measured run, its own cluster; the go test

@@ -7,17 +7,19 @@
 #             (without [Serial], [Slow], [Disruptive], [Flaky]), and a short
 #             form of the feature specs (4 in-place resize, 2 pod generation);
 #             judged by the lists in hack/conformance/;
-#   features  (make conformance-features) the in-place resize, pod generation
-#             (observedGeneration) and user namespace specs, on containerd
-#             2.x with runc 1.5 (below); lists in hack/conformance/features/;
-#   userns    (make test) the user namespace specs, on containerd 2.x with
-#             runc 1.5; lists in hack/conformance/userns/.
-# The user namespace specs need a runtime that has them: for the features
-# and userns sets the agent runs on a private containerd 2.x
+#   features  (make conformance-features) the in-place resize and pod
+#             generation (observedGeneration) specs at length; lists in
+#             hack/conformance/features/;
+#   userns    (make test, make conformance-features) the user namespace
+#             specs, on containerd 2.x with runc 1.5 (below); lists in
+#             hack/conformance/userns/.
+# The user namespace specs need a runtime that has them: for the userns
+# set the agent runs on a private containerd 2.x
 # (hack/build-containerd.sh) whose shims run runc 1.5
 # (hack/build-runc.sh), started under the run's work directory and
 # stopped with it (the cluster's own containerd, Debian's 1.6 with runc
-# 1.1, serves the node set). Steps:
+# 1.1, serves the other sets: that runc is built without seccomp, and the
+# resize specs' pods ask for RuntimeDefault). Steps:
 #   1. compiles the suite and the ginkgo CLI, or reuses binaries cached
 #      outside the work tree, keyed by hack/controlplane/go.mod+go.sum, the
 #      suite's sources and the Go version;
@@ -88,7 +90,8 @@ done
 # docs/conformance.md its update rewrites, and its runtime.
 case "$set" in
   node) lists=hack/conformance section=known-failures runtime=cluster ;;
-  features|userns) lists=hack/conformance/$set section=known-failures-$set runtime=current ;;
+  features) lists=hack/conformance/$set section=known-failures-$set runtime=cluster ;;
+  userns) lists=hack/conformance/$set section=known-failures-$set runtime=current ;;
   *) die "--set=$set: want node, features or userns" ;;
 esac
 procs=${CONFORMANCE_PROCS:-6}

@@ -44,14 +44,16 @@ import (
 // it); and a short form of the feature specs (featuresShort).
 //
 // "features" (make conformance-features) is the specs of the default-on
-// pod features of 1.34 that e2e.test has and this node can run: in-place
-// resize (test/e2e/common/node/pod_resize.go and test/e2e/node's), pod
-// generation (observedGeneration) and user namespaces (the node must run
-// on a runtime that has them: hack/conformance.sh --set=features starts
-// containerd 2.x with runc 1.5). The [Serial] resize specs (they fill the
-// node) and the alpha, off-by-default ones are left out.
+// pod features of 1.34 that e2e.test has and this node can run, but user
+// namespaces: in-place resize (test/e2e/common/node/pod_resize.go and
+// test/e2e/node's) and pod generation (observedGeneration). The [Serial]
+// resize specs (they fill the node) and the alpha, off-by-default ones are
+// left out.
 //
-// "userns" (make test, on containerd 2.x) is the user namespace specs.
+// "userns" (make test and make conformance-features) is the user namespace
+// specs; the node must run on a runtime that has them (hack/conformance.sh
+// --set=userns starts containerd 2.x with runc 1.5, which is built without
+// seccomp: the resize specs' pods, RuntimeDefault, cannot run there).
 var (
 	// No [NodeConformance] spec of v1.34.4 is also [Feature:...], so the
 	// upstream jobs' skip of `\[Feature:` would change nothing, and it
@@ -66,7 +68,7 @@ var (
 	featureSkip = []string{`\[Serial\]`, `\[Feature:OffByDefault\]`}
 	selections  = map[string]selection{
 		"node": {focus: append([]string{`\[sig-node\] NodeLease`, `\[NodeConformance\]`}, quoted(featuresShort)...), skip: nodeSkip},
-		"features": {focus: []string{`\[sig-node\] Pod InPlace Resize Container `, `\[sig-node\] Pods Extended \(pod generation\) `, usernsFocus},
+		"features": {focus: []string{`\[sig-node\] Pod InPlace Resize Container `, `\[sig-node\] Pods Extended \(pod generation\) `},
 			skip: featureSkip},
 		"userns": {focus: []string{usernsFocus}, skip: featureSkip},
 	}
