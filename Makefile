@@ -14,7 +14,7 @@ export CGO_ENABLED := 0
 export GOFLAGS := $(shell hack/build.sh --goenv | sed -n 's/^GOFLAGS=//p')
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
-	test-integration fuzz-smoke conformance lint clean fault-long soak test-vm sample-device-plugin \
+	test-integration fuzz-smoke conformance conformance-features lint clean fault-long soak test-vm sample-device-plugin \
 	metrics-server
 
 all: build
@@ -62,6 +62,14 @@ metrics-server:
 # $NODEAGENT_CLUSTER_DIR (docs/conformance.md).
 conformance: build
 	hack/conformance.sh
+
+# The upstream specs of the default-on pod features (in-place resize, pod
+# generation; then user namespaces on a private containerd 2.x with runc
+# 1.5; docs/conformance.md) against the running cluster in
+# $NODEAGENT_CLUSTER_DIR: about 12 minutes. `make test` runs a short form.
+conformance-features: build
+	hack/conformance.sh --set=features
+	hack/conformance.sh --set=userns
 
 # The fault suite (e2e/fault, docs/reliability.md) with the issue's full
 # durations (~18 min in its one measured run, its own cluster; the go test

@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
-# Runs upstream Kubernetes e2e specs against a node run by nodeagent: the
-# NodeLease specs and the [NodeConformance] specs of
-# k8s.io/kubernetes/test/e2e/common/node (without [Serial], [Slow],
-# [Disruptive], [Flaky], [Feature:...]), compiled in from the pin in
-# hack/controlplane/go.mod (see hack/controlplane/conformance):
+# Runs upstream Kubernetes e2e specs against a node run by nodeagent,
+# compiled in from the pin in hack/controlplane/go.mod (see
+# hack/controlplane/conformance), one selection a run (--set):
+#   node      (default; make test) the NodeLease specs and the
+#             [NodeConformance] specs of k8s.io/kubernetes/test/e2e/common/node
+#             (without [Serial], [Slow], [Disruptive], [Flaky]), and a short
+#             form of the feature specs (4 in-place resize, 2 pod generation);
+#             judged by the lists in hack/conformance/;
+#   features  (make conformance-features) the in-place resize and pod
+#             generation (observedGeneration) specs at length; lists in
+#             hack/conformance/features/;
+#   userns    (make test, make conformance-features) the user namespace
+#             specs, on containerd 2.x with runc 1.5 (below); lists in
+#             hack/conformance/userns/.
+# The user namespace specs need a runtime that has them: for the userns
+# set the agent runs on a private containerd 2.x
+# (hack/build-containerd.sh) whose shims run runc 1.5
+# (hack/build-runc.sh), started under the run's work directory and
+# stopped with it (the cluster's own containerd, Debian's 1.6 with runc
+# 1.1, serves the other sets: that runc is built without seccomp, and the
+# resize specs' pods ask for RuntimeDefault). Steps:
 #   1. compiles the suite and the ginkgo CLI, or reuses binaries cached
 #      outside the work tree, keyed by hack/controlplane/go.mod+go.sum, the
 #      suite's sources and the Go version;
@@ -14,7 +30,8 @@
 #      image that upstream's mirrors; the programs are cached the same way,
 #      see internal/testing/testimage.E2EImages for the layouts) and imports them
 #      into the agent's containerd namespace under the names the specs use,
-#      since nothing can be pulled here;
+#      since nothing can be pulled here (after step 3's containerd starts,
+#      for a set on containerd 2.x);
 #   3. starts one agent with node credentials as conformance-<random> and a
 #      CNI bridge network over the node's pod CIDR, waits until it is Ready;
 #   4. runs the specs in parallel (CONFORMANCE_PROCS processes, default 6);
@@ -32,11 +49,13 @@
 #   6. stops the agent (SIGTERM), deletes its Node and Lease and the bridge.
 # Needs a running local cluster: NODEAGENT_CLUSTER_DIR (hack/localcluster.sh
 # up; `make test` provides one) and _output/bin/nodeagent (make build).
-#   --update-known-failures  rewrite hack/conformance/known-failures.txt,
-#                            expected-specs.txt and the list in
+#   --set=node|features|userns  the selection (above; default node)
+#   --update-known-failures  rewrite the set's known-failures.txt,
+#                            expected-specs.txt and its list in
 #                            docs/conformance.md from this run (it refuses
 #                            to file a new failure: classify it by hand)
-# Other arguments go to the ginkgo CLI, e.g. --focus='Probing'.
+# Other arguments go to the ginkgo CLI instead of the set's selection,
+# e.g. --focus='Probing' (judged against the set's lists, partially).
 # Durations: see docs/conformance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,13 +77,23 @@ fi
 eval "$("$lc" env --dir "$NODEAGENT_CLUSTER_DIR")"
 kubectl() { "$root/_output/bin/kubectl" --kubeconfig "$KUBECONFIG" "$@"; }
 update=
+set=node
 ginkgo_args=()
 for a in "$@"; do
   case "$a" in
     --update-known-failures) update=1 ;;
+    --set=*) set=${a#--set=} ;;
     *) ginkgo_args+=("$a") ;;
   esac
 done
+# Each set's lists (timing-sensitive.txt is shared), the section of
+# docs/conformance.md its update rewrites, and its runtime.
+case "$set" in
+  node) lists=hack/conformance section=known-failures runtime=cluster ;;
+  features) lists=hack/conformance/$set section=known-failures-$set runtime=cluster ;;
+  userns) lists=hack/conformance/$set section=known-failures-$set runtime=current ;;
+  *) die "--set=$set: want node, features or userns" ;;
+esac
 procs=${CONFORMANCE_PROCS:-6}
 cache_root=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}
 # The upstream programs below build with the control plane's flag set, in
@@ -154,11 +183,11 @@ fi
 cp -f "$bbcache/busybox" "$images/busybox"
 go build -o "$root/_output/bin/importimage" ./hack/importimage
 go build -o "$root/_output/bin/ratchet" ./hack/conformance/ratchet
-s=$(now)
-# Into the agent's containerRuntimeNamespace, the default k8s.io.
-"$root/_output/bin/importimage" --address "$NODEAGENT_CONTAINERD_ADDRESS" --namespace k8s.io --e2e "$images" --timeout 5m |
-  sed 's/^/conformance: imported /' >&2
-log "e2e images imported in $(( $(now) - s ))s"
+if [ "$runtime" = current ]; then
+  # Built (or linked from their caches) before the clock of the run starts.
+  cbin=$(hack/build-containerd.sh | tail -n1) || die "building containerd 2.x failed"
+  runc=$(hack/build-runc.sh | tail -n1) || die "building runc failed"
+fi
 
 # 3. The agent, with a bridge network as an operator's CNI DaemonSet would
 # install it (like internal/testing/testenv.WriteCNIConfig for the e2e tests).
@@ -167,6 +196,25 @@ node=conformance-$id
 bridge=naconf$id # at most 15 characters
 work=$(mktemp -d /tmp/na-conformance.XXXXXX)
 pid=
+ctrd_pid=
+ctrd_sock=$NODEAGENT_CONTAINERD_ADDRESS
+# The private containerd's shims (by their -address) and what runs below
+# them; the host's and the cluster's containerd name other addresses.
+kill_tree() {
+  local c
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do kill_tree "$c"; done
+  kill -KILL "$1" 2>/dev/null || true
+}
+stop_containerd() {
+  local shim
+  for shim in $(ps -eo pid=,args= | awk -v a="$ctrd_sock" '$2 ~ /containerd-shim/ { for (i = 3; i < NF; i++) if ($i == "-address" && $(i+1) == a) print $1 }'); do
+    kill_tree "$shim"
+  done
+  kill -TERM "$ctrd_pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$ctrd_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$ctrd_pid" 2>/dev/null || true
+  wait "$ctrd_pid" 2>/dev/null || true
+}
 cleanup() {
   local rc=$?
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
@@ -184,6 +232,7 @@ cleanup() {
     fi
     wait "$pid" 2>/dev/null || true
   fi
+  [ -z "$ctrd_pid" ] || stop_containerd
   kubectl delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   kubectl -n kube-node-lease delete lease "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   ip link del "$bridge" 2>/dev/null || true
@@ -212,6 +261,46 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+if [ "$runtime" = current ]; then
+  # containerd 2.x with its shim, runc 1.5 first in their PATH, its root,
+  # state and sockets under the work directory; no CRI plugin
+  # (localcluster's ContainerdConfig).
+  # A pod's containers run as its user namespace's host IDs: they must be
+  # able to traverse to their bundle and rootfs (runc: "remount-propagation
+  # ... permission denied" under mktemp's 0700), as under /run/containerd.
+  chmod 0711 "$work"
+  mkdir -p -m 0711 "$work/ctrd" "$work/ctrd/root" "$work/ctrd/state"
+  ctrd_sock=$work/ctrd/c.sock
+  cat >"$work/ctrd/config.toml" <<EOF
+version = 2
+root = "$work/ctrd/root"
+state = "$work/ctrd/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime"]
+
+[grpc]
+  address = "$ctrd_sock"
+
+[ttrpc]
+  address = "$ctrd_sock.ttrpc"
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+EOF
+  PATH="$(dirname "$runc"):$cbin:$PATH" "$cbin/containerd" --config "$work/ctrd/config.toml" >"$work/containerd.log" 2>&1 &
+  ctrd_pid=$!
+  for _ in $(seq 300); do [ -S "$ctrd_sock" ] && break; kill -0 "$ctrd_pid" 2>/dev/null || break; sleep 0.1; done
+  [ -S "$ctrd_sock" ] || { tail -n 20 "$work/containerd.log" >&2; die "containerd 2.x did not start"; }
+  log "containerd $("$cbin/containerd" --version | awk '{print $3}') with $("$runc" --version | head -n1) at $ctrd_sock"
+fi
+s=$(now)
+# Into the agent's containerRuntimeNamespace, the default k8s.io.
+"$root/_output/bin/importimage" --address "$ctrd_sock" --namespace k8s.io --e2e "$images" --timeout 5m |
+  sed 's/^/conformance: imported /' >&2
+log "e2e images imported in $(( $(now) - s ))s"
+
 # The node API (logs, exec, attach, port-forward through the API server) on
 # a free port, trusting the cluster CA that signed the API server's kubelet
 # client certificate.
@@ -225,7 +314,7 @@ mkdir -p "$work/net.d"
 cat >"$work/config.yaml" <<EOF
 apiVersion: config.nodeagent.io/v1alpha1
 kind: NodeAgentConfiguration
-containerRuntimeEndpoint: unix://$NODEAGENT_CONTAINERD_ADDRESS
+containerRuntimeEndpoint: unix://$ctrd_sock
 rootDir: $work/root
 podLogsDir: $work/log/pods
 containerLogsDir: $work/log/containers
@@ -300,10 +389,13 @@ log "Lease kube-node-lease/$node owned by its Node $(( $(now) - s ))s after star
 # second attempt of any other spec fails the run.
 s=$(now)
 src=0
+suite_args=(--kubeconfig "$KUBECONFIG" --nodeagent.node "$node" --nodeagent.results "$work/results.jsonl")
+# The set's selection, unless the ginkgo arguments make their own.
+[ ${#ginkgo_args[@]} -gt 0 ] || suite_args+=(--nodeagent.set="$set")
 "$ginkgo" run --procs="$procs" --no-color --timeout=40m --poll-progress-after=5m --flake-attempts=2 "${ginkgo_args[@]}" \
-  "$suite" -- --kubeconfig "$KUBECONFIG" --nodeagent.node "$node" --nodeagent.results "$work/results.jsonl" || src=$?
+  "$suite" -- "${suite_args[@]}" || src=$?
 wall=$(( $(now) - s ))
-log "specs ran in ${wall}s with $procs processes, suite exit status $src"
+log "specs ($set) ran in ${wall}s with $procs processes, suite exit status $src"
 alive=1
 kill -0 "$pid" 2>/dev/null || { log "nodeagent exited during the run"; alive=; }
 [ -s "$work/results.jsonl" ] || die "the suite wrote no results (exit status $src): see its output above"
@@ -313,8 +405,8 @@ cp "$work/agent.log" "$root/_output/conformance/agent.log"
 
 # 5. The judgement.
 rc=0
-args=(--results "$work/results.jsonl" --known hack/conformance/known-failures.txt
-  --expected hack/conformance/expected-specs.txt --timing hack/conformance/timing-sensitive.txt --suite-exit "$src")
+args=(--results "$work/results.jsonl" --known "$lists/known-failures.txt"
+  --expected "$lists/expected-specs.txt" --timing hack/conformance/timing-sensitive.txt --suite-exit "$src")
 # A run that selects its own specs (--focus, ...) cannot be held to the
 # full list of expected specs; it says so.
 if [ ${#ginkgo_args[@]} -gt 0 ]; then
@@ -322,7 +414,7 @@ if [ ${#ginkgo_args[@]} -gt 0 ]; then
   args+=(--partial)
 fi
 if [ -n "$update" ]; then
-  args+=(--update --docs docs/conformance.md --wall "$wall")
+  args+=(--update --docs docs/conformance.md --docs-section "$section" --wall "$wall")
 fi
 "$root/_output/bin/ratchet" "${args[@]}" || rc=$?
 [ -n "$alive" ] || rc=1

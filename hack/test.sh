@@ -7,7 +7,9 @@
 # under systemd-nspawn; kubeadm join with the package as kubelet. Beside
 # the phases after go test, on a cluster of its own: the upstream
 # conformance specs (NodeLease and the [NodeConformance] specs of
-# test/e2e/common/node, judged by hack/conformance/ratchet); beside the
+# test/e2e/common/node with a short form of the feature specs, then the
+# user namespace specs on containerd 2.x; judged by
+# hack/conformance/ratchet); beside the
 # phases after the fault suite: the cgroup v2 guest's short form
 # (hack/test-vm.sh --short, qemu, its own control plane).
 # docs/testing.md has the table and the budget.
@@ -175,6 +177,10 @@ conformance_beside() {
   _output/bin/localcluster up --dir "$c" --cluster-cidr 10.246.0.0/16 >/dev/null || return 1
   local rc=0
   NODEAGENT_CLUSTER_DIR=$c hack/conformance.sh || rc=$?
+  # Then the user namespace specs, on an agent over a private containerd
+  # 2.x with runc 1.5 (Debian's 1.6 and 1.1 cannot run them): about 2
+  # minutes. The full feature set is `make conformance-features`.
+  NODEAGENT_CLUSTER_DIR=$c hack/conformance.sh --set=userns || rc=1
   _output/bin/localcluster down --dir "$c" || true
   return $rc
 }
@@ -223,7 +229,7 @@ CGO_ENABLED=1 go test -json -race -count=1 -timeout 10m ./pods ./heartbeat | _ou
 # suite, fuzzing, containerd 2.x, packages, kubeadm join: about 15 minutes
 # warm, mostly waiting), on a cluster of their own, and are joined at the end.
 if [ -z "${SKIP_CONFORMANCE:-}" ]; then
-  beside "upstream node conformance (NodeLease, [NodeConformance]; own cluster)" conformance_beside
+  beside "upstream node conformance (NodeLease, [NodeConformance], feature short form, userns on containerd 2.x; own cluster)" conformance_beside
 fi
 # The fault suite (issue 15) stops the API server, etcd and containerd: it
 # starts a cluster of its own and runs alone (docs/reliability.md).

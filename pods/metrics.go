@@ -10,6 +10,11 @@ type metrics struct {
 	startDuration prometheus.Histogram
 	starts        *prometheus.CounterVec // kind: new, restart
 	rejected      *prometheus.CounterVec // reason
+	// kubelet's own (pkg/kubelet/metrics), under its names: a pod with
+	// hostUsers: false whose sandbox a sync makes, and such a sync that
+	// ended in an error (userNamespacedStart).
+	usernsStarted prometheus.Counter
+	usernsErrors  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -27,9 +32,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "container_starts_total", Help: "Containers started, by kind (new: first attempt, restart: a later one)."}, []string{"kind"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "rejected_total", Help: "Pods refused at admission, by reason."}, []string{"reason"}),
+		usernsStarted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubelet",
+			Name: "started_user_namespaced_pods_total",
+			Help: "Cumulative number of pods with user namespaces started. This metric will only be collected on Linux."}),
+		usernsErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubelet",
+			Name: "started_user_namespaced_pods_errors_total",
+			Help: "Cumulative number of errors when starting pods with user namespaces. This metric will only be collected on Linux."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.workers, m.syncs, m.startDuration, m.starts, m.rejected)
+		reg.MustRegister(m.workers, m.syncs, m.startDuration, m.starts, m.rejected, m.usernsStarted, m.usernsErrors)
 	}
 	return m
 }

@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nodeagent/nodeagent/internal/netns"
 	"github.com/nodeagent/nodeagent/runtime"
 	"github.com/nodeagent/nodeagent/userns"
@@ -143,6 +145,12 @@ func (w *worker) resolveUserNamespace(ctx context.Context, pod *v1.Pod) error {
 // CreateUserPod); the usual setup then finds them in place.
 type userPodNamespaces interface {
 	CreateUser(dir, netPath string, o netns.PodNamespaces, u *runtime.UserNamespace) error
+	// HasUser reports whether dir holds a pod's user namespace.
+	HasUser(dir string) bool
+}
+
+func (hostPodNS) HasUser(dir string) bool {
+	return netns.IsNS(filepath.Join(dir, netns.UserFile), unix.CLONE_NEWUSER)
 }
 
 func (hostPodNS) CreateUser(dir, netPath string, o netns.PodNamespaces, u *runtime.UserNamespace) error {
@@ -175,4 +183,19 @@ func (w *worker) setupUserNamespace(pod *v1.Pod) error {
 		return fmt.Errorf("user namespace: %w", err)
 	}
 	return nil
+}
+
+// startsUserNamespacedPod reports whether this sync of pod makes the
+// sandbox of a pod with hostUsers: false: its user namespace, made with
+// the sandbox and kept until the sandbox is released, is not in place yet
+// (after an agent restart a running pod's is). kubelet counts such a sync
+// in kubelet_started_user_namespaced_pods_total, and, when anything in it
+// fails, in kubelet_started_user_namespaced_pods_errors_total
+// (kuberuntime's SyncPod when it creates a sandbox); so does the worker.
+func (w *worker) startsUserNamespacedPod(pod *v1.Pod) bool {
+	if pod.Spec.HostUsers == nil || *pod.Spec.HostUsers {
+		return false
+	}
+	mk, ok := w.d.podNS.(userPodNamespaces)
+	return !ok || !mk.HasUser(w.ns.dir)
 }

@@ -2,9 +2,11 @@ package pods
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilptr "k8s.io/utils/ptr"
@@ -25,6 +27,18 @@ type fakeUserPodNS struct {
 func (f *fakeUserPodNS) CreateUser(dir, netPath string, o netns.PodNamespaces, u *runtime.UserNamespace) error {
 	f.users[dir], f.nets[dir] = u, netPath
 	return nil
+}
+
+func (f *fakeUserPodNS) HasUser(dir string) bool { return f.users[dir] != nil }
+
+func (f *fakeUserPodNS) Remove(dir string) error {
+	delete(f.users, dir)
+	return f.fakePodNS.Remove(dir)
+}
+
+func newFakeUserPodNS() *fakeUserPodNS {
+	return &fakeUserPodNS{fakePodNS: fakePodNS{created: map[string]netns.PodNamespaces{}},
+		users: map[string]*runtime.UserNamespace{}, nets: map[string]string{}}
 }
 
 type memStore map[types.UID][]byte
@@ -133,4 +147,65 @@ func TestWorkerUserNamespace(t *testing.T) {
 	if _, ok := m.Allocated(pod.UID); ok {
 		t.Error("the pod's IDs were not released with it")
 	}
+}
+
+// kubelet_started_user_namespaced_pods_total counts the syncs that make a
+// hostUsers: false pod's sandbox, and ..._errors_total those of them that
+// failed, as kubelet's SyncPod counts them: not a sync that finds the
+// sandbox in place, not a pod in the host's user namespace; a pod the
+// runtime refuses fails to make its sandbox at every sync.
+func TestUserNamespacedPodMetrics(t *testing.T) {
+	e := newWorkerEnv(t)
+	u, _ := newTestUserNamespaces(t, true)
+	fns := newFakeUserPodNS()
+	e.deps.userns, e.deps.podNS, e.deps.podNSDir = u, fns, t.TempDir()
+	counts := func() (float64, float64) {
+		return testutil.ToFloat64(e.deps.met.usernsStarted), testutil.ToFloat64(e.deps.met.usernsErrors)
+	}
+	check := func(step string, started, errs float64) {
+		t.Helper()
+		if s, f := counts(); s != started || f != errs {
+			t.Errorf("%s: started %v, errors %v; want %v, %v", step, s, f, started, errs)
+		}
+	}
+
+	ok := testPod("ok", v1.RestartPolicyAlways, ctr("c"))
+	ok.Spec.HostUsers = utilptr.To(false)
+	wok := e.worker(ok, kubetypes.SourceAPI)
+	e.settle(wok)
+	check("a started pod", 1, 0)
+	e.settle(wok)
+	check("its sandbox in place", 1, 0)
+
+	plain := testPod("plain", v1.RestartPolicyAlways, ctr("c"))
+	e.settle(e.worker(plain, kubetypes.SourceAPI))
+	e.settle(e.worker(withHostUsers(testPod("host", v1.RestartPolicyAlways, ctr("c")), true), kubetypes.SourceAPI))
+	check("pods in the host's user namespace", 1, 0)
+
+	// Its container's image cannot be pulled: the sync that makes the
+	// sandbox fails; the next ones find the sandbox and are not counted.
+	e.rt.images = map[string]bool{"busybox:test": true}
+	e.rt.pullFail = func(*runtime.RegistryAuth) error { return errors.New("no such image") }
+	bad := testPod("bad", v1.RestartPolicyAlways, v1.Container{Name: "c", Image: "missing:1", ImagePullPolicy: v1.PullIfNotPresent})
+	bad.Spec.HostUsers = utilptr.To(false)
+	wbad := e.worker(bad, kubetypes.SourceAPI)
+	e.sync(wbad)
+	check("a pod whose container fails", 2, 1)
+	e.sync(wbad)
+	check("its next sync", 2, 1)
+
+	// A runtime without user namespaces: the sandbox fails at every sync.
+	e.deps.userns, _ = newTestUserNamespaces(t, false)
+	refused := testPod("refused", v1.RestartPolicyAlways, ctr("c"))
+	refused.Spec.HostUsers = utilptr.To(false)
+	wref := e.worker(refused, kubetypes.SourceAPI)
+	e.sync(wref)
+	check("a refused pod", 3, 2)
+	e.sync(wref)
+	check("its retry", 4, 3)
+}
+
+func withHostUsers(p *v1.Pod, host bool) *v1.Pod {
+	p.Spec.HostUsers = utilptr.To(host)
+	return p
 }

@@ -151,7 +151,7 @@ func (w *worker) SyncPod(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, no
 // sync makes a running pod's containers match its spec. It reports whether
 // it acted (the caller syncs again once the PLEG saw it), when a held-back
 // container may restart, and the first error.
-func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (bool, time.Time, error) {
+func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (_ bool, _ time.Time, err error) {
 	if w.d.host.terminatingSibling(w.uid, pod) {
 		// Another pod of the same name (the previous version of a static
 		// pod, or a deleted API pod) is still stopping: as kubelet, start
@@ -165,6 +165,14 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	}
 	if w.finished(pod) {
 		return w.syncFinished(ctx, pod, rs, now, retryAt)
+	}
+	if w.startsUserNamespacedPod(pod) {
+		w.d.met.usernsStarted.Inc()
+		defer func() {
+			if err != nil {
+				w.d.met.usernsErrors.Inc()
+			}
+		}()
 	}
 	// What runs is the pod's allocation (an in-place resize: resize.go).
 	pod = w.d.resize.allocate(ctx, pod, now)

@@ -190,13 +190,16 @@ func TestExpectedRoundTrips(t *testing.T) {
 }
 
 func TestReplaceGenerated(t *testing.T) {
-	doc := "intro\n" + beginMarker + "\nold\n" + endMarker + "\nafter\n"
+	beginMarker, endMarker := markers("known-failures")
+	otherBegin, otherEnd := markers("known-failures-features")
+	doc := "intro\n" + beginMarker + "\nold\n" + endMarker + "\nmiddle\n" + otherBegin + "\nother\n" + otherEnd + "\nafter\n"
 	k, _ := ParseKnown(list)
-	got, err := ReplaceGenerated(doc, k.Markdown("1 passed of 4 specs"))
+	got, err := ReplaceGenerated(doc, "known-failures", k.Markdown("1 passed of 4 specs"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"intro\n" + beginMarker + "\nLast regenerated", "### Probes (2)", "- `[sig-node] Hook c` — no hooks\n" + endMarker + "\nafter\n"} {
+	for _, want := range []string{"intro\n" + beginMarker + "\nLast regenerated", "### Probes (2)",
+		"- `[sig-node] Hook c` — no hooks\n" + endMarker + "\nmiddle\n" + otherBegin + "\nother\n" + otherEnd + "\nafter\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("docs lack %q:\n%s", want, got)
 		}
@@ -204,7 +207,15 @@ func TestReplaceGenerated(t *testing.T) {
 	if strings.Contains(got, "old") {
 		t.Errorf("the old section survived:\n%s", got)
 	}
-	if _, err := ReplaceGenerated("no markers", "x"); err == nil {
+	// Another set's section, and only it.
+	got, err = ReplaceGenerated(doc, "known-failures-features", "new\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "intro\n" + beginMarker + "\nold\n" + endMarker + "\nmiddle\n" + otherBegin + "\nnew\n" + otherEnd + "\nafter\n"; got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if _, err := ReplaceGenerated("no markers", "known-failures", "x"); err == nil {
 		t.Error("ReplaceGenerated without markers succeeded")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -19,25 +20,86 @@ import (
 	"k8s.io/kubernetes/test/e2e/framework"
 	e2enode "k8s.io/kubernetes/test/e2e/framework/node"
 
-	// The upstream specs under test. Importing the package registers all of
-	// its specs; the focus below selects the ones that run.
+	// The upstream specs under test. Importing a package registers all of
+	// its specs; the focus below (or hack/conformance.sh's) selects the ones
+	// that run. test/e2e/node has no [NodeConformance] spec: its specs run
+	// only when a run selects them (the pod generation specs,
+	// hack/conformance.sh --set=features).
 	_ "k8s.io/kubernetes/test/e2e/common/node"
+	_ "k8s.io/kubernetes/test/e2e/node"
 )
 
-// defaultFocus selects the specs of test/e2e/common/node/node_lease.go and
-// the package's [NodeConformance] specs; defaultSkip leaves out those that
-// need a dedicated node or much time (as the upstream node conformance
-// jobs do), those of features that are not generally available, and the
-// one spec that needs the internet: it pulls agnhost from registry.k8s.io
-// with imagePullPolicy Always, and fails here only after three 5-minute
-// attempts (hack/conformance/known-failures.txt lists it).
+// The selections a run may make (--nodeagent.set; hack/conformance.sh
+// --set). Without --nodeagent.set and without a focus, skip or label
+// filter of its own, a run makes the "node" selection.
+//
+// "node" (make test) is the NodeLease specs of
+// test/e2e/common/node/node_lease.go and the [NodeConformance] specs of
+// test/e2e/common/node, as
+// the upstream node conformance jobs select them: without those that need
+// a dedicated node or much time, those of features that are not generally
+// available, and the one spec that needs the internet (it pulls agnhost
+// from registry.k8s.io with imagePullPolicy Always, and fails here only
+// after three 5-minute attempts; hack/conformance/known-failures.txt lists
+// it); and a short form of the feature specs (featuresShort).
+//
+// "features" (make conformance-features) is the specs of the default-on
+// pod features of 1.34 that e2e.test has and this node can run, but user
+// namespaces: in-place resize (test/e2e/common/node/pod_resize.go and
+// test/e2e/node's) and pod generation (observedGeneration). The [Serial]
+// resize specs (they fill the node) and the alpha, off-by-default ones are
+// left out.
+//
+// "userns" (make test and make conformance-features) is the user namespace
+// specs; the node must run on a runtime that has them (hack/conformance.sh
+// --set=userns starts containerd 2.x with runc 1.5, which is built without
+// seccomp: the resize specs' pods, RuntimeDefault, cannot run there).
 var (
-	defaultFocus = []string{`\[sig-node\] NodeLease`, `\[NodeConformance\]`}
-	defaultSkip  = []string{`\[Serial\]`, `\[Slow\]`, `\[Disruptive\]`, `\[Flaky\]`, `\[Feature:`,
-		`Container Runtime blackbox test when running a container with a new image should be able to pull image \[`}
+	// No [NodeConformance] spec of v1.34.4 is also [Feature:...], so the
+	// upstream jobs' skip of `\[Feature:` would change nothing, and it
+	// would drop the short form's pod generation specs (named one by one).
+	nodeSkip = []string{`\[Serial\]`, `\[Slow\]`, `\[Disruptive\]`, `\[Flaky\]`,
+		`Container Runtime blackbox test when running a container with a new image should be able to pull image \[`,
+		// test/e2e/node's imports register test/e2e/common/network's and
+		// common/storage's specs too (79 of them [NodeConformance]); they
+		// are not judged yet.
+		`\[sig-network\] `, `\[sig-storage\] `}
+	usernsFocus = `\[Feature:UserNamespacesSupport\]`
+	featureSkip = []string{`\[Serial\]`, `\[Feature:OffByDefault\]`}
+	selections  = map[string]selection{
+		"node": {focus: append([]string{`\[sig-node\] NodeLease`, `\[NodeConformance\]`}, quoted(featuresShort)...), skip: nodeSkip},
+		"features": {focus: []string{`\[sig-node\] Pod InPlace Resize Container `, `\[sig-node\] Pods Extended \(pod generation\) `},
+			skip: featureSkip},
+		"userns": {focus: []string{usernsFocus}, skip: featureSkip},
+	}
 )
 
+// featuresShort are the feature specs the "node" selection runs (each by
+// its full name): what the "features" selection checks at length, in a
+// few specs that fit beside the rest of make test.
+var featuresShort = []string{
+	"[sig-node] Pod InPlace Resize Container [FeatureGate:InPlacePodVerticalScaling] [Beta] Guaranteed QoS pod, one container - increase CPU & memory",
+	"[sig-node] Pod InPlace Resize Container [FeatureGate:InPlacePodVerticalScaling] [Beta] Burstable QoS pod, one container - decrease CPU (NotRequired) & memory (RestartContainer)",
+	"[sig-node] Pod InPlace Resize Container [FeatureGate:InPlacePodVerticalScaling] [Beta] decrease memory limit below usage",
+	"[sig-node] Pod InPlace Resize Container [FeatureGate:InPlacePodVerticalScaling] [Beta] BestEffort pod - try requesting memory, expect error",
+	"[sig-node] Pods Extended (pod generation) [Feature:PodObservedGenerationTracking] [FeatureGate:PodObservedGenerationTracking] [Beta] Pod Generation pod rejected by kubelet should have updated generation and observedGeneration",
+	"[sig-node] Pods Extended (pod generation) [Feature:PodObservedGenerationTracking] [FeatureGate:PodObservedGenerationTracking] [Beta] Pod Generation pod observedGeneration field set in pod conditions",
+}
+
+type selection struct{ focus, skip []string }
+
+// quoted matches each name (the end of a spec's text: ginkgo's has more
+// before it).
+func quoted(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = regexp.QuoteMeta(n) + "$"
+	}
+	return out
+}
+
 var (
+	set              string
 	nodeName         string
 	running          bool
 	exclusiveTimeout time.Duration
@@ -47,6 +109,8 @@ var (
 func TestMain(m *testing.M) {
 	framework.RegisterCommonFlags(flag.CommandLine)
 	framework.RegisterClusterFlags(flag.CommandLine)
+	flag.StringVar(&set, "nodeagent.set", "",
+		"The specs to run: node, features or userns (see selections). Default: node, unless a focus, skip or label filter is given.")
 	flag.StringVar(&nodeName, "nodeagent.node", os.Getenv("NODEAGENT_CONFORMANCE_NODE"),
 		"The agent's node. If set, every spec waits until it is the only Ready, schedulable, untainted node, "+
 			"because the upstream specs pick a random such node. Default $NODEAGENT_CONFORMANCE_NODE.")
@@ -76,9 +140,19 @@ func TestMain(m *testing.M) {
 func TestConformance(t *testing.T) {
 	gomega.RegisterFailHandler(framework.Fail)
 	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
-	if len(suiteConfig.FocusStrings) == 0 && len(suiteConfig.SkipStrings) == 0 && suiteConfig.LabelFilter == "" {
-		suiteConfig.FocusStrings = defaultFocus
-		suiteConfig.SkipStrings = defaultSkip
+	own := len(suiteConfig.FocusStrings) > 0 || len(suiteConfig.SkipStrings) > 0 || suiteConfig.LabelFilter != ""
+	switch {
+	case set != "" && own:
+		t.Fatalf("--nodeagent.set=%s and a focus, skip or label filter of its own: give one or the other", set)
+	case set == "" && !own:
+		set = "node"
+	}
+	if set != "" {
+		sel, ok := selections[set]
+		if !ok {
+			t.Fatalf("--nodeagent.set=%q: want node, features or userns", set)
+		}
+		suiteConfig.FocusStrings, suiteConfig.SkipStrings = sel.focus, sel.skip
 	}
 	running = true
 	ginkgo.RunSpecs(t, "nodeagent: upstream node conformance", suiteConfig, reporterConfig)

@@ -1,12 +1,13 @@
 // Package conformance runs upstream Kubernetes e2e specs against a node run
 // by nodeagent. The specs are not copied: the test imports
-// k8s.io/kubernetes/test/e2e/common/node at the version pinned in this
-// module, so what runs is exactly the upstream code.
+// k8s.io/kubernetes/test/e2e/common/node and test/e2e/node at the version
+// pinned in this module, so what runs is exactly the upstream code.
 //
 // By default it runs the NodeLease specs of test/e2e/common/node/node_lease.go
-// and the package's [NodeConformance] specs, without the [Serial], [Slow],
-// [Disruptive], [Flaky] and [Feature:...] ones; --ginkgo.focus,
-// --ginkgo.skip or --ginkgo.label-filter replace that selection.
+// and the [NodeConformance] specs (all in test/e2e/common/node), without the
+// [Serial], [Slow], [Disruptive], [Flaky] and [Feature:...] ones;
+// --ginkgo.focus, --ginkgo.skip or --ginkgo.label-filter replace that
+// selection (hack/conformance.sh's --set=features passes its own).
 //
 // Those specs pick a random Ready, schedulable, untainted node. When
 // --nodeagent.node (or $NODEAGENT_CONFORMANCE_NODE) names the agent's node,
