@@ -9,7 +9,7 @@ BIN := _output/bin
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
 	test-integration fuzz-smoke conformance lint clean fault-long soak test-vm sample-device-plugin \
-	metrics-server
+	metrics-server etcd kubelet bench-vs-kubelet
 
 all: build
 
@@ -22,8 +22,14 @@ build:
 deps:
 	hack/ensure-deps.sh
 
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl from the
+# pinned k8s.io/kubernetes, and etcd 3.6 from its Go module (hack/build-etcd.sh).
 controlplane: deps
 	hack/build-controlplane.sh
+
+# etcd alone (make controlplane builds it too): the local control plane's store.
+etcd:
+	hack/build-etcd.sh
 
 cluster-up: controlplane
 	hack/localcluster.sh up
