@@ -31,6 +31,16 @@ controlplane: deps
 etcd:
 	hack/build-etcd.sh
 
+# kubelet from the pinned k8s.io/kubernetes (cached), the baseline of
+# hack/bench/vs-kubelet; not part of make test.
+kubelet:
+	hack/build-kubelet.sh
+
+# nodeagent against kubelet on one machine, containerd and CNI, same run
+# (docs/benchmarks.md); BENCH_ARGS go to the bench.
+bench-vs-kubelet:
+	hack/bench/vs-kubelet/vs-kubelet.sh $(BENCH_ARGS)
+
 cluster-up: controlplane
 	hack/localcluster.sh up
 
