@@ -1118,7 +1118,7 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 // ratio is kubelet's figure over nodeagent's ("×" above 1: nodeagent is
 // better for figures where less is better).
 func ratio(k, n float64) string {
-	if n == 0 {
+	if n == 0 || math.IsNaN(k) || math.IsNaN(n) {
 		return "—"
 	}
 	return fmt.Sprintf("%.1f×", k/n)
@@ -1133,9 +1133,17 @@ func report(o options, res map[string]*results, load0, load1 string, took time.D
 	fmt.Fprintln(&w, "| | kubelet | nodeagent | kubelet ÷ nodeagent |")
 	fmt.Fprintln(&w, "| --- | --- | --- | --- |")
 	lat := func(label string, kd, nd []time.Duration) {
-		fmt.Fprintf(&w, "| %s (n=%d), p50 / p99 | %s / %s ms | %s / %s ms | %s / %s |\n", label, len(kd),
-			ms(pct(kd, 50)), ms(pct(kd, 99)), ms(pct(nd, 50)), ms(pct(nd, 99)),
-			ratio(float64(pct(kd, 50)), float64(pct(nd, 50))), ratio(float64(pct(kd, 99)), float64(pct(nd, 99))))
+		cell := func(d []time.Duration) string {
+			if len(d) == 0 {
+				return "—"
+			}
+			return ms(pct(d, 50)) + " / " + ms(pct(d, 99)) + " ms"
+		}
+		r := "—"
+		if len(kd) > 0 && len(nd) > 0 {
+			r = ratio(float64(pct(kd, 50)), float64(pct(nd, 50))) + " / " + ratio(float64(pct(kd, 99)), float64(pct(nd, 99)))
+		}
+		fmt.Fprintf(&w, "| %s (n=%d / %d), p50 / p99 | %s | %s | %s |\n", label, len(kd), len(nd), cell(kd), cell(nd), r)
 	}
 	lat("pod create → Ready, one at a time", k.seq, n.seq)
 	for _, bs := range o.bursts {
