@@ -15,7 +15,7 @@ export GOFLAGS := $(shell hack/build.sh --goenv | sed -n 's/^GOFLAGS=//p')
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
 	test-integration fuzz-smoke conformance conformance-features lint clean fault-long soak test-vm sample-device-plugin \
-	metrics-server
+	metrics-server etcd kubelet bench-vs-kubelet
 
 all: build
 
@@ -28,8 +28,24 @@ build:
 deps:
 	hack/ensure-deps.sh
 
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl from the
+# pinned k8s.io/kubernetes, and etcd 3.6 from its Go module (hack/build-etcd.sh).
 controlplane: deps
 	hack/build-controlplane.sh
+
+# etcd alone (make controlplane builds it too): the local control plane's store.
+etcd:
+	hack/build-etcd.sh
+
+# kubelet from the pinned k8s.io/kubernetes (cached), the baseline of
+# hack/bench/vs-kubelet; not part of make test.
+kubelet:
+	hack/build-kubelet.sh
+
+# nodeagent against kubelet on one machine, containerd and CNI, same run
+# (docs/benchmarks.md); BENCH_ARGS go to the bench.
+bench-vs-kubelet:
+	hack/bench/vs-kubelet/vs-kubelet.sh $(BENCH_ARGS)
 
 cluster-up: controlplane
 	hack/localcluster.sh up

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
 # from the k8s.io/kubernetes version pinned in hack/controlplane/go.mod into
-# _output/bin. Binaries are cached outside the work tree, keyed by the pin and
+# _output/bin, and etcd (hack/build-etcd.sh: etcd 3.6 from its own module, not
+# the host's). Binaries are cached outside the work tree, keyed by the pin and
 # the Go version, so a fresh clone (CI) only copies them; a new pin rebuilds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,3 +37,5 @@ for b in "${bins[@]}"; do
     cp -f "$cache/$b" "$out/$b.tmp" && mv -f "$out/$b.tmp" "$out/$b"
   fi
 done
+# The store they run on: etcd 3.6 from its Go module (cached the same way).
+hack/build-etcd.sh

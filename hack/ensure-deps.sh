@@ -8,9 +8,10 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 
-# command -> Debian package
+# command -> Debian package. etcd is not one of them: the local control plane
+# runs etcd 3.6 built from its Go module (hack/build-etcd.sh); Debian's
+# etcd-server is 3.4, which Kubernetes 1.34 does not support.
 declare -A need=(
-  [etcd]=etcd-server
   [containerd]=containerd
   [runc]=runc
   [busybox]=busybox-static
@@ -43,7 +44,7 @@ dpkg -s containernetworking-plugins >/dev/null 2>&1 || missing+=(containernetwor
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 echo "ensure-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-# policy-rc.d keeps the packages' own services (host etcd, host containerd) from starting.
+# policy-rc.d keeps the packages' own services (host containerd) from starting.
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 fi

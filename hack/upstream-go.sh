@@ -1,6 +1,7 @@
 # Sourced by every script that builds a program from hack/controlplane (the
 # module that pins k8s.io/kubernetes): the control plane, kubeadm, the
-# conformance suite and its images, the sample device plugin, metrics-server.
+# conformance suite and its images, the sample device plugin, kubelet (the
+# benchmark's baseline), and the modules beside it: metrics-server, etcd.
 # One flag set for all of them, so that a package they share (k8s.io/api,
 # client-go, apimachinery, apiserver, gRPC...) is compiled once per cold
 # build, not once per flag set (issue 33, docs/testing.md "Cold runs"):

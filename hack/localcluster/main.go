@@ -36,7 +36,7 @@ func main() {
 		defDir = filepath.Join("_output", "local")
 	}
 	dir := fs.String("dir", defDir, "cluster directory")
-	binDir := fs.String("bin-dir", filepath.Join("_output", "bin"), "directory with kube-apiserver, kube-controller-manager, kube-scheduler")
+	binDir := fs.String("bin-dir", filepath.Join("_output", "bin"), "directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler (make controlplane)")
 	noContainerd := fs.Bool("no-containerd", false, "do not start the private containerd")
 	signing := fs.Duration("cluster-signing-duration", 0, "kube-controller-manager --cluster-signing-duration (0: its default, a year)")
 	nodeMask := fs.Int("node-cidr-mask-size", localcluster.DefaultNodeCIDRMaskSize, "pod CIDR size per node out of "+localcluster.ClusterCIDR+" (29 for fleets of up to 8,192 nodes)")

@@ -16,8 +16,8 @@ import (
 )
 
 // EtcdMetrics are the etcd metrics the benchmarks read: writes, bytes
-// written and the database size (etcd 3.4 has both the debugging and the
-// stable names; Metric reads whichever is there).
+// written and the database size (etcd 3.4 had both the debugging and the
+// stable names, 3.6 has the stable ones; Metric reads whichever is there).
 var EtcdMetrics = []string{
 	"etcd_debugging_mvcc_put_total", "etcd_mvcc_put_total",
 	"etcd_debugging_mvcc_total_put_size_in_bytes", "etcd_mvcc_total_put_size_in_bytes",

@@ -49,7 +49,9 @@ import (
 type Options struct {
 	// Dir holds certificates, kubeconfigs, data, logs and the state file.
 	Dir string
-	// BinDir holds kube-apiserver, kube-controller-manager and kube-scheduler.
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and
+	// kube-scheduler (`make controlplane`: etcd from hack/build-etcd.sh, a
+	// version Kubernetes supports, never the host's).
 	BinDir string
 	// NoContainerd skips the private containerd.
 	NoContainerd bool
@@ -95,6 +97,9 @@ type State struct {
 	ClusterSigningDuration time.Duration `json:"clusterSigningDuration,omitempty"`
 	// ClusterCIDR is Options.ClusterCIDR in force ("" is ClusterCIDR).
 	ClusterCIDR string `json:"clusterCIDR,omitempty"`
+	// Etcd is the etcd binary the cluster runs ("" in state files written
+	// before it was recorded: they ran the host's etcd and are restarted).
+	Etcd string `json:"etcd,omitempty"`
 	// Aggregation: the API server runs the aggregation layer as kubeadm
 	// configures it (front-proxy CA and client certificate, request
 	// headers), routing to endpoints (false in state files written before:
@@ -215,6 +220,9 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		if herr == nil && !s.Aggregation {
 			herr = errors.New("it predates the API aggregation layer")
 		}
+		if herr == nil && s.Etcd != filepath.Join(o.BinDir, "etcd") {
+			herr = fmt.Errorf("it runs etcd %q, %q wanted", s.Etcd, filepath.Join(o.BinDir, "etcd"))
+		}
 		if herr == nil && s.ClusterSigningDuration != o.ClusterSigningDuration {
 			herr = fmt.Errorf("it signs certificates for %s, %s wanted", s.ClusterSigningDuration, o.ClusterSigningDuration)
 		}
@@ -263,6 +271,7 @@ func Down(dir string) error {
 
 func checkBinaries(o Options) error {
 	need := map[string]string{
+		"etcd":                    filepath.Join(o.BinDir, "etcd"),
 		"kube-apiserver":          filepath.Join(o.BinDir, "kube-apiserver"),
 		"kube-controller-manager": filepath.Join(o.BinDir, "kube-controller-manager"),
 		"kube-scheduler":          filepath.Join(o.BinDir, "kube-scheduler"),
@@ -271,9 +280,6 @@ func checkBinaries(o Options) error {
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("localcluster: %s not found at %s: build it with `make controlplane` (hack/build-controlplane.sh)", name, p)
 		}
-	}
-	if _, err := exec.LookPath("etcd"); err != nil {
-		return errors.New("localcluster: etcd not found: install Debian's etcd-server (`make deps` or `apt-get install etcd-server`)")
 	}
 	if !o.NoContainerd {
 		for _, b := range []string{"containerd", "runc"} {
@@ -312,6 +318,7 @@ func start(ctx context.Context, o Options) (*State, error) {
 		ClusterCIDR:            o.ClusterCIDR,
 		TLSBootstrap:           true,
 		Aggregation:            true,
+		Etcd:                   filepath.Join(o.BinDir, "etcd"),
 		CACert:                 filepath.Join(dir, "pki", "ca.crt"),
 		Pids:                   map[string]int{},
 		Ports:                  ports,
@@ -321,7 +328,7 @@ func start(ctx context.Context, o Options) (*State, error) {
 	}
 	fmt.Fprintf(o.Log, "localcluster: starting etcd on %s\n", s.EtcdURL)
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports["etcd-peer"])
-	if err := s.spawn("etcd", "etcd",
+	if err := s.spawn("etcd", s.Etcd,
 		"--name=local", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+s.EtcdURL, "--advertise-client-urls="+s.EtcdURL,
 		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
