@@ -37,6 +37,10 @@ const (
 	// FeatureSecretPulledImages: off (1.34's default), cached images are
 	// served to any pod; on, package pods/pullmanager checks credentials.
 	FeatureSecretPulledImages = "KubeletEnsureSecretPulledImages"
+	// FeatureKubeletPSI: pressure stall information in /stats/summary and
+	// cAdvisor's container_pressure_* metrics (beta, on by default in
+	// 1.34); off, neither, as kubelet.
+	FeatureKubeletPSI = "KubeletPSI"
 )
 
 // gatesHonoured are the gates nodeagent implements with both values.
@@ -44,6 +48,7 @@ var gatesHonoured = map[string]bool{
 	FeaturePodLevelResources:  true,
 	FeatureImageVolume:        true,
 	FeatureSecretPulledImages: true,
+	FeatureKubeletPSI:         true,
 }
 
 // FeatureEnabled reports whether the feature gate name is on: as set in

@@ -72,11 +72,11 @@ func TestUserNamespacesIDsPerPod(t *testing.T) {
 // 1.34's default.
 func TestFeatureEnabled(t *testing.T) {
 	c := Default()
-	if !c.FeatureEnabled(FeaturePodLevelResources) || c.FeatureEnabled(FeatureImageVolume) {
-		t.Error("defaults: want PodLevelResources on and ImageVolume off, as in Kubernetes 1.34")
+	if !c.FeatureEnabled(FeaturePodLevelResources) || c.FeatureEnabled(FeatureImageVolume) || !c.FeatureEnabled(FeatureKubeletPSI) {
+		t.Error("defaults: want PodLevelResources and KubeletPSI on and ImageVolume off, as in Kubernetes 1.34")
 	}
-	c.FeatureGates = map[string]bool{FeaturePodLevelResources: false, FeatureImageVolume: true}
-	if c.FeatureEnabled(FeaturePodLevelResources) || !c.FeatureEnabled(FeatureImageVolume) {
+	c.FeatureGates = map[string]bool{FeaturePodLevelResources: false, FeatureImageVolume: true, FeatureKubeletPSI: false}
+	if c.FeatureEnabled(FeaturePodLevelResources) || !c.FeatureEnabled(FeatureImageVolume) || c.FeatureEnabled(FeatureKubeletPSI) {
 		t.Error("gates set against their defaults not honoured")
 	}
 	if errs := validateFeatureGates(c); len(errs) != 0 {

@@ -366,6 +366,39 @@ log "ok: the cgroups event source is healthy and detected $n container deaths"
 g 'journalctl -u nodeagent --no-pager -o cat' >"$WORK/journal.txt"
 ! grep -E 'PLEG event source failed|cannot watch pod cgroup parent' "$WORK/journal.txt" >&2 || fail "the agent's journal reports a PLEG event source failure"
 
+step "PSI: /stats/summary and /metrics/cadvisor carry the cgroups' pressure (KubeletPSI, on by default)"
+# The "some" totals (microseconds) of the guaranteed container's and the
+# root cgroup's pressure files, read in the guest just before and just
+# after the summary: the summary's figures must lie between (the root's
+# file may be missing: then kubelet, and the agent, report zeros).
+psi_totals() {
+	g "for f in $GC/cpu.pressure $GC/memory.pressure $GC/io.pressure /sys/fs/cgroup/cpu.pressure; do if [ -e \$f ]; then awk '/^some/ { sub(\"total=\", \"\", \$5); print \$5 }' \$f; else echo 0; fi; done | tr '\n' ' '"
+}
+before=$(psi_totals) || fail "reading the guest's pressure files"
+k get --raw "/api/v1/nodes/$NODE/proxy/stats/summary" >"$WORK/summary.json" || fail "the node's /stats/summary through the API server"
+after=$(psi_totals) || fail "reading the guest's pressure files"
+got=$(python3 - "$WORK/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+pod = [p for p in s["pods"] if p["podRef"]["namespace"] == "vm" and p["podRef"]["name"] == "guaranteed"][0]
+c = pod["containers"][0]
+print(c["cpu"]["psi"]["some"]["total"], c["memory"]["psi"]["some"]["total"], c["io"]["psi"]["some"]["total"], s["node"]["cpu"]["psi"]["some"]["total"])
+PY
+) || fail "no psi in the summary for the pod guaranteed or the node: $(head -c 2000 "$WORK/summary.json")"
+read -r -a b <<<"$before"
+read -r -a a <<<"$after"
+read -r -a r <<<"$got"
+names=("container cpu" "container memory" "container io" "node cpu")
+for i in 0 1 2 3; do
+	((b[i] <= r[i] && r[i] <= a[i])) || fail "/stats/summary ${names[i]} psi some total ${r[i]} is not between the file's ${b[i]} and ${a[i]}"
+done
+log "ok: psi some totals (container cpu, memory, io; node cpu) ${r[*]} µs match the guest's files"
+k get --raw "/api/v1/nodes/$NODE/proxy/metrics/cadvisor" >"$WORK/cadvisor.txt" || fail "the node's /metrics/cadvisor through the API server"
+for m in cpu_waiting cpu_stalled memory_waiting memory_stalled io_waiting io_stalled; do
+	grep -q "^container_pressure_${m}_seconds_total{.*pod=\"guaranteed\"" "$WORK/cadvisor.txt" || fail "/metrics/cadvisor has no container_pressure_${m}_seconds_total for the pod guaranteed"
+done
+log "ok: /metrics/cadvisor serves the six container_pressure_* families"
+
 step "swap: failSwapOn refuses to start, LimitedSwap gives a Burstable container its share"
 # A 64 MiB swap file: with failSwapOn (its default) the agent must not start,
 # with kubelet's error in its journal.

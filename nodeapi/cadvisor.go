@@ -100,6 +100,8 @@ func hasNet(c *cadvisorSeries) bool   { return len(c.net) > 0 }
 func hasFs(c *cadvisorSeries) bool    { return c.fs != nil }
 func always(*cadvisorSeries) bool     { return true }
 func nanos(n uint64) float64          { return float64(n) / 1e9 }
+func hasPSI(c *cadvisorSeries) bool   { return c.st.psiRead }
+func micros(n uint64) float64         { return float64(n) / 1e6 }
 
 // cadvisorFamilies are the families served, sorted by name as a
 // Prometheus registry gathers them. Help texts are cAdvisor's (v0.52, the
@@ -155,6 +157,20 @@ var cadvisorFamilies = func() []cadvisorFamily {
 			netValue: func(d *netDev) uint64 { return d.txPackets }},
 		{name: "container_oom_events_total", help: "Count of out of memory events observed for the container", typ: "counter", stamped: true, has: hasMem,
 			value: func(c *cadvisorSeries) float64 { return float64(c.st.oomKills) }},
+		// cAdvisor's pressure metrics (kubelet includes them with
+		// KubeletPSI), from the pressure files' totals in microseconds.
+		{name: "container_pressure_cpu_stalled_seconds_total", help: "Total time duration no tasks in the container could make progress due to CPU congestion.", typ: "counter", stamped: true, has: hasPSI,
+			value: func(c *cadvisorSeries) float64 { return micros(c.st.psiCPU.full.total) }},
+		{name: "container_pressure_cpu_waiting_seconds_total", help: "Total time duration tasks in the container have waited due to CPU congestion.", typ: "counter", stamped: true, has: hasPSI,
+			value: func(c *cadvisorSeries) float64 { return micros(c.st.psiCPU.some.total) }},
+		{name: "container_pressure_memory_stalled_seconds_total", help: "Total time duration no tasks in the container could make progress due to memory congestion.", typ: "counter", stamped: true, has: hasPSI,
+			value: func(c *cadvisorSeries) float64 { return micros(c.st.psiMemory.full.total) }},
+		{name: "container_pressure_memory_waiting_seconds_total", help: "Total time duration tasks in the container have waited due to memory congestion.", typ: "counter", stamped: true, has: hasPSI,
+			value: func(c *cadvisorSeries) float64 { return micros(c.st.psiMemory.some.total) }},
+		{name: "container_pressure_io_stalled_seconds_total", help: "Total time duration no tasks in the container could make progress due to IO congestion.", typ: "counter", stamped: true, has: hasPSI,
+			value: func(c *cadvisorSeries) float64 { return micros(c.st.psiIO.full.total) }},
+		{name: "container_pressure_io_waiting_seconds_total", help: "Total time duration tasks in the container have waited due to IO congestion.", typ: "counter", stamped: true, has: hasPSI,
+			value: func(c *cadvisorSeries) float64 { return micros(c.st.psiIO.some.total) }},
 		{name: "container_spec_cpu_period", help: "CPU period of the container.", typ: "gauge",
 			has:   func(c *cadvisorSeries) bool { return c.st.hasCPUSpec },
 			value: func(c *cadvisorSeries) float64 { return float64(c.st.cpuPeriod) }},
@@ -244,6 +260,7 @@ func (s *Server) collectCadvisor(cs []runtime.Container, now time.Time) (series 
 		mounts = mountinfo.CgroupMountPoints(ms)
 	}
 	layout, fr := newCgroupLayout(mounts), &fileReader{}
+	layout.psi = s.opts.PSI
 	procDir := s.procDir()
 
 	root := cadvisorSeries{id: "/", start: bootTime(now)}
@@ -391,7 +408,18 @@ func appendCadvisor(b []byte, series []cadvisorSeries, m *machineInfo, now time.
 	}
 	lastSeen := cadvisorFamily{name: "container_last_seen", help: "Last time a container was seen by the exporter", typ: "gauge", stamped: true, has: always,
 		value: func(*cadvisorSeries) float64 { return float64(now.Unix()) }}
-	written := false
+	written, scrapeWritten := false, false
+	scrapeError := func() {
+		header("container_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", "gauge")
+		b = append(b, "container_scrape_error "...)
+		if scrapeErr {
+			b = append(b, '1')
+		} else {
+			b = append(b, '0')
+		}
+		b = append(b, '\n')
+		scrapeWritten = true
+	}
 	family := func(f *cadvisorFamily) {
 		any := false
 		for i := range series {
@@ -448,17 +476,15 @@ func appendCadvisor(b []byte, series []cadvisorSeries, m *machineInfo, now time.
 			family(&lastSeen)
 			written = true
 		}
-		family(f)
-		if f.name == "container_oom_events_total" {
-			header("container_scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", "gauge")
-			b = append(b, "container_scrape_error "...)
-			if scrapeErr {
-				b = append(b, '1')
-			} else {
-				b = append(b, '0')
-			}
-			b = append(b, '\n')
+		// container_scrape_error in its place in the name order (a
+		// registry's Gather sorts families by name).
+		if !scrapeWritten && f.name > "container_scrape_error" {
+			scrapeError()
 		}
+		family(f)
+	}
+	if !scrapeWritten {
+		scrapeError()
 	}
 	machineLabels := func() {
 		b = append(b, '{')

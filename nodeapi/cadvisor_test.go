@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -274,7 +275,9 @@ func TestMetricsCadvisorTextFormat(t *testing.T) {
 	})
 	proc := fakeProc(t, 10)
 	writeFiles(t, proc, map[string]string{"10/net/dev": netDevFixture + "  eth1: 1 2 3 4 0 0 0 0 5 6 7 8 0 0 0 0\n  as0: 1 1 1 1 0 0 0 0 1 1 1 1 0 0 0 0\n"})
-	e := newTestEnv(t, func(o *Options) { o.CgroupMounts = mounts; o.ProcDir = proc; o.StatsFsDir = root })
+	// KubeletPSI on: on cgroup v1 the pressure families are there with
+	// zeros, as cAdvisor serves them.
+	e := newTestEnv(t, func(o *Options) { o.CgroupMounts = mounts; o.ProcDir = proc; o.StatsFsDir = root; o.PSI = true })
 	ref := runtime.PodRef{UID: "u1", Name: "we\"b", Namespace: "default"}
 	e.conts.cs = []runtime.Container{
 		{ID: "c2", Name: "zeta", Image: `odd\image`, Pod: ref, State: runtime.StateRunning, Pid: 10, CgroupsPath: pod + "/c2", CreatedAt: time.Unix(1700000000, 5e8)},
@@ -286,6 +289,17 @@ func TestMetricsCadvisorTextFormat(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %s in\n%s", want, body)
 		}
+	}
+	// Families in name order, as a registry's Gather gives them
+	// (container_scrape_error after the container_pressure_* families).
+	var order []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "# HELP ") {
+			order = append(order, strings.Fields(l)[2])
+		}
+	}
+	if !sort.StringsAreSorted(order) || !slices.Contains(order, "container_pressure_io_stalled_seconds_total") {
+		t.Errorf("families out of order or without pressure: %v", order)
 	}
 	fams := parseFamilies(t, body)
 	var names []string
@@ -349,8 +363,11 @@ func TestMetricsCadvisorV2(t *testing.T) {
 		"kubepods.slice/kubepods-podu2.slice/cri-containerd-c2.scope/memory.swap.current": "100\n",
 		"kubepods.slice/kubepods-podu2.slice/cri-containerd-c2.scope/memory.stat":         "anon 4096\nfile 3000\ninactive_file 1024\n",
 		"kubepods.slice/kubepods-podu2.slice/cri-containerd-c2.scope/memory.events":       "low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n",
+		"kubepods.slice/kubepods-podu2.slice/cri-containerd-c2.scope/cpu.pressure":        "some avg10=0.00 avg60=0.00 avg300=0.00 total=2500000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1500000\n",
+		"kubepods.slice/kubepods-podu2.slice/cri-containerd-c2.scope/memory.pressure":     "some avg10=0.00 avg60=0.00 avg300=0.00 total=250000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=125000\n",
+		"kubepods.slice/kubepods-podu2.slice/cri-containerd-c2.scope/io.pressure":         "some avg10=0.00 avg60=0.00 avg300=0.00 total=40000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=30000\n",
 	})
-	e := newTestEnv(t, func(o *Options) { o.CgroupMounts = []string{root}; o.ProcDir = fakeProc(t) })
+	e := newTestEnv(t, func(o *Options) { o.CgroupMounts = []string{root}; o.ProcDir = fakeProc(t); o.PSI = true })
 	cg := "/kubepods.slice/kubepods-podu2.slice/cri-containerd-c2.scope"
 	e.conts.cs = []runtime.Container{{ID: "c2", Name: "app", Pod: runtime.PodRef{UID: "u2", Name: "api", Namespace: "prod"},
 		State: runtime.StateRunning, CgroupsPath: cg}}
@@ -381,6 +398,13 @@ func TestMetricsCadvisorV2(t *testing.T) {
 		{"container_memory_max_usage_bytes", ctrL, 9000},
 		{"container_memory_failcnt", ctrL, 0}, // runc reports none on v2
 		{"container_oom_events_total", ctrL, 1},
+		{"container_pressure_cpu_waiting_seconds_total", ctrL, 2.5},
+		{"container_pressure_cpu_stalled_seconds_total", ctrL, 1.5},
+		{"container_pressure_memory_waiting_seconds_total", ctrL, 0.25},
+		{"container_pressure_memory_stalled_seconds_total", ctrL, 0.125},
+		{"container_pressure_io_waiting_seconds_total", ctrL, 0.04},
+		{"container_pressure_io_stalled_seconds_total", ctrL, 0.03},
+		{"container_pressure_cpu_waiting_seconds_total", podL, 0}, // no pressure files: zeros, as cAdvisor
 		{"container_memory_usage_bytes", map[string]string{"id": "/"}, 8000},
 		{"container_memory_working_set_bytes", map[string]string{"id": "/"}, 6500},
 	} {

@@ -41,6 +41,69 @@ type cgroupStats struct {
 	cpuPeriod  uint64
 	hasMemSpec bool
 	memLimit   uint64
+
+	// Pressure stall information (cgroup v2 cpu.pressure, memory.pressure,
+	// io.pressure), read when the layout asks for it (feature gate
+	// KubeletPSI). As cAdvisor, a cgroup without the files (cgroup v1, a
+	// kernel without PSI) has zeros, and totals stay in the files'
+	// microseconds (kubelet passes cAdvisor's figure on unchanged).
+	psiRead                  bool
+	psiCPU, psiMemory, psiIO psiStats
+}
+
+// psiStats is one pressure file: the "some" and "full" lines.
+type psiStats struct{ some, full psiData }
+
+// psiData is one line of a pressure file.
+type psiData struct {
+	total                uint64 // microseconds
+	avg10, avg60, avg300 float64
+}
+
+// parsePSI parses a pressure file ("some avg10=0.00 avg60=0.00
+// avg300=0.00 total=0", then "full ..."; cpu.pressure has no "full" line
+// before Linux 5.13). Unknown keys and lines are ignored, as runc does.
+func parsePSI(b []byte) (psiStats, error) {
+	var st psiStats
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		kind, rest, _ := bytes.Cut(line, []byte{' '})
+		var d *psiData
+		switch string(kind) {
+		case "some":
+			d = &st.some
+		case "full":
+			d = &st.full
+		default:
+			continue
+		}
+		for _, f := range bytes.Fields(rest) {
+			k, v, ok := bytes.Cut(f, []byte{'='})
+			if !ok {
+				return st, fmt.Errorf("pressure: bad field %q", f)
+			}
+			var err error
+			switch string(k) {
+			case "avg10":
+				d.avg10, err = strconv.ParseFloat(string(v), 64)
+			case "avg60":
+				d.avg60, err = strconv.ParseFloat(string(v), 64)
+			case "avg300":
+				d.avg300, err = strconv.ParseFloat(string(v), 64)
+			case "total":
+				d.total, err = strconv.ParseUint(string(v), 10, 64)
+			}
+			if err != nil {
+				return st, fmt.Errorf("pressure: bad field %q: %w", f, err)
+			}
+		}
+	}
+	return st, nil
 }
 
 // cgroupUsage is the name the older readers use for the same statistics.
@@ -56,6 +119,8 @@ type cgroupLayout struct {
 	cpu     []string // v1 cpu: cpu.stat (throttling), cpu.shares, cpu.cfs_*
 	memory  []string // v1 memory
 	v2      []string // unified hierarchies with cpu.stat, memory.*
+	// psi: read the pressure files too (feature gate KubeletPSI).
+	psi bool
 }
 
 // newCgroupLayout classifies mounts by their root's files. A mount whose
@@ -285,6 +350,10 @@ func (l *cgroupLayout) read(r *fileReader, path string) (cgroupStats, error) {
 	if !u.hasCPU && !u.hasMem {
 		return u, fmt.Errorf("cgroup %s: no cpu or memory statistics", path)
 	}
+	if l.psi {
+		u.psiRead = true
+		l.readPSI(r, path, &u)
+	}
 	return u, nil
 }
 
@@ -383,6 +452,31 @@ func (l *cgroupLayout) readMemory(r *fileReader, path string, u *cgroupStats) {
 			}
 		})
 		return
+	}
+}
+
+// readPSI reads the cgroup's pressure files from the first unified
+// hierarchy that has any of them; a file that is missing or does not parse
+// leaves zeros, as cAdvisor reports it.
+func (l *cgroupLayout) readPSI(r *fileReader, path string, u *cgroupStats) {
+	for _, m := range l.v2 {
+		found := false
+		for _, f := range []struct {
+			name string
+			st   *psiStats
+		}{{"/cpu.pressure", &u.psiCPU}, {"/memory.pressure", &u.psiMemory}, {"/io.pressure", &u.psiIO}} {
+			b, err := r.read(m, path, f.name)
+			if err != nil {
+				continue
+			}
+			found = true
+			if st, err := parsePSI(b); err == nil {
+				*f.st = st
+			}
+		}
+		if found {
+			return
+		}
 	}
 }
 

@@ -105,6 +105,11 @@ type Options struct {
 	// CgroupMounts are the cgroup hierarchies /metrics/resource reads;
 	// nil: the host's mounted cgroup and cgroup2 filesystems.
 	CgroupMounts []string
+	// PSI: the feature gate KubeletPSI (on by default in kubelet 1.34):
+	// pressure stall information in /stats/summary (cpu.psi, memory.psi,
+	// io) and cAdvisor's container_pressure_* families in
+	// /metrics/cadvisor, as kubelet serves them.
+	PSI bool
 	// ProcDir is where procfs is mounted (/proc): /metrics/cadvisor reads
 	// network counters from <ProcDir>/<pid>/net/dev and the machine from
 	// cpuinfo and meminfo; tests point it at a fake tree.

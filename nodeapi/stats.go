@@ -75,6 +75,7 @@ func CPURate(before, after uint64, d time.Duration) uint64 {
 // filesystem (rootDir's) and each container's log usage.
 func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 	layout, fr := newCgroupLayout(s.cgroupMounts()), &fileReader{}
+	layout.psi = s.opts.PSI
 	var cs []runtime.Container
 	if s.opts.Containers != nil {
 		var err error
@@ -137,6 +138,9 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 		if r, ok := rates[k]; ok {
 			st.UsageNanoCores = ptr(r)
 		}
+		if u.psiRead {
+			st.PSI = u.psiCPU.api()
+		}
 		return st
 	}
 	mem := func(k string) *statsapi.MemoryStats {
@@ -144,10 +148,22 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 		if !ok || !u.hasMem {
 			return nil
 		}
-		return &statsapi.MemoryStats{Time: t, UsageBytes: ptr(u.memUsage), WorkingSetBytes: ptr(u.workingSet), RSSBytes: ptr(u.rss)}
+		st := &statsapi.MemoryStats{Time: t, UsageBytes: ptr(u.memUsage), WorkingSetBytes: ptr(u.workingSet), RSSBytes: ptr(u.rss)}
+		if u.psiRead {
+			st.PSI = u.psiMemory.api()
+		}
+		return st
+	}
+	// io: kubelet's IOStats, which hold only the io pressure (KubeletPSI).
+	io := func(k string) *statsapi.IOStats {
+		u, ok := usage[k]
+		if !ok || !u.psiRead {
+			return nil
+		}
+		return &statsapi.IOStats{Time: t, PSI: u.psiIO.api()}
 	}
 
-	sum := statsapi.Summary{Node: statsapi.NodeStats{NodeName: s.opts.NodeName, StartTime: metav1.NewTime(bootTime(now)), CPU: cpu("node")}}
+	sum := statsapi.Summary{Node: statsapi.NodeStats{NodeName: s.opts.NodeName, StartTime: metav1.NewTime(bootTime(now)), CPU: cpu("node"), IO: io("node")}}
 	nodeMem := mem("node")
 	if nodeMem == nil || *nodeMem.WorkingSetBytes == 0 {
 		if ws, err := nodeMemoryWorkingSet("/proc/meminfo"); err == nil {
@@ -194,6 +210,7 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 				StartTime:   metav1.NewTime(c.CreatedAt),
 				CPU:         cpu("pod/" + uid),
 				Memory:      mem("pod/" + uid),
+				IO:          io("pod/" + uid),
 				VolumeStats: s.podVolumes(r.Context(), uid, t, volumes),
 			}
 			pods[uid] = ps
@@ -210,7 +227,7 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 		if c.CreatedAt.Before(ps.StartTime.Time) {
 			ps.StartTime = metav1.NewTime(c.CreatedAt)
 		}
-		cst := statsapi.ContainerStats{Name: c.Name, StartTime: metav1.NewTime(c.StartedAt), CPU: cpu(c.ID), Memory: mem(c.ID)}
+		cst := statsapi.ContainerStats{Name: c.Name, StartTime: metav1.NewTime(c.StartedAt), CPU: cpu(c.ID), Memory: mem(c.ID), IO: io(c.ID)}
 		if c.LogPath != "" {
 			cst.Logs = logUsage(filepath.Dir(c.LogPath), t)
 		}
@@ -226,6 +243,14 @@ func (s *Server) statsSummary(w http.ResponseWriter, r *http.Request) {
 }
 
 func ptr(v uint64) *uint64 { return &v }
+
+// api is the summary API's form of one pressure file.
+func (p psiStats) api() *statsapi.PSIStats {
+	d := func(x psiData) statsapi.PSIData {
+		return statsapi.PSIData{Total: x.total, Avg10: x.avg10, Avg60: x.avg60, Avg300: x.avg300}
+	}
+	return &statsapi.PSIStats{Full: d(p.full), Some: d(p.some)}
+}
 
 // fsStats is the filesystem holding dir.
 func fsStats(dir string, t metav1.Time) *statsapi.FsStats {

@@ -175,3 +175,73 @@ func volumeNamed(s statsapi.Summary, name string) statsapi.VolumeStats {
 	}
 	return statsapi.VolumeStats{}
 }
+
+func TestParsePSI(t *testing.T) {
+	st, err := parsePSI([]byte("some avg10=1.50 avg60=0.25 avg300=0.00 total=123456\nfull avg10=0.10 avg60=0.02 avg300=0.01 total=789\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := psiStats{some: psiData{total: 123456, avg10: 1.5, avg60: 0.25}, full: psiData{total: 789, avg10: 0.1, avg60: 0.02, avg300: 0.01}}
+	if st != want {
+		t.Errorf("got %+v, want %+v", st, want)
+	}
+	// cpu.pressure before Linux 5.13: no "full" line.
+	if st, err := parsePSI([]byte("some avg10=0.00 avg60=0.00 avg300=0.00 total=42\n")); err != nil || st.some.total != 42 || st.full != (psiData{}) {
+		t.Errorf("some only: %+v %v", st, err)
+	}
+	for _, bad := range []string{"some avg10=x total=1\n", "some total\n", "full total=-1\n"} {
+		if _, err := parsePSI([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// With KubeletPSI (on by default) /stats/summary carries the cgroups'
+// pressure as kubelet does: cpu.psi, memory.psi and io.psi for the node,
+// pods and containers, zeros where a cgroup has no pressure files; off,
+// none of it.
+func TestStatsSummaryPSI(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"cgroup.controllers":              "cpu io memory\n",
+		"cpu.stat":                        "usage_usec 9000000\n",
+		"cpu.pressure":                    "some avg10=0.00 avg60=0.00 avg300=0.00 total=700\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+		"nodeagent/u1/cpu.stat":           "usage_usec 3000000\n",
+		"nodeagent/u1/memory.current":     "10000\n",
+		"nodeagent/u1/memory.pressure":    "some avg10=2.00 avg60=1.00 avg300=0.50 total=5000\nfull avg10=1.00 avg60=0.50 avg300=0.25 total=2500\n",
+		"nodeagent/u1/c1/cpu.stat":        "usage_usec 2000000\n",
+		"nodeagent/u1/c1/memory.current":  "8192\n",
+		"nodeagent/u1/c1/cpu.pressure":    "some avg10=3.25 avg60=0.00 avg300=0.00 total=1234567\nfull avg10=1.00 avg60=0.00 avg300=0.00 total=654321\n",
+		"nodeagent/u1/c1/memory.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=11\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=10\n",
+		"nodeagent/u1/c1/io.pressure":     "some avg10=0.00 avg60=0.00 avg300=0.00 total=99\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=98\n",
+	})
+	for _, on := range []bool{true, false} {
+		e := newTestEnv(t, func(o *Options) { o.CgroupMounts = []string{root}; o.Clock = nil; o.PSI = on })
+		e.conts.cs = []runtime.Container{{ID: "c1", Name: "app", Pod: runtime.PodRef{UID: "u1", Name: "web", Namespace: "default"},
+			State: runtime.StateRunning, CgroupsPath: "/nodeagent/u1/c1", StartedAt: time.Now()}}
+		w := e.do("GET", "/stats/summary", bearer("good-admin"))
+		var s statsapi.Summary
+		if err := json.Unmarshal(w.Body.Bytes(), &s); w.Code != 200 || err != nil {
+			t.Fatalf("%d %v %s", w.Code, err, w.Body.String())
+		}
+		p, c := s.Pods[0], s.Pods[0].Containers[0]
+		if !on {
+			if s.Node.CPU.PSI != nil || s.Node.IO != nil || p.CPU.PSI != nil || p.IO != nil || c.CPU.PSI != nil || c.Memory.PSI != nil || c.IO != nil {
+				t.Errorf("KubeletPSI off: pressure reported: %s", w.Body.String())
+			}
+			continue
+		}
+		if s.Node.CPU.PSI == nil || s.Node.CPU.PSI.Some.Total != 700 || s.Node.IO == nil || s.Node.IO.PSI == nil {
+			t.Errorf("node: cpu %+v io %+v", s.Node.CPU, s.Node.IO)
+		}
+		if p.Memory.PSI == nil || p.Memory.PSI.Full != (statsapi.PSIData{Total: 2500, Avg10: 1, Avg60: 0.5, Avg300: 0.25}) ||
+			p.CPU.PSI == nil || *p.CPU.PSI != (statsapi.PSIStats{}) {
+			t.Errorf("pod: cpu %+v memory %+v (the pod has no cpu.pressure: zeros, as cAdvisor)", p.CPU.PSI, p.Memory.PSI)
+		}
+		// Totals in the files' microseconds, as kubelet passes cAdvisor's on.
+		if c.CPU.PSI == nil || c.CPU.PSI.Some != (statsapi.PSIData{Total: 1234567, Avg10: 3.25}) || c.CPU.PSI.Full.Total != 654321 ||
+			c.Memory.PSI == nil || c.Memory.PSI.Some.Total != 11 || c.IO == nil || c.IO.PSI == nil || c.IO.PSI.Full.Total != 98 {
+			t.Errorf("container: %s", w.Body.String())
+		}
+	}
+}

@@ -56,6 +56,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		LegacyLogRoots:         []string{filepath.Join(c.RootDir, "logs")},
 		NetNSDir:               c.NetNSDir(),
 		StatsFsDir:             c.RootDir,
+		PSI:                    a.cfg.FeatureEnabled(config.FeatureKubeletPSI),
 		PodsDir:                filepath.Join(c.RootDir, "pods"),
 		PodVolumeStats:         a.csi.podVolumeStats(),
 		ImageFs:                runtimeContainers{a}.imageFs,
