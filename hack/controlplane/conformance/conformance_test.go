@@ -17,11 +17,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/test/e2e/framework"
+	e2econfig "k8s.io/kubernetes/test/e2e/framework/config"
 	e2enode "k8s.io/kubernetes/test/e2e/framework/node"
 
 	// The upstream specs under test. Importing the package registers all of
 	// its specs; the focus below selects the ones that run.
 	_ "k8s.io/kubernetes/test/e2e/common/node"
+	// The storage test suites (test/e2e/storage/testsuites) for a CSI
+	// driver described by a file: each --storage.testdriver=FILE registers
+	// "External Storage [Driver: <name>] ..." specs.
+	_ "k8s.io/kubernetes/test/e2e/storage/external"
 )
 
 // defaultFocus selects the specs of test/e2e/common/node/node_lease.go and
@@ -33,6 +38,9 @@ import (
 // attempts (hack/conformance/known-failures.txt lists it).
 var (
 	defaultFocus = []string{`\[sig-node\] NodeLease`, `\[NodeConformance\]`}
+	// storageFocus adds the External Storage specs of the drivers given
+	// with --storage.testdriver (none are registered without one).
+	storageFocus = `External Storage \[Driver: `
 	defaultSkip  = []string{`\[Serial\]`, `\[Slow\]`, `\[Disruptive\]`, `\[Flaky\]`, `\[Feature:`,
 		`Container Runtime blackbox test when running a container with a new image should be able to pull image \[`}
 )
@@ -47,6 +55,9 @@ var (
 func TestMain(m *testing.M) {
 	framework.RegisterCommonFlags(flag.CommandLine)
 	framework.RegisterClusterFlags(flag.CommandLine)
+	// --storage.testdriver and the other flags of e2e packages, as
+	// test/e2e/e2e_test.go does.
+	e2econfig.CopyFlags(e2econfig.Flags, flag.CommandLine)
 	flag.StringVar(&nodeName, "nodeagent.node", os.Getenv("NODEAGENT_CONFORMANCE_NODE"),
 		"The agent's node. If set, every spec waits until it is the only Ready, schedulable, untainted node, "+
 			"because the upstream specs pick a random such node. Default $NODEAGENT_CONFORMANCE_NODE.")
@@ -78,10 +89,20 @@ func TestConformance(t *testing.T) {
 	suiteConfig, reporterConfig := ginkgo.GinkgoConfiguration()
 	if len(suiteConfig.FocusStrings) == 0 && len(suiteConfig.SkipStrings) == 0 && suiteConfig.LabelFilter == "" {
 		suiteConfig.FocusStrings = defaultFocus
+		if storageDrivers() {
+			suiteConfig.FocusStrings = append(suiteConfig.FocusStrings, storageFocus)
+		}
 		suiteConfig.SkipStrings = defaultSkip
 	}
 	running = true
 	ginkgo.RunSpecs(t, "nodeagent: upstream node conformance", suiteConfig, reporterConfig)
+}
+
+// storageDrivers reports whether --storage.testdriver was given.
+func storageDrivers() bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "storage.testdriver" })
+	return given
 }
 
 // The upstream specs pick their node in a BeforeEach registered right after
