@@ -385,7 +385,9 @@ EOF
     sleep 0.5
   done
   log "CSI driver $csidriver registered on node $node $(( $(now) - s ))s after its pod was made"
-  storage_args=(--storage.testdriver "$root/hack/conformance/storage-testdriver.yaml")
+  # Some storage specs look into the node's pod directories (through a
+  # privileged host-exec pod): they are under the agent's rootDir.
+  storage_args=(--storage.testdriver "$root/hack/conformance/storage-testdriver.yaml" --kubelet-root-dir "$csiroot")
 fi
 
 # 4. The specs, in parallel: most of them wait for pods, several probe specs
