@@ -4,9 +4,12 @@
 // module, so what runs is exactly the upstream code.
 //
 // By default it runs the NodeLease specs of test/e2e/common/node/node_lease.go
-// and the package's [NodeConformance] specs, without the [Serial], [Slow],
-// [Disruptive], [Flaky] and [Feature:...] ones; --ginkgo.focus,
-// --ginkgo.skip or --ginkgo.label-filter replace that selection.
+// and the package's [NodeConformance] specs, plus, for each CSI driver
+// described with --storage.testdriver=FILE (test/e2e/storage/external), the
+// "External Storage [Driver: <name>]" specs of the storage test suites,
+// without the [Serial], [Slow], [Disruptive], [Flaky] and [Feature:...]
+// ones; --ginkgo.focus, --ginkgo.skip or --ginkgo.label-filter replace that
+// selection.
 //
 // Those specs pick a random Ready, schedulable, untainted node. When
 // --nodeagent.node (or $NODEAGENT_CONFORMANCE_NODE) names the agent's node,
