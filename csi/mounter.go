@@ -367,6 +367,11 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 	if !cv.ephemeral && !slices.Contains(lifecycleModes(drv), storagev1.VolumeLifecyclePersistent) {
 		return "", fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", storagev1.VolumeLifecyclePersistent, cv.driver, lifecycleModes(drv))
 	}
+	// kubelet's MountVolume enforces the ReadWriteOncePod access mode on
+	// the node too (the scheduler does, but a pod may be bound by name).
+	if len(cv.accessModes) == 1 && cv.accessModes[0] == v1.ReadWriteOncePod && m.usedElsewhere(cv, podDir) {
+		return "", errors.New("volume uses the ReadWriteOncePod access mode and is already in use by another pod")
+	}
 	attach := !cv.ephemeral && attachRequired(drv)
 	m.noteInUse(cv, podDir, attach)
 	d, ok := m.Drivers.Driver(cv.driver)
@@ -830,6 +835,30 @@ func (m *Mounter) tearDownOne(ctx context.Context, podDir, dir string) error {
 	}
 	m.forget(data.DriverName, data.VolumeHandle, podDir)
 	return nil
+}
+
+// usedElsewhere reports whether a pod other than the one in podDir has
+// the volume published (kubelet's IsVolumeMountedElsewhere): its volume
+// directory names the volume and its target is a mount point.
+func (m *Mounter) usedElsewhere(cv *csiVolume, podDir string) bool {
+	users, err := filepath.Glob(filepath.Join(m.RootDir, "pods", "*", "volumes", podPluginDir, "*", volDataFileName))
+	if err != nil {
+		return false
+	}
+	for _, u := range users {
+		dir := filepath.Dir(u)
+		if filepath.Dir(filepath.Dir(filepath.Dir(dir))) == filepath.Clean(podDir) {
+			continue
+		}
+		o, err := readVolData(dir)
+		if err != nil || o.DriverName != cv.driver || o.VolumeHandle != cv.handle {
+			continue
+		}
+		if mounted, _ := isMountPoint(filepath.Join(dir, podMountDir)); mounted {
+			return true
+		}
+	}
+	return false
 }
 
 // unstageIfUnused is kubelet's UnmountDevice once no pod's volume

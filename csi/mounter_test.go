@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -467,5 +468,56 @@ func TestMounterGenericEphemeral(t *testing.T) {
 	}
 	if !strings.HasSuffix(p, "volumes/kubernetes.io~csi/pv-1/mount") || rig.f.publish[0].VolumeId != "vol-1" {
 		t.Errorf("path %s, publish %+v", p, rig.f.publish[0])
+	}
+}
+
+// A PV whose only access mode is ReadWriteOncePod is not published for a
+// second pod while another pod has it mounted (kubelet's MountVolume
+// check: a pod bound to the node by name bypasses the scheduler's); a
+// ReadWriteOnce PV is.
+func TestMounterReadWriteOncePod(t *testing.T) {
+	for _, tc := range []struct {
+		mode    v1.PersistentVolumeAccessMode
+		refused bool
+	}{{v1.ReadWriteOncePod, true}, {v1.ReadWriteOnce, false}} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			ctx := context.Background()
+			pvc, pv := boundClaim("claim", "pv-1", "pvc-uid")
+			pv.Spec.AccessModes = []v1.PersistentVolumeAccessMode{tc.mode}
+			rig := newMounterRig(t, pvc, pv, csiDriverObj(false))
+			pod1, pod2 := claimPod("uid-1", "claim", false), claimPod("uid-2", "claim", false)
+			p1, err := rig.m.SetUp(ctx, pod1, rig.podDir("uid-1"), &pod1.Spec.Volumes[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The fake driver makes the target a directory; a bind mount
+			// onto itself makes it published as a real driver's.
+			if err := unix.Mount(p1, p1, "", unix.MS_BIND, ""); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = unix.Unmount(p1, unix.MNT_DETACH) })
+			_, err = rig.m.SetUp(ctx, pod2, rig.podDir("uid-2"), &pod2.Spec.Volumes[0])
+			var me *volume.MountError
+			switch {
+			case !tc.refused && err != nil:
+				t.Fatalf("second pod of a %s volume: %v", tc.mode, err)
+			case tc.refused && (!errors.As(err, &me) || me.Op != "MountVolume.SetUp" ||
+				me.Err.Error() != "volume uses the ReadWriteOncePod access mode and is already in use by another pod"):
+				t.Fatalf("second pod of a ReadWriteOncePod volume: %v, want kubelet's MountVolume.SetUp refusal", err)
+			}
+			if !tc.refused {
+				return
+			}
+			// The first pod gone, the second gets it.
+			if err := unix.Unmount(p1, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := rig.m.TearDown(ctx, rig.podDir("uid-1")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rig.m.SetUp(ctx, pod2, rig.podDir("uid-2"), &pod2.Spec.Volumes[0]); err != nil {
+				t.Fatalf("after the first pod left: %v", err)
+			}
+		})
 	}
 }

@@ -181,6 +181,27 @@ if [ ! -x "$bbcache/busybox" ]; then
   log "compiled in $(( $(now) - s ))s"
 fi
 cp -f "$bbcache/busybox" "$images/busybox"
+# The stand-in CSI host-path driver, registrar and provisioner for the
+# upstream storage specs (CONFORMANCE_STORAGE=0 leaves them out): static,
+# since their image has nothing else; Go's build cache keeps them.
+# Only with the node set (make test's).
+storage=${CONFORMANCE_STORAGE:-1}
+storage_left_out=
+if [ "$set" != node ]; then
+  storage=0
+elif [ "$storage" = 0 ]; then
+  storage_left_out=1
+fi
+import_args=(--e2e "$images")
+if [ "$storage" != 0 ]; then
+  s=$(now)
+  csidir=$root/_output/conformance-csi
+  mkdir -p "$csidir"
+  CGO_ENABLED=0 go build -o "$csidir/csihostpath" ./internal/testing/csihostpath/cmd/csihostpath
+  (cd hack/csiprovisioner && GOWORK=off CGO_ENABLED=0 go build -o "$csidir/csiprovisioner" .)
+  import_args+=(--csi "$csidir")
+  log "stand-in CSI driver and provisioner built in $(( $(now) - s ))s"
+fi
 go build -o "$root/_output/bin/importimage" ./hack/importimage
 go build -o "$root/_output/bin/ratchet" ./hack/conformance/ratchet
 if [ "$runtime" = current ]; then
@@ -215,15 +236,24 @@ stop_containerd() {
   kill -KILL "$ctrd_pid" 2>/dev/null || true
   wait "$ctrd_pid" 2>/dev/null || true
 }
+csipod= csins=nodeagent-csi csidriver=hostpath.csi.k8s.io
 cleanup() {
   local rc=$?
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
     # The specs delete their namespaces; let the agent stop those pods
-    # (and detach them from the bridge) before it goes.
+    # (and detach them from the bridge) before it goes. The CSI driver goes
+    # last: the agent needs it to unpublish the specs' volumes.
     for _ in $(seq 120); do
-      [ -z "$(kubectl get pods -A --field-selector spec.nodeName="$node" -o name 2>/dev/null)" ] && break
+      [ -z "$(kubectl get pods -A --field-selector spec.nodeName="$node" -o name 2>/dev/null | grep -vx "pod/$csipod")" ] && break
       sleep 0.5
     done
+    if [ -n "$csipod" ]; then
+      kubectl -n "$csins" delete pod "$csipod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+      for _ in $(seq 60); do
+        [ -z "$(kubectl get pods -A --field-selector spec.nodeName="$node" -o name 2>/dev/null)" ] && break
+        sleep 0.5
+      done
+    fi
     kill -TERM "$pid"
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null; then
@@ -234,6 +264,10 @@ cleanup() {
   fi
   [ -z "$ctrd_pid" ] || stop_containerd
   kubectl delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  if [ -n "$csipod" ]; then
+    kubectl delete namespace "$csins" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+    kubectl delete csidriver "$csidriver" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  fi
   kubectl -n kube-node-lease delete lease "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   ip link del "$bridge" 2>/dev/null || true
   # The cgroup root, once its pods' cgroups are gone (deepest first).
@@ -297,7 +331,7 @@ EOF
 fi
 s=$(now)
 # Into the agent's containerRuntimeNamespace, the default k8s.io.
-"$root/_output/bin/importimage" --address "$ctrd_sock" --namespace k8s.io --e2e "$images" --timeout 5m |
+"$root/_output/bin/importimage" --address "$ctrd_sock" --namespace k8s.io "${import_args[@]}" --timeout 5m |
   sed 's/^/conformance: imported /' >&2
 log "e2e images imported in $(( $(now) - s ))s"
 
@@ -380,6 +414,81 @@ until [ "$(kubectl -n kube-node-lease get lease "$node" -o jsonpath='{.metadata.
 done
 log "Lease kube-node-lease/$node owned by its Node $(( $(now) - s ))s after start"
 
+# 3b. The CSI driver of the storage specs, deployed as an operator deploys
+# the host-path driver: a CSIDriver object and a privileged pod on the node
+# with the node plugin (a Bidirectional mount of rootDir), the registrar
+# (kubelet's plugin registration) and the provisioner (external-
+# provisioner's part, through the admin kubeconfig on the host network,
+# since the API server listens on the host's loopback). The stand-ins are
+# internal/testing/csihostpath and hack/csiprovisioner (the kubernetes-csi
+# modules are not served here); hack/conformance/storage-testdriver.yaml
+# describes the driver to the specs.
+storage_args=()
+if [ "$storage" != 0 ]; then
+  s=$(now)
+  csipod=csi-hostpath-$id
+  csiroot=$work/root
+  sock=$csiroot/plugins/$csidriver/csi.sock
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: $csins}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: $csidriver}
+spec:
+  attachRequired: false
+  podInfoOnMount: true
+  fsGroupPolicy: File
+  volumeLifecycleModes: [Persistent, Ephemeral]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $csipod, namespace: $csins}
+spec:
+  nodeName: $node
+  hostNetwork: true
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 5
+  volumes:
+  - {name: root, hostPath: {path: $csiroot, type: Directory}}
+  - {name: data, hostPath: {path: $work/csi-data, type: DirectoryOrCreate}}
+  - {name: kubeconfig, hostPath: {path: $KUBECONFIG, type: File}}
+  containers:
+  - name: driver
+    image: docker.io/nodeagent/csihostpath:conformance
+    args: [-mode=driver, -drivername=$csidriver, -endpoint=$sock, -nodeid=$node, -datadir=/csi-data-dir]
+    securityContext: {privileged: true}
+    volumeMounts:
+    - {name: root, mountPath: $csiroot, mountPropagation: Bidirectional}
+    - {name: data, mountPath: /csi-data-dir}
+  - name: registrar
+    image: docker.io/nodeagent/csihostpath:conformance
+    args: [-mode=registrar, -drivername=$csidriver, -registration-socket=$csiroot/plugins_registry/$csidriver-reg.sock, -kubelet-registration-path=$sock]
+    volumeMounts:
+    - {name: root, mountPath: $csiroot}
+  - name: provisioner
+    image: docker.io/nodeagent/csihostpath:conformance
+    command: [/bin/csiprovisioner, -kubeconfig=/kubeconfig, -driver=$csidriver, -endpoint=$sock]
+    volumeMounts:
+    - {name: root, mountPath: $csiroot}
+    - {name: kubeconfig, mountPath: /kubeconfig, readOnly: true}
+EOF
+  until kubectl get csinode "$node" -o jsonpath='{.spec.drivers[*].name}' 2>/dev/null | grep -qw "$csidriver"; do
+    kill -0 "$pid" 2>/dev/null || die "nodeagent exited before the CSI driver registered"
+    [ "$(now)" -lt "$(( s + 90 ))" ] || {
+      kubectl -n "$csins" describe pod "$csipod" >&2 || true
+      die "the CSI driver $csidriver did not register with node $node within 90s"
+    }
+    sleep 0.5
+  done
+  log "CSI driver $csidriver registered on node $node $(( $(now) - s ))s after its pod was made"
+  # Some storage specs look into the node's pod directories (through a
+  # privileged host-exec pod): they are under the agent's rootDir.
+  storage_args=(--storage.testdriver "$root/hack/conformance/storage-testdriver.yaml" --kubelet-root-dir "$csiroot")
+fi
+
 # 4. The specs, in parallel: most of them wait for pods, several probe specs
 # watch one for minutes. A spec that fails gets a second attempt
 # (--flake-attempts=2), but the ratchet accepts a pass on the second attempt
@@ -393,7 +502,7 @@ suite_args=(--kubeconfig "$KUBECONFIG" --nodeagent.node "$node" --nodeagent.resu
 # The set's selection, unless the ginkgo arguments make their own.
 [ ${#ginkgo_args[@]} -gt 0 ] || suite_args+=(--nodeagent.set="$set")
 "$ginkgo" run --procs="$procs" --no-color --timeout=40m --poll-progress-after=5m --flake-attempts=2 "${ginkgo_args[@]}" \
-  "$suite" -- "${suite_args[@]}" || src=$?
+  "$suite" -- "${suite_args[@]}" "${storage_args[@]}" || src=$?
 wall=$(( $(now) - s ))
 log "specs ($set) ran in ${wall}s with $procs processes, suite exit status $src"
 alive=1
@@ -402,6 +511,11 @@ kill -0 "$pid" 2>/dev/null || { log "nodeagent exited during the run"; alive=; }
 mkdir -p "$root/_output/conformance"
 cp "$work/results.jsonl" "$root/_output/conformance/results.jsonl"
 cp "$work/agent.log" "$root/_output/conformance/agent.log"
+if [ -n "$csipod" ]; then
+  for c in driver registrar provisioner; do
+    kubectl -n "$csins" logs "$csipod" -c "$c" >"$root/_output/conformance/csi-$c.log" 2>&1 || true
+  done
+fi
 
 # 5. The judgement.
 rc=0
@@ -411,6 +525,9 @@ args=(--results "$work/results.jsonl" --known "$lists/known-failures.txt"
 # full list of expected specs; it says so.
 if [ ${#ginkgo_args[@]} -gt 0 ]; then
   log "ginkgo arguments given (${ginkgo_args[*]}): not every expected spec is required"
+  args+=(--partial)
+elif [ -n "$storage_left_out" ]; then
+  log "CONFORMANCE_STORAGE=0: the storage specs are not required"
   args+=(--partial)
 fi
 if [ -n "$update" ]; then

@@ -11,7 +11,11 @@
 // (testimage.E2EImages: busybox, agnhost, pause, nonewprivs, nonroot), made
 // of the programs in DIR (hack/conformance.sh compiles them). Importing an
 // image that is already there is harmless. It prints each image's reference
-// and ID.
+// and ID. With --csi it also imports CSIImageRef, the stand-in CSI
+// host-path driver and its registrar (internal/testing/csihostpath) with
+// the stand-in provisioner (hack/csiprovisioner), made of the programs
+// csihostpath and csiprovisioner in DIR (hack/conformance.sh builds them
+// for the upstream storage specs).
 package main
 
 import (
@@ -38,6 +42,7 @@ func main() {
 	address := flag.String("address", "", "containerd socket: a path or a unix:// URL (required)")
 	namespace := flag.String("namespace", runtime.DefaultNamespace, "containerd namespace to import into")
 	e2e := flag.String("e2e", "", "also import the upstream e2e test images, made of the programs in this directory: agnhost, nnp, pause, localhost.crt, localhost.key")
+	csi := flag.String("csi", "", "also import "+CSIImageRef+", made of the programs in this directory: csihostpath, csiprovisioner")
 	timeout := flag.Duration("timeout", time.Minute, "give up after this long")
 	flag.Usage = func() {
 		fmt.Fprintln(flag.CommandLine.Output(), "usage: importimage --address ADDR [--namespace NS] [--e2e DIR] [--timeout D]")
@@ -59,10 +64,27 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("%s %s\n", testimage.Ref, img.ID)
-	if *e2e == "" {
+	var specs []testimage.Spec
+	if *e2e != "" {
+		s, err := e2eSpecs(*e2e)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "importimage: %v\n", err)
+			os.Exit(1)
+		}
+		specs = append(specs, s...)
+	}
+	if *csi != "" {
+		s, err := csiImage(*csi)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "importimage: --csi %s: %v\n", *csi, err)
+			os.Exit(1)
+		}
+		specs = append(specs, s)
+	}
+	if len(specs) == 0 {
 		return
 	}
-	imgs, err := runE2E(ctx, *address, *namespace, *e2e)
+	imgs, err := importSpecs(ctx, *address, *namespace, specs)
 	for _, img := range imgs {
 		fmt.Printf("%s %s\n", img.Ref, img.ID)
 	}
@@ -70,6 +92,27 @@ func main() {
 		fmt.Fprintf(os.Stderr, "importimage: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// CSIImageRef is the image of the stand-in CSI driver, registrar and
+// provisioner; its entrypoint is the driver (-mode=driver or registrar),
+// /bin/csiprovisioner is the provisioner.
+const CSIImageRef = "docker.io/nodeagent/csihostpath:conformance"
+
+// csiImage lays out CSIImageRef from the programs in dir.
+func csiImage(dir string) (testimage.Spec, error) {
+	files := []testimage.File{
+		testimage.Dir("bin", 0o755), testimage.Dir("tmp", 0o1777), testimage.Dir("dev", 0o755),
+		testimage.Dir("proc", 0o755), testimage.Dir("sys", 0o755), testimage.Dir("etc", 0o755),
+	}
+	for _, p := range []string{"csihostpath", "csiprovisioner"} {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			return testimage.Spec{}, err
+		}
+		files = append(files, testimage.Reg("bin/"+p, 0o755, b))
+	}
+	return testimage.Spec{Ref: CSIImageRef, Files: files, Entrypoint: []string{"/bin/csihostpath"}}, nil
 }
 
 // run imports the test image into namespace of the containerd at address
@@ -97,14 +140,28 @@ type imported struct {
 	runtime.Image
 }
 
-// runE2E builds the e2e test images from the programs in dir and imports
-// them into namespace, one at a time; it returns those imported before any
-// error.
-func runE2E(ctx context.Context, address, namespace, dir string) ([]imported, error) {
+// e2eSpecs lays out the e2e test images from the programs in dir.
+func e2eSpecs(dir string) ([]testimage.Spec, error) {
 	specs, err := testimage.E2EImages(testimage.E2EInputsIn(dir))
 	if err != nil {
 		return nil, fmt.Errorf("--e2e %s: %w", dir, err)
 	}
+	return specs, nil
+}
+
+// runE2E builds the e2e test images from the programs in dir and imports
+// them into namespace (importSpecs).
+func runE2E(ctx context.Context, address, namespace, dir string) ([]imported, error) {
+	specs, err := e2eSpecs(dir)
+	if err != nil {
+		return nil, err
+	}
+	return importSpecs(ctx, address, namespace, specs)
+}
+
+// importSpecs builds the images of specs and imports them into
+// namespace, one at a time; it returns those imported before any error.
+func importSpecs(ctx context.Context, address, namespace string, specs []testimage.Spec) ([]imported, error) {
 	rt, err := connect(address, namespace)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/test/e2e/framework"
+	e2econfig "k8s.io/kubernetes/test/e2e/framework/config"
 	e2enode "k8s.io/kubernetes/test/e2e/framework/node"
 
 	// The upstream specs under test. Importing a package registers all of
@@ -27,6 +28,11 @@ import (
 	// hack/conformance.sh --set=features).
 	_ "k8s.io/kubernetes/test/e2e/common/node"
 	_ "k8s.io/kubernetes/test/e2e/node"
+	// The storage test suites (test/e2e/storage/testsuites) for a CSI
+	// driver described by a file: each --storage.testdriver=FILE registers
+	// "External Storage [Driver: <name>] ..." specs, which the "node"
+	// selection runs too (storageFocus).
+	_ "k8s.io/kubernetes/test/e2e/storage/external"
 )
 
 // The selections a run may make (--nodeagent.set; hack/conformance.sh
@@ -62,11 +68,21 @@ var (
 		`Container Runtime blackbox test when running a container with a new image should be able to pull image \[`,
 		// test/e2e/node's imports register test/e2e/common/network's and
 		// common/storage's specs too (79 of them [NodeConformance]); they
-		// are not judged yet.
-		`\[sig-network\] `, `\[sig-storage\] `}
-	usernsFocus = `\[Feature:UserNamespacesSupport\]`
-	featureSkip = []string{`\[Serial\]`, `\[Feature:OffByDefault\]`}
-	selections  = map[string]selection{
+		// are not judged yet. (RE2 has no lookahead: every [sig-storage]
+		// spec but the External Storage ones, "EmptyDir" included.)
+		`\[sig-network\] `, `\[sig-storage\] ([^E]|E[^x])`,
+		// Runs its script in the nginx image, which is not built here
+		// (hack/conformance.sh); it would wait 5 minutes for the pull.
+		`External Storage \[Driver: .*\] volumes should allow exec of files on the volume`,
+		// Storage specs of features not generally available.
+		`External Storage \[Driver: .*\[Feature:`}
+	// storageFocus adds, to the "node" selection, the External Storage
+	// specs of the drivers given with --storage.testdriver (none are
+	// registered without one).
+	storageFocus = `External Storage \[Driver: `
+	usernsFocus  = `\[Feature:UserNamespacesSupport\]`
+	featureSkip  = []string{`\[Serial\]`, `\[Feature:OffByDefault\]`}
+	selections   = map[string]selection{
 		"node": {focus: append([]string{`\[sig-node\] NodeLease`, `\[NodeConformance\]`}, quoted(featuresShort)...), skip: nodeSkip},
 		"features": {focus: []string{`\[sig-node\] Pod InPlace Resize Container `, `\[sig-node\] Pods Extended \(pod generation\) `},
 			skip: featureSkip},
@@ -111,6 +127,9 @@ func TestMain(m *testing.M) {
 	framework.RegisterClusterFlags(flag.CommandLine)
 	flag.StringVar(&set, "nodeagent.set", "",
 		"The specs to run: node, features or userns (see selections). Default: node, unless a focus, skip or label filter is given.")
+	// --storage.testdriver and the other flags of e2e packages, as
+	// test/e2e/e2e_test.go does.
+	e2econfig.CopyFlags(e2econfig.Flags, flag.CommandLine)
 	flag.StringVar(&nodeName, "nodeagent.node", os.Getenv("NODEAGENT_CONFORMANCE_NODE"),
 		"The agent's node. If set, every spec waits until it is the only Ready, schedulable, untainted node, "+
 			"because the upstream specs pick a random such node. Default $NODEAGENT_CONFORMANCE_NODE.")
@@ -153,9 +172,19 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("--nodeagent.set=%q: want node, features or userns", set)
 		}
 		suiteConfig.FocusStrings, suiteConfig.SkipStrings = sel.focus, sel.skip
+		if set == "node" && storageDrivers() {
+			suiteConfig.FocusStrings = append(slices.Clone(suiteConfig.FocusStrings), storageFocus)
+		}
 	}
 	running = true
 	ginkgo.RunSpecs(t, "nodeagent: upstream node conformance", suiteConfig, reporterConfig)
+}
+
+// storageDrivers reports whether --storage.testdriver was given.
+func storageDrivers() bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "storage.testdriver" })
+	return given
 }
 
 // The upstream specs pick their node in a BeforeEach registered right after

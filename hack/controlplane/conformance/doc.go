@@ -5,9 +5,12 @@
 //
 // By default it runs the NodeLease specs of test/e2e/common/node/node_lease.go
 // and the [NodeConformance] specs (all in test/e2e/common/node), without the
-// [Serial], [Slow], [Disruptive], [Flaky] and [Feature:...] ones;
-// --ginkgo.focus, --ginkgo.skip or --ginkgo.label-filter replace that
-// selection (hack/conformance.sh's --set=features passes its own).
+// [Serial], [Slow], [Disruptive], [Flaky] and [Feature:...] ones, plus, for
+// each CSI driver described with --storage.testdriver=FILE
+// (test/e2e/storage/external), the "External Storage [Driver: <name>]"
+// specs of the storage test suites; --ginkgo.focus, --ginkgo.skip or
+// --ginkgo.label-filter replace that selection (hack/conformance.sh's
+// --set=features passes its own).
 //
 // Those specs pick a random Ready, schedulable, untainted node. When
 // --nodeagent.node (or $NODEAGENT_CONFORMANCE_NODE) names the agent's node,
