@@ -45,6 +45,14 @@ log() { echo "conformance: $*" >&2; }
 die() { log "$*"; exit 1; }
 now() { date +%s; }
 
+# --build-images-only: step 2 alone (the e2e images' programs into their
+# cache; hack/test-multinode.sh uses them), no cluster needed.
+images_only=
+if [ "${1:-}" = --build-images-only ]; then
+  images_only=1
+  shift
+fi
+if [ -z "$images_only" ]; then
 [ -n "${NODEAGENT_CLUSTER_DIR:-}" ] ||
   die "NODEAGENT_CLUSTER_DIR is not set: start a cluster with 'hack/localcluster.sh up' and 'eval \"\$(_output/bin/localcluster env)\"'"
 agent=${NODEAGENT_BIN:-$root/_output/bin/nodeagent}
@@ -57,6 +65,7 @@ fi
   die "no cluster is running in $NODEAGENT_CLUSTER_DIR: start one with 'hack/localcluster.sh up --dir $NODEAGENT_CLUSTER_DIR'"
 eval "$("$lc" env --dir "$NODEAGENT_CLUSTER_DIR")"
 kubectl() { "$root/_output/bin/kubectl" --kubeconfig "$KUBECONFIG" "$@"; }
+fi
 update=
 ginkgo_args=()
 for a in "$@"; do
@@ -68,6 +77,7 @@ done
 procs=${CONFORMANCE_PROCS:-6}
 cache_root=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}
 
+if [ -z "$images_only" ]; then
 # 1. The suite binary and the ginkgo CLI (parallel runs need it; it must
 # match the suite's ginkgo library, so it comes from the same module).
 key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum
@@ -89,6 +99,8 @@ else
   mv -f "$suite.tmp.$$" "$suite"
   mv -f "$ginkgo.tmp.$$" "$ginkgo"
   log "compiled in $(( $(now) - s ))s"
+fi
+
 fi
 
 # 2. The e2e images' programs, keyed by the module pin and the toolchains.
@@ -149,6 +161,10 @@ if [ ! -x "$bbcache/busybox" ]; then
   log "compiled in $(( $(now) - s ))s"
 fi
 cp -f "$bbcache/busybox" "$images/busybox"
+if [ -n "$images_only" ]; then
+  log "e2e images' programs in $images"
+  exit 0
+fi
 go build -o "$root/_output/bin/importimage" ./hack/importimage
 go build -o "$root/_output/bin/ratchet" ./hack/conformance/ratchet
 s=$(now)
