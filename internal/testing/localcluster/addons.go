@@ -63,18 +63,18 @@ func (s *State) apiserverHostPort() (string, string) {
 	return h, p
 }
 
-// hostToolsMounts are the volumeMounts and volumes of hostToolsLayout.
+// hostToolsMounts are the volumeMounts and volumes of hostToolsLayout
+// (/lib/modules is the host's /usr/lib/modules, through the image's lib
+// symlink).
 const hostToolsMounts = `
         - {name: usr, mountPath: /usr, readOnly: true}
         - {name: alternatives, mountPath: /etc/alternatives, readOnly: true}
-        - {name: xtables-lock, mountPath: /run/xtables.lock}
-        - {name: lib-modules, mountPath: /lib/modules, readOnly: true}`
+        - {name: xtables-lock, mountPath: /run/xtables.lock}`
 
 const hostToolsVolumes = `
       - {name: usr, hostPath: {path: /usr}}
       - {name: alternatives, hostPath: {path: /etc/alternatives}}
-      - {name: xtables-lock, hostPath: {path: /run/xtables.lock, type: FileOrCreate}}
-      - {name: lib-modules, hostPath: {path: /lib/modules}}`
+      - {name: xtables-lock, hostPath: {path: /run/xtables.lock, type: FileOrCreate}}`
 
 func (s *State) addonManifests(o Options) string {
 	host, port := s.apiserverHostPort()
