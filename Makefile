@@ -58,7 +58,7 @@ metrics-server:
 multinode-deps: controlplane
 	hack/build-kube-proxy.sh >/dev/null
 	hack/build-coredns.sh >/dev/null
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/routeagent ./hack/routeagent
+	CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags='-s -w' -o $(BIN)/routeagent ./hack/routeagent
 
 # A 3-node cluster of nodeagent nodes with the add-ons, left running in
 # _output/multinode (stop it with `_output/bin/localcluster down --dir _output/multinode`).

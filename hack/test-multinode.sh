@@ -36,7 +36,8 @@ hack/build-controlplane.sh >/dev/null
 hack/build-kube-proxy.sh >/dev/null
 hack/build-coredns.sh >/dev/null
 go build -o _output/bin/localcluster ./hack/localcluster
-CGO_ENABLED=0 go build -trimpath -o _output/bin/routeagent ./hack/routeagent
+# The product's flags (hack/build.sh): its build cache has client-go.
+CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags='-s -w' -o _output/bin/routeagent ./hack/routeagent
 AGENT=${NODEAGENT_BIN:-$ROOT/_output/bin/nodeagent}
 [[ -x $AGENT ]] || fail "$AGENT is missing: run make build"
 # The e2e images' programs, as hack/conformance.sh caches them (agnhost:
