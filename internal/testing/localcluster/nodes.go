@@ -329,7 +329,7 @@ func (s *State) StopNodeAgent(name string) error {
 // stopNodes stops every node's agent and containerd with their pods and
 // removes the node hosts and the bridge. Best effort, idempotent.
 func stopNodes(s *State) {
-	for _, n := range s.Nodes {
+	for i, n := range s.Nodes {
 		for _, c := range []string{n.Name + "-agent", n.Name + "-containerd"} {
 			if pid, ok := s.Pids[c]; ok {
 				stop(pid, 10*time.Second)
@@ -348,6 +348,10 @@ func stopNodes(s *State) {
 		unmountBelow(n.Dir)
 		_ = syscall.Unmount(filepath.Join(n.Dir, "root"), syscall.MNT_DETACH)
 		_ = syscall.Unmount(n.UTSNS, syscall.MNT_DETACH)
+		// The veth pair goes with its host end: the namespace itself may
+		// outlive its name for a while (the kernel frees it when its last
+		// reference, a socket's say, goes), its eth0 with it.
+		_ = run("ip", "link", "del", fmt.Sprintf("nalc%sv%d", s.NodeNetID, i+1))
 		_ = run("ip", "netns", "del", n.NetNS)
 		removeCgroupRoot(n.CgroupRoot)
 	}
