@@ -15,7 +15,7 @@ export GOFLAGS := $(shell hack/build.sh --goenv | sed -n 's/^GOFLAGS=//p')
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
 	test-integration fuzz-smoke conformance conformance-features lint clean fault-long soak test-vm sample-device-plugin \
-	metrics-server etcd kubelet bench-vs-kubelet
+	metrics-server etcd kubelet bench-vs-kubelet multinode-deps test-multinode multinode-up
 
 all: build
 
@@ -61,7 +61,7 @@ run: build controlplane
 # Every test: unit, integration and e2e against one shared local cluster,
 # the config fuzzer briefly, the upstream node conformance specs, and
 # the package test under systemd-nspawn.
-test: build controlplane sample-device-plugin metrics-server
+test: build controlplane sample-device-plugin metrics-server multinode-deps
 	hack/test.sh
 
 # The sample device plugin of the pinned k8s.io/kubernetes module, for the
@@ -73,6 +73,24 @@ sample-device-plugin:
 # top e2e test (cached like the sample device plugin).
 metrics-server:
 	hack/build-metrics-server.sh
+
+# The multi-node cluster's add-ons from their Go modules (cached like the
+# control plane): kube-proxy (hack/kube-proxy), CoreDNS (hack/coredns), the
+# pod network's route agent (hack/routeagent). docs/multinode.md.
+multinode-deps: controlplane
+	hack/build-kube-proxy.sh >/dev/null
+	hack/build-coredns.sh >/dev/null
+	go build -ldflags='-s -w' -o $(BIN)/routeagent ./hack/routeagent
+
+# A 3-node cluster of nodeagent nodes with the add-ons, left running in
+# _output/multinode (stop it with `_output/bin/localcluster down --dir _output/multinode`).
+multinode-up: build multinode-deps
+	go build -o $(BIN)/localcluster ./hack/localcluster
+	$(BIN)/localcluster up --dir _output/multinode --nodes 3 --cluster-cidr 10.247.0.0/16
+
+# The multi-node short form alone (make test runs it beside other phases).
+test-multinode: build multinode-deps
+	hack/test-multinode.sh
 
 # The upstream node conformance specs alone, against the running cluster in
 # $NODEAGENT_CLUSTER_DIR (docs/conformance.md).

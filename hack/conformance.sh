@@ -64,6 +64,14 @@ log() { echo "conformance: $*" >&2; }
 die() { log "$*"; exit 1; }
 now() { date +%s; }
 
+# --build-images-only: step 2 alone (the e2e images' programs into their
+# cache; hack/test-multinode.sh uses them), no cluster needed.
+images_only=
+if [ "${1:-}" = --build-images-only ]; then
+  images_only=1
+  shift
+fi
+if [ -z "$images_only" ]; then
 [ -n "${NODEAGENT_CLUSTER_DIR:-}" ] ||
   die "NODEAGENT_CLUSTER_DIR is not set: start a cluster with 'hack/localcluster.sh up' and 'eval \"\$(_output/bin/localcluster env)\"'"
 agent=${NODEAGENT_BIN:-$root/_output/bin/nodeagent}
@@ -76,6 +84,7 @@ fi
   die "no cluster is running in $NODEAGENT_CLUSTER_DIR: start one with 'hack/localcluster.sh up --dir $NODEAGENT_CLUSTER_DIR'"
 eval "$("$lc" env --dir "$NODEAGENT_CLUSTER_DIR")"
 kubectl() { "$root/_output/bin/kubectl" --kubeconfig "$KUBECONFIG" "$@"; }
+fi
 update=
 set=node
 ginkgo_args=()
@@ -100,6 +109,7 @@ cache_root=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}
 # subshells (the agent's own programs here keep the Makefile's).
 upstream_flagset=$(source hack/upstream-go.sh && echo "$UPSTREAM_GO_FLAGSET")
 
+if [ -z "$images_only" ]; then
 # 1. The suite binary and the ginkgo CLI (parallel runs need it; it must
 # match the suite's ginkgo library, so it comes from the same module).
 key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum
@@ -121,6 +131,8 @@ else
   mv -f "$suite.tmp.$$" "$suite"
   mv -f "$ginkgo.tmp.$$" "$ginkgo"
   log "compiled in $(( $(now) - s ))s"
+fi
+
 fi
 
 # 2. The e2e images' programs, keyed by the module pin and the toolchains.
@@ -181,6 +193,10 @@ if [ ! -x "$bbcache/busybox" ]; then
   log "compiled in $(( $(now) - s ))s"
 fi
 cp -f "$bbcache/busybox" "$images/busybox"
+if [ -n "$images_only" ]; then
+  log "e2e images' programs in $images"
+  exit 0
+fi
 # The stand-in CSI host-path driver, registrar and provisioner for the
 # upstream storage specs (CONFORMANCE_STORAGE=0 leaves them out): static,
 # since their image has nothing else; Go's build cache keeps them.

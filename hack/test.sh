@@ -11,10 +11,13 @@
 # user namespace specs on containerd 2.x; judged by
 # hack/conformance/ratchet); beside the
 # phases after the fault suite: the cgroup v2 guest's short form
-# (hack/test-vm.sh --short, qemu, its own control plane).
+# (hack/test-vm.sh --short, qemu, its own control plane), and the
+# multi-node cluster's short form (hack/test-multinode.sh: 3 nodeagent
+# nodes in network namespaces, kube-proxy, CoreDNS, a node stopped).
 # docs/testing.md has the table and the budget.
-# Set SKIP_SYSTEMD=1, SKIP_JOIN=1, SKIP_VM=1, SKIP_CONFORMANCE=1 or
-# SKIP_CONTAINERD_CURRENT=1 to leave a phase out while iterating.
+# Set SKIP_SYSTEMD=1, SKIP_JOIN=1, SKIP_VM=1, SKIP_CONFORMANCE=1,
+# SKIP_MULTINODE=1 or SKIP_CONTAINERD_CURRENT=1 to leave a phase out while
+# iterating.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -243,6 +246,12 @@ go test -json -count=1 -parallel 4 -timeout 25m ./e2e/fault | _output/bin/gotest
 # machine to themselves) the guest boots beside the short phases below.
 if [ -z "${SKIP_VM:-}" ]; then
   beside "cgroup v2 virtual machine (hack/test-vm.sh --short)" vm_beside
+fi
+# The multi-node short form (docs/multinode.md): its own 3-node cluster in
+# network namespaces; mostly waiting (on pods, the node lifecycle
+# controller's grace), so it runs beside the last phases too.
+if [ -z "${SKIP_MULTINODE:-}" ]; then
+  beside "multi-node cluster, short form (hack/test-multinode.sh)" hack/test-multinode.sh
 fi
 
 phase "config decoder fuzzing (10s)"

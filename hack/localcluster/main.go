@@ -2,6 +2,11 @@
 // containerd used by `make run` and `make test` (see internal/testing/localcluster).
 //
 //	localcluster up [--dir DIR] [--bin-dir DIR] [--no-containerd]
+//	    [--nodes N [--e2e-images DIR] [--node-monitor-grace-period D] [--pod-eviction-toleration D]]
+//	    # N >= 2: N nodeagent nodes, each a network namespace of its own,
+//	    # with the add-ons (docs/multinode.md); 1 (the default): no nodes
+//	localcluster stop-node NAME [--dir DIR]    # kill a node's agent (multi-node)
+//	localcluster start-node NAME [--dir DIR]   # start it again
 //	localcluster down [--dir DIR]
 //	localcluster status [--dir DIR]
 //	localcluster env [--dir DIR]               # shell exports for scripts
@@ -43,6 +48,10 @@ func main() {
 	clusterCIDR := fs.String("cluster-cidr", "", "the /16 node pod CIDRs come out of (default "+localcluster.ClusterCIDR+"; another for a second cluster whose nodes run CNI networks beside the first's)")
 	healthzPort := fs.Int("healthz-port", 0, "kubeadm-join-prepare: the kubelet-config's healthzPort (0: kubelet's 10248)")
 	kubeletPort := fs.Int("port", 0, "kubeadm-join-prepare: the kubelet-config's port (0: kubelet's 10250)")
+	nodes := fs.Int("nodes", 1, "nodeagent nodes to start, each in network namespaces of its own, with the add-ons (>= 2; 1: none, tests start agents; docs/multinode.md)")
+	e2eImages := fs.String("e2e-images", "", "with --nodes: a directory of the e2e images' programs (hack/conformance.sh's cache) whose images the nodes get")
+	grace := fs.Duration("node-monitor-grace-period", 0, "kube-controller-manager --node-monitor-grace-period (0: 40s)")
+	toleration := fs.Duration("pod-eviction-toleration", 0, "kube-apiserver --default-not-ready-toleration-seconds and --default-unreachable-toleration-seconds (0: 300s)")
 	k8sVersion := fs.String("kubernetes-version", "v1.34.4", "kubeadm-join-prepare: the ClusterConfiguration's kubernetesVersion")
 	args := os.Args[2:]
 	var positional []string
@@ -60,7 +69,8 @@ func main() {
 	case "up":
 		bin, err := filepath.Abs(*binDir)
 		check(err)
-		s, err := localcluster.Up(ctx, localcluster.Options{Dir: absDir, BinDir: bin, NoContainerd: *noContainerd, Log: os.Stderr, NodeCIDRMaskSize: *nodeMask, ClusterSigningDuration: *signing, ClusterCIDR: *clusterCIDR})
+		s, err := localcluster.Up(ctx, localcluster.Options{Dir: absDir, BinDir: bin, NoContainerd: *noContainerd, Log: os.Stderr, NodeCIDRMaskSize: *nodeMask, ClusterSigningDuration: *signing, ClusterCIDR: *clusterCIDR,
+			Nodes: *nodes, ImportImages: nodeImages(bin, *e2eImages), NodeMonitorGracePeriod: *grace, PodEvictionToleration: *toleration})
 		check(err)
 		printEnv(s)
 	case "down":
@@ -87,6 +97,17 @@ func main() {
 		p, err := s.NodeKubeconfig(positional[0])
 		check(err)
 		fmt.Println(p)
+	case "stop-node", "start-node":
+		if len(positional) != 1 {
+			usage()
+		}
+		s, err := localcluster.Load(absDir)
+		check(err)
+		if cmd == "stop-node" {
+			check(s.StopNodeAgent(positional[0]))
+		} else {
+			check(s.StartNodeAgent(positional[0]))
+		}
 	case "kubeadm-join-prepare":
 		s, err := localcluster.Load(absDir)
 		check(err)
@@ -120,6 +141,6 @@ func check(err error) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|env|node-kubeconfig NAME|kubeadm-join-prepare [--dir DIR] [--bin-dir DIR] [--no-containerd]")
+	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|env|node-kubeconfig NAME|stop-node NAME|start-node NAME|kubeadm-join-prepare [--dir DIR] [--bin-dir DIR] [--no-containerd]")
 	os.Exit(2)
 }

@@ -73,6 +73,28 @@ type Options struct {
 	// cluster of its own beside the e2e tests) need different ones, or two
 	// bridges get the same subnet.
 	ClusterCIDR string
+	// Nodes >= 2 makes a multi-node cluster (nodes.go, docs/multinode.md):
+	// that many nodeagent nodes, each in network and UTS namespaces of its
+	// own with its own containerd, on a bridge whose host address the
+	// control plane listens on, and the add-ons (pod network, kube-proxy,
+	// CoreDNS) deployed as pods. 0 and 1: no nodes (tests start agents).
+	Nodes int
+	// AgentBin is the nodeagent binary the nodes run ("": BinDir/nodeagent).
+	AgentBin string
+	// ImportImages imports the images the nodes need (the add-ons', the
+	// tests') into a node's containerd (its socket path), before its agent
+	// starts; hack/localcluster builds them (localcluster cannot import
+	// testimage, which imports it).
+	ImportImages func(ctx context.Context, containerdAddress string) error
+	// NodeMonitorGracePeriod is kube-controller-manager's
+	// --node-monitor-grace-period (0: 40s, the node Lease's duration).
+	NodeMonitorGracePeriod time.Duration
+	// PodEvictionToleration is the API server's
+	// --default-not-ready-toleration-seconds and
+	// --default-unreachable-toleration-seconds (0: their default, 300s):
+	// how long pods stay bound to a NotReady node before the node
+	// lifecycle controller evicts them.
+	PodEvictionToleration time.Duration
 }
 
 // State describes a running cluster. It is saved as Dir/state.json.
@@ -105,6 +127,13 @@ type State struct {
 	// headers), routing to endpoints (false in state files written before:
 	// restarted).
 	Aggregation bool `json:"aggregation,omitempty"`
+	// A multi-node cluster's nodes and node network (nodes.go).
+	Nodes      []Node `json:"nodes,omitempty"`
+	NodeNetID  string `json:"nodeNetID,omitempty"`
+	Bridge     string `json:"bridge,omitempty"`
+	NodeSubnet string `json:"nodeSubnet,omitempty"`
+	HostIP     string `json:"hostIP,omitempty"` // the bridge's address: the API server's
+	AgentBin   string `json:"agentBin,omitempty"`
 }
 
 const stateFile = "state.json"
@@ -159,6 +188,14 @@ func (s *State) MaxNodes() int {
 		mask = DefaultNodeCIDRMaskSize
 	}
 	return 1 << (mask - clusterCIDRBits)
+}
+
+// nodeCount is how many nodes Up starts: Options.Nodes when 2 or more.
+func nodeCount(o Options) int {
+	if o.Nodes >= 2 {
+		return o.Nodes
+	}
+	return 0
 }
 
 // Component names, in start order.
@@ -229,6 +266,9 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		if herr == nil && s.ClusterCIDR != o.ClusterCIDR {
 			herr = fmt.Errorf("its pod network is %s, %s wanted", s.PodNetwork(), (&State{ClusterCIDR: o.ClusterCIDR}).PodNetwork())
 		}
+		if herr == nil && len(s.Nodes) != nodeCount(o) {
+			herr = fmt.Errorf("it has %d nodes, %d wanted", len(s.Nodes), nodeCount(o))
+		}
 		if herr == nil && (o.NoContainerd || s.ContainerdAddress != "") && s.MaxNodes() == 1<<(o.NodeCIDRMaskSize-clusterCIDRBits) {
 			fmt.Fprintf(o.Log, "localcluster: reusing the running cluster in %s (%s)\n", dir, s.APIServerURL)
 			return s, nil
@@ -243,6 +283,9 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	}
 	if err := checkBinaries(o); err != nil {
 		return nil, err
+	}
+	if o.AgentBin == "" {
+		o.AgentBin = filepath.Join(o.BinDir, "nodeagent")
 	}
 	s, err := start(ctx, o)
 	if err != nil {
@@ -281,7 +324,14 @@ func checkBinaries(o Options) error {
 			return fmt.Errorf("localcluster: %s not found at %s: build it with `make controlplane` (hack/build-controlplane.sh)", name, p)
 		}
 	}
-	if !o.NoContainerd {
+	if nodeCount(o) > 0 {
+		for _, b := range []string{"kubectl", "routeagent", "kube-proxy"} {
+			if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+				return fmt.Errorf("localcluster: %s not found in %s: a multi-node cluster needs it (`make multinode-deps`)", b, o.BinDir)
+			}
+		}
+	}
+	if !o.NoContainerd || nodeCount(o) > 0 {
 		for _, b := range []string{"containerd", "runc"} {
 			if _, err := exec.LookPath(b); err != nil {
 				return fmt.Errorf("localcluster: %s not found: install Debian's containerd and runc (`make deps` or `apt-get install containerd runc`)", b)
@@ -310,7 +360,7 @@ func start(ctx context.Context, o Options) (*State, error) {
 	}
 	s := &State{
 		Dir:                    dir,
-		APIServerURL:           fmt.Sprintf("https://127.0.0.1:%d", ports["kube-apiserver"]),
+		AgentBin:               o.AgentBin,
 		EtcdURL:                fmt.Sprintf("http://127.0.0.1:%d", ports["etcd"]),
 		AdminKubeconfig:        filepath.Join(dir, "kubeconfig", "admin.kubeconfig"),
 		NodeCIDRMaskSize:       o.NodeCIDRMaskSize,
@@ -323,8 +373,18 @@ func start(ctx context.Context, o Options) (*State, error) {
 		Pids:                   map[string]int{},
 		Ports:                  ports,
 	}
+	// A multi-node cluster's control plane listens on the node network's
+	// host address (the nodes reach it there), the rest on loopback.
+	bindAddr := "127.0.0.1"
+	if nodeCount(o) > 0 {
+		if err := s.setupNodeNetwork(); err != nil {
+			return s, err
+		}
+		bindAddr = s.HostIP
+	}
+	s.APIServerURL = fmt.Sprintf("https://%s:%d", bindAddr, ports["kube-apiserver"])
 	if err := s.writePKI(); err != nil {
-		return nil, err
+		return s, err
 	}
 	fmt.Fprintf(o.Log, "localcluster: starting etcd on %s\n", s.EtcdURL)
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports["etcd-peer"])
@@ -348,9 +408,21 @@ func start(ctx context.Context, o Options) (*State, error) {
 	}
 	pkiDir := filepath.Join(dir, "pki")
 	fmt.Fprintf(o.Log, "localcluster: starting kube-apiserver on %s\n", s.APIServerURL)
-	if err := s.spawn("kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"),
+	var apiMulti []string
+	if nodeCount(o) > 0 {
+		// The kubernetes Service's endpoint is the advertised address,
+		// reached from pods through kube-proxy.
+		apiMulti = append(apiMulti, "--endpoint-reconciler-type=lease")
+		if o.PodEvictionToleration > 0 {
+			sec := strconv.Itoa(int(o.PodEvictionToleration / time.Second))
+			apiMulti = append(apiMulti, "--default-not-ready-toleration-seconds="+sec, "--default-unreachable-toleration-seconds="+sec)
+		}
+	} else {
+		apiMulti = append(apiMulti, "--endpoint-reconciler-type=none") // the advertise address is loopback
+	}
+	if err := s.spawn("kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"), append(apiMulti,
 		"--etcd-servers="+s.EtcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--bind-address="+bindAddr, "--advertise-address="+bindAddr,
 		"--secure-port="+strconv.Itoa(ports["kube-apiserver"]),
 		"--tls-cert-file="+filepath.Join(pkiDir, "apiserver.crt"),
 		"--tls-private-key-file="+filepath.Join(pkiDir, "apiserver.key"),
@@ -367,8 +439,7 @@ func start(ctx context.Context, o Options) (*State, error) {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+filepath.Join(pkiDir, "sa.pub"),
 		"--service-account-signing-key-file="+filepath.Join(pkiDir, "sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/16",
-		"--endpoint-reconciler-type=none", // the advertise address is loopback
+		"--service-cluster-ip-range="+ServiceCIDR,
 		"--allow-privileged=true",
 		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
 		"--profiling=false",
@@ -395,7 +466,7 @@ func start(ctx context.Context, o Options) (*State, error) {
 		// No kube-proxy here: a Service's cluster IP leads nowhere, so the
 		// API server dials an APIService's endpoints (its pods' IPs).
 		"--enable-aggregator-routing=true",
-	); err != nil {
+	)...); err != nil {
 		return s, err
 	}
 	if err := waitFor(ctx, 90*time.Second, s, "kube-apiserver", s.apiserverReady); err != nil {
@@ -405,6 +476,10 @@ func start(ctx context.Context, o Options) (*State, error) {
 		return s, err
 	}
 	fmt.Fprintln(o.Log, "localcluster: starting kube-controller-manager and kube-scheduler")
+	grace := 40 * time.Second
+	if o.NodeMonitorGracePeriod > 0 {
+		grace = o.NodeMonitorGracePeriod
+	}
 	kcmSigning := []string{}
 	if o.ClusterSigningDuration > 0 {
 		kcmSigning = append(kcmSigning, "--cluster-signing-duration="+o.ClusterSigningDuration.String())
@@ -425,7 +500,7 @@ func start(ctx context.Context, o Options) (*State, error) {
 		// duration (40 s), stricter than kube-controller-manager's default
 		// since v1.32 (50 s): "never NotReady" in the fault, soak and fleet
 		// tests means no Lease went a whole lease duration unrenewed.
-		"--node-monitor-grace-period=40s", "--node-monitor-period=5s",
+		"--node-monitor-grace-period="+grace.String(), "--node-monitor-period=5s",
 		// bootstrapsigner and tokencleaner are off by default; kubeadm
 		// turns them on for bootstrap tokens (csrapproving and csrsigning
 		// are in *).
@@ -458,6 +533,20 @@ func start(ctx context.Context, o Options) (*State, error) {
 	}
 	if err := s.save(); err != nil {
 		return s, err
+	}
+	if nodeCount(o) > 0 {
+		if err := s.deployAddons(ctx, o); err != nil {
+			return s, err
+		}
+		if err := s.startNodes(ctx, o); err != nil {
+			return s, err
+		}
+		if err := s.waitNodesReady(ctx, o, 4*time.Minute); err != nil {
+			return s, err
+		}
+		if err := s.save(); err != nil {
+			return s, err
+		}
 	}
 	fmt.Fprintf(o.Log, "localcluster: ready: apiserver %s, admin kubeconfig %s\n", s.APIServerURL, s.AdminKubeconfig)
 	return s, nil
@@ -545,7 +634,11 @@ func (s *State) writePKI() error {
 	if err := pki.WriteFile(filepath.Join(pkiDir, "sa.pub"), pub, 0o644); err != nil {
 		return err
 	}
-	cert, key, err := ca.Issue("kube-apiserver", nil, []string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "10.96.0.1"})
+	sans := []string{"127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "10.96.0.1"}
+	if s.HostIP != "" {
+		sans = append(sans, s.HostIP)
+	}
+	cert, key, err := ca.Issue("kube-apiserver", nil, sans)
 	if err != nil {
 		return err
 	}
@@ -764,6 +857,7 @@ func httpGet(ctx context.Context, c *http.Client, url string) error {
 }
 
 func stopAll(s *State) error {
+	stopNodes(s)
 	// Reverse start order: clients before servers.
 	for i := len(components) - 1; i >= 0; i-- {
 		name := components[i]
