@@ -60,18 +60,22 @@ type psiData struct {
 	avg10, avg60, avg300 float64
 }
 
+// nextLine splits b at its first newline: the line, and what follows.
+func nextLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i], b[i+1:]
+	}
+	return b, nil
+}
+
 // parsePSI parses a pressure file ("some avg10=0.00 avg60=0.00
 // avg300=0.00 total=0", then "full ..."; cpu.pressure has no "full" line
 // before Linux 5.13). Unknown keys and lines are ignored, as runc does.
 func parsePSI(b []byte) (psiStats, error) {
 	var st psiStats
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b = nextLine(b)
 		kind, rest, _ := bytes.Cut(line, []byte{' '})
 		var d *psiData
 		switch string(kind) {
@@ -234,12 +238,8 @@ func (r *fileReader) kv(dir, path, file string, fn func(k []byte, v uint64)) boo
 		return false
 	}
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b = nextLine(b)
 		k, v, ok := bytes.Cut(line, []byte{' '})
 		if !ok {
 			continue
@@ -526,12 +526,8 @@ func asciiLower(s string) string {
 func parseNetDev(b []byte, out []netDev) ([]netDev, error) {
 	var fields [16]uint64
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+		var line []byte
+		line, b = nextLine(b)
 		name, rest, ok := bytes.Cut(line, []byte{':'})
 		if !ok {
 			continue // the two header lines
