@@ -226,7 +226,12 @@ func setup(ctx context.Context, o options) (*bench, error) {
 }
 
 // startContainerd runs Debian's containerd with the CRI plugin on, kubelet's
-// CNI network and the pause image as its sandbox image.
+// CNI network and the pause image as its sandbox image. Without
+// CAP_SYS_RESOURCE runc cannot write the negative oom_score_adj kubelet asks
+// for (sandboxes -998, Guaranteed -997) and every sandbox fails with "can't
+// get final child's PID from pipe: EOF": restrict_oom_score_adj raises
+// kubelet's scores to containerd's own, as nodeagent raises its own to the
+// agent's (runtime.OOMScoreAdjFloor), so both agents run under the same rule.
 func (b *bench) startContainerd(ctx context.Context) error {
 	cdir := filepath.Join(b.dir, "ctrd")
 	b.ctrdSock = filepath.Join(cdir, "c.sock")
@@ -253,6 +258,7 @@ state = %q
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %q
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
