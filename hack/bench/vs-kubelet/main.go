@@ -619,6 +619,10 @@ func (a *agent) stop() {
 		_ = a.cmd.Process.Kill()
 		<-a.exited
 	}
+	// Both agents make their root directory a shared mount (a bind mount on
+	// itself) and leave it when they stop, as kubelet does on a node; the
+	// bench's directories go away, so their mounts go too (EINVAL: none).
+	_ = syscall.Unmount(filepath.Join(a.dir, "root"), syscall.MNT_DETACH)
 }
 
 type results struct {
