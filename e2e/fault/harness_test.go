@@ -167,6 +167,14 @@ authentication:
 	if !strings.Contains(o.config, "cniConfDir:") {
 		cfg += "cniConfDir: \"\"\n"
 	}
+	// Thresholds a shared test host (other builds and caches filling its
+	// disk) does not cross: pods evicted or refused for the host's disk
+	// would be failures of the fault under test (as in e2e's agents; a make
+	// test once failed five fault tests on imagefs.available at 14 % free).
+	// Eviction itself is tested by e2e/eviction_test.go.
+	if !strings.Contains(o.config, "evictionHard:") {
+		cfg += "evictionHard:\n  memory.available: 100Mi\n  nodefs.available: 1%\n  imagefs.available: 1%\n"
+	}
 	cfg += o.config
 	cfgPath := filepath.Join(a.dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {

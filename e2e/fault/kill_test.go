@@ -49,11 +49,7 @@ func TestAgentSIGKILLedDuringPodChurn(t *testing.T) {
 	bins := testenv.CNIPlugins(t)
 	confDir := filepath.Join(t.TempDir(), "net.d")
 	manifests := t.TempDir()
-	// Thresholds a shared test host (other builds filling its disk) does
-	// not cross: pods evicted or refused for the host's disk would be
-	// failures of this test (as in e2e's agents).
-	a := newAgent(t, agentOpts{config: fmt.Sprintf("cniConfDir: %s\ncniBinDir: %s\nstaticPodPath: %s\n", confDir, strings.Join(bins, ","), manifests) +
-		"evictionHard:\n  memory.available: 100Mi\n  nodefs.available: 1%\n  imagefs.available: 1%\n"})
+	a := newAgent(t, agentOpts{config: fmt.Sprintf("cniConfDir: %s\ncniBinDir: %s\nstaticPodPath: %s\n", confDir, strings.Join(bins, ","), manifests)})
 	ctx := context.Background()
 	var node *corev1.Node
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
