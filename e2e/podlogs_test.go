@@ -154,8 +154,16 @@ func TestLogsAcrossUpgradeFromRootDirLayout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no symlink %s to the adopted container's log %s", link, oldLog)
 	}
-	if out, err := kubectlOut(t, a.env, "logs", name); err != nil || out != "started\n" {
-		t.Fatalf("kubectl logs of the adopted container: %v %q", err, out)
+	// The node API answers for a pod once the restarted agent has it from
+	// the API server (as kubelet's, which serves before its pod sources
+	// sync): until then NotFound. Bounded.
+	var out string
+	var lerr error
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		out, lerr = kubectlOut(t, a.env, "logs", name)
+		return lerr == nil && out == "started\n", nil
+	}); err != nil {
+		t.Fatalf("kubectl logs of the adopted container: %v %q", lerr, out)
 	}
 
 	// The next attempt logs in the new layout.
