@@ -195,6 +195,9 @@ fi
 cp -f "$bbcache/busybox" "$images/busybox"
 if [ -n "$images_only" ]; then
   log "e2e images' programs in $images"
+  # Their directory, for callers (hack/test-multinode.sh): the key is
+  # computed here only.
+  echo "$images"
   exit 0
 fi
 # The stand-in CSI host-path driver, registrar and provisioner for the

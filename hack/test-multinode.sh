@@ -41,14 +41,11 @@ CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags='-s -w' -o _output/b
 AGENT=${NODEAGENT_BIN:-$ROOT/_output/bin/nodeagent}
 [[ -x $AGENT ]] || fail "$AGENT is missing: run make build"
 # The e2e images' programs, as hack/conformance.sh caches them (agnhost:
-# netexec serves TCP and UDP and dials either).
-cache_root=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}
-ikey=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum; go version; gcc --version | head -n1) | sha256sum | cut -c1-16)
-images=$cache_root/e2eimages/$ikey
-if ! [[ -s $images/agnhost && -s $images/nnp && -s $images/pause && -s $images/localhost.key && -s $images/busybox ]]; then
-	log "the e2e images' programs are not cached in $images: building them (hack/conformance.sh's step 2)"
-	hack/conformance.sh --build-images-only || fail "building the e2e images' programs"
-fi
+# netexec serves TCP and UDP and dials either): it builds them if they are
+# not cached, and prints their directory (it alone computes the cache key).
+images=$(hack/conformance.sh --build-images-only | tail -n1) || fail "building the e2e images' programs"
+[[ -s $images/agnhost && -s $images/nnp && -s $images/pause && -s $images/localhost.key && -s $images/busybox ]] ||
+	fail "hack/conformance.sh --build-images-only left no e2e images' programs in '$images'"
 
 DIR=$(mktemp -d /tmp/na-mn.XXXXXX)
 LC=$ROOT/_output/bin/localcluster
