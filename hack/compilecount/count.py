@@ -22,6 +22,9 @@ PLAN = [
     ("conformance suite + ginkgo", cp, "0", "", True, ["./conformance", "github.com/onsi/ginkgo/v2/ginkgo"]),
     ("agnhost, nonewprivs", cp, "0", "", False, ["k8s.io/kubernetes/test/images/agnhost", "k8s.io/kubernetes/test/images/nonewprivs"]),
     ("kubeadm", cp, "0", "", False, ["k8s.io/kubernetes/cmd/kubeadm"]),
+    ("etcd (own module)", root + "/hack/etcd", "0", "", False, ["go.etcd.io/etcd/server/v3"]),
+    ("kube-proxy (own module)", root + "/hack/kube-proxy", "0", "", False, ["k8s.io/kubernetes/cmd/kube-proxy"]),
+    ("CoreDNS (own module)", root + "/hack/coredns", "0", "", False, ["."]),
 ]
 
 seen = set()
@@ -44,7 +47,9 @@ for name, d, cgo, tags, test, pkgs in PLAN:
         if p not in memo:
             o = pk[p]
             m = o.get("Module") or {}
-            ver = (m.get("Replace") or m).get("Version", "")
+            # The go command keys a replaced module's packages by the
+            # required version and the replacement both.
+            ver = m.get("Version", "") + "=>" + (m.get("Replace") or {}).get("Version", "")
             deps = sorted(key(x) for x in o.get("Imports", []) if x in pk)
             memo[p] = hashlib.sha256(f"{flags}|{p}@{m.get('Path', 'std')}{ver}|{','.join(deps)}".encode()).hexdigest()
         return memo[p]
