@@ -9,7 +9,8 @@
 # conformance specs (NodeLease and the [NodeConformance] specs of
 # test/e2e/common/node with a short form of the feature specs, then the
 # user namespace specs on containerd 2.x; judged by
-# hack/conformance/ratchet); beside the
+# hack/conformance/ratchet), and kubectl top through metrics-server (e2e
+# TestKubectlTop, its metrics-server build first); beside the
 # phases after the fault suite: the cgroup v2 guest's short form
 # (hack/test-vm.sh --short, qemu, its own control plane), and the
 # multi-node cluster's short form (hack/test-multinode.sh: 3 nodeagent
