@@ -75,6 +75,9 @@ type worker struct {
 	starts      startTracker    // stale and interrupted starts (stalestart.go)
 	killer      containerKiller // stops containers, runs hooks (killer.go)
 	probes      podProbes       // the prober's view of the pod (probes.go)
+	// trace times the steps of the sync in progress (nil: the latency
+	// trace is off).
+	trace *stepTrace
 }
 
 var _ podSyncer = (*worker)(nil)
@@ -138,6 +141,13 @@ func newOrphanWorker(d *workerDeps, ref runtime.PodRef, log *slog.Logger) *podWo
 // whether it acted (the caller syncs again once the PLEG saw it) and when
 // the pod needs a sync (a held-back restart, a volume refresh).
 func (w *worker) SyncPod(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (syncResult, error) {
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		w.trace = newStepTrace(w.d.clock)
+		defer func() {
+			w.log.Debug("pod sync steps", w.trace.attrs...)
+			w.trace = nil
+		}()
+	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
 	if err != nil || acted {
 		return syncResult{acted: acted}, err
@@ -177,12 +187,14 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	// What runs is the pod's allocation (an in-place resize: resize.go).
 	pod = w.d.resize.allocate(ctx, pod, now)
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
+	w.trace.step("sandbox")
 	if sandboxErr != nil {
 		sandboxEvents(w.d.event, pod, sandboxErr)
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
 	}
 	stopped, acted, err := w.probes.killUnhealthy(ctx, pod, rs, w.reaped, &w.killer, w.podIP(pod))
+	w.trace.step("probes")
 	for _, id := range stopped {
 		w.reaped[id] = true
 	}
@@ -200,12 +212,15 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		return true, time.Time{}, resizeErr
 	}
 	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.probes.started, now)
+	w.trace.step("plan")
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
 	}
 	if p.empty() {
 		w.reap(ctx, rs)
+		w.trace.step("reap")
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
+		w.trace.step("status")
 		if w.finished(pod) {
 			return true, p.wakeAt, resizeErr // the next sync releases its sandbox
 		}
@@ -215,6 +230,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		// A new pod says Pending/ContainerCreating (with its start time)
 		// before the first start, which may pull an image.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
+		w.trace.step("status")
 	}
 	errs := []error{resizeErr}
 	for _, k := range p.kill {
@@ -235,6 +251,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		sandboxEvents(w.d.event, pod, err)
 		errs, p.start = append(errs, err), nil
 	}
+	w.trace.step("stopRemovePause")
 	for _, s := range p.start {
 		if err := w.start(ctx, pod, s, vols); err != nil {
 			errs = append(errs, err)
@@ -289,6 +306,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 		return nil, fmt.Errorf("pod directory: %w", err)
 	}
 	vols, refreshAt, err := w.d.volumes.Setup(ctx, pod, w.podDir())
+	w.trace.step("volumes")
 	if err != nil {
 		return nil, err
 	}
@@ -306,14 +324,18 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 		if err := w.d.netns.Create(w.netnsPath()); err != nil {
 			return nil, fmt.Errorf("network namespace: %w", err)
 		}
-		if err := w.attachNetwork(ctx, pod); err != nil {
+		err := w.attachNetwork(ctx, pod)
+		w.trace.step("network")
+		if err != nil {
 			return nil, err
 		}
 	}
 	if err := w.setupNameFiles(pod); err != nil {
 		return nil, err
 	}
-	if err := w.ns.setup(ctx, pod, w.names.utsHostname, w.terminal.Load()); err != nil {
+	err = w.ns.setup(ctx, pod, w.names.utsHostname, w.terminal.Load())
+	w.trace.step("namespaces")
+	if err != nil {
 		return nil, err
 	}
 	return vols, nil
@@ -356,6 +378,7 @@ func containerLogPath(podLogsDir string, pod *v1.Pod, name string, attempt uint3
 func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map[string]string) error {
 	c := s.container
 	img, reason, err := w.images.ensure(ctx, pod, c)
+	w.trace.step("image")
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reason, Message: err.Error()}
 		return fmt.Errorf("container %s: %w", c.Name, err)
@@ -377,7 +400,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	}
 	spec.Image = img
 	spec.UserNamespace = w.ns.user
+	w.trace.step("spec")
 	id, err := w.d.rt.CreateContainer(ctx, spec)
+	w.trace.step("create")
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonCreateContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
@@ -385,7 +410,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	}
 	w.d.event(pod, v1.EventTypeNormal, "Created", "Created container "+c.Name)
 	w.d.pleg.ExpectWithin(w.uid, id, pleg.ContainerStarted, expectTTL)
-	if err := w.d.rt.StartContainer(ctx, id); err != nil {
+	err = w.d.rt.StartContainer(ctx, id)
+	w.trace.step("start")
+	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonRunContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		w.starts.noteInterruptedStart(id, err)
@@ -403,6 +430,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	w.d.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
 	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
 	killed, err := w.killer.postStart(ctx, pod, c, id, w.podIP(pod))
+	w.trace.step("postStart")
 	if killed {
 		w.reaped[id] = true
 	}
