@@ -58,13 +58,17 @@ type worker struct {
 	// terminal is the podWorker's: set with each computed status.
 	terminal *atomic.Bool
 
-	backoff   map[string]crashLoop
-	errs      map[string]status.Waiting // per container: why its last start failed
-	images    podImages                 // pulls and image IDs (images.go)
-	reaped    map[string]bool           // containers this worker stopped or released
-	status    *v1.PodStatus             // last computed (setStatus)
-	report    statusReport
-	podIPs    []string  // from the pod network (not hostNetwork pods)
+	backoff map[string]crashLoop
+	errs    map[string]status.Waiting // per container: why its last start failed
+	images  podImages                 // pulls and image IDs (images.go)
+	reaped  map[string]bool           // containers this worker stopped or released
+	status  *v1.PodStatus             // last computed (setStatus)
+	report  statusReport
+	podIPs  []string // from the pod network (not hostNetwork pods)
+	// attached: this worker attached the pod's network namespace to the
+	// pod network (its namespace and the attachment are the worker's own
+	// until releaseSandbox); later syncs do not ask the network again.
+	attached  bool
 	refreshAt time.Time // projected volumes need refreshing then (zero: never)
 	ended     termState // what the pod's end did (terminate.go, finished.go)
 	names     podNames  // the pod's name-service files (namefiles.go)
@@ -217,10 +221,14 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		p.wakeAt = retryAt
 	}
 	if p.empty() {
-		w.reap(ctx, rs)
-		w.trace.step("reap")
+		// The status first: it reports the exits the PLEG saw, which
+		// releasing their tasks (a runtime call that waits for the shim)
+		// does not change; a pod's Succeeded or Failed is not held back
+		// behind it.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
 		w.trace.step("status")
+		w.reap(ctx, rs)
+		w.trace.step("reap")
 		if w.finished(pod) {
 			return true, p.wakeAt, resizeErr // the next sync releases its sandbox
 		}
@@ -344,7 +352,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 // attachNetwork attaches the pod's network namespace to the pod network
 // (CNI ADD, or the recorded attachment after a restart) and keeps its IPs.
 func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
-	if w.d.net == nil {
+	if w.d.net == nil || w.attached {
 		return nil
 	}
 	if err := w.d.net.Status(); err != nil {
@@ -361,6 +369,7 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 		return fmt.Errorf("failed to setup network for sandbox %q: %w", pod.UID, err)
 	}
 	w.podIPs = network.PodIPs(res.IPs, net.ParseIP(w.d.hostIP()))
+	w.attached = true
 	return nil
 }
 
