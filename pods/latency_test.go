@@ -67,7 +67,7 @@ func TestWorkerAttachesTheNetworkOnce(t *testing.T) {
 	if _, done := e.settle(w); !done || len(pn.torn) != 1 {
 		t.Fatalf("done %v, torn down %v", done, pn.torn)
 	}
-	if w.attached {
+	if w.ns.attached {
 		t.Error("still attached after the sandbox was released")
 	}
 }

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"context"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -27,4 +28,17 @@ func (t *stepTrace) step(name string) {
 	now := t.clock.Now()
 	t.attrs = append(t.attrs, name, now.Sub(t.last))
 	t.last = now
+}
+
+type stepTraceKey struct{}
+
+// withStepTrace carries a sync's trace to its steps.
+func withStepTrace(ctx context.Context, t *stepTrace) context.Context {
+	return context.WithValue(ctx, stepTraceKey{}, t)
+}
+
+// stepTraceFrom is the sync's trace (nil: off).
+func stepTraceFrom(ctx context.Context) *stepTrace {
+	t, _ := ctx.Value(stepTraceKey{}).(*stepTrace)
+	return t
 }

@@ -58,17 +58,13 @@ type worker struct {
 	// terminal is the podWorker's: set with each computed status.
 	terminal *atomic.Bool
 
-	backoff map[string]crashLoop
-	errs    map[string]status.Waiting // per container: why its last start failed
-	images  podImages                 // pulls and image IDs (images.go)
-	reaped  map[string]bool           // containers this worker stopped or released
-	status  *v1.PodStatus             // last computed (setStatus)
-	report  statusReport
-	podIPs  []string // from the pod network (not hostNetwork pods)
-	// attached: this worker attached the pod's network namespace to the
-	// pod network (its namespace and the attachment are the worker's own
-	// until releaseSandbox); later syncs do not ask the network again.
-	attached  bool
+	backoff   map[string]crashLoop
+	errs      map[string]status.Waiting // per container: why its last start failed
+	images    podImages                 // pulls and image IDs (images.go)
+	reaped    map[string]bool           // containers this worker stopped or released
+	status    *v1.PodStatus             // last computed (setStatus)
+	report    statusReport
+	podIPs    []string  // from the pod network (not hostNetwork pods)
 	refreshAt time.Time // projected volumes need refreshing then (zero: never)
 	ended     termState // what the pod's end did (terminate.go, finished.go)
 	names     podNames  // the pod's name-service files (namefiles.go)
@@ -79,9 +75,6 @@ type worker struct {
 	starts      startTracker    // stale and interrupted starts (stalestart.go)
 	killer      containerKiller // stops containers, runs hooks (killer.go)
 	probes      podProbes       // the prober's view of the pod (probes.go)
-	// trace times the steps of the sync in progress (nil: the latency
-	// trace is off).
-	trace *stepTrace
 }
 
 var _ podSyncer = (*worker)(nil)
@@ -146,11 +139,9 @@ func newOrphanWorker(d *workerDeps, ref runtime.PodRef, log *slog.Logger) *podWo
 // the pod needs a sync (a held-back restart, a volume refresh).
 func (w *worker) SyncPod(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (syncResult, error) {
 	if w.log.Enabled(ctx, slog.LevelDebug) {
-		w.trace = newStepTrace(w.d.clock)
-		defer func() {
-			w.log.Debug("pod sync steps", w.trace.attrs...)
-			w.trace = nil
-		}()
+		t := newStepTrace(w.d.clock)
+		ctx = withStepTrace(ctx, t)
+		defer func() { w.log.Debug("pod sync steps", t.attrs...) }()
 	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
 	if err != nil || acted {
@@ -191,14 +182,14 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	// What runs is the pod's allocation (an in-place resize: resize.go).
 	pod = w.d.resize.allocate(ctx, pod, now)
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
-	w.trace.step("sandbox")
+	stepTraceFrom(ctx).step("sandbox")
 	if sandboxErr != nil {
 		sandboxEvents(w.d.event, pod, sandboxErr)
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
 	}
 	stopped, acted, err := w.probes.killUnhealthy(ctx, pod, rs, w.reaped, &w.killer, w.podIP(pod))
-	w.trace.step("probes")
+	stepTraceFrom(ctx).step("probes")
 	for _, id := range stopped {
 		w.reaped[id] = true
 	}
@@ -216,7 +207,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		return true, time.Time{}, resizeErr
 	}
 	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.probes.started, now)
-	w.trace.step("plan")
+	stepTraceFrom(ctx).step("plan")
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
 	}
@@ -226,9 +217,9 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		// does not change; a pod's Succeeded or Failed is not held back
 		// behind it.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
-		w.trace.step("status")
+		stepTraceFrom(ctx).step("status")
 		w.reap(ctx, rs)
-		w.trace.step("reap")
+		stepTraceFrom(ctx).step("reap")
 		if w.finished(pod) {
 			return true, p.wakeAt, resizeErr // the next sync releases its sandbox
 		}
@@ -238,7 +229,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		// A new pod says Pending/ContainerCreating (with its start time)
 		// before the first start, which may pull an image.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
-		w.trace.step("status")
+		stepTraceFrom(ctx).step("status")
 	}
 	errs := []error{resizeErr}
 	for _, k := range p.kill {
@@ -259,7 +250,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		sandboxEvents(w.d.event, pod, err)
 		errs, p.start = append(errs, err), nil
 	}
-	w.trace.step("stopRemovePause")
+	stepTraceFrom(ctx).step("stopRemovePause")
 	for _, s := range p.start {
 		if err := w.start(ctx, pod, s, vols); err != nil {
 			errs = append(errs, err)
@@ -314,7 +305,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 		return nil, fmt.Errorf("pod directory: %w", err)
 	}
 	vols, refreshAt, err := w.d.volumes.Setup(ctx, pod, w.podDir())
-	w.trace.step("volumes")
+	stepTraceFrom(ctx).step("volumes")
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +324,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 			return nil, fmt.Errorf("network namespace: %w", err)
 		}
 		err := w.attachNetwork(ctx, pod)
-		w.trace.step("network")
+		stepTraceFrom(ctx).step("network")
 		if err != nil {
 			return nil, err
 		}
@@ -342,7 +333,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 		return nil, err
 	}
 	err = w.ns.setup(ctx, pod, w.names.utsHostname, w.terminal.Load())
-	w.trace.step("namespaces")
+	stepTraceFrom(ctx).step("namespaces")
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +343,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 // attachNetwork attaches the pod's network namespace to the pod network
 // (CNI ADD, or the recorded attachment after a restart) and keeps its IPs.
 func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
-	if w.d.net == nil || w.attached {
+	if w.d.net == nil || w.ns.attached {
 		return nil
 	}
 	if err := w.d.net.Status(); err != nil {
@@ -369,7 +360,7 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 		return fmt.Errorf("failed to setup network for sandbox %q: %w", pod.UID, err)
 	}
 	w.podIPs = network.PodIPs(res.IPs, net.ParseIP(w.d.hostIP()))
-	w.attached = true
+	w.ns.attached = true
 	return nil
 }
 
@@ -387,7 +378,7 @@ func containerLogPath(podLogsDir string, pod *v1.Pod, name string, attempt uint3
 func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map[string]string) error {
 	c := s.container
 	img, reason, err := w.images.ensure(ctx, pod, c)
-	w.trace.step("image")
+	stepTraceFrom(ctx).step("image")
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reason, Message: err.Error()}
 		return fmt.Errorf("container %s: %w", c.Name, err)
@@ -409,9 +400,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	}
 	spec.Image = img
 	spec.UserNamespace = w.ns.user
-	w.trace.step("spec")
+	stepTraceFrom(ctx).step("spec")
 	id, err := w.d.rt.CreateContainer(ctx, spec)
-	w.trace.step("create")
+	stepTraceFrom(ctx).step("create")
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonCreateContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
@@ -420,7 +411,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	w.d.event(pod, v1.EventTypeNormal, "Created", "Created container "+c.Name)
 	w.d.pleg.ExpectWithin(w.uid, id, pleg.ContainerStarted, expectTTL)
 	err = w.d.rt.StartContainer(ctx, id)
-	w.trace.step("start")
+	stepTraceFrom(ctx).step("start")
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonRunContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
@@ -439,7 +430,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	w.d.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
 	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
 	killed, err := w.killer.postStart(ctx, pod, c, id, w.podIP(pod))
-	w.trace.step("postStart")
+	stepTraceFrom(ctx).step("postStart")
 	if killed {
 		w.reaped[id] = true
 	}
