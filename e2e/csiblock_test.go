@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeagent/nodeagent/internal/loopdev"
 	"github.com/nodeagent/nodeagent/internal/testing/testenv"
@@ -94,8 +95,10 @@ func TestCSIBlockVolume(t *testing.T) {
 	if n := len(loopsOver(t, bind)); n != 1 {
 		t.Errorf("%d loop devices over %s, want 1 (the descriptor lock)", n, bind)
 	}
-	if n := len(loopsOver(t, filepath.Join(data, "volumes", handle))); n != 1 {
-		t.Errorf("%d loop devices over the volume's file, want the driver's 1", n)
+	// The driver's loop device: its backing file is named as the driver's
+	// container sees it (/csi-data-dir/volumes/<handle>).
+	if n := len(loopsMatching(t, driverFile(handle))); n != 1 {
+		t.Errorf("%d loop devices over the volume's file, want the driver's 1: %v", n, loopBackings(t))
 	}
 
 	// SIGKILL and restart while the writer runs: the device stays, the
@@ -126,7 +129,7 @@ func TestCSIBlockVolume(t *testing.T) {
 	waitGone(t, filepath.Join(base, pvName))
 	waitGone(t, filepath.Join(base, "staging", pvName))
 	waitGone(t, filepath.Join(base, "publish", pvName))
-	noBlockLeftovers(t, root, data)
+	noBlockLeftovers(t, root, data, handle)
 
 	// A reader gets the data back through a new map.
 	reader := a.node + "-blk-reader"
@@ -148,18 +151,26 @@ func TestCSIBlockVolume(t *testing.T) {
 	}
 	a.start()
 	a.waitReady(ctx, 30*time.Second)
-	waitGone(t, filepath.Join(root, "pods", string(rp.UID)))
+	// The orphan's teardown waits for its container's stop first (up to
+	// 10 s for the PLEG's event at a high load): more than waitGone's 20 s.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		_, err := os.Lstat(filepath.Join(root, "pods", string(rp.UID)))
+		return os.IsNotExist(err), nil
+	}); err != nil {
+		t.Errorf("the force-deleted reader's directory stays 60s after the agent's restart")
+	}
 	waitGone(t, filepath.Join(base, pvName))
 	waitGone(t, filepath.Join(base, "staging", pvName))
 	if !strings.Contains(a.out.String(), "reconstructed volume") {
 		t.Errorf("the agent's log has no reconstructed volume")
 	}
-	noBlockLeftovers(t, root, data)
+	noBlockLeftovers(t, root, data, handle)
 }
 
 // noBlockLeftovers: no mount under the agent's pods and CSI plugin
-// directories, and no loop device over a file of the agent or the driver.
-func noBlockLeftovers(t *testing.T, root, data string) {
+// directories, and no loop device over a file of the agent or the
+// driver (whose volume file is handle).
+func noBlockLeftovers(t *testing.T, root, data, handle string) {
 	t.Helper()
 	if left, err := testenv.MountsUnder(filepath.Join(root, "pods"), filepath.Join(root, "plugins", "kubernetes.io")); err != nil || len(left) > 0 {
 		t.Errorf("mounts left: %v (%v)", left, err)
@@ -169,6 +180,25 @@ func noBlockLeftovers(t *testing.T, root, data string) {
 			t.Errorf("loop devices left over files under %s: %v", dir, l)
 		}
 	}
+	if l := loopsMatching(t, driverFile(handle)); len(l) > 0 {
+		t.Errorf("the driver's loop device stays: %v", l)
+	}
+}
+
+// driverFile matches the backing file of the driver's loop device over
+// volume handle, named as the driver's container sees it.
+func driverFile(handle string) func(string) bool {
+	return func(b string) bool { return strings.HasSuffix(b, "/volumes/"+handle) }
+}
+
+func loopsMatching(t *testing.T, match func(string) bool) []string {
+	var out []string
+	for dev, b := range loopBackings(t) {
+		if match(b) {
+			out = append(out, dev+"="+b)
+		}
+	}
+	return out
 }
 
 // loopBackings maps each attached loop device to its backing file.
