@@ -142,6 +142,14 @@ func (f *fakeDriver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVo
 	f.mu.Lock()
 	f.publish = append(f.publish, r)
 	f.mu.Unlock()
+	if r.VolumeCapability.GetBlock() != nil {
+		// A block volume's target is a file the driver puts the device
+		// on (fakeBlock counts a file holding "device" as one).
+		if err := os.WriteFile(r.TargetPath, []byte(fakeDeviceContent), 0o640); err != nil {
+			return nil, err
+		}
+		return &csipb.NodePublishVolumeResponse{}, nil
+	}
 	if err := os.MkdirAll(r.TargetPath, 0o750); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -87,7 +88,8 @@ type Mounter struct {
 	// FileSystemResizeSuccessful, VolumeResizeFailed); nil: none.
 	Recorder record.EventRecorder
 
-	locks sync.Map // volume key -> *sync.Mutex
+	locks sync.Map  // volume key -> *sync.Mutex
+	block blockHost // nil: the host's (block.go)
 
 	mu     sync.Mutex
 	inUse  map[v1.UniqueVolumeName]map[string]bool // attachable volume -> pod dirs
@@ -104,6 +106,7 @@ func Handles(v *v1.Volume) bool {
 
 // csiVolume is what a pod's volume resolves to.
 type csiVolume struct {
+	block          bool // volumeMode Block: mapped (block.go), not mounted
 	driver, handle string
 	specName       string // the PV's name, or the pod's volume name for an inline volume
 	readOnly       bool
@@ -150,6 +153,12 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 			return "", mountError(v.Name, "MountVolume.SetUp", err)
 		}
 		return p, nil
+	case direct != nil && direct.block:
+		p, err := m.mapLocal(pod, podDir, direct)
+		if err != nil {
+			return "", mountError(direct.pv.Name, "MapVolume.MapBlockVolume", err)
+		}
+		return p, nil
 	case direct != nil:
 		p, err := setUpLocal(pod, podDir, direct)
 		if err != nil {
@@ -162,6 +171,15 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 	name := cv.specName
 	if cv.specName == "" {
 		name = v.Name
+	}
+	if cv.block {
+		// Raw block: the pod's symlink to the device; no stats, no
+		// expansion (docs/storage.md).
+		p, err := m.mapCSI(ctx, pod, podDir, cv)
+		if err != nil {
+			return "", mountError(name, "MapVolume.MapPodDevice", err)
+		}
+		return p, nil
 	}
 	p, err := m.setUpCSI(ctx, pod, podDir, cv)
 	if err != nil {
@@ -189,13 +207,18 @@ func mountError(vol, op string, err error) error {
 	if errors.As(err, &oe) {
 		op = oe.op
 	}
-	return &volume.MountError{Volume: vol, Op: op, Err: err}
+	me := &volume.MountError{Volume: vol, Op: op, Err: err}
+	if strings.HasPrefix(op, "MapVolume.") {
+		me.Reason = reasonFailedMap // kubelet's map operations' event
+	}
+	return me
 }
 
 // directPV is a hostPath or local PV: set up without a driver.
 type directPV struct {
 	pv       *v1.PersistentVolume
 	readOnly bool
+	block    bool // a local PV of volumeMode Block
 }
 
 // resolve turns a pod volume into the CSI volume it names, or a hostPath
@@ -203,6 +226,9 @@ type directPV struct {
 // populator, csi plugin).
 func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiVolume, *directPV, error) {
 	if src := v.CSI; src != nil {
+		if _, device := podVolumeUse(pod, v.Name); device {
+			return nil, nil, fmt.Errorf("volume %s is a csi volume: only persistentVolumeClaim and ephemeral volumes can be volumeDevices", v.Name)
+		}
 		cv := &csiVolume{
 			driver: src.Driver, handle: makeVolumeHandle(string(pod.UID), v.Name), specName: v.Name,
 			readOnly: src.ReadOnly != nil && *src.ReadOnly, attrs: src.VolumeAttributes, ephemeral: true,
@@ -251,17 +277,22 @@ func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiV
 	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != pvc.UID {
 		return nil, nil, fmt.Errorf("error processing PVC %s/%s: failed to fetch PV %s from API server: the PV's claimRef does not point to the PVC (UID %s)", pod.Namespace, src.ClaimName, pv.Name, pvc.UID)
 	}
-	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return nil, nil, fmt.Errorf("PV %s: volumeMode Block is not supported", pv.Name)
+	block := pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock
+	if err := checkVolumeMode(pod, v.Name, block); err != nil {
+		return nil, nil, fmt.Errorf("error processing PVC %s/%s: %v", pod.Namespace, src.ClaimName, err)
+	}
+	if pv.Spec.HostPath != nil && block {
+		return nil, nil, fmt.Errorf("PV %s: a hostPath persistent volume cannot be of volumeMode Block (kubelet's hostPath plugin maps no devices)", pv.Name)
 	}
 	if pv.Spec.HostPath != nil || pv.Spec.Local != nil {
-		return nil, &directPV{pv: pv, readOnly: src.ReadOnly}, nil
+		return nil, &directPV{pv: pv, readOnly: src.ReadOnly, block: block}, nil
 	}
 	c := pv.Spec.CSI
 	if c == nil {
 		return nil, nil, fmt.Errorf("PV %s: only csi, hostPath and local persistent volumes are supported", pv.Name)
 	}
 	return &csiVolume{
+		block:  block,
 		driver: c.Driver, handle: c.VolumeHandle, specName: pv.Name,
 		readOnly: src.ReadOnly || c.ReadOnly, fsType: c.FSType, attrs: c.VolumeAttributes,
 		mountOptions: pv.Spec.MountOptions, accessModes: pv.Spec.AccessModes,
@@ -769,16 +800,21 @@ func (m *Mounter) VolumesInUse() []v1.UniqueVolumeName {
 // agent restart too; a driver that is not registered is an error (retried
 // by the caller), and nothing is unmounted behind the driver's back.
 func (m *Mounter) TearDown(ctx context.Context, podDir string) error {
+	var errs []error
+	if err := m.tearDownBlock(ctx, podDir); err != nil {
+		errs = append(errs, err)
+	}
 	base := filepath.Join(podDir, "volumes", podPluginDir)
 	es, err := os.ReadDir(base)
 	if errors.Is(err, fs.ErrNotExist) {
-		m.forgetPod(filepath.Base(podDir))
-		return nil
+		if len(errs) == 0 {
+			m.forgetPod(filepath.Base(podDir))
+		}
+		return errors.Join(errs...)
 	}
 	if err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
-	var errs []error
 	for _, e := range es {
 		if err := m.tearDownOne(ctx, podDir, filepath.Join(base, e.Name())); err != nil {
 			errs = append(errs, fmt.Errorf("UnmountVolume.TearDown failed for volume %q : %w", e.Name(), err))

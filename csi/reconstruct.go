@@ -21,13 +21,17 @@ type ReconstructedVolume struct {
 	SpecName string // the PV's name, or the inline volume's
 	Driver   string
 	Handle   string
-	Mounted  bool // its publish target is a mount point
+	Mounted  bool // its publish target is a mount point (block: its bind under dev/ is a device)
+	Block    bool // a raw block volume (block.go)
 }
 
 // Reconstruct is kubelet's volume reconstruction (volumemanager
 // reconciler reconstructVolumes), run once at the agent's start before
 // any pod syncs: it rebuilds, from the pods' volume directories
-// (<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<name>/vol_data.json)
+// (<rootDir>/pods/<uid>/volumes/kubernetes.io~csi/<name>/vol_data.json,
+// and for raw block volumes the symlinks
+// <rootDir>/pods/<uid>/volumeDevices/kubernetes.io~csi/<name> with the
+// volume's data under plugins/kubernetes.io/csi/volumeDevices/<name>/data)
 // and the mount table, which CSI volumes pods have published, so that
 //
 //   - an attachable one is in VolumesInUse at once, whether its pod still
@@ -56,20 +60,44 @@ func (m *Mounter) Reconstruct(ctx context.Context, log *slog.Logger) []Reconstru
 		log.Error("volume reconstruction: cannot list pod volume directories", "err", err)
 		return nil
 	}
-	attachable := map[string]bool{}
-	var out []ReconstructedVolume
+	// Raw block volumes: the pods' symlinks
+	// (<rootDir>/pods/<uid>/volumeDevices/kubernetes.io~csi/<spec>) and
+	// the volume's data under plugins/kubernetes.io/csi/volumeDevices.
+	links, err := filepath.Glob(filepath.Join(m.RootDir, "pods", "*", volumeDevicesDir, podPluginDir, "*"))
+	if err != nil {
+		log.Error("volume reconstruction: cannot list pod volumeDevices directories", "err", err)
+	}
+	type found struct {
+		podDir, spec, dataDir string
+		block                 bool
+	}
+	var all []found
 	for _, f := range dataFiles {
 		dir := filepath.Dir(f)
-		podDir := filepath.Dir(filepath.Dir(filepath.Dir(dir)))
-		data, err := readVolData(dir)
+		all = append(all, found{podDir: filepath.Dir(filepath.Dir(filepath.Dir(dir))), spec: filepath.Base(dir), dataDir: dir})
+	}
+	for _, l := range links {
+		spec := filepath.Base(l)
+		all = append(all, found{podDir: filepath.Dir(filepath.Dir(filepath.Dir(l))), spec: spec, dataDir: m.csiBlockPaths(spec).data, block: true})
+	}
+	attachable := map[string]bool{}
+	var out []ReconstructedVolume
+	for _, fv := range all {
+		podDir := fv.podDir
+		data, err := readVolData(fv.dataDir)
 		if err != nil {
-			log.Warn("volume reconstruction: unreadable volume data", "path", f, "err", err)
+			log.Warn("volume reconstruction: unreadable volume data", "path", filepath.Join(fv.dataDir, volDataFileName), "err", err)
 			continue
 		}
-		mounted, _ := isMountPoint(filepath.Join(dir, podMountDir))
-		rv := ReconstructedVolume{PodUID: filepath.Base(podDir), SpecName: filepath.Base(dir), Driver: data.DriverName, Handle: data.VolumeHandle, Mounted: mounted}
+		var mounted bool
+		if fv.block {
+			mounted = m.blockHost().isDevice(filepath.Join(m.csiBlockPaths(fv.spec).globalMap, filepath.Base(podDir)))
+		} else {
+			mounted, _ = isMountPoint(filepath.Join(fv.dataDir, podMountDir))
+		}
+		rv := ReconstructedVolume{PodUID: filepath.Base(podDir), SpecName: fv.spec, Driver: data.DriverName, Handle: data.VolumeHandle, Mounted: mounted, Block: fv.block}
 		out = append(out, rv)
-		log.Info("reconstructed volume", "podUID", rv.PodUID, "volume", rv.SpecName, "driver", rv.Driver, "handle", rv.Handle, "mounted", mounted)
+		log.Info("reconstructed volume", "podUID", rv.PodUID, "volume", rv.SpecName, "driver", rv.Driver, "handle", rv.Handle, "mounted", mounted, "block", fv.block)
 		if storagev1.VolumeLifecycleMode(data.VolumeLifecycleMode) == storagev1.VolumeLifecycleEphemeral {
 			continue
 		}

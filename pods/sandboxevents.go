@@ -17,13 +17,14 @@ const reasonCreateContainerConfig = "CreateContainerConfigError"
 var errNetworkNotReady = errors.New("network is not ready")
 
 // sandboxEvents records a failed sandbox setup: kubelet's FailedMount
-// event for each volume that could not be set up, else
+// (FailedMapVolume for a raw block volume's map) event for each volume
+// that could not be set up, else
 // FailedCreatePodSandBox with kubelet's "Failed to create pod sandbox: "
 // prefix.
 func sandboxEvents(event eventFunc, pod *v1.Pod, err error) {
 	mes := volume.MountErrors(err)
 	for _, me := range mes {
-		event(pod, v1.EventTypeWarning, "FailedMount", me.Error())
+		event(pod, v1.EventTypeWarning, me.EventReason(), me.Error())
 	}
 	// A network that is not ready has had its own event (NetworkNotReady):
 	// kubelet does not try to make the sandbox then.

@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -55,16 +54,23 @@ var _ controller.Provisioner = (*Provisioner)(nil)
 // claimRef, the StorageClass name, the provisioned-by annotation and the
 // finalizer).
 func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptions) (*v1.PersistentVolume, controller.ProvisioningState, error) {
-	if o.PVC.Spec.VolumeMode != nil && *o.PVC.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return nil, controller.ProvisioningFinished, errors.New("block volumes are not supported")
+	// A claim of volumeMode Block gets a block volume (a Block access
+	// type, as external-provisioner asks), its PV the same volumeMode.
+	mode := v1.PersistentVolumeFilesystem
+	if o.PVC.Spec.VolumeMode != nil {
+		mode = *o.PVC.Spec.VolumeMode
 	}
 	req := o.PVC.Spec.Resources.Requests[v1.ResourceStorage]
 	caps := make([]*csipb.VolumeCapability, 0, len(o.PVC.Spec.AccessModes))
 	for _, am := range o.PVC.Spec.AccessModes {
-		caps = append(caps, &csipb.VolumeCapability{
+		c := &csipb.VolumeCapability{
 			AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{}},
 			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: accessMode(am)},
-		})
+		}
+		if mode == v1.PersistentVolumeBlock {
+			c.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
+		}
+		caps = append(caps, c)
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -85,15 +91,18 @@ func (p *Provisioner) Provision(ctx context.Context, o controller.ProvisionOptio
 	if o.StorageClass.ReclaimPolicy != nil {
 		reclaim = *o.StorageClass.ReclaimPolicy
 	}
-	fs := v1.PersistentVolumeFilesystem
+	mountOptions := o.StorageClass.MountOptions
+	if mode == v1.PersistentVolumeBlock {
+		mountOptions = nil // not for a block volume
+	}
 	return &v1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: o.PVName},
 		Spec: v1.PersistentVolumeSpec{
 			Capacity:                      v1.ResourceList{v1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)},
 			AccessModes:                   o.PVC.Spec.AccessModes,
-			VolumeMode:                    &fs,
+			VolumeMode:                    &mode,
 			PersistentVolumeReclaimPolicy: reclaim,
-			MountOptions:                  o.StorageClass.MountOptions,
+			MountOptions:                  mountOptions,
 			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
 				Driver: p.Driver, VolumeHandle: resp.Volume.VolumeId, VolumeAttributes: resp.Volume.VolumeContext,
 			}},

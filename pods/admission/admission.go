@@ -236,11 +236,13 @@ var containerAccepted = []string{
 	// In-place resize (package resize): NotRequired and RestartContainer
 	// for cpu and memory, the only resources the API server accepts.
 	"resizePolicy",
+	// Raw block volumes of persistentVolumeClaim and ephemeral volumes
+	// (csi's block.go).
+	"volumeDevices",
 }
 
 var containerChecks = []check[v1.Container]{
 	{"restartPolicyRules", func(c *v1.Container) bool { return len(c.RestartPolicyRules) > 0 }},
-	{"volumeDevices", func(c *v1.Container) bool { return len(c.VolumeDevices) > 0 }},
 }
 
 // securityContextAccepted: the container securityContext fields nodeagent

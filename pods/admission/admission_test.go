@@ -285,9 +285,6 @@ var unsupportedCases = []struct {
 	{"spec.containers[1].restartPolicyRules", func(p *v1.Pod) {
 		p.Spec.Containers[1].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}
 	}},
-	{"spec.containers[1].volumeDevices", func(p *v1.Pod) {
-		p.Spec.Containers[1].VolumeDevices = []v1.VolumeDevice{{Name: "d", DevicePath: "/dev/x"}}
-	}},
 	{"spec.containers[1].securityContext.procMount", func(p *v1.Pod) {
 		p.Spec.Containers[1].SecurityContext.ProcMount = utilptr.To(v1.UnmaskedProcMount)
 	}},
@@ -308,10 +305,6 @@ var unsupportedCases = []struct {
 	}},
 
 	// Volume mounts.
-	{"spec.ephemeralContainers[0].volumeDevices", func(p *v1.Pod) {
-		p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
-			Name: "debug", Image: "busybox", VolumeDevices: []v1.VolumeDevice{{Name: "d", DevicePath: "/dev/x"}}}}}
-	}},
 	{"spec.containers[0].volumeMounts[1].recursiveReadOnly", func(p *v1.Pod) {
 		p.Spec.Containers[0].VolumeMounts[1].RecursiveReadOnly = utilptr.To(v1.RecursiveReadOnlyEnabled)
 	}},

@@ -142,6 +142,10 @@ func Build(ctx context.Context, pod *v1.Pod, c *v1.Container, in Inputs) (runtim
 			mounts[i].ReadOnly = true
 		}
 	}
+	devices, err := blockDevices(pod, c, in.Volumes)
+	if err != nil {
+		return runtime.ContainerSpec{}, err
+	}
 	spec := runtime.ContainerSpec{
 		Pod:         runtime.PodRef{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace},
 		Name:        c.Name,
@@ -152,7 +156,7 @@ func Build(ctx context.Context, pod *v1.Pod, c *v1.Container, in Inputs) (runtim
 		Env:         append(slices.Clone(in.Devices.Env), env...),
 		WorkingDir:  c.WorkingDir,
 		Mounts:      append(slices.Clone(in.Devices.Mounts), mounts...),
-		Devices:     slices.Clone(in.Devices.Devices),
+		Devices:     append(slices.Clone(in.Devices.Devices), devices...),
 		Annotations: maps.Clone(in.Devices.Annotations),
 		CDIDevices:  slices.Clone(in.Devices.CDIDevices),
 		Resources:   PodResources(pod, c),
@@ -310,4 +314,34 @@ func terminationMount(podDir string, c *v1.Container, spec *runtime.ContainerSpe
 	}
 	spec.Labels[LabelTerminationMessagePath] = host
 	return nil
+}
+
+// blockDevices are the container's volumeDevices as kubelet passes them
+// (makeBlockVolumes): the device behind the volume's symlink in the pod's
+// directory (the volume's host path, see csi's block.go), at devicePath,
+// with the cgroup permissions "mrw", or "r" for a read-only claim. The
+// symlink is resolved here, as containerd's CRI plugin resolves a
+// device's host path.
+func blockDevices(pod *v1.Pod, c *v1.Container, vols map[string]string) ([]runtime.Device, error) {
+	var out []runtime.Device
+	for _, d := range c.VolumeDevices {
+		if !filepath.IsAbs(d.DevicePath) {
+			return nil, fmt.Errorf("error DevicePath `%s` must be an absolute path", d.DevicePath)
+		}
+		link, ok := vols[d.Name]
+		fi, err := os.Lstat(link)
+		if !ok || err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return nil, fmt.Errorf("cannot find volume %q to pass into container %q", d.Name, c.Name)
+		}
+		host, err := filepath.EvalSymlinks(link)
+		if err != nil {
+			return nil, fmt.Errorf("cannot find volume %q to pass into container %q: %v", d.Name, c.Name, err)
+		}
+		perm := "mrw"
+		if volume.MustMountReadOnly(pod, d.Name) {
+			perm = "r"
+		}
+		out = append(out, runtime.Device{HostPath: host, ContainerPath: d.DevicePath, Permissions: perm})
+	}
+	return out, nil
 }

@@ -432,3 +432,52 @@ func TestBuildDevices(t *testing.T) {
 		t.Errorf("devices %v annotations %v CDI %v", s.Devices, s.Annotations, s.CDIDevices)
 	}
 }
+
+// volumeDevices as kubelet's makeBlockVolumes passes them: the device
+// behind the volume's symlink (resolved, as containerd's CRI resolves a
+// device's host path) at devicePath, "mrw", "r" for a read-only claim;
+// a volume that is no symlink, or a relative devicePath, is refused with
+// kubelet's message.
+func TestBuildVolumeDevices(t *testing.T) {
+	dir := t.TempDir()
+	dev := filepath.Join(dir, "publish-file")
+	if err := os.WriteFile(dev, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "volumeDevices", "kubernetes.io~csi", "pv-1")
+	if err := os.MkdirAll(filepath.Dir(link), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dev, link); err != nil {
+		t.Fatal(err)
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec: v1.PodSpec{Volumes: []v1.Volume{
+			{Name: "rw", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "a"}}},
+			{Name: "ro", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "a", ReadOnly: true}}},
+			{Name: "dir", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		}}}
+	vols := map[string]string{"rw": link, "ro": link, "dir": dir}
+	c := &v1.Container{Name: "c", VolumeDevices: []v1.VolumeDevice{{Name: "rw", DevicePath: "/dev/xvda"}, {Name: "ro", DevicePath: "/dev/xvdb"}}}
+	s, err := Build(context.Background(), pod, c, Inputs{PodDir: t.TempDir(), Volumes: vols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []runtime.Device{{HostPath: dev, ContainerPath: "/dev/xvda", Permissions: "mrw"}, {HostPath: dev, ContainerPath: "/dev/xvdb", Permissions: "r"}}
+	if !slices.Equal(s.Devices, want) {
+		t.Errorf("devices %v, want %v", s.Devices, want)
+	}
+	for _, tc := range []struct {
+		dev  v1.VolumeDevice
+		want string
+	}{
+		{v1.VolumeDevice{Name: "rw", DevicePath: "dev/xvda"}, "error DevicePath `dev/xvda` must be an absolute path"},
+		{v1.VolumeDevice{Name: "dir", DevicePath: "/dev/xvda"}, `cannot find volume "dir" to pass into container "c"`},
+		{v1.VolumeDevice{Name: "absent", DevicePath: "/dev/xvda"}, `cannot find volume "absent" to pass into container "c"`},
+	} {
+		c := &v1.Container{Name: "c", VolumeDevices: []v1.VolumeDevice{tc.dev}}
+		if _, err := Build(context.Background(), pod, c, Inputs{PodDir: t.TempDir(), Volumes: vols}); err == nil || err.Error() != tc.want {
+			t.Errorf("%+v: %v, want %s", tc.dev, err, tc.want)
+		}
+	}
+}

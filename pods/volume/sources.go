@@ -54,6 +54,17 @@ type MountError struct {
 	// MountVolume.WaitForAttach, MountVolume.MountDevice).
 	Op  string
 	Err error
+	// Reason is the Event's reason ("": kubelet's FailedMount; the raw
+	// block map operations' is FailedMapVolume).
+	Reason string
+}
+
+// EventReason is the reason of the Event that reports e.
+func (e *MountError) EventReason() string {
+	if e.Reason == "" {
+		return "FailedMount"
+	}
+	return e.Reason
 }
 
 func (e *MountError) Error() string {

@@ -5,6 +5,10 @@
 // directory, staged with a bind mount at the staging path and published
 // with a bind mount (read-only when asked) at the target path; inline
 // (ephemeral) volumes get a directory of their own, removed at unpublish.
+// A block volume (a Block access type) is a file of the requested size,
+// as the host-path driver's: staged by attaching a loop device over it
+// (detached at unstage), published by bind-mounting the loop device on
+// the target file.
 // As the host-path driver it serves the Controller service too
 // (CreateVolume makes the volume's directory, DeleteVolume removes it), for
 // a dynamic provisioner (package csiprovisioner) to call, and reports
@@ -32,6 +36,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/nodeagent/nodeagent/internal/loopdev"
 	"github.com/nodeagent/nodeagent/internal/mountinfo"
 )
 
@@ -75,14 +80,19 @@ func (d *Driver) CreateVolume(_ context.Context, r *csipb.CreateVolumeRequest) (
 	if r.Name == "" || len(r.VolumeCapabilities) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "name and volume capabilities are required")
 	}
+	block := false
 	for _, c := range r.VolumeCapabilities {
-		if c.GetBlock() != nil {
-			return nil, status.Error(codes.InvalidArgument, "block volumes are not supported")
-		}
+		block = block || c.GetBlock() != nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := os.MkdirAll(d.volumeDir(r.Name), 0o777); err != nil {
+	if block {
+		if err := makeBlockFile(d.volumeDir(r.Name), r.GetCapacityRange().GetRequiredBytes()); err != nil {
+			return nil, err
+		}
+	} else if fi, err := os.Stat(d.volumeDir(r.Name)); err == nil && !fi.IsDir() {
+		return nil, status.Errorf(codes.AlreadyExists, "volume %s exists as a block volume", r.Name)
+	} else if err := os.MkdirAll(d.volumeDir(r.Name), 0o777); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	log.Printf("created volume %s (%d bytes)", r.Name, r.GetCapacityRange().GetRequiredBytes())
@@ -178,6 +188,17 @@ func (d *Driver) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	src := d.volumeDir(r.VolumeId)
+	if r.VolumeCapability.GetBlock() != nil {
+		dev, err := d.attachBlock(r.VolumeId)
+		if err != nil {
+			return nil, err
+		}
+		log.Printf("staged block volume %s on %s", r.VolumeId, dev)
+		return &csipb.NodeStageVolumeResponse{}, nil
+	}
+	if fi, err := os.Stat(src); err == nil && !fi.IsDir() {
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s is a block volume", r.VolumeId)
+	}
 	if err := os.MkdirAll(src, 0o777); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -194,6 +215,12 @@ func (d *Driver) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolume
 	if err := unmount(r.StagingTargetPath); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	if fi, err := os.Stat(d.volumeDir(r.VolumeId)); err == nil && fi.Mode().IsRegular() {
+		// A block volume: its loop device goes.
+		if err := loopdev.Detach(d.volumeDir(r.VolumeId)); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
 	log.Printf("unstaged %s from %s", r.VolumeId, r.StagingTargetPath)
 	return &csipb.NodeUnstageVolumeResponse{}, nil
 }
@@ -204,6 +231,9 @@ func (d *Driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if r.VolumeCapability.GetBlock() != nil {
+		return d.publishBlock(r)
+	}
 	src := r.StagingTargetPath
 	switch {
 	case r.VolumeContext[EphemeralKey] == "true":
@@ -293,4 +323,82 @@ func (d *Driver) NodeExpandVolume(_ context.Context, r *csipb.NodeExpandVolumeRe
 	}
 	log.Printf("expanded %s at %s to %d bytes", r.VolumeId, r.VolumePath, r.GetCapacityRange().GetRequiredBytes())
 	return &csipb.NodeExpandVolumeResponse{CapacityBytes: r.GetCapacityRange().GetRequiredBytes()}, nil
+}
+
+// minBlockSize is the size of a block volume created without a capacity.
+const minBlockSize = 1 << 20
+
+// makeBlockFile makes a block volume's backing file of size bytes
+// (sparse); an existing one is kept (CreateVolume is idempotent).
+func makeBlockFile(path string, size int64) error {
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return status.Errorf(codes.AlreadyExists, "volume %s exists as a filesystem volume", filepath.Base(path))
+		}
+		return nil
+	}
+	if size < minBlockSize {
+		size = minBlockSize
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_EXCL, 0o600)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return nil
+}
+
+// attachBlock returns the loop device over the block volume's file,
+// attaching one when there is none.
+func (d *Driver) attachBlock(id string) (string, error) {
+	file := d.volumeDir(id)
+	fi, err := os.Stat(file)
+	if err != nil {
+		return "", status.Errorf(codes.NotFound, "volume %s: %v", id, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", status.Errorf(codes.InvalidArgument, "volume %s is not a block volume", id)
+	}
+	dev, err := loopdev.Attach(file)
+	if err != nil {
+		return "", status.Error(codes.Internal, err.Error())
+	}
+	return dev, nil
+}
+
+// publishBlock binds the volume's loop device on the target file
+// (read-only when asked); a target that is a device already is left.
+func (d *Driver) publishBlock(r *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+	dev, err := d.attachBlock(r.VolumeId)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Lstat(r.TargetPath); err == nil && fi.Mode()&os.ModeDevice != 0 {
+		return &csipb.NodePublishVolumeResponse{}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(r.TargetPath), 0o750); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	f, err := os.OpenFile(r.TargetPath, os.O_CREATE|os.O_RDWR, 0o640)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	f.Close()
+	if err := unix.Mount(dev, r.TargetPath, "", unix.MS_BIND, ""); err != nil {
+		return nil, status.Errorf(codes.Internal, "bind %s on %s: %v", dev, r.TargetPath, err)
+	}
+	if r.Readonly {
+		if err := unix.Mount("", r.TargetPath, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			_ = unix.Unmount(r.TargetPath, 0)
+			return nil, status.Errorf(codes.Internal, "remount %s read-only: %v", r.TargetPath, err)
+		}
+	}
+	log.Printf("published block volume %s (%s) at %s (readonly %v)", r.VolumeId, dev, r.TargetPath, r.Readonly)
+	return &csipb.NodePublishVolumeResponse{}, nil
 }
