@@ -14,7 +14,7 @@ export CGO_ENABLED := 0
 export GOFLAGS := $(shell hack/build.sh --goenv | sed -n 's/^GOFLAGS=//p')
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
-	test-integration fuzz-smoke conformance conformance-features lint clean fault-long soak test-vm sample-device-plugin \
+	test-integration fuzz-smoke conformance conformance-features conformance-full lint clean fault-long soak test-vm sample-device-plugin \
 	metrics-server etcd kubelet bench-vs-kubelet multinode-deps test-multinode multinode-up
 
 all: build
@@ -109,6 +109,14 @@ conformance: build
 conformance-features: build
 	hack/conformance.sh --set=features
 	hack/conformance.sh --set=userns
+
+# Every upstream [Conformance] spec (test/e2e, all SIGs; the [Serial]
+# ones after the others) against a 3-node cluster of nodeagent nodes with
+# the add-ons that the run starts and stops (docs/conformance.md): hours
+# on a loaded 2-core machine. Not in make test (its short form is
+# hack/test-multinode.sh).
+conformance-full: build multinode-deps
+	hack/conformance.sh --set=full
 
 # The fault suite (e2e/fault, docs/reliability.md) with the issue's full
 # durations (~18 min in its one measured run, its own cluster; the go test

@@ -12,7 +12,16 @@
 #             hack/conformance/features/;
 #   userns    (make test, make conformance-features) the user namespace
 #             specs, on containerd 2.x with runc 1.5 (below); lists in
-#             hack/conformance/userns/.
+#             hack/conformance/userns/;
+#   full      (make conformance-full) every [Conformance] spec of test/e2e,
+#             the [Serial] ones one at a time after the others, against a
+#             multi-node cluster of nodeagent nodes with the add-ons
+#             (localcluster up --nodes N; docs/multinode.md) that the run
+#             starts and stops (or --cluster=DIR's); lists in
+#             hack/conformance/full/. Steps 3 and 3b below are the
+#             cluster's start instead; the suite binary is a second one,
+#             built with the conformancefull tag (full_test.go imports the
+#             SIG packages) and keyed apart.
 # The user namespace specs need a runtime that has them: for the userns
 # set the agent runs on a private containerd 2.x
 # (hack/build-containerd.sh) whose shims run runc 1.5
@@ -54,6 +63,11 @@
 #                            expected-specs.txt and its list in
 #                            docs/conformance.md from this run (it refuses
 #                            to file a new failure: classify it by hand)
+#   --nodes=N                --set=full: the cluster's nodes (default 3)
+#   --cluster=DIR            --set=full: run against the multi-node cluster
+#                            in DIR (localcluster up --nodes N --e2e-images
+#                            ... --e2e-stand-ins ...; see run_full_cluster)
+#                            instead of starting one; it stays up
 # Other arguments go to the ginkgo CLI instead of the set's selection,
 # e.g. --focus='Probing' (judged against the set's lists, partially).
 # Durations: see docs/conformance.md.
@@ -71,37 +85,44 @@ if [ "${1:-}" = --build-images-only ]; then
   images_only=1
   shift
 fi
-if [ -z "$images_only" ]; then
+update=
+set=node
+nodes=3
+cluster_dir=
+ginkgo_args=()
+for a in "$@"; do
+  case "$a" in
+    --update-known-failures) update=1 ;;
+    --set=*) set=${a#--set=} ;;
+    --nodes=*) nodes=${a#--nodes=} ;;
+    --cluster=*) cluster_dir=$(cd "${a#--cluster=}" && pwd) ;;
+    *) ginkgo_args+=("$a") ;;
+  esac
+done
+full=
+[ "$set" != full ] || full=1
+lc=$root/_output/bin/localcluster
+kubectl() { "$root/_output/bin/kubectl" --kubeconfig "$KUBECONFIG" "$@"; }
+if [ -z "$images_only" ] && [ -z "$full" ]; then
 [ -n "${NODEAGENT_CLUSTER_DIR:-}" ] ||
   die "NODEAGENT_CLUSTER_DIR is not set: start a cluster with 'hack/localcluster.sh up' and 'eval \"\$(_output/bin/localcluster env)\"'"
 agent=${NODEAGENT_BIN:-$root/_output/bin/nodeagent}
 [ -x "$agent" ] || die "$agent is missing: run 'make build'"
-lc=$root/_output/bin/localcluster
 if [ ! -x "$lc" ]; then
   go build -o "$lc" ./hack/localcluster
 fi
 "$lc" status --dir "$NODEAGENT_CLUSTER_DIR" >/dev/null ||
   die "no cluster is running in $NODEAGENT_CLUSTER_DIR: start one with 'hack/localcluster.sh up --dir $NODEAGENT_CLUSTER_DIR'"
 eval "$("$lc" env --dir "$NODEAGENT_CLUSTER_DIR")"
-kubectl() { "$root/_output/bin/kubectl" --kubeconfig "$KUBECONFIG" "$@"; }
 fi
-update=
-set=node
-ginkgo_args=()
-for a in "$@"; do
-  case "$a" in
-    --update-known-failures) update=1 ;;
-    --set=*) set=${a#--set=} ;;
-    *) ginkgo_args+=("$a") ;;
-  esac
-done
 # Each set's lists (timing-sensitive.txt is shared), the section of
 # docs/conformance.md its update rewrites, and its runtime.
 case "$set" in
   node) lists=hack/conformance section=known-failures runtime=cluster ;;
   features) lists=hack/conformance/$set section=known-failures-$set runtime=cluster ;;
   userns) lists=hack/conformance/$set section=known-failures-$set runtime=current ;;
-  *) die "--set=$set: want node, features or userns" ;;
+  full) lists=hack/conformance/$set section=known-failures-$set runtime=cluster ;;
+  *) die "--set=$set: want node, features, userns or full" ;;
 esac
 procs=${CONFORMANCE_PROCS:-6}
 cache_root=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}
@@ -112,22 +133,44 @@ upstream_flagset=$(source hack/upstream-go.sh && echo "$UPSTREAM_GO_FLAGSET")
 if [ -z "$images_only" ]; then
 # 1. The suite binary and the ginkgo CLI (parallel runs need it; it must
 # match the suite's ginkgo library, so it comes from the same module).
-key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum
-        find hack/controlplane/conformance -type f -name '*.go' | LC_ALL=C sort | xargs cat
-        go version; echo "$upstream_flagset") | sha256sum | cut -c1-16)
+# The full set's binary: built with the conformancefull tag, whose file
+# (full_test.go) imports the SIG packages of test/e2e; they need three
+# modules more than hack/controlplane/go.mod requires (sample-apiserver
+# for the aggregator specs, testify), added in a copy of go.mod and go.sum
+# (go -modfile) so that the control plane's pin, and every cache keyed by
+# it, stays as it is. full_test.go is in the full binary's key only.
+full_requires="k8s.io/sample-apiserver@v0.0.0 github.com/stretchr/testify@v1.10.0 github.com/stretchr/objx@v0.5.2"
+if [ -n "$full" ]; then
+  key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum hack/controlplane/conformance/full.sum
+          find hack/controlplane/conformance -type f -name '*.go' | LC_ALL=C sort | xargs cat
+          go version; echo "$upstream_flagset"; echo "tags=conformancefull $full_requires") | sha256sum | cut -c1-16)
+else
+  key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum
+          find hack/controlplane/conformance -type f -name '*.go' ! -name full_test.go | LC_ALL=C sort | xargs cat
+          go version; echo "$upstream_flagset") | sha256sum | cut -c1-16)
+fi
 cache=$cache_root/conformance/$key
 suite=$cache/conformance.test
 ginkgo=$cache/ginkgo
 if [ -x "$suite" ] && [ -x "$ginkgo" ]; then
   log "suite binary and ginkgo CLI cached in $cache"
 else
-  log "compiling the upstream suite (k8s.io/kubernetes test/e2e; cold about 2-10 minutes on 2 cores, cached afterwards in $cache)"
+  log "compiling the upstream suite (k8s.io/kubernetes test/e2e${full:+, every SIG}; cold about 2-10 minutes on 2 cores${full:+ for the node set, several times that for the full one}, cached afterwards in $cache)"
   s=$(now)
   mkdir -p "$cache"
+  build_args=()
+  if [ -n "$full" ]; then
+    cp hack/controlplane/go.mod "$cache/full.mod"
+    cat hack/controlplane/go.sum hack/controlplane/conformance/full.sum >"$cache/full.sum"
+    req=()
+    for r in $full_requires; do req+=("-require=$r"); done
+    (cd hack/controlplane && go mod edit -modfile="$cache/full.mod" "${req[@]}")
+    build_args=(-modfile="$cache/full.mod" -tags=conformancefull)
+  fi
   # With hack/build-controlplane.sh's flags, so packages it already compiled
   # come from the Go build cache.
-  (source hack/upstream-go.sh && cd hack/controlplane && go test -c -vet=off -o "$suite.tmp.$$" ./conformance &&
-    go build -o "$ginkgo.tmp.$$" github.com/onsi/ginkgo/v2/ginkgo)
+  (source hack/upstream-go.sh && cd hack/controlplane && go test -c -vet=off "${build_args[@]}" -o "$suite.tmp.$$" ./conformance &&
+    go build "${build_args[@]}" -o "$ginkgo.tmp.$$" github.com/onsi/ginkgo/v2/ginkgo)
   mv -f "$suite.tmp.$$" "$suite"
   mv -f "$ginkgo.tmp.$$" "$ginkgo"
   log "compiled in $(( $(now) - s ))s"
@@ -227,6 +270,110 @@ if [ "$runtime" = current ]; then
   # Built (or linked from their caches) before the clock of the run starts.
   cbin=$(hack/build-containerd.sh | tail -n1) || die "building containerd 2.x failed"
   runc=$(hack/build-runc.sh | tail -n1) || die "building runc failed"
+fi
+
+# 3 (--set=full). A multi-node cluster of nodeagent nodes with the
+# add-ons (docs/multinode.md), every node with the e2e images and the full
+# suite's stand-ins (testimage.E2EStandIns); then steps 4 and 5 for the
+# [Conformance] specs. The cluster is the run's own (started in a
+# temporary directory, stopped at the end; KEEP=1 leaves it up after a
+# failure) unless --cluster=DIR names one.
+if [ -n "$full" ]; then
+  own_cluster=
+  [ -n "$cluster_dir" ] || {
+    own_cluster=1
+    hack/build-controlplane.sh >/dev/null
+    hack/build-kube-proxy.sh >/dev/null
+    hack/build-coredns.sh >/dev/null
+    # The product's flags (hack/build.sh), as hack/test-multinode.sh builds it.
+    CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags='-s -w' -o "$root/_output/bin/routeagent" ./hack/routeagent
+    agent=${NODEAGENT_BIN:-$root/_output/bin/nodeagent}
+    [ -x "$agent" ] || die "$agent is missing: run 'make build'"
+    cluster_dir=$(mktemp -d /tmp/na-conffull.XXXXXX)
+  }
+  go build -o "$lc" ./hack/localcluster
+  out=$root/_output/conformance
+  mkdir -p "$out"
+  full_cleanup() {
+    local rc=$?
+    set +e
+    if [ -n "$own_cluster" ]; then
+      if [ "$rc" != 0 ]; then
+        for f in "$cluster_dir"/logs/*.log; do [ -f "$f" ] && cp "$f" "$out/"; done
+        log "the cluster's logs (agents, containerds, control plane): $out/"
+      fi
+      if [ "$rc" != 0 ] && [ "${KEEP:-}" = 1 ]; then
+        log "KEEP=1: the cluster stays up in $cluster_dir (stop it with '$lc down --dir $cluster_dir')"
+      else
+        "$lc" down --dir "$cluster_dir" >/dev/null 2>&1
+        rm -rf --one-file-system "$cluster_dir"
+      fi
+    fi
+    exit "$rc"
+  }
+  trap full_cleanup EXIT
+  trap 'exit 130' INT TERM
+  s=$(now)
+  if [ -n "$own_cluster" ]; then
+    # The stand-ins' inputs (testimage.E2EStandIns): upstream's test/images
+    # and the dig and getent stand-in, static (the product's module).
+    standins=$out/standins
+    rm -rf "$standins"
+    mkdir -p "$standins"
+    ln -s "$kdir/test/images" "$standins/test-images"
+    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$standins/e2edns" ./hack/e2edns
+    log "starting a $nodes-node cluster in $cluster_dir"
+    "$lc" up --dir "$cluster_dir" --nodes "$nodes" --e2e-images "$images" --e2e-stand-ins "$standins" \
+      --cluster-cidr 10.245.0.0/16 >/dev/null || die "localcluster up --nodes $nodes failed"
+  fi
+  "$lc" status --dir "$cluster_dir" >/dev/null || die "no cluster is running in $cluster_dir"
+  eval "$("$lc" env --dir "$cluster_dir")"
+  kubectl -n kube-system rollout status ds/routeagent --timeout=300s >/dev/null || die "the routeagent DaemonSet is not ready"
+  kubectl -n kube-system rollout status ds/kube-proxy --timeout=300s >/dev/null || die "the kube-proxy DaemonSet is not ready"
+  kubectl -n kube-system rollout status deploy/coredns --timeout=300s >/dev/null || die "CoreDNS is not available"
+  ready=$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -cx True || true)
+  [ "$ready" -ge 2 ] || die "$ready Ready nodes in $cluster_dir: the full set needs a multi-node cluster"
+  log "cluster of $ready Ready nodes with the add-ons in $(( $(now) - s ))s"
+  # The API server (in the host's namespace) dials webhooks and aggregated
+  # API servers at their pod IPs (localcluster's --enable-aggregator-routing):
+  # the host gets a route to each node's pod CIDR via the node, as the pod
+  # network's DaemonSet gives a kubeadm control plane node (proto 77, as
+  # the route agent's; they go with the cluster's bridge).
+  while read -r cidr nip; do
+    [ -n "$cidr" ] && [ -n "$nip" ] || continue
+    ip route replace "$cidr" via "$nip" proto 77 || die "ip route replace $cidr via $nip"
+    log "host route to pod CIDR $cidr via $nip"
+  done < <(kubectl get nodes -o jsonpath='{range .items[*]}{.spec.podCIDR}{" "}{.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}')
+  # 4. Every [Conformance] spec; ginkgo runs the [Serial] ones (the Serial
+  # decorator of framework.WithSerial) on process 1 after the parallel
+  # ones. The framework flags test/e2e's own setup would fill in: the node
+  # count, the kubectl the sig-cli specs run, a JUnit and a JSON report.
+  s=$(now)
+  src=0
+  suite_args=(--kubeconfig "$KUBECONFIG" --nodeagent.results "$out/results.jsonl" --num-nodes "$ready"
+    --kubectl-path "$root/_output/bin/kubectl")
+  [ ${#ginkgo_args[@]} -gt 0 ] || suite_args+=(--nodeagent.set=full)
+  rm -f "$out/results.jsonl"
+  "$ginkgo" run --procs="$procs" --no-color --timeout="${CONFORMANCE_TIMEOUT:-6h}" --poll-progress-after=10m --flake-attempts=2 \
+    --output-dir="$out" --json-report=report.json --junit-report=junit.xml "${ginkgo_args[@]}" \
+    "$suite" -- "${suite_args[@]}" || src=$?
+  wall=$(( $(now) - s ))
+  log "specs (full) ran in ${wall}s with $procs processes on $ready nodes, suite exit status $src; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  [ -s "$out/results.jsonl" ] || die "the suite wrote no results (exit status $src): see its output above"
+  for f in "$cluster_dir"/logs/node-*-agent.log; do [ -f "$f" ] && cp "$f" "$out/"; done
+  # 5. The judgement, as for the other sets.
+  rc=0
+  args=(--results "$out/results.jsonl" --known "$lists/known-failures.txt"
+    --expected "$lists/expected-specs.txt" --timing hack/conformance/timing-sensitive.txt --suite-exit "$src")
+  if [ ${#ginkgo_args[@]} -gt 0 ]; then
+    log "ginkgo arguments given (${ginkgo_args[*]}): not every expected spec is required"
+    args+=(--partial)
+  fi
+  if [ -n "$update" ]; then
+    args+=(--update --docs docs/conformance.md --docs-section "$section" --wall "$wall")
+  fi
+  "$root/_output/bin/ratchet" "${args[@]}" || rc=$?
+  exit "$rc"
 fi
 
 # 3. The agent, with a bridge network as an operator's CNI DaemonSet would

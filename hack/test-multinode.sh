@@ -12,7 +12,9 @@
 #   3. pod-to-pod TCP and UDP from node-1 to pods on the other nodes;
 #   4. a ClusterIP and a NodePort Service (on node-2's address) reach a pod
 #      on node-3 from a pod on node-1 (kube-proxy);
-#   5. the Service's DNS name resolves to its ClusterIP through CoreDNS;
+#   5. the Service's DNS name resolves to its ClusterIP through CoreDNS, and
+#      a headless Service's (clusterIP: None, over the spread Deployment)
+#      to the Deployment's 3 pod IPs, from a pod on each node;
 #   6. node-3's agent killed: the node goes NotReady (Unknown) after the
 #      node lifecycle controller's grace (20 s here, --node-monitor-grace-period)
 #      and its Deployment pod is replaced on the other nodes after the
@@ -128,6 +130,15 @@ spec:
 ---
 apiVersion: v1
 kind: Service
+metadata: {name: echo-headless}
+spec:
+  clusterIP: None
+  selector: {app: echo}
+  ports:
+  - {name: http, port: 8080, protocol: TCP}
+---
+apiVersion: v1
+kind: Service
 metadata: {name: target-np}
 spec:
   type: NodePort
@@ -170,6 +181,23 @@ log "== 5. DNS through CoreDNS"
 got=$(cx nslookup target.default.svc.cluster.local) || fail "nslookup target.default.svc.cluster.local: $got"
 [[ $got == *"$cip"* ]] || fail "nslookup target.default.svc.cluster.local gave '$got', want $cip"
 log "ok: target.default.svc.cluster.local -> $cip"
+# The headless Service: CoreDNS answers with the ready endpoints' pod
+# IPs (one A record each), asked from the echo pod on each node.
+want=$(k get pods -l app=echo -o jsonpath='{range .items[*]}{.status.podIP}{"\n"}{end}' | sort | tr '\n' ' ')
+hl=echo-headless.default.svc.cluster.local
+for n in node-1 node-2 node-3; do
+	pod=$(k get pods -l app=echo --field-selector spec.nodeName=$n -o jsonpath='{.items[0].metadata.name}')
+	got=
+	for _ in $(seq 20); do
+		# The A records after the answer's "Name:" line (busybox nslookup).
+		got=$(timeout 30 "$ROOT/_output/bin/kubectl" --kubeconfig "$DIR/kubeconfig/admin.kubeconfig" exec "$pod" -- nslookup -type=a "$hl" 2>/dev/null |
+			awk '/^Name:/ { n = 1 } n && /^Address/ { print $2 }' | sort | tr '\n' ' ') || true
+		[[ $got == "$want" ]] && break
+		sleep 1
+	done
+	[[ $got == "$want" ]] || fail "nslookup $hl from $pod ($n) gave '$got', want the Deployment's pod IPs '$want'"
+	log "ok: headless $hl -> $got from $pod ($n)"
+done
 
 log "== 6. node-3 stopped: NotReady after the grace, its pod replaced"
 old=$(k get pods -l app=echo --field-selector spec.nodeName=node-3 -o jsonpath='{.items[0].metadata.name}')

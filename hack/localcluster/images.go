@@ -17,19 +17,24 @@ import (
 // nodeImages returns what imports a multi-node cluster's images into a
 // node's containerd: the busybox test image, the e2e images (made of the
 // programs in e2eDir, when set) and the add-ons' (localcluster's
-// addons.go), made of the programs in binDir.
-func nodeImages(binDir, e2eDir string) func(ctx context.Context, address string) error {
+// addons.go), made of the programs in binDir; with standIns (a directory
+// laid out for testimage.E2EStandIns), every image of the full suite.
+func nodeImages(binDir, e2eDir, standIns string) func(ctx context.Context, address string) error {
 	return func(ctx context.Context, address string) error {
 		specs, err := addonImages(binDir)
 		if err != nil {
 			return err
 		}
 		if e2eDir != "" {
-			e2e, err := testimage.E2EImages(testimage.E2EInputsIn(e2eDir))
+			e2e := testimage.E2EImages
+			if standIns != "" {
+				e2e = func(in testimage.E2EInputs) ([]testimage.Spec, error) { return testimage.E2EStandIns(in, standIns) }
+			}
+			more, err := e2e(testimage.E2EInputsIn(e2eDir))
 			if err != nil {
 				return err
 			}
-			specs = append(specs, e2e...)
+			specs = append(specs, more...)
 		}
 		rt, err := runtime.New(runtime.Options{Address: "unix://" + address, Namespace: runtime.DefaultNamespace, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {

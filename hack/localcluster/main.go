@@ -50,6 +50,7 @@ func main() {
 	kubeletPort := fs.Int("port", 0, "kubeadm-join-prepare: the kubelet-config's port (0: kubelet's 10250)")
 	nodes := fs.Int("nodes", 1, "nodeagent nodes to start, each in network namespaces of its own, with the add-ons (>= 2; 1: none, tests start agents; docs/multinode.md)")
 	e2eImages := fs.String("e2e-images", "", "with --nodes: a directory of the e2e images' programs (hack/conformance.sh's cache) whose images the nodes get")
+	standIns := fs.String("e2e-stand-ins", "", "with --e2e-images: a directory with test-images (upstream's test/images) and e2edns (hack/e2edns); the nodes get every image of the full [Conformance] suite (testimage.E2EStandIns: dig and getent in agnhost, jessie-dnsutils, httpd, nginx, nautilus, kitten)")
 	grace := fs.Duration("node-monitor-grace-period", 0, "kube-controller-manager --node-monitor-grace-period (0: 40s)")
 	toleration := fs.Duration("pod-eviction-toleration", 0, "kube-apiserver --default-not-ready-toleration-seconds and --default-unreachable-toleration-seconds (0: 300s)")
 	k8sVersion := fs.String("kubernetes-version", "v1.34.4", "kubeadm-join-prepare: the ClusterConfiguration's kubernetesVersion")
@@ -70,7 +71,7 @@ func main() {
 		bin, err := filepath.Abs(*binDir)
 		check(err)
 		s, err := localcluster.Up(ctx, localcluster.Options{Dir: absDir, BinDir: bin, NoContainerd: *noContainerd, Log: os.Stderr, NodeCIDRMaskSize: *nodeMask, ClusterSigningDuration: *signing, ClusterCIDR: *clusterCIDR,
-			Nodes: *nodes, ImportImages: nodeImages(bin, *e2eImages), NodeMonitorGracePeriod: *grace, PodEvictionToleration: *toleration})
+			Nodes: *nodes, ImportImages: nodeImages(bin, *e2eImages, *standIns), NodeMonitorGracePeriod: *grace, PodEvictionToleration: *toleration})
 		check(err)
 		printEnv(s)
 	case "down":

@@ -413,6 +413,12 @@ func start(ctx context.Context, o Options) (*State, error) {
 		// The kubernetes Service's endpoint is the advertised address,
 		// reached from pods through kube-proxy.
 		apiMulti = append(apiMulti, "--endpoint-reconciler-type=lease")
+		// Admission webhooks and aggregated API servers (pods) are dialed
+		// at their endpoints' pod IPs, not their Service's ClusterIP: the
+		// API server runs in the host's namespace, where no kube-proxy
+		// runs (a kubeadm control plane node has one). The host reaches
+		// pod IPs by the routes hack/conformance.sh --set=full installs.
+		apiMulti = append(apiMulti, "--enable-aggregator-routing=true")
 		if o.PodEvictionToleration > 0 {
 			sec := strconv.Itoa(int(o.PodEvictionToleration / time.Second))
 			apiMulti = append(apiMulti, "--default-not-ready-toleration-seconds="+sec, "--default-unreachable-toleration-seconds="+sec)
