@@ -343,15 +343,21 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool) c
 // and deletes both at the end.
 func csiClaim(t *testing.T, a *agent, driver, claim, pvName, handle string) {
 	t.Helper()
+	csiClaimMode(t, a, driver, claim, pvName, handle, corev1.PersistentVolumeFilesystem, "1Mi")
+}
+
+// csiClaimMode is csiClaim with the PV's and the claim's volume mode and size.
+func csiClaimMode(t *testing.T, a *agent, driver, claim, pvName, handle string, mode corev1.PersistentVolumeMode, size string) {
+	t.Helper()
 	ctx := context.Background()
 	admin := a.env.Admin
-	csiPV(t, a, driver, claim, pvName, handle)
+	csiPVMode(t, a, driver, claim, pvName, handle, mode, size)
 	empty := ""
 	if _, err := admin.CoreV1().PersistentVolumeClaims("default").Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: claim},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: pvName, StorageClassName: &empty,
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: pvName, StorageClassName: &empty, VolumeMode: &mode,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
 		},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -365,14 +371,18 @@ func csiClaim(t *testing.T, a *agent, driver, claim, pvName, handle string) {
 // may come later: the PV controller binds it then), deleted at the end.
 func csiPV(t *testing.T, a *agent, driver, claim, pvName, handle string) {
 	t.Helper()
-	ctx := context.Background()
+	csiPVMode(t, a, driver, claim, pvName, handle, corev1.PersistentVolumeFilesystem, "1Mi")
+}
+
+// csiPVMode is csiPV with the PV's volume mode and capacity.
+func csiPVMode(t *testing.T, a *agent, driver, claim, pvName, handle string, mode corev1.PersistentVolumeMode, size string) {
+	t.Helper()
 	admin := a.env.Admin
-	fs := corev1.PersistentVolumeFilesystem
-	if _, err := admin.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+	if _, err := admin.CoreV1().PersistentVolumes().Create(context.Background(), &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: pvName},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")},
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeMode: &fs,
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeMode: &mode,
 			ClaimRef:                      &corev1.ObjectReference{Namespace: "default", Name: claim},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: handle}},
