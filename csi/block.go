@@ -301,6 +301,14 @@ func (m *Mounter) mapCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *cs
 		if err == nil {
 			m.noteInUse(cv, podDir, attachRequired(drv))
 		}
+		// Online expansion, as kubelet's in-use expansion of a block
+		// volume: a failure is logged and retried at the next sync.
+		if devicePath, err := filepath.EvalSymlinks(p.publish(uid)); err == nil {
+			if err := m.expandMounted(ctx, pod, cv, devicePath); err != nil {
+				m.log().Warn("volume expansion failed", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "volume", cv.specName, "err", err)
+				m.event(pod, v1.EventTypeWarning, "VolumeResizeFailed", err.Error())
+			}
+		}
 		return link, nil
 	}
 	if err != nil {
@@ -363,6 +371,16 @@ func (m *Mounter) mapCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *cs
 	}
 	m.event(pod, v1.EventTypeNormal, reasonMapSucceded, fmt.Sprintf("MapVolume.MapPodDevice succeeded for volume %q globalMapPath %q", cv.specName, p.globalMap))
 	m.event(pod, v1.EventTypeNormal, reasonMapSucceded, fmt.Sprintf("MapVolume.MapPodDevice succeeded for volume %q volumeMapPath %q", cv.specName, filepath.Join(podDir, p.podLinkDir)))
+	// A volume expanded while no pod had it (offline expansion): grown
+	// now, for the device (kubelet's DevicePath) and the staging path,
+	// and the map fails if that fails, as kubelet's MapVolume.
+	staging := ""
+	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
+		staging = p.staging
+	}
+	if err := m.expandIfNeeded(ctx, pod, d, cv, caps, devicePath, staging); err != nil {
+		return "", &opError{op: "MapVolume.MarkVolumeAsMounted", prefix: "MapVolume.MarkVolumeAsMounted failed while expanding volume", err: err}
+	}
 	return link, nil
 }
 

@@ -11,7 +11,11 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -379,5 +383,180 @@ func TestMapLocalBlockVolume(t *testing.T) {
 	}
 	if exists(p) || exists(filepath.Join(rig.root, "plugins/kubernetes.io~local-volume/volumeDevices/pv-local")) || len(fb.devices) != 0 {
 		t.Error("the local volume's map stays")
+	}
+}
+
+// Raw block volumes in /stats/summary and kubelet_volume_stats_*, as
+// kubelet's volume stat calculator lists its block volumes: a CSI one's
+// stats are the driver's NodeGetVolumeStats for the pod's bind of the
+// device (<globalMapPath>/<pod UID>), with a unit the driver leaves out
+// as zeros; a local one's are its device's size alone (kubelet's
+// MetricsBlock); both named after the pod's volume with the claim as
+// pvcRef, and gone with the pod.
+func TestBlockVolumeStats(t *testing.T) {
+	ctx := context.Background()
+	pvc, pv := blockClaim("claim", "pv-1", "pvc-uid")
+	lpvc, lpv := blockClaim("local", "pv-local", "local-uid")
+	devFile := filepath.Join(t.TempDir(), "sdx")
+	if err := os.WriteFile(devFile, []byte(fakeDeviceContent), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lpv.Spec.PersistentVolumeSource = v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: devFile}}
+	rig, _, _ := newBlockRig(t, pvc, pv, lpvc, lpv, csiDriverObj(false))
+	rig.f.caps = append(rig.f.caps, csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS)
+	rig.f.usage = []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: 5 << 20}}
+
+	pod := blockPod("uid-1", "claim", false)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "raw", VolumeSource: v1.VolumeSource{
+		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "local"}}})
+	pod.Spec.Containers[0].VolumeDevices = append(pod.Spec.Containers[0].VolumeDevices, v1.VolumeDevice{Name: "raw", DevicePath: "/dev/xvdb"})
+	for i := range pod.Spec.Volumes {
+		if _, err := rig.m.SetUp(ctx, pod, rig.podDir("uid-1"), &pod.Spec.Volumes[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The local device's bind, as the fake host makes it, holds 3000
+	// bytes: its size.
+	bind := filepath.Join(rig.root, "plugins/kubernetes.io~local-volume/volumeDevices/pv-local/uid-1")
+	if err := os.WriteFile(bind, []byte(strings.Repeat("x", 3000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	got := rig.m.PodVolumeStats(ctx, "uid-1")
+	if len(got) != 2 {
+		t.Fatalf("stats %+v, want the two block volumes", got)
+	}
+	if r := rig.f.stats; len(r) != 1 || r[0].VolumeId != "vol-1" ||
+		r[0].VolumePath != filepath.Join(rig.root, "plugins/kubernetes.io/csi/volumeDevices/pv-1/dev/uid-1") {
+		t.Errorf("NodeGetVolumeStats requests %+v, want one for the pod's bind of the device", r)
+	}
+	want := map[string]struct {
+		claim    string
+		capacity uint64
+	}{"data": {"claim", 5 << 20}, "raw": {"local", 3000}}
+	for _, vs := range got {
+		w, ok := want[vs.Name]
+		if !ok || vs.PVCRef == nil || vs.PVCRef.Name != w.claim || vs.PVCRef.Namespace != "ns" {
+			t.Errorf("volume %q pvcRef %+v", vs.Name, vs.PVCRef)
+			continue
+		}
+		if vs.CapacityBytes == nil || *vs.CapacityBytes != w.capacity {
+			t.Errorf("volume %q capacity %v, want %d", vs.Name, vs.CapacityBytes, w.capacity)
+		}
+		for n, v := range map[string]*uint64{"available": vs.AvailableBytes, "used": vs.UsedBytes, "inodes": vs.Inodes, "inodesFree": vs.InodesFree, "inodesUsed": vs.InodesUsed} {
+			if v == nil || *v != 0 {
+				t.Errorf("volume %q %s %v, want 0", vs.Name, n, v)
+			}
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(VolumeStatsCollector{M: rig.m})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := map[string]float64{}
+	series := 0
+	for _, mf := range mfs {
+		for _, mt := range mf.Metric {
+			series++
+			if mf.GetName() != "kubelet_volume_stats_capacity_bytes" {
+				continue
+			}
+			for _, l := range mt.Label {
+				if l.GetName() == "persistentvolumeclaim" {
+					capacity[l.GetValue()] = mt.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	if series != 12 || capacity["claim"] != 5<<20 || capacity["local"] != 3000 {
+		t.Errorf("%d series, capacities %v: want kubelet's 6 gauges for each claim", series, capacity)
+	}
+
+	if err := rig.m.TearDown(ctx, rig.podDir("uid-1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := rig.m.PodVolumeStats(ctx, "uid-1"); len(got) != 0 {
+		t.Errorf("stats %+v after the teardown", got)
+	}
+}
+
+// Node expansion of a block volume, as kubelet's (operation generator
+// MapVolume and its in-use expansion, csi NodeExpand with fsType
+// "block"): offline, at the map, NodeExpandVolume gets the device's path
+// (the publish target), the staging path and a block capability, and a
+// final failure fails the map with kubelet's FailedMapVolume message;
+// online, a mapped volume is grown at the pod's next sync and the claim
+// gets its new capacity.
+func TestExpandBlockVolume(t *testing.T) {
+	ctx := context.Background()
+	pvc, pv := blockClaim("claim", "pv-1", "pvc-uid")
+	pvc.Status.Capacity = v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}
+	pv.Spec.Capacity = v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}
+	rig, _, rec := newBlockRig(t, pvc, pv, csiDriverObj(false))
+	rig.f.caps = append(rig.f.caps, csipb.NodeServiceCapability_RPC_EXPAND_VOLUME)
+	base := filepath.Join(rig.root, "plugins/kubernetes.io/csi/volumeDevices")
+
+	// Offline: expanded while no pod had it; the driver refuses for good.
+	resized(t, rig.client, "2Gi")
+	rig.f.expandErr = status.Error(codes.InvalidArgument, "cannot grow")
+	pod := blockPod("uid-1", "claim", false)
+	_, err := rig.m.SetUp(ctx, pod, rig.podDir("uid-1"), &pod.Spec.Volumes[0])
+	var me *volume.MountError
+	if !errors.As(err, &me) || me.EventReason() != "FailedMapVolume" ||
+		!strings.HasPrefix(err.Error(), `MapVolume.MarkVolumeAsMounted failed while expanding volume for volume "pv-1" : MountVolume.NodeExpandVolume failed for volume "pv-1" : rpc error:`) {
+		t.Fatalf("SetUp: %v, want kubelet's FailedMapVolume for the expansion", err)
+	}
+	if len(rig.f.expand) != 1 {
+		t.Fatalf("%d NodeExpandVolume calls", len(rig.f.expand))
+	}
+	e := rig.f.expand[0]
+	if e.VolumeId != "vol-1" || e.VolumePath != filepath.Join(base, "publish/pv-1/uid-1") || e.StagingTargetPath != filepath.Join(base, "staging/pv-1") ||
+		e.GetVolumeCapability().GetBlock() == nil || e.GetVolumeCapability().GetMount() != nil || e.CapacityRange.GetRequiredBytes() != 2<<30 ||
+		e.GetVolumeCapability().GetAccessMode().GetMode() != csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER {
+		t.Errorf("NodeExpandVolume %+v", e)
+	}
+	got, err := rig.client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "claim", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.AllocatedResourceStatuses[v1.ResourceStorage] != v1.PersistentVolumeClaimNodeResizeInfeasible {
+		t.Errorf("claim status %+v, want NodeResizeInfeasible", got.Status)
+	}
+
+	// Online: the resizer moves the claim on; the mapped volume is grown
+	// at the next sync, once.
+	rig.f.expandErr = nil
+	resized(t, rig.client, "3Gi")
+	drain(rec)
+	rig.f.calls = nil
+	if _, err := rig.m.SetUp(ctx, pod, rig.podDir("uid-1"), &pod.Spec.Volumes[0]); err != nil {
+		t.Fatal(err)
+	}
+	if calls := rig.f.Calls(); !slices.Equal(calls, []string{"NodeGetCapabilities", "NodeExpandVolume"}) {
+		t.Errorf("calls %v: want the online expansion alone", calls)
+	}
+	if e := rig.f.expand[len(rig.f.expand)-1]; e.VolumePath != filepath.Join(base, "publish/pv-1/uid-1") || e.GetVolumeCapability().GetBlock() == nil ||
+		e.CapacityRange.GetRequiredBytes() != 3<<30 {
+		t.Errorf("online NodeExpandVolume %+v", e)
+	}
+	got, err = rig.client.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "claim", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Status.Capacity[v1.ResourceStorage]; c.Cmp(resource.MustParse("3Gi")) != 0 || len(got.Status.AllocatedResourceStatuses) != 0 {
+		t.Errorf("claim status %+v after the online expansion", got.Status)
+	}
+	if ev := drain(rec); len(ev) != 2 || ev[0] != `Normal FileSystemResizeSuccessful MountVolume.NodeExpandVolume succeeded for volume "pv-1" node-a` {
+		t.Errorf("events %q", ev)
+	}
+	rig.f.calls = nil
+	if _, err := rig.m.SetUp(ctx, pod, rig.podDir("uid-1"), &pod.Spec.Volumes[0]); err != nil || len(rig.f.Calls()) != 0 {
+		t.Errorf("a sync after the expansion: %v, calls %v", err, rig.f.Calls())
+	}
+	if err := rig.m.TearDown(ctx, rig.podDir("uid-1")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -36,7 +36,8 @@ var resizeConditions = map[v1.PersistentVolumeClaimConditionType]bool{
 // resizer expanded the volume in the controller) and the claim's
 // status.allocatedResourceStatuses[storage] is NodeResizePending or
 // NodeResizeInProgress, the claim is marked NodeResizeInProgress, the
-// driver's NodeExpandVolume grows the filesystem at the publish target,
+// driver's NodeExpandVolume grows the filesystem at the publish target
+// (a raw block volume: the device, with a block capability),
 // and the claim gets status.capacity the new size, its storage entry in
 // allocatedResourceStatuses removed and its resize conditions dropped.
 // A driver's InvalidArgument or OutOfRange marks the claim
@@ -79,16 +80,21 @@ func (m *Mounter) expandIfNeeded(ctx context.Context, pod *v1.Pod, d *Driver, cv
 	if c, err := volumeCapability(cv, caps, &v1.Pod{}); err == nil {
 		mode = c.GetAccessMode().GetMode()
 	}
+	capability := &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: cv.fsType, MountFlags: cv.mountOptions}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: mode},
+	}
+	if cv.block {
+		// kubelet's fsType "block": a block access type, no mount flags.
+		capability.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
+	}
 	ectx, cancel := context.WithTimeout(ctx, csiTimeout)
 	defer cancel()
 	_, rerr := d.Node.NodeExpandVolume(ectx, &csipb.NodeExpandVolumeRequest{
 		VolumeId: cv.handle, VolumePath: target, StagingTargetPath: staging,
-		CapacityRange: &csipb.CapacityRange{RequiredBytes: cv.pvSize.Value()},
-		VolumeCapability: &csipb.VolumeCapability{
-			AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: cv.fsType, MountFlags: cv.mountOptions}},
-			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: mode},
-		},
-		Secrets: secrets,
+		CapacityRange:    &csipb.CapacityRange{RequiredBytes: cv.pvSize.Value()},
+		VolumeCapability: capability,
+		Secrets:          secrets,
 	})
 	if rerr != nil {
 		msg := fmt.Sprintf("failed to expand pvc with %v", fmt.Errorf("rpc error: %w", rerr))

@@ -38,6 +38,8 @@ type fakeDriver struct {
 	unstage   []*csipb.NodeUnstageVolumeRequest
 	expand    []*csipb.NodeExpandVolumeRequest
 	expandErr error
+	stats     []*csipb.NodeGetVolumeStatsRequest
+	usage     []*csipb.VolumeUsage // NodeGetVolumeStats's answer
 	infos     int
 }
 
@@ -176,4 +178,12 @@ func (f *fakeDriver) NodeExpandVolume(_ context.Context, r *csipb.NodeExpandVolu
 		return nil, f.expandErr
 	}
 	return &csipb.NodeExpandVolumeResponse{CapacityBytes: r.CapacityRange.GetRequiredBytes()}, nil
+}
+
+func (f *fakeDriver) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
+	f.record("NodeGetVolumeStats")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats = append(f.stats, r)
+	return &csipb.NodeGetVolumeStatsResponse{Usage: f.usage}, nil
 }

@@ -126,8 +126,9 @@ type csiVolume struct {
 // opError is a failure of the kubelet operation op (the prefix of the
 // FailedMount message: MountVolume.WaitForAttach, MountVolume.MountDevice).
 type opError struct {
-	op  string
-	err error
+	op     string
+	prefix string // kubelet's wording when not "<op> failed"
+	err    error
 }
 
 func (e *opError) Error() string { return e.err.Error() }
@@ -158,6 +159,8 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 		if err != nil {
 			return "", mountError(direct.pv.Name, "MapVolume.MapBlockVolume", err)
 		}
+		sv.localDevice = filepath.Join(m.localBlockPaths(direct.pv.Name).globalMap, string(pod.UID))
+		m.noteSetUp(string(pod.UID), sv)
 		return p, nil
 	case direct != nil:
 		p, err := setUpLocal(pod, podDir, direct)
@@ -173,12 +176,15 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 		name = v.Name
 	}
 	if cv.block {
-		// Raw block: the pod's symlink to the device; no stats, no
-		// expansion (docs/storage.md).
+		// Raw block: the pod's symlink to the device; its stats are the
+		// driver's for the pod's bind of the device.
 		p, err := m.mapCSI(ctx, pod, podDir, cv)
 		if err != nil {
 			return "", mountError(name, "MapVolume.MapPodDevice", err)
 		}
+		sv.driver, sv.handle = cv.driver, cv.handle
+		sv.target = filepath.Join(m.csiBlockPaths(cv.specName).globalMap, string(pod.UID))
+		m.noteSetUp(string(pod.UID), sv)
 		return p, nil
 	}
 	p, err := m.setUpCSI(ctx, pod, podDir, cv)
@@ -204,10 +210,11 @@ func claimName(pod *v1.Pod, v *v1.Volume) string {
 
 func mountError(vol, op string, err error) error {
 	var oe *opError
+	prefix := ""
 	if errors.As(err, &oe) {
-		op = oe.op
+		op, prefix = oe.op, oe.prefix
 	}
-	me := &volume.MountError{Volume: vol, Op: op, Err: err}
+	me := &volume.MountError{Volume: vol, Op: op, Err: err, Prefix: prefix}
 	if strings.HasPrefix(op, "MapVolume.") {
 		me.Reason = reasonFailedMap // kubelet's map operations' event
 	}
@@ -480,8 +487,9 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 	return target, nil
 }
 
-// expandMounted runs expandIfNeeded for a published volume when its claim
-// asks for it (no driver call otherwise).
+// expandMounted runs expandIfNeeded for a published volume (target: its
+// publish target; a block volume's: the device's path, kubelet's
+// DevicePath) when its claim asks for it (no driver call otherwise).
 func (m *Mounter) expandMounted(ctx context.Context, pod *v1.Pod, cv *csiVolume, target string) error {
 	if cv.pvc == nil {
 		return nil
@@ -499,7 +507,11 @@ func (m *Mounter) expandMounted(ctx context.Context, pod *v1.Pod, cv *csiVolume,
 		return err
 	}
 	staging := ""
-	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] {
+	switch {
+	case !caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME]:
+	case cv.block:
+		staging = m.csiBlockPaths(cv.specName).staging
+	default:
 		staging = filepath.Join(m.stagingDir(cv.driver, cv.handle), globalMount)
 	}
 	return m.expandIfNeeded(ctx, pod, d, cv, caps, target, staging)

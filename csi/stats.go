@@ -2,6 +2,8 @@ package csi
 
 import (
 	"context"
+	"io"
+	"os"
 	"sort"
 	"syscall"
 	"time"
@@ -30,9 +32,14 @@ type setUpVolume struct {
 	name      string // the pod's volume name
 	namespace string // the pod's
 	claim     string // the claim's name; "" for an inline csi volume
-	// A CSI volume: driver, handle and publish target; a local PV: dir.
+	// A CSI volume: driver, handle and the path NodeGetVolumeStats gets
+	// (a filesystem volume's publish target; a block volume's bind of the
+	// device at <globalMapPath>/<pod UID>, as kubelet's csiBlockMapper);
+	// a local PV: its directory, or, of volumeMode Block, the bind of its
+	// device.
 	driver, handle, target string
 	localDir               string
+	localDevice            string
 
 	at    time.Time // when stats was measured
 	stats *statsapi.VolumeStats
@@ -49,10 +56,14 @@ func (m *Mounter) noteSetUp(podUID string, sv *setUpVolume) {
 	if m.setUp[podUID] == nil {
 		m.setUp[podUID] = map[string]*setUpVolume{}
 	}
-	if old := m.setUp[podUID][sv.name]; old != nil && old.target == sv.target && old.localDir == sv.localDir {
+	if old := m.setUp[podUID][sv.name]; old != nil && old.sameVolume(sv) {
 		sv.at, sv.stats = old.at, old.stats
 	}
 	m.setUp[podUID][sv.name] = sv
+}
+
+func (sv *setUpVolume) sameVolume(o *setUpVolume) bool {
+	return sv.target == o.target && sv.localDir == o.localDir && sv.localDevice == o.localDevice
 }
 
 // forgetPod drops the pod's set-up volumes (its teardown finished).
@@ -76,6 +87,11 @@ func (m *Mounter) clock() clock.PassiveClock {
 // (left out when the driver lacks GET_VOLUME_STATS, is not registered or
 // fails), a local PV's from statfs of its directory (kubelet's
 // MetricsStatFS); each measured at most once per volumeStatsAggPeriod.
+// Raw block volumes too, as kubelet lists its block volumes beside the
+// mounted ones: a CSI one's NodeGetVolumeStats gets the pod's bind of the
+// device (<globalMapPath>/<pod UID>), a local one's is the size of its
+// device (kubelet's MetricsBlock: the capacity alone, the other figures
+// zero).
 // hostPath PVs have none (kubelet's hostPath plugin reports none either).
 func (m *Mounter) PodVolumeStats(ctx context.Context, podUID string) []statsapi.VolumeStats {
 	m.mu.Lock()
@@ -97,7 +113,7 @@ func (m *Mounter) PodVolumeStats(ctx context.Context, podUID string) []statsapi.
 			continue
 		}
 		m.mu.Lock()
-		if cur := m.setUp[podUID][sv.name]; cur != nil && cur.target == sv.target && cur.localDir == sv.localDir {
+		if cur := m.setUp[podUID][sv.name]; cur != nil && cur.sameVolume(&sv) {
 			cur.at, cur.stats = now, vs
 		}
 		m.mu.Unlock()
@@ -112,6 +128,15 @@ func (m *Mounter) measure(ctx context.Context, sv *setUpVolume, now time.Time) *
 		vs.PVCRef = &statsapi.PVCReference{Name: sv.claim, Namespace: sv.namespace}
 	}
 	t := metav1.NewTime(now)
+	if sv.localDevice != "" {
+		size, err := deviceSize(sv.localDevice)
+		if err != nil {
+			return nil
+		}
+		vs.FsStats = statsapi.FsStats{Time: t, CapacityBytes: ptr(size), AvailableBytes: ptr(0), UsedBytes: ptr(0),
+			Inodes: ptr(0), InodesFree: ptr(0), InodesUsed: ptr(0)}
+		return vs
+	}
 	if sv.localDir != "" {
 		var st syscall.Statfs_t
 		if err := syscall.Statfs(sv.localDir, &st); err != nil {
@@ -149,6 +174,21 @@ func (m *Mounter) measure(ctx context.Context, sv *setUpVolume, now time.Time) *
 	}
 	vs.FsStats = fs
 	return vs
+}
+
+// deviceSize is kubelet's metricsBlock: the device opened and sought to
+// its end.
+func deviceSize(path string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(end), nil
 }
 
 func ptr(v uint64) *uint64 { return &v }

@@ -235,6 +235,26 @@ spec:
 // bytes), and /metrics has kubelet's volume stats gauges for the claim.
 func checkCSIVolumeStats(t *testing.T, a *agent, p *corev1.Pod, claim string) {
 	t.Helper()
+	vs := podVolumeStats(t, a, p, "data")
+	if vs.PVCRef == nil || vs.PVCRef.Name != claim || vs.PVCRef.Namespace != "default" ||
+		vs.CapacityBytes == nil || *vs.CapacityBytes == 0 || vs.UsedBytes == nil || *vs.UsedBytes == 0 ||
+		vs.InodesUsed == nil || *vs.InodesUsed < 2 || vs.Inodes == nil || *vs.Inodes == 0 {
+		b, _ := json.Marshal(vs)
+		t.Errorf("volume stats %s", b)
+	}
+	_, metrics := a.get("/metrics")
+	for _, m := range []string{"capacity_bytes", "available_bytes", "used_bytes", "inodes", "inodes_free", "inodes_used"} {
+		want := fmt.Sprintf(`kubelet_volume_stats_%s{namespace="default",persistentvolumeclaim=%q} `, m, claim)
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+}
+
+// podVolumeStats waits until /stats/summary lists the pod's volume name
+// and returns its stats.
+func podVolumeStats(t *testing.T, a *agent, p *corev1.Pod, name string) *statsapi.VolumeStats {
+	t.Helper()
 	var vs *statsapi.VolumeStats
 	var out string
 	// After an agent restart the volume is listed once the pod synced.
@@ -249,28 +269,16 @@ func checkCSIVolumeStats(t *testing.T, a *agent, p *corev1.Pod, claim string) {
 		}
 		for _, ps := range sum.Pods {
 			for i := range ps.VolumeStats {
-				if ps.PodRef.UID == string(p.UID) && ps.VolumeStats[i].Name == "data" {
+				if ps.PodRef.UID == string(p.UID) && ps.VolumeStats[i].Name == name {
 					vs = &ps.VolumeStats[i]
 				}
 			}
 		}
 		return vs != nil, nil
 	}); err != nil {
-		t.Fatalf("no volume stats for the pod's volume data in /stats/summary (%v):\n%s", err, out)
+		t.Fatalf("no volume stats for the pod's volume %s in /stats/summary (%v):\n%s", name, err, out)
 	}
-	if vs.PVCRef == nil || vs.PVCRef.Name != claim || vs.PVCRef.Namespace != "default" ||
-		vs.CapacityBytes == nil || *vs.CapacityBytes == 0 || vs.UsedBytes == nil || *vs.UsedBytes == 0 ||
-		vs.InodesUsed == nil || *vs.InodesUsed < 2 || vs.Inodes == nil || *vs.Inodes == 0 {
-		b, _ := json.Marshal(vs)
-		t.Errorf("volume stats %s", b)
-	}
-	_, metrics := a.get("/metrics")
-	for _, m := range []string{"capacity_bytes", "available_bytes", "used_bytes", "inodes", "inodes_free", "inodes_used"} {
-		want := fmt.Sprintf(`kubelet_volume_stats_%s{namespace="default",persistentvolumeclaim=%q} `, m, claim)
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics has no %s", want)
-		}
-	}
+	return vs
 }
 
 // runCSIProvisioner builds hack/csiprovisioner (a Go module of its own)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,7 +28,9 @@ import (
 // binds it under volumeDevices/<PV>/dev/<uid> with a loop device over it
 // (kubelet's descriptor lock), links it from the pod's volumeDevices
 // directory and gives it to the container at devicePath. The writer pod
-// writes to the device; after an agent SIGKILL and restart the running pod
+// writes to the device; /stats/summary and the kubelet_volume_stats_*
+// gauges report the volume with its device's size as the driver gives
+// it; after an agent SIGKILL and restart the running pod
 // keeps its device, nothing is mapped again and no second loop device is
 // made; the writer goes (unmapped, unpublished, unstaged: its loop
 // devices detached); a new pod reads the data back; the agent is
@@ -98,6 +101,22 @@ func TestCSIBlockVolume(t *testing.T) {
 	// container sees it (/csi-data-dir/volumes/<handle>).
 	if n := len(loopsMatching(t, driverFile(handle))); n != 1 {
 		t.Errorf("%d loop devices over the volume's file, want the driver's 1: %v", n, loopBackings(t))
+	}
+
+	// Its stats, as kubelet reports a block volume's: the driver's
+	// NodeGetVolumeStats for the pod's bind of the device gives its size
+	// (the volume's 8 MiB) and nothing else; the claim's gauges follow.
+	vs := podVolumeStats(t, a, wp, "data")
+	if vs.PVCRef == nil || vs.PVCRef.Name != claim || vs.CapacityBytes == nil || *vs.CapacityBytes != 8<<20 ||
+		vs.UsedBytes == nil || *vs.UsedBytes != 0 || vs.Inodes == nil || *vs.Inodes != 0 {
+		b, _ := json.Marshal(vs)
+		t.Errorf("block volume stats %s, want the pvcRef and a capacity of 8 MiB alone", b)
+	}
+	_, metrics := a.get("/metrics")
+	for _, m := range []string{`capacity_bytes{namespace="default",persistentvolumeclaim=%q} 8.388608e+06`, `used_bytes{namespace="default",persistentvolumeclaim=%q} 0`} {
+		if want := "kubelet_volume_stats_" + fmt.Sprintf(m, claim); !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
 	}
 
 	// SIGKILL and restart while the writer runs: the device stays, the

@@ -57,6 +57,10 @@ type MountError struct {
 	// Reason is the Event's reason ("": kubelet's FailedMount; the raw
 	// block map operations' is FailedMapVolume).
 	Reason string
+	// Prefix replaces "<Op> failed" for kubelet's messages worded
+	// otherwise ("MapVolume.MarkVolumeAsMounted failed while expanding
+	// volume").
+	Prefix string
 }
 
 // EventReason is the reason of the Event that reports e.
@@ -68,11 +72,15 @@ func (e *MountError) EventReason() string {
 }
 
 func (e *MountError) Error() string {
-	op := e.Op
-	if op == "" {
-		op = "MountVolume.SetUp"
+	prefix := e.Prefix
+	if prefix == "" {
+		op := e.Op
+		if op == "" {
+			op = "MountVolume.SetUp"
+		}
+		prefix = op + " failed"
 	}
-	return fmt.Sprintf("%s failed for volume %q : %v", op, e.Volume, e.Err)
+	return fmt.Sprintf("%s for volume %q : %v", prefix, e.Volume, e.Err)
 }
 
 func (e *MountError) Unwrap() error { return e.Err }

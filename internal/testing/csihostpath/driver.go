@@ -13,7 +13,8 @@
 // (CreateVolume makes the volume's directory, DeleteVolume removes it), for
 // a dynamic provisioner (package csiprovisioner) to call, and reports
 // volume stats (NodeGetVolumeStats: the statfs of the volume's filesystem,
-// its used bytes and inodes counted in the volume's directory).
+// its used bytes and inodes counted in the volume's directory; a block
+// volume's size).
 // The registrar serves kubelet's plugin-registration API on a socket in
 // <rootDir>/plugins_registry and, as node-driver-registrar, exits when the
 // node agent reports that the registration failed.
@@ -26,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -145,9 +147,15 @@ func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 // total and available bytes and inodes) and what the volume's directory
 // holds (used bytes and inodes, as the host-path driver counts them), and
 // the volume's condition: abnormal when the path is not a mount point.
+// For a block volume (the path is a device: kubelet asks for its bind of
+// the device) it reports the device's size as the total bytes, nothing
+// else: a raw device has no free space or inodes to count.
 func (d *Driver) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
 	if r.VolumeId == "" || r.VolumePath == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume ID and volume path are required")
+	}
+	if fi, err := os.Stat(r.VolumePath); err == nil && fi.Mode()&os.ModeDevice != 0 {
+		return blockStats(r.VolumePath)
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(r.VolumePath, &st); err != nil {
@@ -176,6 +184,23 @@ func (d *Driver) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolumeSta
 		{Unit: csipb.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: int64(st.Bavail) * bs, Used: used},
 		{Unit: csipb.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: inodes},
 	}, VolumeCondition: cond}, nil
+}
+
+// blockStats are a block volume's stats: the size of the device at path.
+func blockStats(path string) (*csipb.NodeGetVolumeStatsResponse, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "volume path %s: %v", path, err)
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "size of %s: %v", path, err)
+	}
+	return &csipb.NodeGetVolumeStatsResponse{
+		Usage:           []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: size}},
+		VolumeCondition: &csipb.VolumeCondition{Message: "device is mapped"},
+	}, nil
 }
 
 func (d *Driver) volumeDir(id string) string    { return filepath.Join(d.DataDir, "volumes", id) }
@@ -313,12 +338,21 @@ func mounted(p string) bool {
 
 // NodeExpandVolume has nothing to grow (a volume is a directory of the
 // data directory's filesystem, as the host-path driver's): it checks the
-// volume is published at the path and reports the requested size.
+// volume is published at the path and reports the requested size. A
+// block volume's path must be its device, as the host-path driver checks.
 func (d *Driver) NodeExpandVolume(_ context.Context, r *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
 	if r.VolumeId == "" || r.VolumePath == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume ID and volume path are required")
 	}
-	if !mounted(r.VolumePath) {
+	if r.GetVolumeCapability().GetBlock() != nil {
+		fi, err := os.Stat(r.VolumePath)
+		if err != nil {
+			return nil, status.Errorf(codes.NotFound, "volume %s: %v", r.VolumeId, err)
+		}
+		if fi.Mode()&os.ModeDevice == 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "volume %s: %s is not a block device", r.VolumeId, r.VolumePath)
+		}
+	} else if !mounted(r.VolumePath) {
 		return nil, status.Errorf(codes.NotFound, "volume %s is not published at %s", r.VolumeId, r.VolumePath)
 	}
 	log.Printf("expanded %s at %s to %d bytes", r.VolumeId, r.VolumePath, r.GetCapacityRange().GetRequiredBytes())
