@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -227,5 +230,24 @@ func TestParseResults(t *testing.T) {
 	}
 	if _, err := ParseResults(strings.NewReader(`{"state":"passed"}`)); err == nil {
 		t.Fatal("a result without a name parsed")
+	}
+}
+
+func TestReadExpected(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "expected-specs.txt")
+	if got, err := readExpected(missing, true); err != nil || got != nil {
+		t.Errorf("missing file, may be missing: %q, %v; want none, no error", got, err)
+	}
+	if _, err := readExpected(missing, false); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file, required: %v; want ErrNotExist", err)
+	}
+	if err := os.WriteFile(missing, []byte("# header\na spec\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, may := range []bool{true, false} {
+		if got, err := readExpected(missing, may); err != nil || !slices.Equal(got, []string{"a spec"}) {
+			t.Errorf("file, mayBeMissing=%v: %q, %v; want [a spec]", may, got, err)
+		}
 	}
 }
