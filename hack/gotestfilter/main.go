@@ -9,7 +9,9 @@
 //	go test -json ./... | gotestfilter [--allow FILE] [--slowest N]
 //
 // At the end it lists the N slowest top-level tests (default 10), so that
-// the CI budget (docs/testing.md) can be spent where it buys most.
+// the CI budget (docs/testing.md) can be spent where it buys most, and then
+// each failed test's own messages (its file:line lines, without the agent
+// logs it copied), so that the last lines of a run say why it failed.
 //
 // The exit status is 1 when a test or package failed, a test skipped
 // without being allowed, or the input held no test at all; 0 otherwise.
@@ -86,6 +88,57 @@ type Summary struct {
 	Unexpected              []string // "pkg TestX: reason"
 	AllowedSkips            int
 	Durations               []Duration // top-level tests that ended, slowest first
+	Reports                 []Report   // the failed tests' own messages, in order of failure
+}
+
+// Report is what a failed test said itself: its t.Log/t.Error lines
+// (file:line headers, each with a few of its continuation lines), without
+// the bulk of what it copied from the processes it ran. A failed test's
+// whole output can be thousands of lines of agent logs, and a CI report
+// that keeps only the tail of the run loses the line that says why.
+type Report struct {
+	Package, Test string
+	Lines         []string
+}
+
+// reportHeader matches the first line of a t.Log or t.Error message.
+var reportHeader = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+
+// ownLines picks a failed test's own messages out of its output: every
+// file:line header (at most 300 characters of it) with up to three of its
+// continuation lines that are not log records (time=...), the last 30
+// such messages.
+func ownLines(output []string) []string {
+	const maxMsgs, maxCont, maxLen = 30, 3, 300
+	var msgs [][]string
+	cont := 0
+	for _, chunk := range output {
+		for _, l := range strings.Split(strings.TrimRight(chunk, "\n"), "\n") {
+			header := reportHeader.MatchString(l)
+			if len(l) > maxLen {
+				l = l[:maxLen] + "…"
+			}
+			switch {
+			case header:
+				msgs = append(msgs, []string{l})
+				cont = 0
+			case len(msgs) > 0 && cont < maxCont && strings.TrimSpace(l) != "" &&
+				!strings.HasPrefix(strings.TrimSpace(l), "time=") && !strings.HasPrefix(l, "=== ") && !strings.HasPrefix(l, "--- "):
+				msgs[len(msgs)-1] = append(msgs[len(msgs)-1], l)
+				cont++
+			default:
+				cont = maxCont // a log record or a blank ends the message's continuation
+			}
+		}
+	}
+	if len(msgs) > maxMsgs {
+		msgs = msgs[len(msgs)-maxMsgs:]
+	}
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m...)
+	}
+	return out
 }
 
 // Duration is how long one top-level test ran.
@@ -146,6 +199,7 @@ func Filter(in io.Reader, out io.Writer, allow []Allowed) (Summary, error) {
 			for _, o := range buf[k] {
 				fmt.Fprint(out, o)
 			}
+			s.Reports = append(s.Reports, Report{e.Package, e.Test, ownLines(buf[k])})
 			delete(buf, k)
 		case "skip":
 			if e.Test == "" {
@@ -211,6 +265,15 @@ func main() {
 			fmt.Printf("  %s\n", u)
 		}
 		rc = 1
+	}
+	if len(s.Reports) > 0 {
+		fmt.Printf("gotestfilter: what the %d failed tests reported themselves (their whole output is above):\n", len(s.Reports))
+		for _, r := range s.Reports {
+			fmt.Printf("--- FAIL: %s %s\n", r.Package, r.Test)
+			for _, l := range r.Lines {
+				fmt.Println(l)
+			}
+		}
 	}
 	if s.Failed > 0 || len(s.FailedPackages) > 0 {
 		rc = 1

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -64,5 +65,36 @@ func TestParseAllowedRejectsBadLines(t *testing.T) {
 		if _, err := ParseAllowed(bad); err == nil {
 			t.Errorf("ParseAllowed(%q) succeeded", bad)
 		}
+	}
+}
+
+// A failed test's own messages are picked out of the agent logs it copied,
+// so that the end of a CI report says why it failed.
+func TestOwnLines(t *testing.T) {
+	out := []string{
+		"=== RUN   TestKill\n",
+		"    kill_test.go:104: 12 kills in 2m0s\n",
+		"    harness_test.go:80: agent output:\n        time=2026-11-28T03:30:29Z level=INFO msg=\"pod removed\"\n",
+		"        time=2026-11-28T03:30:30Z level=INFO msg=x\n",
+		"    kill_test.go:124: not converged within 3m after the last kill: pod a Pending\n",
+		"        pod b: container c waiting\n",
+		"    " + strings.Repeat("x", 400) + ".go:1: long\n",
+		"--- FAIL: TestKill (298.20s)\n",
+	}
+	got := strings.Join(ownLines(out), "\n")
+	for _, want := range []string{"kill_test.go:104: 12 kills", "harness_test.go:80: agent output:", "kill_test.go:124: not converged within 3m after the last kill: pod a Pending\n        pod b: container c waiting"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "time=") || strings.Contains(got, "--- FAIL") || strings.Contains(got, "=== RUN") {
+		t.Errorf("log records or test2json framing kept:\n%s", got)
+	}
+	var msgs []string
+	for i := range 40 {
+		msgs = append(msgs, fmt.Sprintf("    a_test.go:%d: m\n", i))
+	}
+	if l := ownLines(msgs); len(l) != 30 || l[0] != "    a_test.go:10: m" {
+		t.Errorf("want the last 30 messages, got %d from %q", len(l), l[0])
 	}
 }
