@@ -60,6 +60,7 @@ func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 		errs = append(errs, err)
 	}
 	if !pod.Spec.HostNetwork {
+		w.ns.attached = false
 		if w.d.net != nil {
 			if err := w.d.net.TearDown(ctx, netRef(pod), w.netnsPath()); err != nil {
 				errs = append(errs, fmt.Errorf("pod network: %w", err))

@@ -138,6 +138,11 @@ func newOrphanWorker(d *workerDeps, ref runtime.PodRef, log *slog.Logger) *podWo
 // whether it acted (the caller syncs again once the PLEG saw it) and when
 // the pod needs a sync (a held-back restart, a volume refresh).
 func (w *worker) SyncPod(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (syncResult, error) {
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		t := newStepTrace(w.d.clock)
+		ctx = withStepTrace(ctx, t)
+		defer func() { w.log.Debug("pod sync steps", t.attrs...) }()
+	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
 	if err != nil || acted {
 		return syncResult{acted: acted}, err
@@ -177,12 +182,14 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	// What runs is the pod's allocation (an in-place resize: resize.go).
 	pod = w.d.resize.allocate(ctx, pod, now)
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
+	stepTraceFrom(ctx).step("sandbox")
 	if sandboxErr != nil {
 		sandboxEvents(w.d.event, pod, sandboxErr)
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
 	}
 	stopped, acted, err := w.probes.killUnhealthy(ctx, pod, rs, w.reaped, &w.killer, w.podIP(pod))
+	stepTraceFrom(ctx).step("probes")
 	for _, id := range stopped {
 		w.reaped[id] = true
 	}
@@ -200,12 +207,19 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		return true, time.Time{}, resizeErr
 	}
 	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.probes.started, now)
+	stepTraceFrom(ctx).step("plan")
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
 	}
 	if p.empty() {
-		w.reap(ctx, rs)
+		// The status first: it reports the exits the PLEG saw, which
+		// releasing their tasks (a runtime call that waits for the shim)
+		// does not change; a pod's Succeeded or Failed is not held back
+		// behind it.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
+		stepTraceFrom(ctx).step("status")
+		w.reap(ctx, rs)
+		stepTraceFrom(ctx).step("reap")
 		if w.finished(pod) {
 			return true, p.wakeAt, resizeErr // the next sync releases its sandbox
 		}
@@ -215,6 +229,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		// A new pod says Pending/ContainerCreating (with its start time)
 		// before the first start, which may pull an image.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
+		stepTraceFrom(ctx).step("status")
 	}
 	errs := []error{resizeErr}
 	for _, k := range p.kill {
@@ -235,6 +250,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		sandboxEvents(w.d.event, pod, err)
 		errs, p.start = append(errs, err), nil
 	}
+	stepTraceFrom(ctx).step("stopRemovePause")
 	for _, s := range p.start {
 		if err := w.start(ctx, pod, s, vols); err != nil {
 			errs = append(errs, err)
@@ -289,6 +305,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 		return nil, fmt.Errorf("pod directory: %w", err)
 	}
 	vols, refreshAt, err := w.d.volumes.Setup(ctx, pod, w.podDir())
+	stepTraceFrom(ctx).step("volumes")
 	if err != nil {
 		return nil, err
 	}
@@ -306,14 +323,18 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 		if err := w.d.netns.Create(w.netnsPath()); err != nil {
 			return nil, fmt.Errorf("network namespace: %w", err)
 		}
-		if err := w.attachNetwork(ctx, pod); err != nil {
+		err := w.attachNetwork(ctx, pod)
+		stepTraceFrom(ctx).step("network")
+		if err != nil {
 			return nil, err
 		}
 	}
 	if err := w.setupNameFiles(pod); err != nil {
 		return nil, err
 	}
-	if err := w.ns.setup(ctx, pod, w.names.utsHostname, w.terminal.Load()); err != nil {
+	err = w.ns.setup(ctx, pod, w.names.utsHostname, w.terminal.Load())
+	stepTraceFrom(ctx).step("namespaces")
+	if err != nil {
 		return nil, err
 	}
 	return vols, nil
@@ -322,7 +343,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 // attachNetwork attaches the pod's network namespace to the pod network
 // (CNI ADD, or the recorded attachment after a restart) and keeps its IPs.
 func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
-	if w.d.net == nil {
+	if w.d.net == nil || w.ns.attached {
 		return nil
 	}
 	if err := w.d.net.Status(); err != nil {
@@ -339,6 +360,7 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 		return fmt.Errorf("failed to setup network for sandbox %q: %w", pod.UID, err)
 	}
 	w.podIPs = network.PodIPs(res.IPs, net.ParseIP(w.d.hostIP()))
+	w.ns.attached = true
 	return nil
 }
 
@@ -356,6 +378,7 @@ func containerLogPath(podLogsDir string, pod *v1.Pod, name string, attempt uint3
 func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map[string]string) error {
 	c := s.container
 	img, reason, err := w.images.ensure(ctx, pod, c)
+	stepTraceFrom(ctx).step("image")
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reason, Message: err.Error()}
 		return fmt.Errorf("container %s: %w", c.Name, err)
@@ -377,7 +400,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	}
 	spec.Image = img
 	spec.UserNamespace = w.ns.user
+	stepTraceFrom(ctx).step("spec")
 	id, err := w.d.rt.CreateContainer(ctx, spec)
+	stepTraceFrom(ctx).step("create")
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonCreateContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
@@ -385,7 +410,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	}
 	w.d.event(pod, v1.EventTypeNormal, "Created", "Created container "+c.Name)
 	w.d.pleg.ExpectWithin(w.uid, id, pleg.ContainerStarted, expectTTL)
-	if err := w.d.rt.StartContainer(ctx, id); err != nil {
+	err = w.d.rt.StartContainer(ctx, id)
+	stepTraceFrom(ctx).step("start")
+	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonRunContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		w.starts.noteInterruptedStart(id, err)
@@ -403,6 +430,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	w.d.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
 	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
 	killed, err := w.killer.postStart(ctx, pod, c, id, w.podIP(pod))
+	stepTraceFrom(ctx).step("postStart")
 	if killed {
 		w.reaped[id] = true
 	}

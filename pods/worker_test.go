@@ -49,6 +49,8 @@ type fakeRuntime struct {
 	// auths records each pull's username ("" anonymous).
 	pullFail func(*runtime.RegistryAuth) error
 	auths    []string
+	// onStop runs at each StopContainer, before it acts.
+	onStop func(id string)
 }
 
 type stopCall struct {
@@ -80,6 +82,9 @@ func (r *fakeRuntime) StartContainer(_ context.Context, id string) error {
 }
 
 func (r *fakeRuntime) StopContainer(_ context.Context, id string, grace time.Duration) error {
+	if r.onStop != nil {
+		r.onStop(id)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stops = append(r.stops, stopCall{id, grace})
