@@ -62,6 +62,7 @@ type worker struct {
 	errs      map[string]status.Waiting // per container: why its last start failed
 	images    podImages                 // pulls and image IDs (images.go)
 	reaped    map[string]bool           // containers this worker stopped or released
+	drained   map[string]bool           // exited containers whose logs settleExits completed
 	status    *v1.PodStatus             // last computed (setStatus)
 	report    statusReport
 	podIPs    []string  // from the pod network (not hostNetwork pods)
@@ -99,6 +100,7 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 		errs:     map[string]status.Waiting{},
 		images:   newPodImages(d, pod.UID, src, log),
 		reaped:   map[string]bool{},
+		drained:  map[string]bool{},
 		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
 		ns:       newPodNamespaces(d, pod.UID, log),
 		starts:   startTracker{uid: pod.UID, pleg: d.pleg, log: log},
@@ -212,10 +214,10 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		p.wakeAt = retryAt
 	}
 	if p.empty() {
-		// The status first: it reports the exits the PLEG saw, which
-		// releasing their tasks (a runtime call that waits for the shim)
-		// does not change; a pod's Succeeded or Failed is not held back
-		// behind it.
+		// The status first: it reports the exits the PLEG saw, once
+		// their logs are complete (settleExits), which releasing their
+		// tasks (a runtime call that waits for the shim) does not
+		// change; a pod's Succeeded or Failed is not held back behind it.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
 		stepTraceFrom(ctx).step("status")
 		w.reap(ctx, rs)
@@ -536,6 +538,8 @@ type statusReport struct {
 
 // setStatus computes the pod's status and hands it to the status manager.
 func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, waiting map[string]status.Waiting, sandboxReady bool, now time.Time) v1.PodStatus {
+	// No exit is reported before its container's log is complete.
+	w.settleExits(ctx, rs)
 	in := status.Input{
 		SandboxReady: sandboxReady,
 		Waiting:      map[string]status.Waiting{},
