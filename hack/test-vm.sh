@@ -18,7 +18,8 @@
 #      and their pod and container cpu.max, cpu.weight (converted from
 #      shares as kubelet converts them), memory.max and pids.max;
 #   3. a container that exceeds its memory limit is reported OOMKilled
-#      (memory.events' oom_kill);
+#      (memory.events' oom_kill), and all of it is killed (memory.oom.group
+#      1, kubelet's singleProcessOOMKill false on v2);
 #   4. kubectl logs and kubectl exec through the guest's node API;
 #   5. the PLEG's cgroup v2 event source (cgroup.events) is healthy and
 #      delivered events (the agent's /metrics);
@@ -277,6 +278,7 @@ out=$(g "$(
 	cgfiles "$BC"
 	echo "wc -l <$GC/cgroup.procs || echo 'missing: $GC/cgroup.procs'"
 	echo "echo \"\$(cat $GC/memory.swap.max)|\$(cat $BC/memory.swap.max)\" 2>/dev/null || echo 'missing: memory.swap.max'"
+	echo "echo \"\$(cat $GC/memory.oom.group)|\$(cat $BC/memory.oom.group)|\$(cat $G/memory.oom.group)\" 2>/dev/null || echo 'missing: memory.oom.group'"
 )") || fail "reading the pods' cgroup files in the guest: $out"
 mapfile -t cg <<<"$out"
 DTM=${cg[0]}
@@ -291,6 +293,10 @@ expect_eq "the Guaranteed container's process in its scope" "${cg[6]}" 1
 # writes 0, which changes nothing without swap; with 0 the OOM kill below
 # was reported as Error, not OOMKilled: docs/pods.md).
 expect_eq "the containers' memory.swap.max (no swap on the host)" "${cg[7]}" "max|max"
+# kubelet's singleProcessOOMKill, unset: false on cgroup v2, so every
+# container's cgroup has memory.oom.group 1 (an OOM kill takes the whole
+# container); the pod's slice keeps the kernel's 0.
+expect_eq "memory.oom.group of the containers' scopes and the Guaranteed pod's slice" "${cg[8]}" "1|1|0"
 
 step "kubectl logs and exec through the guest's node API"
 out=$(k logs -n vm guaranteed) || fail "kubectl logs"
@@ -300,8 +306,12 @@ out=$(k exec -n vm burstable -- sh -c 'echo exec-ok; cat /proc/self/cgroup') || 
 # (containerd's CRI gives kubelet's one): it sees its cgroup as /.
 expect_eq "kubectl exec: its output and the container's /proc/self/cgroup" "$(echo $out)" "exec-ok 0::/"
 
-step "a container over its memory limit is OOMKilled; the PLEG's cgroup v2 event source"
-# oom outgrows its limit; done exits by itself after a few seconds. Its
+step "a container over its memory limit is OOMKilled, all of it; the PLEG's cgroup v2 event source"
+# oom outgrows its limit in a child process while its init process only
+# sleeps: with memory.oom.group 1 the kernel kills every process of the
+# container, init included, so the container ends (OOMKilled, 137); with
+# single-process kills only the child would die and the container would
+# keep running. done exits by itself after a few seconds. Its
 # death is for check 5: the kernel empties its cgroup (cgroup.events
 # "populated 0", seen through inotify) before the shim has reaped it and
 # containerd has sent TaskExit, so the cgroups source detects it. (The OOM
@@ -320,7 +330,7 @@ spec:
   - name: c
     image: docker.io/nodeagent/busybox:test
     imagePullPolicy: Never
-    command: [sh, -c, "x=0123456789abcdef; while :; do x=$x$x; done"]
+    command: [sh, -c, "sh -c 'x=0123456789abcdef; while :; do x=$x$x; done' & exec sleep 3600"]
     resources:
       # cpu: 500m, not less: under TCG a throttled shell takes minutes
       # to fill 24Mi.
@@ -342,7 +352,7 @@ spec:
 EOF
 deadline=$((SECONDS + 180))
 until st=$(k get -n vm pod oom done -o jsonpath='{range .items[*]}{.status.phase}{" "}{end}') && [[ $st =~ ^(Failed|Succeeded)\ (Failed|Succeeded)\ $ ]]; do
-	((SECONDS < deadline)) || { k get -n vm pod oom done -o yaml >&2; fail "the pods oom and done did not finish in 180s ($st)"; }
+	((SECONDS < deadline)) || { k get -n vm pod oom done -o yaml >&2; fail "the pods oom and done did not finish in 180s ($st; oom still running: its sleeping init survived the OOM kill, no memory.oom.group?)"; }
 	sleep 1
 done
 # containerd's TaskOOM can come after its TaskExit (the shim reads the
@@ -353,6 +363,15 @@ oomst() { k get -n vm pod oom -o jsonpath='{.status.containerStatuses[0].state.t
 deadline=$((SECONDS + 30))
 until [[ $(oomst) == "OOMKilled 137 Failed" ]] || ((SECONDS >= deadline)); do sleep 1; done
 expect_eq "oom: terminated reason, exit code, pod phase" "$(oomst)" "OOMKilled 137 Failed"
+# Who said so: containerd's TaskOOM, or the agent's own reading of the pod
+# slice's memory.events when TaskOOM was lost (informational: either is
+# right; runtime/oomkill.go).
+n=$(g "journalctl -u nodeagent --no-pager -o cat | grep -c 'container OOM-killed (from the cgroups' || true") || n=0
+if ((n > 0)); then
+	log "note: the OOM kill was found in the cgroups' memory.events (containerd sent no TaskOOM before the exit)"
+else
+	log "note: the OOM kill was reported by containerd's TaskOOM"
+fi
 expect_eq "done: terminated reason, exit code, pod phase" \
 	"$(k get -n vm pod done -o jsonpath='{.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode} {.status.phase}')" "Completed 0 Succeeded"
 
