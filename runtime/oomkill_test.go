@@ -21,7 +21,7 @@ func fakeCgroup(t *testing.T, root, dir string, oomKill int) {
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	content := "low 0\nhigh 0\nmax 12\noom 3\noom_kill " + itoa(oomKill) + "\noom_group_kill 0\n"
+	content := "low 0\nhigh 0\nmax 12\noom 3\noom_kill " + strconv.Itoa(oomKill) + "\noom_group_kill 0\n"
 	if err := os.WriteFile(filepath.Join(d, "memory.events"), []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
