@@ -27,7 +27,9 @@
 #      with a swap file on, the agent refuses to start with kubelet's
 #      failSwapOn error, and with failSwapOn: false and LimitedSwap a
 #      Burstable container gets request / memory x swap and the Node reports
-#      the swap in nodeInfo.swap.capacity.
+#      the swap in nodeInfo.swap.capacity; a Guaranteed container there has
+#      memory.swap.max 0 and its OOM kill is still reported OOMKilled (where
+#      containerd sent no TaskOOM, from the pod slice's memory.events).
 # Fails loudly, never skips: a machine where qemu cannot run fails with the
 # reason. On failure the serial console, the guest's journal and the agent's
 # unit status are saved under _output/vm-failure/.
@@ -464,5 +466,38 @@ until [[ $(k get node "$NODE" -o jsonpath='{.status.nodeInfo.swap.capacity}') ==
 	sleep 2
 done
 log "ok: nodeInfo.swap.capacity = $SWAPB"
+
+step "an OOM kill with memory.swap.max 0 in the scope (swap on) is OOMKilled too"
+# With swap on, a Guaranteed container gets memory.swap.max 0 (kubelet's
+# NoSwap share). There containerd 2.4.2 was seen to send no TaskOOM for an
+# OOM kill: the agent then finds the kill in the pod slice's memory.events
+# (runtime/oomkill.go, docs/vm.md). The child waits 20 s before it fills
+# its memory, so that the scope's files can be read while it runs.
+k apply -n vm -f - >/dev/null <<'EOF2'
+apiVersion: v1
+kind: Pod
+metadata: {name: oomswap}
+spec:
+  nodeName: nodeagent-vm
+  hostNetwork: true
+  restartPolicy: Never
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: c
+    image: docker.io/nodeagent/busybox:test
+    imagePullPolicy: Never
+    command: [sh, -c, "sh -c 'sleep 20; x=0123456789abcdef; while :; do x=$x$x; done' & exec sleep 3600"]
+    resources:
+      limits: {cpu: 500m, memory: 24Mi}
+EOF2
+k wait -n vm --for=condition=Ready pod/oomswap --timeout=120s >/dev/null || fail "the pod oomswap did not become Ready"
+OC=$(cgdir oomswap container)
+expect_eq "oomswap's scope: memory.swap.max|memory.oom.group" "$(g "echo \"\$(cat $OC/memory.swap.max)|\$(cat $OC/memory.oom.group)\"")" "0|1"
+oomswapst() { k get -n vm pod oomswap -o jsonpath='{.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode} {.status.phase}'; }
+deadline=$((SECONDS + 180))
+until [[ $(oomswapst) == "OOMKilled 137 Failed" ]] || ((SECONDS >= deadline)); do sleep 1; done
+expect_eq "oomswap: terminated reason, exit code, pod phase" "$(oomswapst)" "OOMKilled 137 Failed"
+n=$(g "journalctl -u nodeagent --no-pager -o cat | grep -c 'container OOM-killed (from the cgroups' || true") || n=0
+log "note: OOM kills found in the cgroups' memory.events (no TaskOOM before the exit) in this run: $n of 2"
 
 step "done (guest booted in ${VM_BOOT_SECONDS}s)"
