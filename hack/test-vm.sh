@@ -29,7 +29,10 @@
 #      Burstable container gets request / memory x swap and the Node reports
 #      the swap in nodeInfo.swap.capacity; a Guaranteed container there has
 #      memory.swap.max 0 and its OOM kill is still reported OOMKilled (where
-#      containerd sent no TaskOOM, from the pod slice's memory.events).
+#      containerd sent no TaskOOM, from the pod slice's memory.events);
+#   7. an OOM kill whose TaskOOM is lost for certain (the container's shim
+#      stopped until systemd has removed the emptied scope) is OOMKilled,
+#      from the pod slice's memory.events.
 # Fails loudly, never skips: a machine where qemu cannot run fails with the
 # reason. On failure the serial console, the guest's journal and the agent's
 # unit status are saved under _output/vm-failure/.
@@ -499,5 +502,59 @@ until [[ $(oomswapst) == "OOMKilled 137 Failed" ]] || ((SECONDS >= deadline)); d
 expect_eq "oomswap: terminated reason, exit code, pod phase" "$(oomswapst)" "OOMKilled 137 Failed"
 n=$(g "journalctl -u nodeagent --no-pager -o cat | grep -c 'container OOM-killed (from the cgroups' || true") || n=0
 log "note: OOM kills found in the cgroups' memory.events (no TaskOOM before the exit) in this run: $n of 2"
+
+step "an OOM kill whose TaskOOM is lost (the shim stopped until systemd removed the scope) is OOMKilled"
+# The loss as it happens under load, made certain: the container's shim is
+# stopped (SIGSTOP) before the kill, so it cannot read the scope's
+# memory.events before systemd removes the emptied scope; continued after,
+# it finds the file gone and sends no TaskOOM, only the exit. The agent must
+# find the kill in the pod slice's memory.events (runtime/oomkill.go).
+before=$n
+k apply -n vm -f - >/dev/null <<'EOF2'
+apiVersion: v1
+kind: Pod
+metadata: {name: oomlost}
+spec:
+  nodeName: nodeagent-vm
+  hostNetwork: true
+  restartPolicy: Never
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: c
+    image: docker.io/nodeagent/busybox:test
+    imagePullPolicy: Never
+    command: [sh, -c, "sh -c 'sleep 20; x=0123456789abcdef; while :; do x=$x$x; done' & exec sleep 3600"]
+    resources:
+      limits: {cpu: 500m, memory: 24Mi}
+EOF2
+k wait -n vm --for=condition=Ready pod/oomlost --timeout=120s >/dev/null || fail "the pod oomlost did not become Ready"
+LC_ID=$(k get -n vm pod oomlost -o jsonpath='{.status.containerStatuses[0].containerID}')
+LC_ID=${LC_ID#containerd://}
+LS=$(cgdir oomlost container)
+# (@ID@ and @SCOPE@ are filled in below.)
+cmd=$(cat <<'EOF3'
+set -e
+pid=$(/usr/local/bin/ctr --namespace k8s.io task ls | awk '$1 == "@ID@" { print $2 }')
+shim=$(awk '{ print $4 }' /proc/$pid/stat)
+grep -q containerd-shim /proc/$shim/cmdline
+kill -STOP $shim
+trap 'kill -CONT $shim' EXIT
+i=0; while [ -d @SCOPE@ ] && [ $i -lt 150 ]; do sleep 1; i=$((i + 1)); done
+gone=no; [ -d @SCOPE@ ] || gone=yes
+sleep 2
+echo "$gone"
+EOF3
+)
+cmd=${cmd//@ID@/$LC_ID}
+cmd=${cmd//@SCOPE@/$LS}
+out=$(g -t 180 "$cmd") || fail "stopping the oomlost container's shim in the guest: $out"
+expect_eq "oomlost's scope removed while its shim was stopped" "$out" yes
+oomlostst() { k get -n vm pod oomlost -o jsonpath='{.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode} {.status.phase}'; }
+deadline=$((SECONDS + 120))
+until [[ $(oomlostst) == "OOMKilled 137 Failed" ]] || ((SECONDS >= deadline)); do sleep 1; done
+expect_eq "oomlost: terminated reason, exit code, pod phase" "$(oomlostst)" "OOMKilled 137 Failed"
+n=$(g "journalctl -u nodeagent --no-pager -o cat | grep -c 'container OOM-killed (from the cgroups' || true") || n=0
+((n > before)) || fail "the agent's journal does not say it found oomlost's kill in memory.events ($n lines, $before before)"
+log "ok: the agent found the kill in the pod slice's memory.events (containerd sent no TaskOOM)"
 
 step "done (guest booted in ${VM_BOOT_SECONDS}s)"
