@@ -63,7 +63,6 @@ var kubeletSupported = map[string]bool{
 	"podPidsLimit":                           true,
 	"failSwapOn":                             true,
 	"memorySwap":                             true,
-	"singleProcessOOMKill":                   true,
 	"featureGates":                           true,
 	"shutdownGracePeriod":                    true,
 	"shutdownGracePeriodCriticalPods":        true,

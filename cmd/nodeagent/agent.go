@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/journal"
-	"github.com/opencontainers/cgroups"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -178,9 +177,6 @@ type agent struct {
 	devices *devicemanager.Manager
 	// csi is the CSI node side (csi.go); nil without an API client.
 	csi *csiNode
-	// singleProcessOOMKill is the configuration's as kubelet applies it
-	// on this host (config.EffectiveSingleProcessOOMKill).
-	singleProcessOOMKill bool
 }
 
 func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
@@ -191,11 +187,6 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	// As kubelet, before anything runs: no start on a host with swap on
 	// unless failSwapOn is false.
 	if err := checkSwap(cfg.FailSwapOn, cm.HostSwapOn); err != nil {
-		return nil, err
-	}
-	// As kubelet: singleProcessOOMKill false is refused on cgroup v1.
-	singleProcessOOMKill, err := cfg.EffectiveSingleProcessOOMKill(cgroups.IsCgroup2UnifiedMode())
-	if err != nil {
 		return nil, err
 	}
 	base := log // the components add the node key themselves
@@ -229,7 +220,6 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	a := &agent{
 		cfg: cfg, loadOpts: loadOpts, log: log, level: level, clock: clock.RealClock{},
 		base: base, nodeName: nodeName, reg: reg, client: client, started: time.Now(), certs: clients.certs,
-		singleProcessOOMKill: singleProcessOOMKill,
 	}
 	a.apiPods.a = a
 	a.probeReg = probeRegistry(a.started)
