@@ -616,16 +616,13 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 	a.t.Helper()
 	start := time.Now()
 	for {
-		var problems []string
-		orphans, summary := a.checkHostOnce(rt, cni, want, func(format string, args ...any) {
-			problems = append(problems, fmt.Sprintf(format, args...))
-		})
-		if len(problems) == 0 || !onlyLeftovers(problems) || time.Since(start) > hostSettle {
-			for _, p := range problems {
+		h, summary := a.checkHostOnce(rt, cni, want)
+		if len(h.others) > 0 || len(h.leftovers) == 0 || time.Since(start) > hostSettle {
+			for _, p := range append(h.others, h.leftovers...) {
 				a.t.Error(p)
 			}
 			a.t.Logf("%s (the last look %v after convergence)", summary, time.Since(start).Round(time.Millisecond))
-			return orphans
+			return h.orphans
 		}
 		time.Sleep(time.Second)
 	}
@@ -642,28 +639,26 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 // any other problem (a duplicate, a restarted container) fails at once.
 const hostSettle = 60 * time.Second
 
-// onlyLeftovers says whether every problem is something of a pod that must
-// not run still on the host (which a cleanup in progress removes), not a
-// duplicate or a restarted container (which no waiting undoes).
-func onlyLeftovers(problems []string) bool {
-	for _, p := range problems {
-		if !strings.HasPrefix(p, "orphan: ") && !strings.Contains(p, " interfaces on bridge ") {
-			return false
-		}
-	}
-	return true
+// hostCheck is what one look at the host found: leftovers of pods that
+// must not run (a cleanup in progress removes them), other problems (a
+// duplicate, a restarted container: no waiting undoes them), and the
+// number of orphans among the leftovers.
+type hostCheck struct {
+	leftovers, others []string
+	orphans           int
 }
 
-// checkHostOnce looks at the host once, reports each problem to errorf
-// and returns the number of orphans and a summary line.
-func (a *agent) checkHostOnce(rt *runtime.Runtime, cni *testenv.CNINetwork, want expectation, errorf func(format string, args ...any)) (int, string) {
+// checkHostOnce looks at the host once and returns what it found and a
+// summary line.
+func (a *agent) checkHostOnce(rt *runtime.Runtime, cni *testenv.CNINetwork, want expectation) (hostCheck, string) {
 	a.t.Helper()
 	ctx := context.Background()
 	live, _ := a.convergedOnce(ctx, rt, want, time.Now(), map[string]time.Duration{})
-	orphans := 0
+	var h hostCheck
+	errorf := func(format string, args ...any) { h.others = append(h.others, fmt.Sprintf(format, args...)) }
 	orphan := func(format string, args ...any) {
-		orphans++
-		errorf("orphan: "+format, args...)
+		h.orphans++
+		h.leftovers = append(h.leftovers, fmt.Sprintf("orphan: "+format, args...))
 	}
 	isLive := func(uid string) bool { _, ok := live[types.UID(uid)]; return ok }
 	tolerated := func(uid types.UID) bool { _, ok := want.tolerated[uid]; return ok }
@@ -845,10 +840,13 @@ func (a *agent) checkHostOnce(rt *runtime.Runtime, cni *testenv.CNINetwork, want
 		for _, e := range brif {
 			names = append(names, e.Name())
 		}
-		if len(brif) > len(live) {
-			orphans += len(brif) - len(live)
+		msg := fmt.Sprintf("%d interfaces on bridge %s (%v), want one per pod (%d)", len(brif), cni.Bridge, names, len(live))
+		if len(brif) > len(live) { // veths of pods that must not run
+			h.orphans += len(brif) - len(live)
+			h.leftovers = append(h.leftovers, msg)
+		} else {
+			h.others = append(h.others, msg)
 		}
-		errorf("%d interfaces on bridge %s (%v), want one per pod (%d)", len(brif), cni.Bridge, names, len(live))
 	}
 	for _, sub := range []string{"results", "pending"} {
 		es, _ := os.ReadDir(filepath.Join(a.dir, "root", "cni", sub))
@@ -864,8 +862,8 @@ func (a *agent) checkHostOnce(rt *runtime.Runtime, cni *testenv.CNINetwork, want
 			}
 		}
 	}
-	return orphans, fmt.Sprintf("host after convergence: %d pods, %d containers, %d pauses, %d bridge ports, %d reservations; %d orphans",
-		len(live), nContainers, len(ps), len(brif), len(reserved), orphans)
+	return h, fmt.Sprintf("host after convergence: %d pods, %d containers, %d pauses, %d bridge ports, %d reservations; %d orphans",
+		len(live), nContainers, len(ps), len(brif), len(reserved), h.orphans)
 }
 
 // podProcessesAndCgroups finds the agent's pod cgroups (cgroupfs layout
