@@ -158,11 +158,12 @@ func TestMountPropagation(t *testing.T) {
 	}
 
 	// The plugin goes: its unmount reaches the host and the viewer.
+	pluginLog := a.holdLog(bp, "plugin", 0)
 	if err := a.env.Admin.CoreV1().Pods("default").Delete(ctx, bidi, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitMount(t, mnt, false)
-	a.waitLog(bp, "plugin", 0, "unmounted=1")
+	pluginLog("unmounted=1")
 	// "absent" again after the last "seen=hello".
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		hl := a.logOf(vp, "h2c", 0)

@@ -211,6 +211,36 @@ func (a *agent) logOf(p *corev1.Pod, container string, attempt int) string {
 	return string(b)
 }
 
+// holdLog opens a container's log before the pod is deleted; its wait
+// reads through that descriptor, so the lines are there after the agent
+// removed the pod and its log directory (which it may do within 100 ms
+// of the container's exit).
+func (a *agent) holdLog(p *corev1.Pod, container string, attempt int) (wait func(want string)) {
+	a.t.Helper()
+	f, err := os.Open(a.logPath(p, container, attempt))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.t.Cleanup(func() { f.Close() })
+	return func(want string) {
+		a.t.Helper()
+		var got []byte
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			fi, err := f.Stat()
+			if err != nil {
+				a.t.Fatal(err)
+			}
+			got = make([]byte, fi.Size())
+			n, _ := f.ReadAt(got, 0)
+			got = got[:n]
+			if strings.Contains(string(got), want) {
+				return
+			}
+		}
+		a.t.Fatalf("log of %s attempt %d lacks %q:\n%s", container, attempt, want, got)
+	}
+}
+
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func (a *agent) waitLog(p *corev1.Pod, container string, attempt int, want ...string) string {

@@ -614,13 +614,51 @@ func contains(ss []string, s string) bool {
 // returns how many orphans it found (each one is also an error).
 func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want expectation) int {
 	a.t.Helper()
+	start := time.Now()
+	for {
+		h, summary := a.checkHostOnce(rt, cni, want)
+		if len(h.others) > 0 || len(h.leftovers) == 0 || time.Since(start) > hostSettle {
+			for _, p := range append(h.others, h.leftovers...) {
+				a.t.Error(p)
+			}
+			a.t.Logf("%s (the last look %v after convergence)", summary, time.Since(start).Round(time.Millisecond))
+			return h.orphans
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// hostSettle bounds how long checkHost waits for the host to be clean.
+// Convergence is judged from the API and containerd; a deleted pod whose
+// containers were already removed can still be in the cleanup of orphans
+// of an agent restarted a moment before (it starts once the pod sources
+// have synced, a few hundred milliseconds after the start), so one look
+// right after the last kill can find its directory, namespace files,
+// cgroups and network (seen: converged 29 ms after the last kill, the
+// cleanup done 0.8 s later). What is still there after hostSettle is left;
+// any other problem (a duplicate, a restarted container) fails at once.
+const hostSettle = 60 * time.Second
+
+// hostCheck is what one look at the host found: leftovers of pods that
+// must not run (a cleanup in progress removes them), other problems (a
+// duplicate, a restarted container: no waiting undoes them), and the
+// number of orphans among the leftovers.
+type hostCheck struct {
+	leftovers, others []string
+	orphans           int
+}
+
+// checkHostOnce looks at the host once and returns what it found and a
+// summary line.
+func (a *agent) checkHostOnce(rt *runtime.Runtime, cni *testenv.CNINetwork, want expectation) (hostCheck, string) {
+	a.t.Helper()
 	ctx := context.Background()
 	live, _ := a.convergedOnce(ctx, rt, want, time.Now(), map[string]time.Duration{})
-	orphans := 0
+	var h hostCheck
+	errorf := func(format string, args ...any) { h.others = append(h.others, fmt.Sprintf(format, args...)) }
 	orphan := func(format string, args ...any) {
-		a.t.Helper()
-		orphans++
-		a.t.Errorf("orphan: "+format, args...)
+		h.orphans++
+		h.leftovers = append(h.leftovers, fmt.Sprintf("orphan: "+format, args...))
 	}
 	isLive := func(uid string) bool { _, ok := live[types.UID(uid)]; return ok }
 	tolerated := func(uid types.UID) bool { _, ok := want.tolerated[uid]; return ok }
@@ -659,7 +697,7 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 			for _, c := range l {
 				ids = append(ids, fmt.Sprintf("%s attempt %d %s", c.ID, c.Attempt, c.State))
 			}
-			a.t.Errorf("duplicate: %d containers for %s: %v", len(l), k, ids)
+			errorf("duplicate: %d containers for %s: %v", len(l), k, ids)
 			continue
 		}
 		c := l[0]
@@ -668,7 +706,7 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 			wantState = runtime.StateExited
 		}
 		if c.Attempt != 0 || c.State != wantState {
-			a.t.Errorf("container %s: attempt %d state %s, want attempt 0 %s", k, c.Attempt, c.State, wantState)
+			errorf("container %s: attempt %d state %s, want attempt 0 %s", k, c.Attempt, c.State, wantState)
 		}
 	}
 	ps, err := rt.ListPauses(ctx, "")
@@ -689,7 +727,7 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 	for name, k := range want.api {
 		n := pauses[want.uids[name]]
 		if k == kindSharePID && n != 1 || k != kindSharePID && n != 0 {
-			a.t.Errorf("pod %s (%s) has %d pause containers", name, k, n)
+			errorf("pod %s (%s) has %d pause containers", name, k, n)
 		}
 	}
 
@@ -734,7 +772,7 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 	}
 	for p, n := range count {
 		if n > 1 && (strings.HasPrefix(p, netnsDir+"/") || strings.HasPrefix(p, podNSDir+"/") || strings.HasPrefix(p, podsDir+"/")) {
-			a.t.Errorf("%d mounts stacked on %s", n, p)
+			errorf("%d mounts stacked on %s", n, p)
 		}
 	}
 	for uid, name := range live {
@@ -742,10 +780,10 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 			continue
 		}
 		if count[filepath.Join(netnsDir, string(uid))] != 1 {
-			a.t.Errorf("pod %s: %d netns mounts", name, count[filepath.Join(netnsDir, string(uid))])
+			errorf("pod %s: %d netns mounts", name, count[filepath.Join(netnsDir, string(uid))])
 		}
 		if count[filepath.Join(podNSDir, string(uid), "shm")] != 1 {
-			a.t.Errorf("pod %s: %d /dev/shm mounts", name, count[filepath.Join(podNSDir, string(uid), "shm")])
+			errorf("pod %s: %d /dev/shm mounts", name, count[filepath.Join(podNSDir, string(uid), "shm")])
 		}
 	}
 
@@ -793,7 +831,7 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 			continue
 		}
 		if reserved[string(uid)] != 1 {
-			a.t.Errorf("pod %s: %d host-local reservations", name, reserved[string(uid)])
+			errorf("pod %s: %d host-local reservations", name, reserved[string(uid)])
 		}
 	}
 	brif, _ := os.ReadDir(filepath.Join("/sys/class/net", cni.Bridge, "brif"))
@@ -802,10 +840,13 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 		for _, e := range brif {
 			names = append(names, e.Name())
 		}
-		if len(brif) > len(live) {
-			orphans += len(brif) - len(live)
+		msg := fmt.Sprintf("%d interfaces on bridge %s (%v), want one per pod (%d)", len(brif), cni.Bridge, names, len(live))
+		if len(brif) > len(live) { // veths of pods that must not run
+			h.orphans += len(brif) - len(live)
+			h.leftovers = append(h.leftovers, msg)
+		} else {
+			h.others = append(h.others, msg)
 		}
-		a.t.Errorf("%d interfaces on bridge %s (%v), want one per pod (%d)", len(brif), cni.Bridge, names, len(live))
 	}
 	for _, sub := range []string{"results", "pending"} {
 		es, _ := os.ReadDir(filepath.Join(a.dir, "root", "cni", sub))
@@ -821,9 +862,8 @@ func (a *agent) checkHost(rt *runtime.Runtime, cni *testenv.CNINetwork, want exp
 			}
 		}
 	}
-	a.t.Logf("host after convergence: %d pods, %d containers, %d pauses, %d bridge ports, %d reservations; %d orphans",
-		len(live), nContainers, len(ps), len(brif), len(reserved), orphans)
-	return orphans
+	return h, fmt.Sprintf("host after convergence: %d pods, %d containers, %d pauses, %d bridge ports, %d reservations; %d orphans",
+		len(live), nContainers, len(ps), len(brif), len(reserved), h.orphans)
 }
 
 // podProcessesAndCgroups finds the agent's pod cgroups (cgroupfs layout

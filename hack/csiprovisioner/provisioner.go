@@ -48,7 +48,14 @@ type Provisioner struct {
 	Controller csipb.ControllerClient
 }
 
-var _ controller.Provisioner = (*Provisioner)(nil)
+var _ controller.BlockProvisioner = (*Provisioner)(nil)
+
+// SupportsBlock is true, as external-provisioner's: the CSI spec has no
+// way to ask a driver whether it can make block volumes, so a claim of
+// volumeMode Block goes to CreateVolume with a Block access type and a
+// driver that cannot refuses it there. Without it the library refuses
+// every Block claim itself ("does not support block volume provisioning").
+func (p *Provisioner) SupportsBlock(context.Context) bool { return true }
 
 // Provision creates the volume and returns its PV (the library sets the
 // claimRef, the StorageClass name, the provisioned-by annotation and the
