@@ -47,7 +47,7 @@ func newPipeCopy(w *Writer, f *os.File, stream string) *pipeCopy {
 	if err := rc.Control(func(fd uintptr) { p.fd = int(fd) }); err != nil {
 		return nil
 	}
-	if nb, err := unix.IsNonblock(p.fd); err != nil || !nb {
+	if fl, err := unix.FcntlInt(uintptr(p.fd), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK == 0 {
 		return nil
 	}
 	return p
@@ -124,7 +124,8 @@ func (p *pipeCopy) drain() error {
 	if p.blocking {
 		return fmt.Errorf("crilog: drain %s: %w", p.split.stream, errNotPollable)
 	}
-	left, err := unix.IoctlGetInt(p.fd, unix.FIONREAD)
+	// TIOCINQ is Linux's FIONREAD: the bytes a pipe holds.
+	left, err := unix.IoctlGetInt(p.fd, unix.TIOCINQ)
 	if err != nil {
 		return fmt.Errorf("crilog: drain %s: %w", p.split.stream, err)
 	}
