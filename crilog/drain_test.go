@@ -239,8 +239,17 @@ func TestLoggerProcessDrains(t *testing.T) {
 	if err := Drain(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	got := contents(t, p)
-	if n := len(got); n != 2002 || got[n-1] != "DONE" {
-		t.Fatalf("after drain: %d lines ending %q, want 2002 ending DONE", n, got[max(0, n-2):])
+	// Each stream on its own: the order of records across the two pipes
+	// is whichever the logger read first.
+	var out, errs bytes.Buffer
+	if err := ReadLogs(context.Background(), p, ReadOptions{TailLines: -1, Stderr: &errs}, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.SplitAfter(out.String(), "\n")
+	if n := len(got); n != 2001 || got[n-1] != "DONE" {
+		t.Fatalf("after drain stdout has %d lines ending %q, want 2001 ending DONE", n, got[max(0, n-2):])
+	}
+	if errs.String() != "oops\n" {
+		t.Fatalf("after drain stderr is %q, want oops", errs.String())
 	}
 }

@@ -15,6 +15,15 @@ import (
 // answers; past this the task is released instead).
 const drainTimeout = 2 * time.Second
 
+// podTasks is what a worker did to its pod's containers' tasks.
+type podTasks struct {
+	// reaped: containers this worker stopped or released.
+	reaped map[string]bool
+	// drained: exited containers whose logs settleExits completed (or
+	// found it could not), asked once each.
+	drained map[string]bool
+}
+
 // settleExits makes the log of every container that exited since the last
 // status complete before a status reports the exit, as kubelet's does:
 // containerd's CRI plugin reports an exit only once the container's output
@@ -34,10 +43,10 @@ func (w *worker) settleExits(ctx context.Context, rs pleg.PodStatus) {
 	seen := make(map[string]bool, len(rs.Containers))
 	for _, c := range rs.Containers {
 		seen[c.ID] = true
-		if c.State != runtime.StateExited || w.reaped[c.ID] || w.drained[c.ID] {
+		if c.State != runtime.StateExited || w.tasks.reaped[c.ID] || w.tasks.drained[c.ID] {
 			continue
 		}
-		w.drained[c.ID] = true // once, whatever the outcome
+		w.tasks.drained[c.ID] = true // once, whatever the outcome
 		dctx, cancel := context.WithTimeout(ctx, drainTimeout)
 		err := w.d.rt.DrainOutput(dctx, c)
 		cancel()
@@ -54,11 +63,11 @@ func (w *worker) settleExits(ctx context.Context, rs pleg.PodStatus) {
 			w.log.Debug("could not release an exited container's task", "containerID", c.ID, "err", err)
 			continue
 		}
-		w.reaped[c.ID] = true
+		w.tasks.reaped[c.ID] = true
 	}
-	for id := range w.drained {
+	for id := range w.tasks.drained {
 		if !seen[id] {
-			delete(w.drained, id)
+			delete(w.tasks.drained, id)
 		}
 	}
 	stepTraceFrom(ctx).step("drain")

@@ -174,15 +174,15 @@ func TestWorkerForgetsDrainedContainers(t *testing.T) {
 	e.clk.Step(time.Second)
 	e.rt.exit(first, 1)
 	e.settle(w)
-	if !w.drained[first] {
-		t.Fatalf("drained %v, want %s", w.drained, first)
+	if !w.tasks.drained[first] {
+		t.Fatalf("drained %v, want %s", w.tasks.drained, first)
 	}
 	if err := e.rt.RemoveContainer(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
 	e.clk.Step(time.Minute)
 	e.settle(w)
-	if w.drained[first] {
-		t.Errorf("still remembers the removed %s: %v", first, w.drained)
+	if w.tasks.drained[first] {
+		t.Errorf("still remembers the removed %s: %v", first, w.tasks.drained)
 	}
 }

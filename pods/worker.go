@@ -61,8 +61,7 @@ type worker struct {
 	backoff   map[string]crashLoop
 	errs      map[string]status.Waiting // per container: why its last start failed
 	images    podImages                 // pulls and image IDs (images.go)
-	reaped    map[string]bool           // containers this worker stopped or released
-	drained   map[string]bool           // exited containers whose logs settleExits completed
+	tasks     podTasks                  // stopped, released and drained containers (exits.go)
 	status    *v1.PodStatus             // last computed (setStatus)
 	report    statusReport
 	podIPs    []string  // from the pod network (not hostNetwork pods)
@@ -99,8 +98,7 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 		backoff:  map[string]crashLoop{},
 		errs:     map[string]status.Waiting{},
 		images:   newPodImages(d, pod.UID, src, log),
-		reaped:   map[string]bool{},
-		drained:  map[string]bool{},
+		tasks:    podTasks{reaped: map[string]bool{}, drained: map[string]bool{}},
 		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
 		ns:       newPodNamespaces(d, pod.UID, log),
 		starts:   startTracker{uid: pod.UID, pleg: d.pleg, log: log},
@@ -190,10 +188,10 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
 	}
-	stopped, acted, err := w.probes.killUnhealthy(ctx, pod, rs, w.reaped, &w.killer, w.podIP(pod))
+	stopped, acted, err := w.probes.killUnhealthy(ctx, pod, rs, w.tasks.reaped, &w.killer, w.podIP(pod))
 	stepTraceFrom(ctx).step("probes")
 	for _, id := range stopped {
-		w.reaped[id] = true
+		w.tasks.reaped[id] = true
 	}
 	if acted || err != nil {
 		return true, time.Time{}, err
@@ -240,7 +238,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 			errs = append(errs, err)
 			continue
 		}
-		w.reaped[k.c.ID] = true
+		w.tasks.reaped[k.c.ID] = true
 	}
 	for _, c := range p.remove {
 		w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerRemoved, expectTTL)
@@ -434,7 +432,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	killed, err := w.killer.postStart(ctx, pod, c, id, w.podIP(pod))
 	stepTraceFrom(ctx).step("postStart")
 	if killed {
-		w.reaped[id] = true
+		w.tasks.reaped[id] = true
 	}
 	if err != nil {
 		return fmt.Errorf("container %s: %w", c.Name, err)
@@ -471,14 +469,14 @@ func netRef(pod *v1.Pod) network.PodRef {
 // containers stay for their status and logs.
 func (w *worker) reap(ctx context.Context, rs pleg.PodStatus) {
 	for _, c := range rs.Containers {
-		if c.State != runtime.StateExited || w.reaped[c.ID] {
+		if c.State != runtime.StateExited || w.tasks.reaped[c.ID] {
 			continue
 		}
 		if err := w.d.rt.StopContainer(ctx, c.ID, 0); err != nil {
 			w.log.Debug("could not release an exited container's task", "containerID", c.ID, "err", err)
 			continue
 		}
-		w.reaped[c.ID] = true
+		w.tasks.reaped[c.ID] = true
 	}
 }
 
