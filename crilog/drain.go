@@ -153,6 +153,16 @@ func Drain(ctx context.Context, id string) error {
 		// EAGAIN: the logger's backlog is full.
 		return fmt.Errorf("crilog: drain %s: connect: %w", id, err)
 	}
+	// The socket's name is open to every process of the network
+	// namespace (hostNetwork pods too): only a listener running as root
+	// or as this process's user is a logger's answer to trust.
+	if cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED); err != nil {
+		_ = unix.Close(fd)
+		return fmt.Errorf("crilog: drain %s: peer credentials: %w", id, err)
+	} else if cred.Uid != 0 && int(cred.Uid) != os.Getuid() {
+		_ = unix.Close(fd)
+		return fmt.Errorf("crilog: drain %s: %s is held by uid %d, not a logger", id, DrainSocket(id), cred.Uid)
+	}
 	c := os.NewFile(uintptr(fd), "drain")
 	defer c.Close()
 	if d, ok := ctx.Deadline(); ok {
