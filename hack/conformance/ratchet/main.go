@@ -21,7 +21,8 @@
 //   - an expected spec that did not report at all (renamed, silently skipped,
 //     or lost with a crashed ginkgo process), unless --partial (a --focus run);
 //   - a spec that passed only on a later attempt and is not timing-sensitive;
-//   - a suite that exited non-zero although every spec passed.
+//   - a suite that exited non-zero although no spec failed (a skip, listed
+//     or not, does not explain a non-zero exit).
 //
 // Every retry is counted in the output.
 //
@@ -411,6 +412,12 @@ func (k Known) Format() string {
 // passes is whether a state counts as passing.
 func passes(state string) bool { return state == "passed" }
 
+// failsSuite is whether a spec in this state makes ginkgo exit non-zero: a
+// skipped or pending spec does not, so it cannot explain a failed suite.
+func failsSuite(state string) bool {
+	return !passes(state) && state != "skipped" && state != "pending"
+}
+
 // Inputs is what a run is judged against.
 type Inputs struct {
 	Known     Known
@@ -448,13 +455,13 @@ func Judge(results []Result, in Inputs) Verdict {
 	listed := in.Known.lookup()
 	v := Verdict{Results: results, Known: map[string]bool{}}
 	reported := map[string]bool{}
-	anyFailed := false
+	anyFailed := false // a spec failed, so a non-zero suite exit is explained
 	for _, r := range results {
 		reported[r.Name] = true
 		e, onList := listed[r.Name]
 		gated := in.MustPass != nil && in.MustPass.MatchString(r.Name)
 		_, timingSensitive := in.Timing[r.Name]
-		if !passes(r.State) {
+		if failsSuite(r.State) {
 			anyFailed = true
 		}
 		switch {

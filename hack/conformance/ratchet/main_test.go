@@ -57,7 +57,8 @@ func TestParseKnownRejectsBadLines(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	k, err := ParseKnown(list + "\n## Gated\n[sig-node] NodeLease x | should not be here | failed: .\n")
+	k, err := ParseKnown(list + "\n## Gated\n[sig-node] NodeLease x | should not be here | failed: .\n" +
+		"\n## Skips\n[sig-node] Skips itself | needs subordinate IDs | skipped: subordinate IDs\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +116,16 @@ func TestJudge(t *testing.T) {
 		{desc: "a suite that failed while every spec passed fails the run", results: []Result{
 			{Name: "[sig-node] Other", State: "passed"},
 		}, partial: true, suiteExit: 1, suite: true},
+		// A skip does not make ginkgo exit non-zero: a listed skip cannot
+		// explain a failed suite (the userns set's one known skip).
+		{desc: "a suite that failed while the only other spec skipped as listed fails the run", results: []Result{
+			{Name: "[sig-node] Other", State: "passed"},
+			{Name: "[sig-node] Skips itself", State: "skipped", Message: "no subordinate IDs for kubelet"},
+		}, partial: true, suiteExit: 1, suite: true, known: 1},
+		{desc: "a listed skip with the suite green passes", results: []Result{
+			{Name: "[sig-node] Other", State: "passed"},
+			{Name: "[sig-node] Skips itself", State: "skipped", Message: "no subordinate IDs for kubelet"},
+		}, partial: true, known: 1},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			v := Judge(tc.results, Inputs{Known: k, Timing: timing, Expected: expected, Partial: tc.partial, SuiteExit: tc.suiteExit, MustPass: gate})
