@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -251,5 +252,62 @@ func TestLoggerProcessDrains(t *testing.T) {
 	}
 	if errs.String() != "oops\n" {
 		t.Fatalf("after drain stderr is %q, want oops", errs.String())
+	}
+}
+
+// A listener on a container's drain socket that runs neither as root nor
+// as the client's user (a hostNetwork pod can bind the abstract name
+// before the logger) is not trusted: Drain says so without asking it, and
+// the agent falls back to releasing the task. The listener here is a real
+// logger process started as nobody, which would answer "ok".
+func TestDrainRefusesAListenerOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a listener as another user")
+	}
+	// A directory nobody can reach (t.TempDir's parent is 0700) holding a
+	// copy of this test binary, the logger, and its log.
+	dir, err := os.MkdirTemp("", "crilog-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "logger")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, _ := os.Pipe()
+	errR, errW, _ := os.Pipe()
+	readyR, readyW, _ := os.Pipe()
+	id := testContainerID(t)
+	cmd := exec.Command(bin, LoggerCommand, "v1", "path", filepath.Join(dir, "0.log"))
+	cmd.Env = append(os.Environ(), containerIDEnv+"="+id)
+	cmd.ExtraFiles = []*os.File{outR, errR, readyW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outR.Close()
+	errR.Close()
+	readyW.Close()
+	defer func() {
+		outW.Close()
+		errW.Close()
+		_ = cmd.Wait()
+	}()
+	if _, err := readyR.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("ready: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = Drain(ctx, id)
+	if err == nil || errors.Is(err, ErrNoLogger) || !strings.Contains(err.Error(), "uid 65534") {
+		t.Fatalf("drain through a listener of uid 65534: %v, want a refusal naming the uid", err)
 	}
 }
