@@ -40,6 +40,10 @@ type podTasks struct {
 // released first, as before: the release waits for the writer to reach EOF
 // and exit.
 func (w *worker) settleExits(ctx context.Context, rs pleg.PodStatus) {
+	// setStatus is called after steps the trace names and after some it
+	// does not (syncFinished's release): drain is this call alone.
+	tr := stepTraceFrom(ctx)
+	start := tr.now()
 	seen := make(map[string]bool, len(rs.Containers))
 	for _, c := range rs.Containers {
 		seen[c.ID] = true
@@ -70,5 +74,5 @@ func (w *worker) settleExits(ctx context.Context, rs pleg.PodStatus) {
 			delete(w.tasks.drained, id)
 		}
 	}
-	stepTraceFrom(ctx).step("drain")
+	tr.stepSince("drain", start)
 }

@@ -89,7 +89,9 @@ func (w *worker) syncFinished(ctx context.Context, pod *v1.Pod, rs pleg.PodStatu
 		return true, time.Time{}, w.stopRunning(ctx, pod, running, gracePeriod(pod))
 	}
 	w.reap(ctx, rs)
+	stepTraceFrom(ctx).step("reap")
 	err := w.releaseFinished(ctx, pod)
+	stepTraceFrom(ctx).step("releaseSandbox")
 	w.setStatus(ctx, pod, rs, nil, !w.ended.released, now)
 	return false, retryAt, err
 }

@@ -30,6 +30,25 @@ func (t *stepTrace) step(name string) {
 	t.last = now
 }
 
+// stepSince records the time since start under name, for a step that
+// may follow work no step names (the time before start is left out).
+func (t *stepTrace) stepSince(name string, start time.Time) {
+	if t == nil {
+		return
+	}
+	now := t.clock.Now()
+	t.attrs = append(t.attrs, name, now.Sub(start))
+	t.last = now
+}
+
+// now is the trace's clock (zero while the trace is off).
+func (t *stepTrace) now() time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.clock.Now()
+}
+
 type stepTraceKey struct{}
 
 // withStepTrace carries a sync's trace to its steps.
