@@ -58,6 +58,12 @@ func (r *Runtime) ListContainers(ctx context.Context) ([]Container, error) {
 		out = append(out, r.containerFrom(&cl[i], tasks[cl[i].ID]))
 	}
 	r.specs.forget(keep)
+	r.stopping.Range(func(id, _ any) bool {
+		if !keep[id.(string)] {
+			r.stopping.Delete(id)
+		}
+		return true
+	})
 	return out, nil
 }
 
@@ -371,6 +377,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	sopts = append(sopts, podNamespaceOpts(spec.PodNamespaces)...)
 	sopts = append(sopts, cgroupNamespaceOpts(r.unified, spec.Security.Privileged)...)
 	sopts = append(sopts, resourceSpecOpts(spec.Resources, r.unified)...)
+	sopts = append(sopts, oomGroupOpts(r.unified, r.opts.SingleProcessOOMKill)...)
 	sopts = append(sopts, oci.WithCgroup(cgroupsPath))
 	if spec.OOMScoreAdj != nil {
 		sopts = append(sopts, withOOMScoreAdj(*spec.OOMScoreAdj))
@@ -541,7 +548,13 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	}
 	// Record the start before the process runs so that an observer never
 	// sees a started container without its start time.
-	if _, err := c.SetLabels(ctx, map[string]string{labelStartedAt: formatTime(time.Now())}); err != nil {
+	// With it, the pod cgroup's OOM kill count so far: an exit by SIGKILL
+	// is an OOM kill only if the count rose since (oomkill.go).
+	set := map[string]string{labelStartedAt: formatTime(time.Now())}
+	for k, v := range r.startOOMLabels(labels) {
+		set[k] = v
+	}
+	if _, err := c.SetLabels(ctx, set); err != nil {
 		_, _ = task.Delete(ctx, containerd.WithProcessKill)
 		return fmt.Errorf("runtime: start %s: record start: %w", id, convertErr(err))
 	}
@@ -561,6 +574,9 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if grace < 0 {
 		grace = 0
 	}
+	// Its exit by SIGKILL from here on is the agent's doing, not the
+	// kernel's OOM killer (oomkill.go); forgotten when it is removed.
+	r.stopping.Store(id, struct{}{})
 	ctx = namespaces.WithNamespace(ctx, r.opts.Namespace)
 	ctx, cancel := context.WithTimeout(ctx, 2*r.opts.CallTimeout+grace)
 	defer cancel()
@@ -641,6 +657,13 @@ func convertErrf(err error, format string, args ...any) error {
 // recordExit stores an exit status in the container's labels; labels are its
 // current labels, fetched when nil.
 func (r *Runtime) recordExit(ctx context.Context, c containerd.Container, labels map[string]string, code int32, at time.Time) error {
+	return r.recordExitWith(ctx, c, labels, code, at, nil)
+}
+
+// recordExitWith is recordExit that also sets the labels extra (an OOM
+// kill found in the cgroups: labelOOMKilled "true" makes the reason
+// OOMKilled).
+func (r *Runtime) recordExitWith(ctx context.Context, c containerd.Container, labels map[string]string, code int32, at time.Time, extra map[string]string) error {
 	if labels == nil {
 		var err error
 		if labels, err = c.Labels(ctx); err != nil {
@@ -650,11 +673,15 @@ func (r *Runtime) recordExit(ctx context.Context, c containerd.Container, labels
 	if labels[labelExitCode] == strconv.Itoa(int(code)) && labels[labelFinishedAt] == formatTime(at) {
 		return nil // already recorded (by the event watcher and a subscriber)
 	}
-	_, err := c.SetLabels(ctx, map[string]string{
+	set := map[string]string{
 		labelExitCode:   strconv.Itoa(int(code)),
 		labelFinishedAt: formatTime(at),
-		labelReason:     exitReason(code, labels[labelOOMKilled] == "true"),
-	})
+		labelReason:     exitReason(code, labels[labelOOMKilled] == "true" || extra[labelOOMKilled] == "true"),
+	}
+	for k, v := range extra {
+		set[k] = v
+	}
+	_, err := c.SetLabels(ctx, set)
 	if err != nil {
 		return fmt.Errorf("runtime: record exit of %s: %w", c.ID(), convertErr(err))
 	}
@@ -675,6 +702,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
 	}
 	if task, err := c.Task(ctx, nil); err == nil {
+		r.stopping.Store(id, struct{}{}) // its SIGKILL is the agent's
 		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
 			return fmt.Errorf("runtime: remove %s: delete task: %w", id, convertErr(err))
 		}
@@ -692,6 +720,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	}
 	removeStdio(labels, id)
 	r.removeContainerCgroup(labels[labelCgroupsPath])
+	r.stopping.Delete(id)
 	return nil
 }
 
