@@ -55,7 +55,7 @@ func (r *Runtime) ListContainers(ctx context.Context) ([]Container, error) {
 	keep := make(map[string]bool, len(cl))
 	for i := range cl {
 		keep[cl[i].ID] = true
-		out = append(out, r.containerFrom(&cl[i], tasks[cl[i].ID]))
+		out = append(out, r.containerFrom(ctx, &cl[i], tasks[cl[i].ID]))
 	}
 	r.specs.forget(keep)
 	r.stopping.Range(func(id, _ any) bool {
@@ -101,10 +101,10 @@ func (r *Runtime) InspectContainer(ctx context.Context, id string) (Container, e
 	if c.Labels[LabelPodUID] == "" {
 		return Container{}, fmt.Errorf("runtime: inspect container %s: %w: not a pod container", id, ErrNotFound)
 	}
-	return r.containerFrom(&c, proc), nil
+	return r.containerFrom(ctx, &c, proc), nil
 }
 
-func (r *Runtime) containerFrom(c *containers.Container, t *tasktypes.Process) Container {
+func (r *Runtime) containerFrom(ctx context.Context, c *containers.Container, t *tasktypes.Process) Container {
 	l := c.Labels
 	facts := r.specs.of(c.ID, c.Spec)
 	out := Container{
@@ -156,6 +156,13 @@ func (r *Runtime) containerFrom(c *containers.Container, t *tasktypes.Process) C
 				out.FinishedAt = t.ExitedAt.AsTime()
 			}
 			out.Reason = exitReason(out.ExitCode, oom)
+			// Seen before the exit recorder labelled it (a relist, or the
+			// PLEG's cgroup event, can beat containerd's TaskExit to the
+			// agent): decided now as markExit will decide, so that no path
+			// reports Error for an OOM kill found in memory.events.
+			if !oom && l[labelExitCode] == "" && r.inferOOM(ctx, c.ID, l, out.ExitCode)[labelOOMKilled] == "true" {
+				out.Reason = ReasonOOMKilled
+			}
 		default:
 			out.State = StateUnknown
 		}

@@ -231,6 +231,10 @@ func (r *Runtime) markExit(ctx context.Context, id string, code int32, at time.T
 	// On cgroup v2 a SIGKILL exit may be an OOM kill whose TaskOOM
 	// containerd lost (oomkill.go).
 	extra := r.inferOOM(ctx, id, info.Labels, code)
+	if extra[labelOOMKilled] == "true" {
+		r.opts.Logger.Info("container OOM-killed (from the cgroups' memory.events)", "containerID", id,
+			"pod", info.Labels[LabelPodNamespace]+"/"+info.Labels[LabelPodName], "container", info.Labels[LabelContainerName])
+	}
 	if err := r.recordExitWith(ctx, c, info.Labels, code, at, extra); err != nil && !errors.Is(err, ErrNotFound) {
 		r.opts.Logger.Warn("cannot record exit status", "containerID", id, "err", err)
 	}

@@ -147,7 +147,7 @@ func (r *Runtime) inferOOM(ctx context.Context, id string, labels map[string]str
 	if _, stopping := r.stopping.Load(id); stopping {
 		return nil // the agent's own SIGKILL (grace period over)
 	}
-	cs, err := r.client.ContainerService().List(ctx, fmt.Sprintf(`labels.%q==%q`, LabelPodUID, labels[LabelPodUID]))
+	cs, err := r.podContainers(ctx, labels[LabelPodUID])
 	if err != nil {
 		r.opts.Logger.Warn("cannot look for an OOM kill: list the pod's containers", "containerID", id, "err", convertErr(err))
 		return nil
@@ -163,12 +163,17 @@ func (r *Runtime) inferOOM(ctx context.Context, id string, labels map[string]str
 			seen = append(seen, n)
 		}
 	}
-	oom, set := oomKilledFromCgroups(r.cgroupRoot, labels, seen)
-	if oom {
-		r.opts.Logger.Info("container OOM-killed (from the cgroups' memory.events)", "containerID", id,
-			"pod", labels[LabelPodNamespace]+"/"+labels[LabelPodName], "container", labels[LabelContainerName])
-	}
+	_, set := oomKilledFromCgroups(r.cgroupRoot, labels, seen)
 	return set
+}
+
+// podContainers lists the containers of the pod with this UID
+// (Runtime.listPod in tests).
+func (r *Runtime) podContainers(ctx context.Context, uid string) ([]containers.Container, error) {
+	if r.listPod != nil {
+		return r.listPod(ctx, uid)
+	}
+	return r.client.ContainerService().List(ctx, fmt.Sprintf(`labels.%q==%q`, LabelPodUID, uid))
 }
 
 // startOOMLabels are the labels StartContainer records for inferOOM: the

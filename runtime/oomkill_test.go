@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
+	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/containers"
 	"github.com/containerd/containerd/namespaces"
 	"github.com/containerd/containerd/oci"
@@ -243,5 +245,56 @@ func TestOOMGroupOpts(t *testing.T) {
 				t.Errorf("memory.swap.max lost: unified %v", sp.Linux.Resources.Unified)
 			}
 		})
+	}
+}
+
+// A stopped task seen before the exit recorder labelled it (a relist or
+// the PLEG's cgroup event beat containerd's TaskExit to the agent; the
+// guest's "oomlost" check once got Error 137 this way) is reported as
+// markExit will record it: OOMKilled when the pod's memory.events counted
+// a kill since the start; an exit already recorded keeps its reason, and
+// a SIGKILL without a new kill stays Error.
+func TestContainerFromDecidesAnUnrecordedOOMKill(t *testing.T) {
+	const uid = "u-2"
+	root := t.TempDir()
+	pod := "kubepods.slice/kubepods-podu_2.slice"
+	fakeCgroup(t, root, pod, 1) // the container's scope is gone; the pod slice counted the kill
+	r := &Runtime{unified: true, cgroupRoot: root}
+	var listed int
+	r.listPod = func(_ context.Context, u string) ([]containers.Container, error) {
+		listed++
+		if u != uid {
+			t.Errorf("listed pod %q, want %q", u, uid)
+		}
+		return nil, nil
+	}
+	labels := func(extra map[string]string) map[string]string {
+		l := map[string]string{LabelPodUID: uid, labelCgroupsPath: "kubepods-podu_2.slice:cri-containerd:c",
+			labelPodOOMKillsAtStart: "0", labelStartedAt: formatTime(time.Now())}
+		maps.Copy(l, extra)
+		return l
+	}
+	for _, tc := range []struct {
+		desc   string
+		labels map[string]string
+		code   uint32
+		want   string
+	}{
+		{"SIGKILL, a kill counted since the start, exit not recorded yet", labels(nil), 137, ReasonOOMKilled},
+		{"SIGKILL, no kill since the start", labels(map[string]string{labelPodOOMKillsAtStart: "1"}), 137, ReasonError},
+		{"exit 1", labels(nil), 1, ReasonError},
+		{"exit recorded (by markExit, without an OOM kill)", labels(map[string]string{labelExitCode: "137", labelReason: ReasonError}), 137, ReasonError},
+		{"TaskOOM seen", labels(map[string]string{labelOOMKilled: "true", labelPodOOMKillsAtStart: "1"}), 137, ReasonOOMKilled},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			task := &tasktypes.Process{ID: "c", Status: tasktypes.Status_STOPPED, ExitStatus: tc.code}
+			got := r.containerFrom(context.Background(), &containers.Container{ID: "c", Labels: tc.labels}, task)
+			if got.State != StateExited || got.Reason != tc.want {
+				t.Errorf("state %v reason %q, want exited %q", got.State, got.Reason, tc.want)
+			}
+		})
+	}
+	if listed == 0 {
+		t.Error("the pod's containers were never listed for their marks")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/containers"
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/images"
 	"github.com/containerd/containerd/namespaces"
@@ -177,6 +178,8 @@ type Runtime struct {
 	// stopping holds the IDs of containers StopContainer was asked to
 	// stop: their SIGKILL is the agent's, not an OOM kill (oomkill.go).
 	stopping sync.Map
+	// listPod replaces the containerd query of podContainers in tests.
+	listPod func(ctx context.Context, uid string) ([]containers.Container, error)
 
 	cdi *cdiRegistry // CDI devices (cdi.go)
 }
