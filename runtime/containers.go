@@ -160,7 +160,7 @@ func (r *Runtime) containerFrom(ctx context.Context, c *containers.Container, t 
 			// PLEG's cgroup event, can beat containerd's TaskExit to the
 			// agent): decided now as markExit will decide, so that no path
 			// reports Error for an OOM kill found in memory.events.
-			if !oom && l[labelExitCode] == "" && r.inferOOM(ctx, c.ID, l, out.ExitCode)[labelOOMKilled] == "true" {
+			if set, _ := r.inferOOM(ctx, c.ID, l, out.ExitCode); !oom && set[labelOOMKilled] == "true" {
 				out.Reason = ReasonOOMKilled
 			}
 		default:

@@ -138,19 +138,23 @@ func oomKilledFromCgroups(root string, labels map[string]string, seen []uint64) 
 // inferOOM is oomKilledFromCgroups for a container whose exit with code
 // is being recorded: only on cgroup v2, for a SIGKILL the agent did not
 // send, not yet decided. It lists the pod's containers for their
-// labelPodOOMKillsSeen.
-func (r *Runtime) inferOOM(ctx context.Context, id string, labels map[string]string, code int32) map[string]string {
-	if !r.unified || code != sigkillExitCode || labels[labelOOMKilled] == "true" ||
-		labels[labelExitCode] != "" || labels[labelPodOOMKillsAtStart] == "" {
-		return nil
+// labelPodOOMKillsSeen. why says, for a SIGKILL exit on cgroup v2 that
+// is not put down to an OOM kill, what the decision rested on ("" when
+// it was not one to decide).
+func (r *Runtime) inferOOM(ctx context.Context, id string, labels map[string]string, code int32) (set map[string]string, why string) {
+	if !r.unified || code != sigkillExitCode || labels[labelOOMKilled] == "true" || labels[labelExitCode] != "" {
+		return nil, ""
+	}
+	if labels[labelPodOOMKillsAtStart] == "" {
+		return nil, "no pod cgroup oom_kill count recorded at its start"
 	}
 	if _, stopping := r.stopping.Load(id); stopping {
-		return nil // the agent's own SIGKILL (grace period over)
+		return nil, "the agent was stopping it" // the agent's own SIGKILL (grace period over)
 	}
 	cs, err := r.podContainers(ctx, labels[LabelPodUID])
 	if err != nil {
 		r.opts.Logger.Warn("cannot look for an OOM kill: list the pod's containers", "containerID", id, "err", convertErr(err))
-		return nil
+		return nil, ""
 	}
 	var seen []uint64
 	for _, c := range cs {
@@ -163,8 +167,21 @@ func (r *Runtime) inferOOM(ctx context.Context, id string, labels map[string]str
 			seen = append(seen, n)
 		}
 	}
-	_, set := oomKilledFromCgroups(r.cgroupRoot, labels, seen)
-	return set
+	oom, set := oomKilledFromCgroups(r.cgroupRoot, labels, seen)
+	if !oom {
+		own, ownOK := oomKills(r.cgroupRoot, CgroupfsPath(labels[labelCgroupsPath]))
+		pod, podOK := podOOMKills(r.cgroupRoot, labels)
+		why = fmt.Sprintf("its cgroup's oom_kill %s, the pod cgroup's %s (%s at its start, already attributed %v)",
+			countOrGone(own, ownOK), countOrGone(pod, podOK), labels[labelPodOOMKillsAtStart], seen)
+	}
+	return set, why
+}
+
+func countOrGone(n uint64, ok bool) string {
+	if !ok {
+		return "unreadable (gone)"
+	}
+	return strconv.FormatUint(n, 10)
 }
 
 // podContainers lists the containers of the pod with this UID

@@ -191,7 +191,7 @@ func TestInferOOMGates(t *testing.T) {
 		{"stopped by the agent", stopped, labels, 137},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			if set := tc.r.inferOOM(context.Background(), "c", tc.labels, tc.code); set != nil {
+			if set, _ := tc.r.inferOOM(context.Background(), "c", tc.labels, tc.code); set != nil {
 				t.Errorf("inferOOM = %v, want nothing", set)
 			}
 		})
