@@ -581,9 +581,6 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if grace < 0 {
 		grace = 0
 	}
-	// Its exit by SIGKILL from here on is the agent's doing, not the
-	// kernel's OOM killer (oomkill.go); forgotten when it is removed.
-	r.stopping.Store(id, struct{}{})
 	ctx = namespaces.WithNamespace(ctx, r.opts.Namespace)
 	ctx, cancel := context.WithTimeout(ctx, 2*r.opts.CallTimeout+grace)
 	defer cancel()
@@ -607,7 +604,11 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(err))
 	}
 	var exit containerd.ExitStatus
-	if st.Status != containerd.Stopped {
+	exitedBefore := st.Status == containerd.Stopped
+	if !exitedBefore {
+		// Its exit by SIGKILL from here on is the agent's doing, not the
+		// kernel's OOM killer (oomkill.go); forgotten when it is removed.
+		r.stopping.Store(id, struct{}{})
 		if st.Status == containerd.Created {
 			// Never started: nothing to signal, delete below kills it.
 			_, err := task.Delete(ctx, containerd.WithProcessKill)
@@ -645,7 +646,21 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if exit.Error() != nil {
 		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(exit.Error()))
 	}
-	if err := r.recordExit(ctx, c, nil, int32(exit.ExitCode()), exit.ExitTime()); err != nil {
+	// An exit that came before the stop (the pod worker releases an
+	// exited container's task this way, and may get here before
+	// containerd's TaskExit reached markExit) is decided as markExit
+	// decides it: a SIGKILL may be an OOM kill whose TaskOOM was lost, and
+	// once the task is deleted and the pod cgroup released, nothing can
+	// tell any more.
+	var extra map[string]string
+	labels, err := c.Labels(ctx)
+	if err != nil {
+		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(err))
+	}
+	if exitedBefore {
+		extra = r.decideOOM(ctx, id, labels, int32(exit.ExitCode()))
+	}
+	if err := r.recordExitWith(ctx, c, labels, int32(exit.ExitCode()), exit.ExitTime(), extra); err != nil {
 		return err
 	}
 	if _, err := task.Delete(ctx); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
@@ -671,7 +686,11 @@ func (r *Runtime) recordExit(ctx context.Context, c containerd.Container, labels
 // kill found in the cgroups: labelOOMKilled "true" makes the reason
 // OOMKilled).
 func (r *Runtime) recordExitWith(ctx context.Context, c containerd.Container, labels map[string]string, code int32, at time.Time, extra map[string]string) error {
-	if labels == nil {
+	// A SIGKILL on cgroup v2 not found to be an OOM kill here may have
+	// been found one by the other recorder (StopContainer or markExit)
+	// since labels were read, when the cgroups could still tell: read
+	// them again rather than overwrite OOMKilled with Error.
+	if labels == nil || (r.unified && code == sigkillExitCode && extra[labelOOMKilled] != "true") {
 		var err error
 		if labels, err = c.Labels(ctx); err != nil {
 			return fmt.Errorf("runtime: record exit of %s: %w", c.ID(), convertErr(err))

@@ -230,16 +230,7 @@ func (r *Runtime) markExit(ctx context.Context, id string, code int32, at time.T
 	}
 	// On cgroup v2 a SIGKILL exit may be an OOM kill whose TaskOOM
 	// containerd lost (oomkill.go).
-	extra, why := r.inferOOM(ctx, id, info.Labels, code)
-	pod := info.Labels[LabelPodNamespace] + "/" + info.Labels[LabelPodName]
-	switch {
-	case extra[labelOOMKilled] == "true":
-		r.opts.Logger.Info("container OOM-killed (from the cgroups' memory.events)", "containerID", id,
-			"pod", pod, "container", info.Labels[LabelContainerName])
-	case why != "":
-		r.opts.Logger.Info("container killed by SIGKILL, not put down to the OOM killer", "containerID", id,
-			"pod", pod, "container", info.Labels[LabelContainerName], "why", why)
-	}
+	extra := r.decideOOM(ctx, id, info.Labels, code)
 	if err := r.recordExitWith(ctx, c, info.Labels, code, at, extra); err != nil && !errors.Is(err, ErrNotFound) {
 		r.opts.Logger.Warn("cannot record exit status", "containerID", id, "err", err)
 	}

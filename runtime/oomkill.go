@@ -177,6 +177,22 @@ func (r *Runtime) inferOOM(ctx context.Context, id string, labels map[string]str
 	return set, why
 }
 
+// decideOOM is inferOOM for an exit about to be recorded, with the
+// decision in the log: the labels to record with it.
+func (r *Runtime) decideOOM(ctx context.Context, id string, labels map[string]string, code int32) map[string]string {
+	set, why := r.inferOOM(ctx, id, labels, code)
+	pod := labels[LabelPodNamespace] + "/" + labels[LabelPodName]
+	switch {
+	case set[labelOOMKilled] == "true":
+		r.opts.Logger.Info("container OOM-killed (from the cgroups' memory.events)", "containerID", id,
+			"pod", pod, "container", labels[LabelContainerName])
+	case why != "":
+		r.opts.Logger.Info("container killed by SIGKILL, not put down to the OOM killer", "containerID", id,
+			"pod", pod, "container", labels[LabelContainerName], "why", why)
+	}
+	return set
+}
+
 func countOrGone(n uint64, ok bool) string {
 	if !ok {
 		return "unreadable (gone)"
