@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -64,4 +65,25 @@ func validateCgroups(c *NodeAgentConfiguration) field.ErrorList {
 // memory limit.
 func (c *NodeAgentConfiguration) EnforcePodsAllocatable() bool {
 	return c.CgroupsPerQOS && slices.Contains(c.EnforceNodeAllocatable, EnforceNodeAllocatablePods)
+}
+
+// ErrSingleProcessOOMKillV1 is kubelet's error for singleProcessOOMKill
+// set to false on a cgroup v1 host, which has no memory.oom.group.
+var ErrSingleProcessOOMKillV1 = errors.New("invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1")
+
+// EffectiveSingleProcessOOMKill is singleProcessOOMKill as kubelet applies
+// it on a host with (unified) or without the cgroup v2 unified hierarchy:
+// unset is false on v2 and true on v1, where false is refused with
+// kubelet's error.
+func (c *NodeAgentConfiguration) EffectiveSingleProcessOOMKill(unified bool) (bool, error) {
+	if !unified {
+		if c.SingleProcessOOMKill != nil && !*c.SingleProcessOOMKill {
+			return false, ErrSingleProcessOOMKillV1
+		}
+		return true, nil
+	}
+	if c.SingleProcessOOMKill == nil {
+		return false, nil
+	}
+	return *c.SingleProcessOOMKill, nil
 }

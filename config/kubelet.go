@@ -63,6 +63,7 @@ var kubeletSupported = map[string]bool{
 	"podPidsLimit":                           true,
 	"failSwapOn":                             true,
 	"memorySwap":                             true,
+	"singleProcessOOMKill":                   true,
 	"featureGates":                           true,
 	"shutdownGracePeriod":                    true,
 	"shutdownGracePeriodCriticalPods":        true,

@@ -211,6 +211,13 @@ type NodeAgentConfiguration struct {
 	// MemorySwap is how containers may use the host's swap (kubelet's
 	// memorySwap).
 	MemorySwap MemorySwapConfiguration `json:"memorySwap"`
+	// SingleProcessOOMKill is kubelet's singleProcessOOMKill: on cgroup v2,
+	// false (the default there) sets memory.oom.group=1 in every
+	// container's cgroup so that an OOM kill takes the whole container;
+	// true kills single processes, as cgroup v1 does. nil means false on
+	// cgroup v2 and true on v1; false is refused on v1 (see
+	// EffectiveSingleProcessOOMKill).
+	SingleProcessOOMKill *bool `json:"singleProcessOOMKill,omitempty"`
 	// RuntimeHandlers maps RuntimeClass handler names to containerd
 	// runtime types (nodeagent; containerd's CRI plugin has them as
 	// runtimes in its own configuration).

@@ -55,9 +55,15 @@ func (r *Runtime) ListContainers(ctx context.Context) ([]Container, error) {
 	keep := make(map[string]bool, len(cl))
 	for i := range cl {
 		keep[cl[i].ID] = true
-		out = append(out, r.containerFrom(&cl[i], tasks[cl[i].ID]))
+		out = append(out, r.containerFrom(ctx, &cl[i], tasks[cl[i].ID]))
 	}
 	r.specs.forget(keep)
+	r.stopping.Range(func(id, _ any) bool {
+		if !keep[id.(string)] {
+			r.stopping.Delete(id)
+		}
+		return true
+	})
 	return out, nil
 }
 
@@ -95,10 +101,10 @@ func (r *Runtime) InspectContainer(ctx context.Context, id string) (Container, e
 	if c.Labels[LabelPodUID] == "" {
 		return Container{}, fmt.Errorf("runtime: inspect container %s: %w: not a pod container", id, ErrNotFound)
 	}
-	return r.containerFrom(&c, proc), nil
+	return r.containerFrom(ctx, &c, proc), nil
 }
 
-func (r *Runtime) containerFrom(c *containers.Container, t *tasktypes.Process) Container {
+func (r *Runtime) containerFrom(ctx context.Context, c *containers.Container, t *tasktypes.Process) Container {
 	l := c.Labels
 	facts := r.specs.of(c.ID, c.Spec)
 	out := Container{
@@ -150,6 +156,13 @@ func (r *Runtime) containerFrom(c *containers.Container, t *tasktypes.Process) C
 				out.FinishedAt = t.ExitedAt.AsTime()
 			}
 			out.Reason = exitReason(out.ExitCode, oom)
+			// Seen before the exit recorder labelled it (a relist, or the
+			// PLEG's cgroup event, can beat containerd's TaskExit to the
+			// agent): decided now as markExit will decide, so that no path
+			// reports Error for an OOM kill found in memory.events.
+			if set, _ := r.inferOOM(ctx, c.ID, l, out.ExitCode); !oom && set[labelOOMKilled] == "true" {
+				out.Reason = ReasonOOMKilled
+			}
 		default:
 			out.State = StateUnknown
 		}
@@ -371,6 +384,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec ContainerSpec) (stri
 	sopts = append(sopts, podNamespaceOpts(spec.PodNamespaces)...)
 	sopts = append(sopts, cgroupNamespaceOpts(r.unified, spec.Security.Privileged)...)
 	sopts = append(sopts, resourceSpecOpts(spec.Resources, r.unified)...)
+	sopts = append(sopts, oomGroupOpts(r.unified, r.opts.SingleProcessOOMKill)...)
 	sopts = append(sopts, oci.WithCgroup(cgroupsPath))
 	if spec.OOMScoreAdj != nil {
 		sopts = append(sopts, withOOMScoreAdj(*spec.OOMScoreAdj))
@@ -541,7 +555,13 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 	}
 	// Record the start before the process runs so that an observer never
 	// sees a started container without its start time.
-	if _, err := c.SetLabels(ctx, map[string]string{labelStartedAt: formatTime(time.Now())}); err != nil {
+	// With it, the pod cgroup's OOM kill count so far: an exit by SIGKILL
+	// is an OOM kill only if the count rose since (oomkill.go).
+	set := map[string]string{labelStartedAt: formatTime(time.Now())}
+	for k, v := range r.startOOMLabels(labels) {
+		set[k] = v
+	}
+	if _, err := c.SetLabels(ctx, set); err != nil {
 		_, _ = task.Delete(ctx, containerd.WithProcessKill)
 		return fmt.Errorf("runtime: start %s: record start: %w", id, convertErr(err))
 	}
@@ -584,7 +604,11 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(err))
 	}
 	var exit containerd.ExitStatus
-	if st.Status != containerd.Stopped {
+	exitedBefore := st.Status == containerd.Stopped
+	if !exitedBefore {
+		// Its exit by SIGKILL from here on is the agent's doing, not the
+		// kernel's OOM killer (oomkill.go); forgotten when it is removed.
+		r.stopping.Store(id, struct{}{})
 		if st.Status == containerd.Created {
 			// Never started: nothing to signal, delete below kills it.
 			_, err := task.Delete(ctx, containerd.WithProcessKill)
@@ -622,7 +646,21 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if exit.Error() != nil {
 		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(exit.Error()))
 	}
-	if err := r.recordExit(ctx, c, nil, int32(exit.ExitCode()), exit.ExitTime()); err != nil {
+	// An exit that came before the stop (the pod worker releases an
+	// exited container's task this way, and may get here before
+	// containerd's TaskExit reached markExit) is decided as markExit
+	// decides it: a SIGKILL may be an OOM kill whose TaskOOM was lost, and
+	// once the task is deleted and the pod cgroup released, nothing can
+	// tell any more.
+	var extra map[string]string
+	labels, err := c.Labels(ctx)
+	if err != nil {
+		return fmt.Errorf("runtime: stop %s: %w", id, convertErr(err))
+	}
+	if exitedBefore {
+		extra = r.decideOOM(ctx, id, labels, int32(exit.ExitCode()))
+	}
+	if err := r.recordExitWith(ctx, c, labels, int32(exit.ExitCode()), exit.ExitTime(), extra); err != nil {
 		return err
 	}
 	if _, err := task.Delete(ctx); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
@@ -641,7 +679,18 @@ func convertErrf(err error, format string, args ...any) error {
 // recordExit stores an exit status in the container's labels; labels are its
 // current labels, fetched when nil.
 func (r *Runtime) recordExit(ctx context.Context, c containerd.Container, labels map[string]string, code int32, at time.Time) error {
-	if labels == nil {
+	return r.recordExitWith(ctx, c, labels, code, at, nil)
+}
+
+// recordExitWith is recordExit that also sets the labels extra (an OOM
+// kill found in the cgroups: labelOOMKilled "true" makes the reason
+// OOMKilled).
+func (r *Runtime) recordExitWith(ctx context.Context, c containerd.Container, labels map[string]string, code int32, at time.Time, extra map[string]string) error {
+	// A SIGKILL on cgroup v2 not found to be an OOM kill here may have
+	// been found one by the other recorder (StopContainer or markExit)
+	// since labels were read, when the cgroups could still tell: read
+	// them again rather than overwrite OOMKilled with Error.
+	if labels == nil || (r.unified && code == sigkillExitCode && extra[labelOOMKilled] != "true") {
 		var err error
 		if labels, err = c.Labels(ctx); err != nil {
 			return fmt.Errorf("runtime: record exit of %s: %w", c.ID(), convertErr(err))
@@ -650,11 +699,15 @@ func (r *Runtime) recordExit(ctx context.Context, c containerd.Container, labels
 	if labels[labelExitCode] == strconv.Itoa(int(code)) && labels[labelFinishedAt] == formatTime(at) {
 		return nil // already recorded (by the event watcher and a subscriber)
 	}
-	_, err := c.SetLabels(ctx, map[string]string{
+	set := map[string]string{
 		labelExitCode:   strconv.Itoa(int(code)),
 		labelFinishedAt: formatTime(at),
-		labelReason:     exitReason(code, labels[labelOOMKilled] == "true"),
-	})
+		labelReason:     exitReason(code, labels[labelOOMKilled] == "true" || extra[labelOOMKilled] == "true"),
+	}
+	for k, v := range extra {
+		set[k] = v
+	}
+	_, err := c.SetLabels(ctx, set)
 	if err != nil {
 		return fmt.Errorf("runtime: record exit of %s: %w", c.ID(), convertErr(err))
 	}
@@ -675,6 +728,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("runtime: remove %s: %w", id, convertErr(err))
 	}
 	if task, err := c.Task(ctx, nil); err == nil {
+		r.stopping.Store(id, struct{}{}) // its SIGKILL is the agent's
 		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errors.Is(convertErr(err), ErrNotFound) {
 			return fmt.Errorf("runtime: remove %s: delete task: %w", id, convertErr(err))
 		}
@@ -692,6 +746,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	}
 	removeStdio(labels, id)
 	r.removeContainerCgroup(labels[labelCgroupsPath])
+	r.stopping.Delete(id)
 	return nil
 }
 

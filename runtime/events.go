@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/containerd/containerd"
@@ -227,7 +228,10 @@ func (r *Runtime) markExit(ctx context.Context, id string, code int32, at time.T
 	if err != nil || info.Labels[LabelPodUID] == "" {
 		return // not ours
 	}
-	if err := r.recordExit(ctx, c, info.Labels, code, at); err != nil && !errors.Is(err, ErrNotFound) {
+	// On cgroup v2 a SIGKILL exit may be an OOM kill whose TaskOOM
+	// containerd lost (oomkill.go).
+	extra := r.decideOOM(ctx, id, info.Labels, code)
+	if err := r.recordExitWith(ctx, c, info.Labels, code, at, extra); err != nil && !errors.Is(err, ErrNotFound) {
 		r.opts.Logger.Warn("cannot record exit status", "containerID", id, "err", err)
 	}
 }
@@ -244,6 +248,13 @@ func (r *Runtime) markOOM(ctx context.Context, id string) {
 		set := map[string]string{labelOOMKilled: "true"}
 		if labels[labelExitCode] != "" { // the exit was recorded first
 			set[labelReason] = ReasonOOMKilled
+		}
+		// The pod's kills so far are this one's: a SIGKILL exit of
+		// another container is not put down to them (oomkill.go).
+		if r.unified && labels[labelPodOOMKillsSeen] == "" {
+			if n, ok := podOOMKills(r.cgroupRoot, labels); ok {
+				set[labelPodOOMKillsSeen] = strconv.FormatUint(n, 10)
+			}
 		}
 		_, err = c.SetLabels(ctx, set)
 	}

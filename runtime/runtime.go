@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/containers"
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/images"
 	"github.com/containerd/containerd/namespaces"
@@ -58,6 +60,12 @@ type Options struct {
 	// pod's slice (cgroupsPath "<slice>:cri-containerd:<id>", runc's
 	// SystemdCgroup option) instead of cgroupfs directories.
 	SystemdCgroup bool
+	// SingleProcessOOMKill is kubelet's singleProcessOOMKill: on cgroup
+	// v2, false (kubelet's default there) sets memory.oom.group to 1 in
+	// every container's cgroup, so that an OOM kill takes the whole
+	// container; true leaves it 0 (the kernel kills one process). Ignored
+	// on cgroup v1, which has no such setting.
+	SingleProcessOOMKill bool
 	// ContainerLogger is the absolute path of the executable containerd's
 	// shim starts per container (a binary:// log URI) to write the
 	// container's stdout and stderr to its LogPath in the CRI format with
@@ -164,6 +172,14 @@ type Runtime struct {
 	// unified: the host has the unified cgroup v2 hierarchy, where
 	// unprivileged containers get a private cgroup namespace (New).
 	unified bool
+	// cgroupRoot is the unified hierarchy's mount point, where the OOM
+	// kill counters are read (oomkill.go).
+	cgroupRoot string
+	// stopping holds the IDs of containers StopContainer was asked to
+	// stop: their SIGKILL is the agent's, not an OOM kill (oomkill.go).
+	stopping sync.Map
+	// listPod replaces the containerd query of podContainers in tests.
+	listPod func(ctx context.Context, uid string) ([]containers.Container, error)
 
 	cdi *cdiRegistry // CDI devices (cdi.go)
 }
@@ -181,7 +197,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime: connect to containerd at %s: %w", opts.Address, err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	r := &Runtime{opts: opts, client: client, stop: stop, unified: cgroups.IsCgroup2UnifiedMode(), cdi: &cdiRegistry{dirs: opts.CDISpecDirs}}
+	r := &Runtime{opts: opts, client: client, stop: stop, unified: cgroups.IsCgroup2UnifiedMode(), cgroupRoot: cgroup2Root, cdi: &cdiRegistry{dirs: opts.CDISpecDirs}}
 	go r.watchTasks(ctx)
 	return r, nil
 }

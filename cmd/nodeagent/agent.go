@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/journal"
+	"github.com/opencontainers/cgroups"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -177,6 +178,9 @@ type agent struct {
 	devices *devicemanager.Manager
 	// csi is the CSI node side (csi.go); nil without an API client.
 	csi *csiNode
+	// singleProcessOOMKill is the configuration's as kubelet applies it
+	// on this host (config.EffectiveSingleProcessOOMKill).
+	singleProcessOOMKill bool
 }
 
 func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, log *slog.Logger, level *slog.LevelVar) (*agent, error) {
@@ -187,6 +191,11 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	// As kubelet, before anything runs: no start on a host with swap on
 	// unless failSwapOn is false.
 	if err := checkSwap(cfg.FailSwapOn, cm.HostSwapOn); err != nil {
+		return nil, err
+	}
+	// As kubelet: singleProcessOOMKill false is refused on cgroup v1.
+	singleProcessOOMKill, err := cfg.EffectiveSingleProcessOOMKill(cgroups.IsCgroup2UnifiedMode())
+	if err != nil {
 		return nil, err
 	}
 	base := log // the components add the node key themselves
@@ -220,6 +229,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	a := &agent{
 		cfg: cfg, loadOpts: loadOpts, log: log, level: level, clock: clock.RealClock{},
 		base: base, nodeName: nodeName, reg: reg, client: client, started: time.Now(), certs: clients.certs,
+		singleProcessOOMKill: singleProcessOOMKill,
 	}
 	a.apiPods.a = a
 	a.probeReg = probeRegistry(a.started)

@@ -42,7 +42,10 @@ func (a *agent) connectRuntime(ctx context.Context) {
 			Namespace: a.cfg.ContainerRuntimeNamespace,
 			// Containers become systemd scopes in their pod's slice.
 			SystemdCgroup: a.cfg.CgroupDriver == config.CgroupDriverSystemd,
-			Logger:        log,
+			// kubelet's memory.oom.group=1 on cgroup v2 unless
+			// singleProcessOOMKill.
+			SingleProcessOOMKill: a.singleProcessOOMKill,
+			Logger:               log,
 			// The agent's own binary writes each container's log (CRI
 			// format, rotation), started by the shim so that it
 			// outlives the agent.
