@@ -215,6 +215,29 @@ spec:
       limits: {cpu: 200m, memory: 96Mi}
 EOF
 }
+# oom_pod NAME DELAY: a Guaranteed pod whose sleeping init outlives a child
+# that fills the memory after DELAY seconds, so that only an OOM kill of
+# the whole container (memory.oom.group 1) ends it. cpu: 500m, not less:
+# under TCG a throttled shell takes minutes to fill 24Mi.
+oom_pod() {
+	cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  nodeName: nodeagent-vm
+  hostNetwork: true
+  restartPolicy: Never
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: c
+    image: docker.io/nodeagent/busybox:test
+    imagePullPolicy: Never
+    command: [sh, -c, "sh -c 'sleep $2; x=0123456789abcdef; while :; do x=\$x\$x; done' & exec sleep 3600"]
+    resources:
+      limits: {cpu: 500m, memory: 24Mi}
+EOF
+}
 k create namespace vm >/dev/null
 k apply -n vm -f - >/dev/null <<'EOF'
 apiVersion: v1
@@ -322,25 +345,10 @@ step "a container over its memory limit is OOMKilled, all of it; the PLEG's cgro
 # containerd has sent TaskExit, so the cgroups source detects it. (The OOM
 # kill is no such proof: containerd's TaskOOM arrives before the cgroup
 # empties, and the PLEG credits one detection to the source that came first.)
-k apply -n vm -f - >/dev/null <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata: {name: oom}
-spec:
-  nodeName: nodeagent-vm
-  hostNetwork: true
-  restartPolicy: Never
-  tolerations: [{operator: Exists}]
-  containers:
-  - name: c
-    image: docker.io/nodeagent/busybox:test
-    imagePullPolicy: Never
-    command: [sh, -c, "sh -c 'x=0123456789abcdef; while :; do x=$x$x; done' & exec sleep 3600"]
-    resources:
-      # cpu: 500m, not less: under TCG a throttled shell takes minutes
-      # to fill 24Mi.
-      limits: {cpu: 500m, memory: 24Mi}
----
+{
+	oom_pod oom 0
+	echo ---
+	cat <<'EOF'
 apiVersion: v1
 kind: Pod
 metadata: {name: done}
@@ -355,6 +363,7 @@ spec:
     imagePullPolicy: Never
     command: [sh, -c, "sleep 5"]
 EOF
+} | k apply -n vm -f - >/dev/null
 deadline=$((SECONDS + 180))
 until st=$(k get -n vm pod oom done -o jsonpath='{range .items[*]}{.status.phase}{" "}{end}') && [[ $st =~ ^(Failed|Succeeded)\ (Failed|Succeeded)\ $ ]]; do
 	((SECONDS < deadline)) || { k get -n vm pod oom done -o yaml >&2; fail "the pods oom and done did not finish in 180s ($st; oom still running: its sleeping init survived the OOM kill, no memory.oom.group?)"; }
@@ -476,23 +485,7 @@ step "an OOM kill with memory.swap.max 0 in the scope (swap on) is OOMKilled too
 # OOM kill: the agent then finds the kill in the pod slice's memory.events
 # (runtime/oomkill.go, docs/vm.md). The child waits 20 s before it fills
 # its memory, so that the scope's files can be read while it runs.
-k apply -n vm -f - >/dev/null <<'EOF2'
-apiVersion: v1
-kind: Pod
-metadata: {name: oomswap}
-spec:
-  nodeName: nodeagent-vm
-  hostNetwork: true
-  restartPolicy: Never
-  tolerations: [{operator: Exists}]
-  containers:
-  - name: c
-    image: docker.io/nodeagent/busybox:test
-    imagePullPolicy: Never
-    command: [sh, -c, "sh -c 'sleep 20; x=0123456789abcdef; while :; do x=$x$x; done' & exec sleep 3600"]
-    resources:
-      limits: {cpu: 500m, memory: 24Mi}
-EOF2
+oom_pod oomswap 20 | k apply -n vm -f - >/dev/null
 k wait -n vm --for=condition=Ready pod/oomswap --timeout=120s >/dev/null || fail "the pod oomswap did not become Ready"
 OC=$(cgdir oomswap container)
 expect_eq "oomswap's scope: memory.swap.max|memory.oom.group" "$(g "echo \"\$(cat $OC/memory.swap.max)|\$(cat $OC/memory.oom.group)\"")" "0|1"
@@ -510,23 +503,7 @@ step "an OOM kill whose TaskOOM is lost (the shim stopped until systemd removed 
 # it finds the file gone and sends no TaskOOM, only the exit. The agent must
 # find the kill in the pod slice's memory.events (runtime/oomkill.go).
 before=$n
-k apply -n vm -f - >/dev/null <<'EOF2'
-apiVersion: v1
-kind: Pod
-metadata: {name: oomlost}
-spec:
-  nodeName: nodeagent-vm
-  hostNetwork: true
-  restartPolicy: Never
-  tolerations: [{operator: Exists}]
-  containers:
-  - name: c
-    image: docker.io/nodeagent/busybox:test
-    imagePullPolicy: Never
-    command: [sh, -c, "sh -c 'sleep 20; x=0123456789abcdef; while :; do x=$x$x; done' & exec sleep 3600"]
-    resources:
-      limits: {cpu: 500m, memory: 24Mi}
-EOF2
+oom_pod oomlost 20 | k apply -n vm -f - >/dev/null
 k wait -n vm --for=condition=Ready pod/oomlost --timeout=120s >/dev/null || fail "the pod oomlost did not become Ready"
 LC_ID=$(k get -n vm pod oomlost -o jsonpath='{.status.containerStatuses[0].containerID}')
 LC_ID=${LC_ID#containerd://}
