@@ -19,6 +19,13 @@
 // written the records are dropped (and reported on the logger's stderr)
 // rather than blocking the container.
 //
+// A writer started by the shim (which names the container in CONTAINER_ID)
+// also answers drain requests (Drain, drain.go): it copies what the
+// container's pipes hold and writes an unterminated last line as a partial
+// record, then answers. The shim keeps its ends of the pipes until the task
+// is deleted, so EOF comes only then; a drain lets the agent report an
+// exited container with its log complete without waiting for that.
+//
 // The reader (ReadLogs) serves kubelet's containerLogs query options over the
 // rotated files and the live one, and follows the live file across
 // rotations. Lines that are not CRI records (the raw output of containers

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // LoggerCommand marks a logger invocation. containerd's shim turns the
@@ -102,13 +104,21 @@ func ParseLoggerArgs(args []string) (string, Rotation, error) {
 // RunLogger is the logger process: it reads the container's stdout and
 // stderr from fds 3 and 4, writes them to the log file, and closes fd 5 once
 // the file is open (the shim waits for that before it starts the
-// container). It returns the exit code once both streams have ended, or
-// termDrain after SIGTERM.
+// container). With CONTAINER_ID set (by the shim) it answers drain requests
+// on DrainSocket(CONTAINER_ID) (drain.go). It returns the exit code once
+// both streams have ended, or termDrain after SIGTERM.
 func RunLogger(args []string, stderr io.Writer) int {
 	path, rot, err := ParseLoggerArgs(args)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	// Non-blocking before os.NewFile, so that the Go runtime polls them
+	// and a drain can read them between the copies' reads (pipe.go).
+	// Only this process reads them: the shim (or the agent) closed its
+	// copies of the read ends after starting it.
+	for _, fd := range []int{3, 4} {
+		_ = unix.SetNonblock(fd, true)
 	}
 	stdout := os.NewFile(3, "container-stdout")
 	errout := os.NewFile(4, "container-stderr")
@@ -129,18 +139,39 @@ func RunLogger(args []string, stderr io.Writer) int {
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	if ready != nil {
-		ready.Close()
-	}
-	var wg sync.WaitGroup
+	var (
+		wg     sync.WaitGroup
+		pipes  []*pipeCopy
+		copies []func() error
+	)
 	for _, s := range []struct {
 		f    *os.File
 		name string
 	}{{stdout, Stdout}, {errout, Stderr}} {
+		if p := newPipeCopy(w, s.f, s.name); p != nil {
+			pipes = append(pipes, p)
+			copies = append(copies, p.run)
+		} else {
+			copies = append(copies, func() error { return w.Copy(s.f, s.name) })
+		}
+	}
+	if id := os.Getenv(containerIDEnv); id != "" && len(pipes) == 2 {
+		serveDrain(id, func() error {
+			var errs []error
+			for _, p := range pipes {
+				errs = append(errs, p.drain())
+			}
+			return errors.Join(errs...)
+		}, report)
+	}
+	if ready != nil {
+		ready.Close()
+	}
+	for _, run := range copies {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := w.Copy(s.f, s.name); err != nil {
+			if err := run(); err != nil {
 				report(err)
 			}
 		}()

@@ -1,7 +1,7 @@
 package crilog
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -26,9 +26,6 @@ const (
 	TagFull    = "F"
 	TagPartial = "P"
 )
-
-// batchSize bounds the records gathered before one write.
-const batchSize = 64 << 10
 
 // rotatedTimeFormat is kubelet's suffix of a rotated log file.
 const rotatedTimeFormat = "20060102-150405"
@@ -113,43 +110,88 @@ func (w *Writer) Close() error {
 
 // Copy reads r until EOF or a read error and writes every line as records of
 // the given stream. A line longer than MaxLineSize becomes partial records;
-// a last line without a newline is written as a full record at EOF. Copy
+// a last line without a newline is written as a partial record at EOF. Copy
 // never stops reading because of a write error: such records are dropped
 // and reported, so the process writing into r never blocks on the log.
 func (w *Writer) Copy(r io.Reader, stream string) error {
-	br := bufio.NewReaderSize(r, MaxLineSize)
+	s := lineSplitter{stream: stream, now: w.now}
+	buf := make([]byte, readSize)
 	var batch records
 	for {
-		line, err := br.ReadSlice('\n')
-		switch {
-		case err == nil:
-			line = line[:len(line)-1]
-			if n := len(line); n > 0 && line[n-1] == '\r' {
-				line = line[:n-1]
-			}
-			batch.add(w.now(), stream, TagFull, line)
-		case errors.Is(err, bufio.ErrBufferFull):
-			batch.add(w.now(), stream, TagPartial, line)
-		case len(line) > 0:
-			// EOF (or a read error) after an unterminated line: a
-			// partial record, as containerd's CRI logger writes it, so
-			// that readers give back exactly what was written (`echo -n
-			// DONE` reads as "DONE", not "DONE\n": kubelet's
-			// FallbackToLogsOnError termination message).
-			batch.add(w.now(), stream, TagPartial, line)
+		n, err := r.Read(buf)
+		s.split(&batch, buf[:n])
+		if err != nil {
+			s.flush(&batch)
 		}
 		// Write once what one read brought in: fewer syscalls under a
-		// flood, and no record waits for more input; a stream that never
-		// pauses is written every batchSize bytes.
-		if br.Buffered() == 0 || len(batch.buf) >= batchSize || err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			w.write(&batch)
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+		// flood, and no record waits for more input.
+		w.write(&batch)
+		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return fmt.Errorf("crilog: read %s: %w", stream, err)
 		}
+	}
+}
+
+// readSize is how much one read of a container's stream takes at most.
+const readSize = MaxLineSize
+
+// lineSplitter cuts one stream into records: a line of less than
+// MaxLineSize bytes is one full record (a trailing CR dropped), a longer
+// one MaxLineSize-byte partial records and a full one. The start of a line
+// not yet ended stays pending until its end, MaxLineSize bytes, or a flush.
+type lineSplitter struct {
+	stream  string
+	now     func() time.Time
+	pending []byte
+}
+
+// split adds the records p completes to b.
+func (s *lineSplitter) split(b *records, p []byte) {
+	for len(p) > 0 {
+		room := MaxLineSize - len(s.pending)
+		window := p
+		if len(window) > room {
+			window = window[:room]
+		}
+		if i := bytes.IndexByte(window, '\n'); i >= 0 {
+			line := p[:i]
+			if len(s.pending) > 0 {
+				s.pending = append(s.pending, line...)
+				line = s.pending
+			}
+			if n := len(line); n > 0 && line[n-1] == '\r' {
+				line = line[:n-1]
+			}
+			b.add(s.now(), s.stream, TagFull, line)
+			s.pending, p = s.pending[:0], p[i+1:]
+			continue
+		}
+		if len(window) < room {
+			s.pending = append(s.pending, p...)
+			return
+		}
+		// MaxLineSize bytes without a newline: a partial record.
+		if len(s.pending) > 0 {
+			s.pending = append(s.pending, window...)
+			window = s.pending
+		}
+		b.add(s.now(), s.stream, TagPartial, window)
+		s.pending, p = s.pending[:0], p[room:]
+	}
+}
+
+// flush adds what is pending as a partial record, as containerd's CRI
+// logger writes an unterminated last line, so that readers give back
+// exactly what was written (`echo -n DONE` reads as "DONE", not "DONE\n":
+// kubelet's FallbackToLogsOnError termination message). Should the line
+// go on later, its rest follows as further records, which readers join.
+func (s *lineSplitter) flush(b *records) {
+	if len(s.pending) > 0 {
+		b.add(s.now(), s.stream, TagPartial, s.pending)
+		s.pending = s.pending[:0]
 	}
 }
 

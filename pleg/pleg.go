@@ -566,6 +566,15 @@ func (p *PLEG) applyLocked(c runtime.Container, exists bool, observedAt time.Tim
 
 func (p *PLEG) emitLocked(ev Event, now time.Time) {
 	p.m.events.WithLabelValues(string(ev.Type), string(ev.Source)).Inc()
+	if p.log.Enabled(context.Background(), slog.LevelDebug) {
+		// The latency trace (-v=4): every event, expected or not, with
+		// the time since its upstream signal (zero: a relist's).
+		var since time.Duration
+		if !ev.triggeredAt.IsZero() {
+			since = now.Sub(ev.triggeredAt)
+		}
+		p.logLocked(slog.LevelDebug, "pod lifecycle event", "podUID", ev.PodUID, "type", ev.Type, "source", ev.Source, "sinceSignal", since)
+	}
 	p.bc.publish(ev)
 	deliver, met, expired := p.exp.observe(ev, now)
 	p.deliverLocked(deliver, expired, met, now)
@@ -593,6 +602,12 @@ func (p *PLEG) deliverLocked(deliver []Event, expired, met []Expectation, now ti
 		case p.out <- ev:
 			if !ev.triggeredAt.IsZero() {
 				p.m.deliveryLatency.Observe(now.Sub(ev.triggeredAt).Seconds())
+			}
+			if p.log.Enabled(context.Background(), slog.LevelDebug) {
+				// The latency trace (-v=4): from the upstream signal to
+				// the event in the pod workers' channel.
+				p.logLocked(slog.LevelDebug, "pod lifecycle event delivered", "podUID", ev.PodUID, "type", ev.Type,
+					"source", ev.Source, "sinceSignal", now.Sub(ev.triggeredAt), "sinceDetected", now.Sub(ev.Time))
 			}
 		default:
 			p.m.discarded.WithLabelValues("watch").Inc()

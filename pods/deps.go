@@ -28,6 +28,9 @@ type Runtime interface {
 	StartContainer(ctx context.Context, id string) error
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
 	RemoveContainer(ctx context.Context, id string) error
+	// DrainOutput returns once an exited container's output is in its
+	// log file, its task kept (an error: it cannot tell; see exits.go).
+	DrainOutput(ctx context.Context, c runtime.Container) error
 	ListPods(ctx context.Context) ([]runtime.Pod, error)
 	GetImage(ctx context.Context, ref string) (runtime.Image, error)
 	PullImageWithAuth(ctx context.Context, ref string, auth *runtime.RegistryAuth) (runtime.Image, error)

@@ -60,6 +60,7 @@ func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 		errs = append(errs, err)
 	}
 	if !pod.Spec.HostNetwork {
+		w.ns.attached = false
 		if w.d.net != nil {
 			if err := w.d.net.TearDown(ctx, netRef(pod), w.netnsPath()); err != nil {
 				errs = append(errs, fmt.Errorf("pod network: %w", err))
@@ -88,7 +89,9 @@ func (w *worker) syncFinished(ctx context.Context, pod *v1.Pod, rs pleg.PodStatu
 		return true, time.Time{}, w.stopRunning(ctx, pod, running, gracePeriod(pod))
 	}
 	w.reap(ctx, rs)
+	stepTraceFrom(ctx).step("reap")
 	err := w.releaseFinished(ctx, pod)
+	stepTraceFrom(ctx).step("releaseSandbox")
 	w.setStatus(ctx, pod, rs, nil, !w.ended.released, now)
 	return false, retryAt, err
 }

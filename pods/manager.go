@@ -226,6 +226,7 @@ func New(o Options) (*Manager, error) {
 		o.Names.HostsPath = "/etc/hosts"
 	}
 	st := status.NewManager(o.Client.statusPods(), o.Logger)
+	st.SetClock(o.Clock)
 	m := newManager(o, &workerDeps{
 		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: st, netns: o.NetNS, net: o.Network,
 		clock: o.Clock, met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir, podLogsDir: o.PodLogsDir,

@@ -72,6 +72,10 @@ type podNamespaces struct {
 	// user is the pod's user namespace (nil: the host's), set with the
 	// sandbox (userns.go).
 	user *runtime.UserNamespace
+	// attached: the worker attached the pod's network namespace to the
+	// pod network (the namespace and the attachment are the worker's own
+	// until releaseSandbox); later syncs do not ask the network again.
+	attached bool
 }
 
 func newPodNamespaces(d *workerDeps, uid types.UID, log *slog.Logger) podNamespaces {

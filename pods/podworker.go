@@ -184,6 +184,10 @@ type podWorker struct {
 	retry     wait.Backoff // the failed-sync back-off; reset by a good sync
 	busy      wait.Backoff // slows a worker that keeps acting; reset when it settles
 	immediate int
+	// woke is what ended the last wait (the latency trace): "update",
+	// "event", "timer" or "" (no wait), at wokeAt.
+	woke   string
+	wokeAt time.Time
 }
 
 // newPodWorker makes a pod's state machine around its syncer (not
@@ -336,6 +340,7 @@ func (w *podWorker) run(ctx context.Context) {
 		if next == 0 {
 			w.immediate++
 			if w.immediate <= maxImmediate {
+				w.wokeAt = w.d.clock.Now()
 				continue
 			}
 			next = w.busy.Step()
@@ -348,16 +353,20 @@ func (w *podWorker) run(ctx context.Context) {
 			select {
 			case <-w.wake:
 				w.immediate, w.busy = 0, syncRetry
+				w.woke = "update"
 			case <-w.events:
 				if w.failing {
 					continue // the retry back-off holds
 				}
 				w.immediate, w.busy = 0, syncRetry
+				w.woke = "event"
 			case <-t.C():
+				w.woke = "timer"
 			case <-ctx.Done():
 			}
 			break wait
 		}
+		w.wokeAt = w.d.clock.Now()
 		t.Stop()
 	}
 }
@@ -367,12 +376,22 @@ func (w *podWorker) run(ctx context.Context) {
 func (w *podWorker) syncOnce(ctx context.Context) (time.Duration, bool) {
 	// Wait for the events of the previous sync's actions, then for a
 	// status at least as new as that sync's start.
+	begin := w.d.clock.Now()
 	wctx, cancel := context.WithTimeout(ctx, expectTTL+time.Second)
 	_ = w.d.pleg.WaitExpected(wctx, w.uid)
 	cancel()
+	expected := w.d.clock.Now()
 	gctx, cancel := context.WithTimeout(ctx, cacheWait)
 	rs, err := w.d.cache.GetNewerThan(gctx, w.uid, w.lastSync)
 	cancel()
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		// The latency trace (-v=4): what woke the worker and how long the
+		// sync waited for the PLEG before it began.
+		now := w.d.clock.Now()
+		w.log.Debug("pod sync begins", "woke", w.woke, "sinceWake", begin.Sub(w.wokeAt),
+			"waitExpected", expected.Sub(begin), "waitCache", now.Sub(expected))
+	}
+	w.woke = ""
 	if ctx.Err() != nil {
 		return 0, true
 	}

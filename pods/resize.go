@@ -355,7 +355,7 @@ func (w *worker) resizeRunning(ctx context.Context, pod *v1.Pod, rs pleg.PodStat
 	}
 	for _, r := range restarts {
 		c, ok := byID[r.ID]
-		if !ok || w.reaped[r.ID] {
+		if !ok || w.tasks.reaped[r.ID] {
 			continue
 		}
 		acted = true
@@ -364,7 +364,7 @@ func (w *worker) resizeRunning(ctx context.Context, pod *v1.Pod, rs pleg.PodStat
 			errs = append(errs, err)
 			continue
 		}
-		w.reaped[r.ID] = true
+		w.tasks.reaped[r.ID] = true
 	}
 	return acted, errors.Join(errs...)
 }

@@ -15,7 +15,7 @@ import (
 func (w *worker) toStop(rs pleg.PodStatus) []runtime.Container {
 	var out []runtime.Container
 	for _, c := range killPlan(rs) {
-		if c.State == runtime.StateCreated && w.reaped[c.ID] {
+		if c.State == runtime.StateCreated && w.tasks.reaped[c.ID] {
 			continue
 		}
 		out = append(out, c)

@@ -119,7 +119,7 @@ func (w *worker) stopRunning(ctx context.Context, pod *v1.Pod, running []runtime
 	w.whileStopping(ctx, pod, &wg)
 	for i, c := range running {
 		if errs[i] == nil {
-			w.reaped[c.ID] = true
+			w.tasks.reaped[c.ID] = true
 		}
 	}
 	return errors.Join(errs...)

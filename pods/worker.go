@@ -61,7 +61,7 @@ type worker struct {
 	backoff   map[string]crashLoop
 	errs      map[string]status.Waiting // per container: why its last start failed
 	images    podImages                 // pulls and image IDs (images.go)
-	reaped    map[string]bool           // containers this worker stopped or released
+	tasks     podTasks                  // stopped, released and drained containers (exits.go)
 	status    *v1.PodStatus             // last computed (setStatus)
 	report    statusReport
 	podIPs    []string  // from the pod network (not hostNetwork pods)
@@ -98,7 +98,7 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 		backoff:  map[string]crashLoop{},
 		errs:     map[string]status.Waiting{},
 		images:   newPodImages(d, pod.UID, src, log),
-		reaped:   map[string]bool{},
+		tasks:    podTasks{reaped: map[string]bool{}, drained: map[string]bool{}},
 		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
 		ns:       newPodNamespaces(d, pod.UID, log),
 		starts:   startTracker{uid: pod.UID, pleg: d.pleg, log: log},
@@ -138,6 +138,11 @@ func newOrphanWorker(d *workerDeps, ref runtime.PodRef, log *slog.Logger) *podWo
 // whether it acted (the caller syncs again once the PLEG saw it) and when
 // the pod needs a sync (a held-back restart, a volume refresh).
 func (w *worker) SyncPod(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now time.Time) (syncResult, error) {
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		t := newStepTrace(w.d.clock)
+		ctx = withStepTrace(ctx, t)
+		defer func() { w.log.Debug("pod sync steps", t.attrs...) }()
+	}
 	acted, wakeAt, err := w.sync(ctx, pod, rs, now)
 	if err != nil || acted {
 		return syncResult{acted: acted}, err
@@ -177,14 +182,16 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	// What runs is the pod's allocation (an in-place resize: resize.go).
 	pod = w.d.resize.allocate(ctx, pod, now)
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
+	stepTraceFrom(ctx).step("sandbox")
 	if sandboxErr != nil {
 		sandboxEvents(w.d.event, pod, sandboxErr)
 		w.setStatus(ctx, pod, rs, nil, false, now)
 		return false, time.Time{}, sandboxErr
 	}
-	stopped, acted, err := w.probes.killUnhealthy(ctx, pod, rs, w.reaped, &w.killer, w.podIP(pod))
+	stopped, acted, err := w.probes.killUnhealthy(ctx, pod, rs, w.tasks.reaped, &w.killer, w.podIP(pod))
+	stepTraceFrom(ctx).step("probes")
 	for _, id := range stopped {
-		w.reaped[id] = true
+		w.tasks.reaped[id] = true
 	}
 	if acted || err != nil {
 		return true, time.Time{}, err
@@ -200,12 +207,19 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		return true, time.Time{}, resizeErr
 	}
 	p := computePlanProbed(w.withStatus(pod), rs, w.backoff, w.probes.started, now)
+	stepTraceFrom(ctx).step("plan")
 	if !retryAt.IsZero() && (p.wakeAt.IsZero() || retryAt.Before(p.wakeAt)) {
 		p.wakeAt = retryAt
 	}
 	if p.empty() {
-		w.reap(ctx, rs)
+		// The status first: it reports the exits the PLEG saw, once
+		// their logs are complete (settleExits), which releasing their
+		// tasks (a runtime call that waits for the shim) does not
+		// change; a pod's Succeeded or Failed is not held back behind it.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
+		stepTraceFrom(ctx).step("status")
+		w.reap(ctx, rs)
+		stepTraceFrom(ctx).step("reap")
 		if w.finished(pod) {
 			return true, p.wakeAt, resizeErr // the next sync releases its sandbox
 		}
@@ -215,6 +229,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		// A new pod says Pending/ContainerCreating (with its start time)
 		// before the first start, which may pull an image.
 		w.setStatus(ctx, pod, rs, p.waiting, true, now)
+		stepTraceFrom(ctx).step("status")
 	}
 	errs := []error{resizeErr}
 	for _, k := range p.kill {
@@ -223,7 +238,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 			errs = append(errs, err)
 			continue
 		}
-		w.reaped[k.c.ID] = true
+		w.tasks.reaped[k.c.ID] = true
 	}
 	for _, c := range p.remove {
 		w.d.pleg.ExpectWithin(w.uid, c.ID, pleg.ContainerRemoved, expectTTL)
@@ -235,6 +250,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 		sandboxEvents(w.d.event, pod, err)
 		errs, p.start = append(errs, err), nil
 	}
+	stepTraceFrom(ctx).step("stopRemovePause")
 	for _, s := range p.start {
 		if err := w.start(ctx, pod, s, vols); err != nil {
 			errs = append(errs, err)
@@ -289,6 +305,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 		return nil, fmt.Errorf("pod directory: %w", err)
 	}
 	vols, refreshAt, err := w.d.volumes.Setup(ctx, pod, w.podDir())
+	stepTraceFrom(ctx).step("volumes")
 	if err != nil {
 		return nil, err
 	}
@@ -306,14 +323,18 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 		if err := w.d.netns.Create(w.netnsPath()); err != nil {
 			return nil, fmt.Errorf("network namespace: %w", err)
 		}
-		if err := w.attachNetwork(ctx, pod); err != nil {
+		err := w.attachNetwork(ctx, pod)
+		stepTraceFrom(ctx).step("network")
+		if err != nil {
 			return nil, err
 		}
 	}
 	if err := w.setupNameFiles(pod); err != nil {
 		return nil, err
 	}
-	if err := w.ns.setup(ctx, pod, w.names.utsHostname, w.terminal.Load()); err != nil {
+	err = w.ns.setup(ctx, pod, w.names.utsHostname, w.terminal.Load())
+	stepTraceFrom(ctx).step("namespaces")
+	if err != nil {
 		return nil, err
 	}
 	return vols, nil
@@ -322,7 +343,7 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 // attachNetwork attaches the pod's network namespace to the pod network
 // (CNI ADD, or the recorded attachment after a restart) and keeps its IPs.
 func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
-	if w.d.net == nil {
+	if w.d.net == nil || w.ns.attached {
 		return nil
 	}
 	if err := w.d.net.Status(); err != nil {
@@ -339,6 +360,7 @@ func (w *worker) attachNetwork(ctx context.Context, pod *v1.Pod) error {
 		return fmt.Errorf("failed to setup network for sandbox %q: %w", pod.UID, err)
 	}
 	w.podIPs = network.PodIPs(res.IPs, net.ParseIP(w.d.hostIP()))
+	w.ns.attached = true
 	return nil
 }
 
@@ -356,6 +378,7 @@ func containerLogPath(podLogsDir string, pod *v1.Pod, name string, attempt uint3
 func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map[string]string) error {
 	c := s.container
 	img, reason, err := w.images.ensure(ctx, pod, c)
+	stepTraceFrom(ctx).step("image")
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: reason, Message: err.Error()}
 		return fmt.Errorf("container %s: %w", c.Name, err)
@@ -377,7 +400,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	}
 	spec.Image = img
 	spec.UserNamespace = w.ns.user
+	stepTraceFrom(ctx).step("spec")
 	id, err := w.d.rt.CreateContainer(ctx, spec)
+	stepTraceFrom(ctx).step("create")
 	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonCreateContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
@@ -385,7 +410,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	}
 	w.d.event(pod, v1.EventTypeNormal, "Created", "Created container "+c.Name)
 	w.d.pleg.ExpectWithin(w.uid, id, pleg.ContainerStarted, expectTTL)
-	if err := w.d.rt.StartContainer(ctx, id); err != nil {
+	err = w.d.rt.StartContainer(ctx, id)
+	stepTraceFrom(ctx).step("start")
+	if err != nil {
 		w.errs[c.Name] = status.Waiting{Reason: status.ReasonRunContainer, Message: err.Error()}
 		w.d.event(pod, v1.EventTypeWarning, "Failed", fmt.Sprintf("Error: %v", err))
 		w.starts.noteInterruptedStart(id, err)
@@ -403,8 +430,9 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	w.d.event(pod, v1.EventTypeNormal, "Started", "Started container "+c.Name)
 	w.log.Info("started container", "container", c.Name, "attempt", s.attempt, "containerID", id)
 	killed, err := w.killer.postStart(ctx, pod, c, id, w.podIP(pod))
+	stepTraceFrom(ctx).step("postStart")
 	if killed {
-		w.reaped[id] = true
+		w.tasks.reaped[id] = true
 	}
 	if err != nil {
 		return fmt.Errorf("container %s: %w", c.Name, err)
@@ -441,14 +469,14 @@ func netRef(pod *v1.Pod) network.PodRef {
 // containers stay for their status and logs.
 func (w *worker) reap(ctx context.Context, rs pleg.PodStatus) {
 	for _, c := range rs.Containers {
-		if c.State != runtime.StateExited || w.reaped[c.ID] {
+		if c.State != runtime.StateExited || w.tasks.reaped[c.ID] {
 			continue
 		}
 		if err := w.d.rt.StopContainer(ctx, c.ID, 0); err != nil {
 			w.log.Debug("could not release an exited container's task", "containerID", c.ID, "err", err)
 			continue
 		}
-		w.reaped[c.ID] = true
+		w.tasks.reaped[c.ID] = true
 	}
 }
 
@@ -508,6 +536,8 @@ type statusReport struct {
 
 // setStatus computes the pod's status and hands it to the status manager.
 func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, waiting map[string]status.Waiting, sandboxReady bool, now time.Time) v1.PodStatus {
+	// No exit is reported before its container's log is complete.
+	w.settleExits(ctx, rs)
 	in := status.Input{
 		SandboxReady: sandboxReady,
 		Waiting:      map[string]status.Waiting{},

@@ -49,6 +49,13 @@ type fakeRuntime struct {
 	// auths records each pull's username ("" anonymous).
 	pullFail func(*runtime.RegistryAuth) error
 	auths    []string
+	// onStop runs at each StopContainer, before it acts.
+	onStop func(id string)
+	// drainErr is DrainOutput's answer (nil: drained); onDrain runs at
+	// each DrainOutput before it answers; drains lists the IDs drained.
+	drainErr error
+	onDrain  func(ctx context.Context, c runtime.Container)
+	drains   []string
 }
 
 type stopCall struct {
@@ -80,6 +87,9 @@ func (r *fakeRuntime) StartContainer(_ context.Context, id string) error {
 }
 
 func (r *fakeRuntime) StopContainer(_ context.Context, id string, grace time.Duration) error {
+	if r.onStop != nil {
+		r.onStop(id)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stops = append(r.stops, stopCall{id, grace})
@@ -87,6 +97,16 @@ func (r *fakeRuntime) StopContainer(_ context.Context, id string, grace time.Dur
 		c.State, c.FinishedAt, c.ExitCode, c.Pid = runtime.StateExited, r.clk.Now(), 137, 0
 	}
 	return nil
+}
+
+func (r *fakeRuntime) DrainOutput(ctx context.Context, c runtime.Container) error {
+	if r.onDrain != nil {
+		r.onDrain(ctx, c)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drains = append(r.drains, c.ID)
+	return r.drainErr
 }
 
 func (r *fakeRuntime) RemoveContainer(_ context.Context, id string) error {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/kubetypes"
@@ -33,6 +34,7 @@ type Manager struct {
 	client PodsGetter
 	log    *slog.Logger
 	queue  workqueue.TypedRateLimitingInterface[types.UID]
+	clock  clock.PassiveClock
 
 	mu      sync.Mutex
 	lister  corelisters.PodLister
@@ -47,6 +49,8 @@ type entry struct {
 	// written is the API's pod after our last patch, until the informer
 	// has caught up with it.
 	written *v1.Pod
+	// changedAt is when status last changed (Set), for the latency trace.
+	changedAt time.Time
 }
 
 const (
@@ -76,6 +80,7 @@ func NewManager(pods PodsGetter, log *slog.Logger) *Manager {
 	return &Manager{
 		client:  pods,
 		log:     log,
+		clock:   clock.RealClock{},
 		entries: map[types.UID]*entry{},
 		waiters: map[types.UID][]chan error{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -83,6 +88,9 @@ func NewManager(pods PodsGetter, log *slog.Logger) *Manager {
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "pod-status"}),
 	}
 }
+
+// SetClock replaces the real clock (tests; the agent's injected clock).
+func (s *Manager) SetClock(c clock.PassiveClock) { s.clock = c }
 
 // SetLister gives the Manager the API server's pods of this node (the API
 // source's informer); without one nothing is written.
@@ -110,6 +118,7 @@ func (s *Manager) Set(pod *v1.Pod, st v1.PodStatus) {
 		s.entries[pod.UID] = e
 	}
 	e.pod, e.status, e.synced = pod, st, false
+	e.changedAt = s.clock.Now()
 	s.mu.Unlock()
 	s.queue.Add(pod.UID)
 }
@@ -256,15 +265,17 @@ func (s *Manager) target(e *entry) (cur *v1.Pod, fresh bool) {
 }
 
 func (s *Manager) sync(ctx context.Context, uid types.UID) error {
+	start := s.clock.Now()
 	s.mu.Lock()
 	e := s.entries[uid]
 	if e == nil || e.synced {
 		s.mu.Unlock()
 		return nil
 	}
-	want := e.status
+	want, changedAt := e.status, e.changedAt
 	cur, fresh := s.target(e)
 	s.mu.Unlock()
+	var read time.Duration
 	if cur == nil {
 		return nil // no pod to write to yet; a mirror pod's creation requeues
 	}
@@ -272,6 +283,7 @@ func (s *Manager) sync(ctx context.Context, uid types.UID) error {
 		gctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		got, err := s.client(cur.Namespace).Get(gctx, cur.Name, metav1.GetOptions{})
 		cancel()
+		read = s.clock.Since(start)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -295,7 +307,16 @@ func (s *Manager) sync(ctx context.Context, uid types.UID) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	patchStart := s.clock.Now()
 	got, err := s.client(cur.Namespace).Patch(pctx, cur.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		// The latency trace (-v=4): from the status change (Set) to the
+		// write's answer, and where that time went.
+		now := s.clock.Now()
+		s.log.Debug("pod status write", "podUID", uid, "phase", want.Phase, "err", err,
+			"sinceChange", now.Sub(changedAt), "queued", start.Sub(changedAt), "read", read,
+			"prepare", patchStart.Sub(start)-read, "patch", now.Sub(patchStart))
+	}
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // the pod is gone (or replaced); nothing to write to
 	}

@@ -42,6 +42,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,12 +66,18 @@ import (
 
 type options struct {
 	kubelet, nodeagent, pause, binDir string
-	rounds, pods, exits, logs         int
-	bursts                            []int
-	idlePods                          int
-	idleWindow                        time.Duration
-	workDir                           string
-	agents                            []string
+	// baseline is a second nodeagent build (another commit) measured in
+	// the same rounds: before/after figures of a change.
+	baseline string
+	// nodeagentArgs are extra arguments for both nodeagent builds (-v=4
+	// turns on the latency trace).
+	nodeagentArgs             []string
+	rounds, pods, exits, logs int
+	bursts                    []int
+	idlePods                  int
+	idleWindow                time.Duration
+	workDir                   string
+	agents                    []string
 }
 
 // nodeIP is both nodes' InternalIP, on an empty bridge the bench adds
@@ -84,6 +91,7 @@ const (
 const (
 	kubeletName   = "kubelet"
 	nodeagentName = "nodeagent"
+	baselineName  = "baseline"      // -baseline: nodeagent built from another commit
 	nsNodeagent   = "vsk-nodeagent" // nodeagent's containerd namespace (kubelet's CRI uses k8s.io)
 	podNS         = "default"
 )
@@ -93,6 +101,9 @@ func main() {
 	var bursts string
 	flag.StringVar(&o.kubelet, "kubelet", "_output/bin/kubelet", "kubelet binary (hack/build-kubelet.sh)")
 	flag.StringVar(&o.nodeagent, "nodeagent", "_output/bin/nodeagent", "nodeagent binary (make build)")
+	flag.StringVar(&o.baseline, "baseline", "", "a second nodeagent binary (e.g. built from main) measured in the same rounds, for before/after figures")
+	var naArgs string
+	flag.StringVar(&naArgs, "nodeagent-args", "", "extra arguments for nodeagent (and -baseline), space-separated (-v=4: the latency trace, summarized after the table)")
 	flag.StringVar(&o.pause, "pause", "", "static pause binary for kubelet's sandbox image (vs-kubelet.sh compiles upstream's pause.c)")
 	flag.StringVar(&o.binDir, "bin-dir", "_output/bin", "control plane binaries (make controlplane)")
 	flag.IntVar(&o.rounds, "rounds", 2, "rounds; each runs both agents, one after the other")
@@ -117,6 +128,10 @@ func main() {
 		o.bursts = append(o.bursts, n)
 	}
 	o.agents = strings.Split(agents, ",")
+	o.nodeagentArgs = strings.Fields(naArgs)
+	if o.baseline != "" {
+		o.agents = append(o.agents, baselineName)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b, err := setup(ctx, o)
@@ -127,13 +142,13 @@ func main() {
 		fatalf("setup: %v", err)
 	}
 	defer b.teardown()
-	res := map[string]*results{kubeletName: newResults(), nodeagentName: newResults()}
+	res := map[string]*results{kubeletName: newResults(), nodeagentName: newResults(), baselineName: newResults()}
 	load0 := loadavg()
 	start := time.Now()
 	for r := 0; r < o.rounds; r++ {
 		order := append([]string(nil), o.agents...)
-		if r%2 == 1 && len(order) == 2 {
-			order[0], order[1] = order[1], order[0]
+		if r%2 == 1 {
+			slices.Reverse(order)
 		}
 		for _, name := range order {
 			progress("round %d/%d: %s", r+1, o.rounds, name)
@@ -144,6 +159,9 @@ func main() {
 		}
 	}
 	fmt.Print(report(o, res, load0, loadavg(), time.Since(start)))
+	for _, name := range []string{nodeagentName, baselineName} {
+		fmt.Print(traceReport(name, res[name]))
+	}
 }
 
 func fatalf(format string, a ...any) {
@@ -204,7 +222,7 @@ func setup(ctx context.Context, o options) (*bench, error) {
 	if err := b.startContainerd(ctx); err != nil {
 		return b, err
 	}
-	for _, name := range []string{kubeletName, nodeagentName} {
+	for _, name := range []string{kubeletName, nodeagentName, baselineName} {
 		if err := b.writeCNI(name); err != nil {
 			return b, err
 		}
@@ -326,8 +344,11 @@ func (b *bench) cniDir(agent string) string { return filepath.Join(b.dir, agent,
 // agents, a bridge and a /24 each.
 func (b *bench) writeCNI(agent string) error {
 	subnet, br := "10.251.1.0/24", "vsknodeagent0"
-	if agent == kubeletName {
+	switch agent {
+	case kubeletName:
 		subnet, br = "10.251.2.0/24", "vskkubelet0"
+	case baselineName:
+		subnet, br = "10.251.3.0/24", "vskbaseline0"
 	}
 	conf := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
@@ -360,10 +381,11 @@ func (b *bench) teardown() {
 		if b.state != nil {
 			_ = localcluster.Down(b.state.Dir)
 		}
-		for _, n := range []string{kubeletName, nodeagentName} {
+		for _, n := range []string{kubeletName, nodeagentName, baselineName} {
 			removeCgroupRoot("vsk-" + n)
+			removeAgentCgroup(n)
 		}
-		for _, br := range []string{"vsknodeagent0", "vskkubelet0", dummyLink} {
+		for _, br := range []string{"vsknodeagent0", "vskkubelet0", "vskbaseline0", dummyLink} {
 			_ = exec.Command("ip", "link", "del", br).Run()
 		}
 	})
@@ -441,6 +463,8 @@ func killShims(sock string) {
 // agent is one running agent process.
 type agent struct {
 	name, node, dir string
+	cgroup          string // the agent's memory cgroup (agentCgroup)
+	log             string // its log file
 	cmd             *exec.Cmd
 	exited          chan struct{}
 	started         time.Time
@@ -511,11 +535,11 @@ evictionHard:
   imagefs.available: 5%%
 `, b.ctrdSock, port, hport, b.state.CACert, filepath.Join(a.dir, "pods-log"))
 		args = []string{"--root-dir", root, "--cert-dir", filepath.Join(a.dir, "pki"), "--node-ip", nodeIP}
-	case nodeagentName:
+	case nodeagentName, baselineName:
 		cfg = fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
-cgroupRoot: /vsk-nodeagent
+cgroupRoot: /vsk-`+name+`
 containerRuntimeEndpoint: unix://%s
 port: %d
 healthzPort: %d
@@ -527,6 +551,8 @@ authentication:
 authorization: {mode: Webhook}
 podLogsDir: %s
 resolvConf: /etc/resolv.conf
+# JSON: the latency trace (-nodeagent-args -v=4) is read back from it.
+logging: {format: json}
 evictionHard:
   memory.available: 100Mi
   nodefs.available: 5%%
@@ -544,7 +570,7 @@ evictionHard:
 		if err := os.WriteFile(filepath.Join(dropin, "10-bench.conf"), []byte(extra), 0o644); err != nil {
 			return nil, err
 		}
-		args = []string{"--config-dir", dropin, "--node-ip", nodeIP}
+		args = append([]string{"--config-dir", dropin, "--node-ip", nodeIP}, b.o.nodeagentArgs...)
 	}
 	if err := makeCgroupRoot("vsk-" + name); err != nil {
 		return nil, err
@@ -554,16 +580,29 @@ evictionHard:
 		return nil, err
 	}
 	bin := b.o.kubelet
-	if name == nodeagentName {
+	switch name {
+	case nodeagentName:
 		bin = b.o.nodeagent
+	case baselineName:
+		bin = b.o.baseline
 	}
 	args = append([]string{"--config", cfgPath, "--kubeconfig", kc, "--hostname-override", a.node}, args...)
-	logf, err := os.Create(filepath.Join(a.dir, name+".log"))
+	// Appended to: every round of the agent in one log.
+	logf, err := os.OpenFile(filepath.Join(a.dir, name+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
-	a.cmd = exec.Command(bin, args...)
+	a.log = logf.Name()
+	// Each agent runs in a memory cgroup of its own, entered before the
+	// exec, so that its working set is measured as kubelet's cAdvisor
+	// measures a cgroup's (kubelet.service's, nodeagent.service's).
+	cg, err := newAgentCgroup(name)
+	if err != nil {
+		return nil, err
+	}
+	a.cgroup = cg
+	a.cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cg, bin}, args...)...)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 
@@ -631,6 +670,10 @@ type results struct {
 	burst             map[int][]time.Duration
 	agentCPU, ctrdCPU []float64 // fraction of a core
 	rss               []float64 // MiB
+	workingSet        []float64 // MiB, the agent's cgroup (with its helpers)
+	// exits and starts are the samples' pods, for the latency trace.
+	exits, starts []tracedPod
+	logs_         []string // the agent's log files
 }
 
 func newResults() *results { return &results{burst: map[int][]time.Duration{}} }
@@ -649,6 +692,9 @@ func (b *bench) round(ctx context.Context, name string, res *results) (err error
 	if err != nil {
 		return err
 	}
+	if name != kubeletName && !slices.Contains(res.logs_, a.log) {
+		res.logs_ = append(res.logs_, a.log)
+	}
 	took := time.Since(a.started)
 	res.ready = append(res.ready, took)
 	progress("%s: node Ready %v after the process started", name, took.Round(time.Millisecond))
@@ -660,11 +706,12 @@ func (b *bench) round(ctx context.Context, name string, res *results) (err error
 	}
 	// One at a time.
 	for i := 0; i < b.o.pods; i++ {
-		d, err := b.createAndWait(ctx, tr, a, []string{fmt.Sprintf("seq-%d", i)})
+		d, tps, err := b.createAndWait(ctx, tr, a, []string{fmt.Sprintf("seq-%d", i)})
 		if err != nil {
 			return err
 		}
 		res.seq = append(res.seq, d...)
+		res.starts = append(res.starts, tps...)
 	}
 	if err := b.deleteAll(ctx, a); err != nil {
 		return err
@@ -675,7 +722,7 @@ func (b *bench) round(ctx context.Context, name string, res *results) (err error
 		for i := range names {
 			names[i] = fmt.Sprintf("burst%d-%d", n, i)
 		}
-		d, err := b.createAndWait(ctx, tr, a, names)
+		d, _, err := b.createAndWait(ctx, tr, a, names)
 		if err != nil {
 			return err
 		}
@@ -687,11 +734,12 @@ func (b *bench) round(ctx context.Context, name string, res *results) (err error
 	}
 	// Exits.
 	for i := 0; i < b.o.exits; i++ {
-		d, err := b.exitToSucceeded(ctx, tr, a, i)
+		tp, err := b.exitToSucceeded(ctx, tr, a, i)
 		if err != nil {
 			return err
 		}
-		res.exit = append(res.exit, d)
+		res.exit = append(res.exit, tp.end.Sub(tp.begin))
+		res.exits = append(res.exits, tp)
 	}
 	// Logs.
 	d, err := b.followLogs(ctx, tr, a)
@@ -707,7 +755,7 @@ func (b *bench) round(ctx context.Context, name string, res *results) (err error
 	for i := range names {
 		names[i] = fmt.Sprintf("idle-%d", i)
 	}
-	if _, err := b.createAndWait(ctx, tr, a, names); err != nil {
+	if _, _, err := b.createAndWait(ctx, tr, a, names); err != nil {
 		return err
 	}
 	time.Sleep(10 * time.Second) // settle
@@ -724,8 +772,9 @@ func (b *bench) round(ctx context.Context, name string, res *results) (err error
 	res.agentCPU = append(res.agentCPU, (cpuOf(pids)-c0)/el)
 	res.ctrdCPU = append(res.ctrdCPU, (cpuOf([]int{b.ctrd.Process.Pid})-d0)/el)
 	res.rss = append(res.rss, rssMiB(a.cmd.Process.Pid))
-	progress("%s: idle with %d pods: agent %.2f%% of a core, containerd %.2f%%, RSS %.0f MiB", name, b.o.idlePods,
-		100*res.agentCPU[len(res.agentCPU)-1], 100*res.ctrdCPU[len(res.ctrdCPU)-1], res.rss[len(res.rss)-1])
+	res.workingSet = append(res.workingSet, workingSetMiB(a.cgroup))
+	progress("%s: idle with %d pods: agent %.2f%% of a core, containerd %.2f%%, RSS %.0f MiB, working set %.1f MiB", name, b.o.idlePods,
+		100*res.agentCPU[len(res.agentCPU)-1], 100*res.ctrdCPU[len(res.ctrdCPU)-1], res.rss[len(res.rss)-1], res.workingSet[len(res.workingSet)-1])
 	return nil
 }
 
@@ -733,7 +782,7 @@ func (b *bench) round(ctx context.Context, name string, res *results) (err error
 // log writers: what the runtime's shim does for kubelet, but the agent's
 // code), found by their command line naming the agent's root directory.
 func helpers(a *agent) []int {
-	if a.name != nodeagentName {
+	if a.name == kubeletName {
 		return nil
 	}
 	var out []int
@@ -768,6 +817,78 @@ func cpuOf(pids []int) float64 {
 		s += (u + st) / 100 // USER_HZ
 	}
 	return s
+}
+
+// agentCgroup is the memory cgroup the bench runs an agent in: a child of
+// the bench's own (cgroup v1's memory hierarchy, or the unified one).
+func agentCgroup(name string) (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	v2 := ""
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if slices.Contains(strings.Split(f[1], ","), "memory") {
+			return filepath.Join("/sys/fs/cgroup/memory", f[2], "vsk-agent-"+name), nil
+		}
+		if f[0] == "0" && f[1] == "" {
+			v2 = filepath.Join("/sys/fs/cgroup", f[2], "vsk-agent-"+name)
+		}
+	}
+	if v2 == "" {
+		return "", errors.New("no memory cgroup in /proc/self/cgroup")
+	}
+	return v2, nil
+}
+
+// newAgentCgroup makes the agent's cgroup anew (nothing charged to it).
+func newAgentCgroup(name string) (string, error) {
+	removeAgentCgroup(name)
+	d, err := agentCgroup(name)
+	if err != nil {
+		return "", err
+	}
+	return d, os.Mkdir(d, 0o755)
+}
+
+func removeAgentCgroup(name string) {
+	if d, err := agentCgroup(name); err == nil {
+		_ = syscall.Rmdir(d)
+	}
+}
+
+// workingSetMiB is a cgroup's working set as cAdvisor (and so kubelet's
+// eviction and `kubectl top`) defines it: memory usage less inactive file
+// pages (v1: memory.usage_in_bytes − total_inactive_file; v2:
+// memory.current − inactive_file).
+func workingSetMiB(dir string) float64 {
+	usageFile, inactiveKey := "memory.usage_in_bytes", "total_inactive_file"
+	if _, err := os.Stat(filepath.Join(dir, "memory.current")); err == nil {
+		usageFile, inactiveKey = "memory.current", "inactive_file"
+	}
+	u, err := os.ReadFile(filepath.Join(dir, usageFile))
+	if err != nil {
+		return math.NaN()
+	}
+	usage, err := strconv.ParseFloat(strings.TrimSpace(string(u)), 64)
+	if err != nil {
+		return math.NaN()
+	}
+	st, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return math.NaN()
+	}
+	for _, l := range strings.Split(string(st), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == inactiveKey {
+			inactive, _ := strconv.ParseFloat(f[1], 64)
+			return max(usage-inactive, 0) / (1 << 20)
+		}
+	}
+	return math.NaN()
 }
 
 func rssMiB(pid int) float64 {
@@ -907,9 +1028,10 @@ func (b *bench) pod(a *agent, name string, cmd string, fifo bool) *corev1.Pod {
 
 // createAndWait creates the pods back to back and returns each one's
 // create → Ready time.
-func (b *bench) createAndWait(ctx context.Context, tr *tracker, a *agent, names []string) ([]time.Duration, error) {
+func (b *bench) createAndWait(ctx context.Context, tr *tracker, a *agent, names []string) ([]time.Duration, []tracedPod, error) {
 	tr.forget(names...)
 	created := make([]time.Time, len(names))
+	uids := make([]string, len(names))
 	var wg sync.WaitGroup
 	errs := make(chan error, len(names))
 	sem := make(chan struct{}, 8)
@@ -920,25 +1042,33 @@ func (b *bench) createAndWait(ctx context.Context, tr *tracker, a *agent, names 
 			defer wg.Done()
 			defer func() { <-sem }()
 			created[i] = time.Now()
-			if _, err := b.admin.CoreV1().Pods(podNS).Create(ctx, b.pod(a, n, "exec sleep 100000", false), metav1.CreateOptions{}); err != nil {
+			p, err := b.admin.CoreV1().Pods(podNS).Create(ctx, b.pod(a, n, "exec sleep 100000", false), metav1.CreateOptions{})
+			if err != nil {
 				errs <- err
+				return
 			}
+			uids[i] = string(p.UID)
 		}()
 	}
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	at, err := tr.wait(ctx, names, func(t *tracker) map[string]time.Time { return t.ready }, 5*time.Minute)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]time.Duration, len(names))
+	tps := make([]tracedPod, len(names))
 	for i := range names {
 		out[i] = at[i].Sub(created[i])
+		tps[i] = tracedPod{uid: uids[i], begin: created[i], end: at[i]}
 	}
-	return out, nil
+	if len(names) == 1 {
+		progress("%s: %s: created at %s, Ready seen %v later", a.name, names[0], created[0].UTC().Format("15:04:05.000000"), out[0])
+	}
+	return out, tps, nil
 }
 
 // writeFIFO opens the FIFO for writing (this blocks until the container has
@@ -975,30 +1105,35 @@ func writeFIFO(ctx context.Context, path, line string) (time.Time, error) {
 
 // exitToSucceeded: a Ready pod whose container exits 0 when a line is
 // written to its FIFO; the time from the write to Succeeded in the watch.
-func (b *bench) exitToSucceeded(ctx context.Context, tr *tracker, a *agent, i int) (time.Duration, error) {
+func (b *bench) exitToSucceeded(ctx context.Context, tr *tracker, a *agent, i int) (tracedPod, error) {
 	name := fmt.Sprintf("exit-%d", i)
 	fifo := filepath.Join(b.fifoDir, a.name+"-"+name)
 	_ = os.Remove(fifo)
 	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
-		return 0, err
+		return tracedPod{}, err
 	}
 	defer os.Remove(fifo)
 	tr.forget(name)
-	if _, err := b.admin.CoreV1().Pods(podNS).Create(ctx, b.pod(a, name, fmt.Sprintf("read x < /f/%s-%s; exit 0", a.name, name), true), metav1.CreateOptions{}); err != nil {
-		return 0, err
+	created, err := b.admin.CoreV1().Pods(podNS).Create(ctx, b.pod(a, name, fmt.Sprintf("read x < /f/%s-%s; exit 0", a.name, name), true), metav1.CreateOptions{})
+	if err != nil {
+		return tracedPod{}, err
 	}
 	if _, err := tr.wait(ctx, []string{name}, func(t *tracker) map[string]time.Time { return t.ready }, 2*time.Minute); err != nil {
-		return 0, err
+		return tracedPod{}, err
 	}
 	t0, err := writeFIFO(ctx, fifo, "exit")
 	if err != nil {
-		return 0, err
+		return tracedPod{}, err
 	}
 	at, err := tr.wait(ctx, []string{name}, func(t *tracker) map[string]time.Time { return t.succeeded }, time.Minute)
 	if err != nil {
-		return 0, err
+		return tracedPod{}, err
 	}
-	return at[0].Sub(t0), nil
+	// With the agent's latency trace on (-v=4), its log has the pod's
+	// stages under this UID.
+	progress("%s: %s (podUID %s): exit at %s, Succeeded seen %v later", a.name, name, created.UID,
+		t0.UTC().Format("15:04:05.000000"), at[0].Sub(t0))
+	return tracedPod{uid: string(created.UID), begin: t0, end: at[0]}, nil
 }
 
 // followLogs: a container echoes each line of its FIFO; a follow stream
@@ -1135,38 +1270,77 @@ func ratio(k, n float64) string {
 }
 
 func report(o options, res map[string]*results, load0, load1 string, took time.Duration) string {
-	k, n := res[kubeletName], res[nodeagentName]
+	k, n, base := res[kubeletName], res[nodeagentName], res[baselineName]
+	withBase := o.baseline != ""
 	var w strings.Builder
 	kv, _ := exec.Command(o.kubelet, "--version").Output()
 	fmt.Fprintf(&w, "\nvs-kubelet: %d rounds (alternating), %v; load average %s at the start, %s at the end; %s; nodeagent %s\n\n",
 		o.rounds, took.Round(time.Second), load0, load1, strings.TrimSpace(string(kv)), o.nodeagent)
-	fmt.Fprintln(&w, "| | kubelet | nodeagent | kubelet ÷ nodeagent |")
-	fmt.Fprintln(&w, "| --- | --- | --- | --- |")
-	lat := func(label string, kd, nd []time.Duration) {
-		cell := func(d []time.Duration) string {
-			if len(d) == 0 {
-				return "—"
-			}
-			return ms(pct(d, 50)) + " / " + ms(pct(d, 99)) + " ms"
-		}
-		r := "—"
-		if len(kd) > 0 && len(nd) > 0 {
-			r = ratio(float64(pct(kd, 50)), float64(pct(nd, 50))) + " / " + ratio(float64(pct(kd, 99)), float64(pct(nd, 99)))
-		}
-		fmt.Fprintf(&w, "| %s (n=%d / %d), p50 / p99 | %s | %s | %s |\n", label, len(kd), len(nd), cell(kd), cell(nd), r)
+	if withBase {
+		fmt.Fprintf(&w, "baseline: %s (another nodeagent build, same rounds)\n\n", o.baseline)
+		fmt.Fprintln(&w, "| | kubelet | nodeagent | kubelet ÷ nodeagent | baseline | baseline ÷ nodeagent |")
+		fmt.Fprintln(&w, "| --- | --- | --- | --- | --- | --- |")
+	} else {
+		fmt.Fprintln(&w, "| | kubelet | nodeagent | kubelet ÷ nodeagent |")
+		fmt.Fprintln(&w, "| --- | --- | --- | --- |")
 	}
-	lat("pod create → Ready, one at a time", k.seq, n.seq)
+	row := func(label string, cells ...string) {
+		if !withBase {
+			cells = cells[:3]
+		}
+		fmt.Fprintf(&w, "| %s | %s |\n", label, strings.Join(cells, " | "))
+	}
+	cell := func(d []time.Duration) string {
+		if len(d) == 0 {
+			return "—"
+		}
+		return ms(pct(d, 50)) + " / " + ms(pct(d, 99)) + " ms"
+	}
+	r2 := func(a, b []time.Duration) string {
+		if len(a) == 0 || len(b) == 0 {
+			return "—"
+		}
+		return ratio(float64(pct(a, 50)), float64(pct(b, 50))) + " / " + ratio(float64(pct(a, 99)), float64(pct(b, 99)))
+	}
+	lat := func(label string, kd, nd, bd []time.Duration) {
+		ns := fmt.Sprintf("%d / %d", len(kd), len(nd))
+		if withBase {
+			ns += fmt.Sprintf(" / %d", len(bd))
+		}
+		row(fmt.Sprintf("%s (n=%s), p50 / p99", label, ns), cell(kd), cell(nd), r2(kd, nd), cell(bd), r2(bd, nd))
+	}
+	lat("pod create → Ready, one at a time", k.seq, n.seq, base.seq)
 	for _, bs := range o.bursts {
-		lat(fmt.Sprintf("%d pods at once, create → Ready", bs), k.burst[bs], n.burst[bs])
+		lat(fmt.Sprintf("%d pods at once, create → Ready", bs), k.burst[bs], n.burst[bs], base.burst[bs])
 	}
-	lat("container exit → pod Succeeded in a watch", k.exit, n.exit)
-	lat("`kubectl logs -f`: line written → followed", k.logs, n.logs)
-	lat("process start → Node Ready", k.ready, n.ready)
-	fmt.Fprintf(&w, "| agent CPU, %d running pods, idle %v | %.2f %% of a core | %.2f %% | %s |\n", o.idlePods, o.idleWindow,
-		100*mean(k.agentCPU), 100*mean(n.agentCPU), ratio(mean(k.agentCPU), mean(n.agentCPU)))
-	fmt.Fprintf(&w, "| containerd CPU in the same window | %.2f %% | %.2f %% | %s |\n",
-		100*mean(k.ctrdCPU), 100*mean(n.ctrdCPU), ratio(mean(k.ctrdCPU), mean(n.ctrdCPU)))
-	fmt.Fprintf(&w, "| agent RSS, %d running pods | %.0f MiB | %.0f MiB | %s |\n", o.idlePods,
-		mean(k.rss), mean(n.rss), ratio(mean(k.rss), mean(n.rss)))
+	lat("container exit → pod Succeeded in a watch", k.exit, n.exit, base.exit)
+	lat("`kubectl logs -f`: line written → followed", k.logs, n.logs, base.logs)
+	lat("process start → Node Ready", k.ready, n.ready, base.ready)
+	pc := func(x []float64) string { return fmt.Sprintf("%.2f %%", 100*mean(x)) }
+	row(fmt.Sprintf("agent CPU, %d running pods, idle %v (of a core)", o.idlePods, o.idleWindow),
+		pc(k.agentCPU), pc(n.agentCPU), ratio(mean(k.agentCPU), mean(n.agentCPU)), pc(base.agentCPU), ratio(mean(base.agentCPU), mean(n.agentCPU)))
+	row("containerd CPU in the same window", pc(k.ctrdCPU), pc(n.ctrdCPU), ratio(mean(k.ctrdCPU), mean(n.ctrdCPU)), pc(base.ctrdCPU), ratio(mean(base.ctrdCPU), mean(n.ctrdCPU)))
+	mib := func(x []float64) string { return fmt.Sprintf("%.1f MiB", mean(x)) }
+	row(fmt.Sprintf("agent working set (its cgroup: usage − inactive_file), %d running pods", o.idlePods),
+		mib(k.workingSet), mib(n.workingSet), ratio(mean(k.workingSet), mean(n.workingSet)), mib(base.workingSet), ratio(mean(base.workingSet), mean(n.workingSet)))
+	row(fmt.Sprintf("agent RSS (the process), %d running pods", o.idlePods),
+		mib(k.rss), mib(n.rss), ratio(mean(k.rss), mean(n.rss)), mib(base.rss), ratio(mean(base.rss), mean(n.rss)))
+	// The exit latency's whole distribution: its tail is the target.
+	fmt.Fprintln(&w)
+	for _, a := range []struct {
+		name string
+		d    []time.Duration
+	}{{kubeletName, k.exit}, {nodeagentName, n.exit}, {baselineName, base.exit}} {
+		if len(a.d) == 0 {
+			continue
+		}
+		s := append([]time.Duration(nil), a.d...)
+		slices.Sort(s)
+		var parts []string
+		for _, d := range s {
+			parts = append(parts, fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)))
+		}
+		fmt.Fprintf(&w, "exit → Succeeded, %s, every sample (ms): %s\n", a.name, strings.Join(parts, " "))
+	}
 	return w.String()
 }
