@@ -9,11 +9,12 @@ import (
 )
 
 // Ports handed out by FreePort: below the kernel's ephemeral range
-// (ip_local_port_range, 32768-60999 by default) and the NodePort range (30000-32767). A port the kernel picks
-// for ":0" is in that range, and any outgoing connection on the machine
-// may take it as its source port before the agent binds it: CI saw an
-// agent's node API fail with "address already in use" that way. The
-// sequence starts at a random place so that parallel test binaries differ.
+// (ip_local_port_range, 32768-60999 by default) and the NodePort range
+// (30000-32767). A port the kernel picks for ":0" is in the ephemeral
+// range, and any outgoing connection on the machine may take it as its
+// source port before the agent binds it: CI saw an agent's node API fail
+// with "address already in use" that way. The sequence starts at a random
+// place so that parallel test binaries differ.
 const (
 	portFirst = 20000
 	portCount = 10000
