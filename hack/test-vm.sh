@@ -119,6 +119,11 @@ IMG=$(hack/vm/image.sh) || fail "hack/vm/image.sh"
 hack/build-controlplane.sh >/dev/null
 go build -o "$LC" ./hack/localcluster
 go build -o "$WORK/testimage" ./hack/systemd-test/testimage
+if [[ $FORM == long ]]; then
+	source hack/vm/long.sh
+	mkdir -p "$WORK/share"
+	vm_long_build
+fi
 
 # The guest boots while the control plane starts and the .deb is built: its
 # first minutes need neither (they reach it through the share at install).
@@ -556,5 +561,12 @@ expect_eq "oomlost: terminated reason, exit code, pod phase" "$(oomlostst)" "OOM
 n=$(g "journalctl -u nodeagent --no-pager -o cat | grep -c 'container OOM-killed (from the cgroups' || true") || n=0
 ((n > before)) || fail "the agent's journal does not say it found oomlost's kill in memory.events ($n lines, $before before)"
 log "ok: the agent found the kill in the pod slice's memory.events (containerd sent no TaskOOM)"
+
+if [[ $FORM == long ]]; then
+	step "long form: NodeConformance against the guest node"
+	vm_long_conformance
+	step "long form: nodeagent.service under MemoryHigh=32M holding pods"
+	vm_long_hold
+fi
 
 step "done (guest booted in ${VM_BOOT_SECONDS}s)"
