@@ -21,7 +21,7 @@
 # e2e images as archives in the share; the host's CNI plugins into it.
 vm_long_build() {
 	local out
-	out=$(hack/conformance.sh --build-only 2>"$WORK/conformance-build.log") ||
+	out=$(hack/conformance.sh --build-only 2>"$WORK/conformance-build.log" | tail -n 3) && [[ -n $out ]] ||
 		{ tail -n 30 "$WORK/conformance-build.log" >&2; fail "hack/conformance.sh --build-only"; }
 	mapfile -t out <<<"$out"
 	SUITE=${out[0]} GINKGO=${out[1]} E2E_IMAGES=${out[2]}
