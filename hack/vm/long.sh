@@ -212,7 +212,7 @@ EOF
 		sleep 10
 	done
 	kill "$watch" 2>/dev/null
-	wait "$watch" 2>/dev/null
+	wait "$watch" 2>/dev/null || true # (killed: 143)
 	HOLD_END=$(date -u +%s)
 	mkdir -p "$ROOT/_output/vm-hold" && cp "$samples" "$lease" "$ROOT/_output/vm-hold/"
 
