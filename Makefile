@@ -134,9 +134,11 @@ soak: build controlplane
 # The cgroup v2 virtual machine test's long form (hack/test-vm.sh,
 # docs/vm.md; `make test` runs `hack/test-vm.sh --short`): a Debian 12 guest
 # under qemu (TCG), the agent's .deb as its systemd unit, pods' cgroup v2
-# limits, OOMKilled, logs/exec, the PLEG's cgroup v2 source. Its own control
-# plane, in a network namespace. The long form's own items (NodeConformance
-# against the guest, the MemoryHigh hold) are not built yet.
+# limits, OOMKilled, logs/exec, the PLEG's cgroup v2 source, swap; then the
+# long form's own items: the node set's NodeConformance specs against the
+# guest's node and the agent's unit under MemoryHigh=32M holding up to 100
+# pods for 10 minutes (hack/vm/long.sh). Its own control plane, in a network
+# namespace.
 test-vm: controlplane
 	hack/test-vm.sh
 

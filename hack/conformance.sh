@@ -80,9 +80,17 @@ now() { date +%s; }
 
 # --build-images-only: step 2 alone (the e2e images' programs into their
 # cache; hack/test-multinode.sh uses them), no cluster needed.
+# --build-only: steps 1 and 2 (the suite, the ginkgo CLI, the e2e images'
+# programs), no cluster needed; prints the suite's path, the CLI's and the
+# images' directory, one a line (hack/test-vm.sh's long form runs the suite
+# against its guest's node).
 images_only=
+build_only=
 if [ "${1:-}" = --build-images-only ]; then
   images_only=1
+  shift
+elif [ "${1:-}" = --build-only ]; then
+  build_only=1
   shift
 fi
 update=
@@ -103,7 +111,7 @@ full=
 [ "$set" != full ] || full=1
 lc=$root/_output/bin/localcluster
 kubectl() { "$root/_output/bin/kubectl" --kubeconfig "$KUBECONFIG" "$@"; }
-if [ -z "$images_only" ] && [ -z "$full" ]; then
+if [ -z "$images_only" ] && [ -z "$build_only" ] && [ -z "$full" ]; then
 [ -n "${NODEAGENT_CLUSTER_DIR:-}" ] ||
   die "NODEAGENT_CLUSTER_DIR is not set: start a cluster with 'hack/localcluster.sh up' and 'eval \"\$(_output/bin/localcluster env)\"'"
 agent=${NODEAGENT_BIN:-$root/_output/bin/nodeagent}
@@ -241,6 +249,11 @@ if [ -n "$images_only" ]; then
   # Their directory, for callers (hack/test-multinode.sh): the key is
   # computed here only.
   echo "$images"
+  exit 0
+fi
+if [ -n "$build_only" ]; then
+  log "suite $suite, ginkgo CLI $ginkgo, e2e images' programs in $images"
+  printf '%s\n' "$suite" "$ginkgo" "$images"
   exit 0
 fi
 # The stand-in CSI host-path driver, registrar and provisioner for the
