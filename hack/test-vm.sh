@@ -121,6 +121,10 @@ cleanup() {
 	if [[ $rc == 0 ]]; then log "PASS: test-vm ($FORM form) in $((SECONDS - T0))s"; else log "FAIL: test-vm ($FORM form) after $((SECONDS - T0))s"; fi
 }
 trap cleanup EXIT
+# A signal ends the script with its status, so that cleanup sees a failure
+# (it logged PASS for a run stopped by SIGTERM, whose last status was 0).
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 # --- build -------------------------------------------------------------------
 
