@@ -22,6 +22,10 @@ type podTasks struct {
 	// drained: exited containers whose logs settleExits completed (or
 	// found it could not), asked once each.
 	drained map[string]bool
+	// stopping: containers stopRunning is stopping now; their exit is the
+	// stop's, whose release waits for the log writer (statuses written
+	// meanwhile, whileStopping's, do not drain them).
+	stopping map[string]bool
 }
 
 // settleExits makes the log of every container that exited since the last
@@ -47,7 +51,7 @@ func (w *worker) settleExits(ctx context.Context, rs pleg.PodStatus) {
 	seen := make(map[string]bool, len(rs.Containers))
 	for _, c := range rs.Containers {
 		seen[c.ID] = true
-		if c.State != runtime.StateExited || w.tasks.reaped[c.ID] || w.tasks.drained[c.ID] {
+		if c.State != runtime.StateExited || w.tasks.reaped[c.ID] || w.tasks.drained[c.ID] || w.tasks.stopping[c.ID] {
 			continue
 		}
 		w.tasks.drained[c.ID] = true // once, whatever the outcome

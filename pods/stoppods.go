@@ -115,9 +115,13 @@ func stopGrace(pod *v1.Pod, max time.Duration) time.Duration {
 func (w *worker) stopRunning(ctx context.Context, pod *v1.Pod, running []runtime.Container, grace time.Duration) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(running))
+	for _, c := range running {
+		w.tasks.stopping[c.ID] = true
+	}
 	w.killer.stopAll(ctx, pod, running, grace, w.podIP(pod), &wg, errs)
 	w.whileStopping(ctx, pod, &wg)
 	for i, c := range running {
+		delete(w.tasks.stopping, c.ID)
 		if errs[i] == nil {
 			w.tasks.reaped[c.ID] = true
 		}

@@ -98,7 +98,7 @@ func newWorker(d *workerDeps, pod *v1.Pod, src string, log *slog.Logger) *worker
 		backoff:  map[string]crashLoop{},
 		errs:     map[string]status.Waiting{},
 		images:   newPodImages(d, pod.UID, src, log),
-		tasks:    podTasks{reaped: map[string]bool{}, drained: map[string]bool{}},
+		tasks:    podTasks{reaped: map[string]bool{}, drained: map[string]bool{}, stopping: map[string]bool{}},
 		report:   statusReport{startTime: now, seen: now, backoffEvent: map[string]string{}},
 		ns:       newPodNamespaces(d, pod.UID, log),
 		starts:   startTracker{uid: pod.UID, pleg: d.pleg, log: log},
