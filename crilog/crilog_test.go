@@ -172,23 +172,9 @@ func TestRotationWithOpenReader(t *testing.T) {
 func TestLoggerProcess(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "c", "1.log")
-	outR, outW, _ := os.Pipe()
-	errR, errW, _ := os.Pipe()
-	readyR, readyW, _ := os.Pipe()
 	args := []string{"max-files", "4", "path", p, LoggerCommand, "v1", "max-size", "1048576"}
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.ExtraFiles = []*os.File{outR, errR, readyW}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	outR.Close()
-	errR.Close()
-	readyW.Close()
-	if _, err := readyR.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("ready: %v", err)
-	}
+	outW, errW, stderr := startLogger(t, cmd)
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("log file not there when ready: %v", err)
 	}
@@ -248,6 +234,40 @@ func TestLoggerProcess(t *testing.T) {
 	if next != lines || !sawStderr {
 		t.Fatalf("last stdout line %d, stderr line seen %v", next-1, sawStderr)
 	}
+}
+
+// startLogger starts cmd as the shim starts the logger process (the
+// container's stdout and stderr pipes and the ready pipe as fds 3-5) and
+// returns once the logger says it is ready, with the pipes' write ends and
+// its stderr. The caller closes the write ends and waits for cmd.
+func startLogger(t *testing.T, cmd *exec.Cmd) (outW, errW *os.File, stderr *bytes.Buffer) {
+	t.Helper()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer readyR.Close()
+	cmd.ExtraFiles = []*os.File{outR, errR, readyW}
+	stderr = new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outR.Close()
+	errR.Close()
+	readyW.Close()
+	if _, err := readyR.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("ready: %v (logger stderr %q)", err, stderr.String())
+	}
+	return outW, errW, stderr
 }
 
 func TestParseLoggerArgs(t *testing.T) {

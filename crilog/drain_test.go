@@ -205,24 +205,10 @@ var errBlock = errors.New("block")
 // happens only at EOF, when the task is released.
 func TestLoggerProcessDrains(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c", "0.log")
-	outR, outW, _ := os.Pipe()
-	errR, errW, _ := os.Pipe()
-	readyR, readyW, _ := os.Pipe()
 	id := testContainerID(t)
 	cmd := exec.Command(os.Args[0], LoggerCommand, "v1", "path", p)
 	cmd.Env = append(os.Environ(), containerIDEnv+"="+id)
-	cmd.ExtraFiles = []*os.File{outR, errR, readyW}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	outR.Close()
-	errR.Close()
-	readyW.Close()
-	if _, err := readyR.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("ready: %v", err)
-	}
+	outW, errW, stderr := startLogger(t, cmd)
 	defer func() {
 		outW.Close()
 		errW.Close()
@@ -282,28 +268,16 @@ func TestDrainRefusesAListenerOfAnotherUser(t *testing.T) {
 	if err := os.WriteFile(bin, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	outR, outW, _ := os.Pipe()
-	errR, errW, _ := os.Pipe()
-	readyR, readyW, _ := os.Pipe()
 	id := testContainerID(t)
 	cmd := exec.Command(bin, LoggerCommand, "v1", "path", filepath.Join(dir, "0.log"))
 	cmd.Env = append(os.Environ(), containerIDEnv+"="+id)
-	cmd.ExtraFiles = []*os.File{outR, errR, readyW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	outR.Close()
-	errR.Close()
-	readyW.Close()
+	outW, errW, _ := startLogger(t, cmd)
 	defer func() {
 		outW.Close()
 		errW.Close()
 		_ = cmd.Wait()
 	}()
-	if _, err := readyR.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("ready: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = Drain(ctx, id)
