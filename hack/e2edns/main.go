@@ -4,7 +4,10 @@
 // bind-tools, jessie-dnsutils from Debian's dnsutils) and glibc's getent.
 // Neither image can be pulled here and busybox has neither, so the full
 // suite's images (testimage.E2EStandIns) carry this program as
-// /usr/bin/dig and /usr/bin/getent; it acts by the name it is run as.
+// /usr/bin/dig and /usr/bin/getent; it acts by the name it is run as. The
+// agnhost stand-in also runs it as /usr/bin/nc (OpenBSD netcat's options:
+// nc.go) and /usr/bin/curl (curl.go), which upstream's image has from
+// Alpine and busybox lacks or has with other options.
 //
 // dig: the options the specs use and their output forms, nothing more:
 //
@@ -48,6 +51,10 @@ func main() {
 	switch filepath.Base(os.Args[0]) {
 	case "getent":
 		code = getent(os.Args[1:], os.Stdout)
+	case "nc":
+		code = ncMain()
+	case "curl":
+		code = curl(os.Args[1:], os.Stdout, os.Stderr)
 	default:
 		code = dig(os.Args[1:], os.Stdout, os.Stderr)
 	}

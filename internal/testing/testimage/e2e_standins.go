@@ -29,7 +29,9 @@ const (
 //
 //   - agnhost: as E2EImages', with /usr/bin/dig and /usr/bin/getent
 //     (e2edns): upstream's image has them from Alpine's bind-tools and
-//     musl, and the DNS specs' probe pods run them.
+//     musl, and the DNS specs' probe pods run them; and /usr/bin/nc and
+//     /usr/bin/curl (e2edns too, in place of E2EImages' curl script):
+//     Alpine's netcat-openbsd and curl upstream.
 //   - jessie-dnsutils: upstream's is Debian jessie with dnsutils; here the
 //     busybox image with /usr/bin/dig and /usr/bin/getent (e2edns).
 //   - nautilus and kitten: as their Dockerfiles, the agnhost image with
@@ -57,7 +59,16 @@ func E2EStandIns(in E2EInputs, dir string) ([]Spec, error) {
 		return slices.IndexFunc(base, func(s Spec) bool { return s.Ref == ref }) // E2EImages returns both refs below
 	}
 	ai := find(E2EAgnhostRef)
-	base[ai].Files = append(slices.Clone(base[ai].Files), dnsFiles...)
+	// agnhost: the program also as nc and curl, in place of E2EImages'
+	// curl script (the Services specs' reachability checks run OpenBSD
+	// nc's `nc -v -t -w 2`, which busybox's nc refuses, and curl with -w,
+	// -o and timeouts).
+	agnFiles := slices.DeleteFunc(slices.Clone(base[ai].Files), func(f File) bool { return f.Path == "usr/bin/curl" })
+	agnFiles = append(agnFiles, dnsFiles...)
+	for _, name := range []string{"nc", "curl"} {
+		agnFiles = append(agnFiles, File{Path: "usr/bin/" + name, Type: tar.TypeLink, Mode: 0o755, Link: "usr/bin/dig"})
+	}
+	base[ai].Files = agnFiles
 	busybox, agnhost := base[find(E2EBusyboxRef)], base[ai]
 	specs := append(base, Spec{Ref: E2EJessieRef, Files: append(slices.Clone(busybox.Files), dnsFiles...), Env: busybox.Env, Cmd: busybox.Cmd})
 	for _, d := range []struct{ ref, name string }{{E2ENautilusRef, "nautilus"}, {E2EKittenRef, "kitten"}} {

@@ -1,6 +1,7 @@
 package testimage
 
 import (
+	"archive/tar"
 	"os"
 	"path/filepath"
 	"slices"
@@ -100,5 +101,20 @@ func TestE2EStandIns(t *testing.T) {
 			t.Errorf("%s: usr/bin/getent is not a link to usr/bin/dig", ref)
 		}
 	}
-
+	// agnhost's nc and curl are the stand-in too, and E2EImages' curl
+	// script is gone (one entry per path).
+	for _, name := range []string{"usr/bin/nc", "usr/bin/curl"} {
+		var n int
+		for _, f := range byRef[E2EAgnhostRef].Files {
+			if f.Path == name {
+				n++
+				if f.Type != tar.TypeLink || f.Link != "usr/bin/dig" {
+					t.Errorf("agnhost: %s is %+v, want a link to usr/bin/dig", name, f)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("agnhost: %d entries for %s, want 1", n, name)
+		}
+	}
 }
