@@ -19,6 +19,11 @@ import (
 	_ "k8s.io/kubernetes/test/e2e/network"
 	_ "k8s.io/kubernetes/test/e2e/scheduling"
 	_ "k8s.io/kubernetes/test/e2e/storage"
+
+	conformancetestdata "k8s.io/kubernetes/test/conformance/testdata"
+	"k8s.io/kubernetes/test/e2e/framework/testfiles"
+	e2etestingmanifests "k8s.io/kubernetes/test/e2e/testing-manifests"
+	testfixtures "k8s.io/kubernetes/test/fixtures"
 )
 
 // The full set's selection: every [Conformance] spec. The [Serial] ones
@@ -27,6 +32,13 @@ import (
 // finished. fullNoImage is what this machine cannot run.
 func init() {
 	selections["full"] = selection{focus: []string{`\[Conformance\]`}, skip: fullNoImage}
+	// The manifests and fixtures the sig-cli specs (guestbook, kubectl
+	// describe/expose/patch/label/diff, Update Demo) read, embedded as
+	// test/e2e's own TestMain embeds them ("no file sources registered"
+	// without them).
+	testfiles.AddFileSource(e2etestingmanifests.GetE2ETestingManifestsFS())
+	testfiles.AddFileSource(testfixtures.GetTestFixturesFS())
+	testfiles.AddFileSource(conformancetestdata.GetConformanceTestdataFS())
 }
 
 // fullNoImage are the [Conformance] specs that need an image that is
