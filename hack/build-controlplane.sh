@@ -11,7 +11,8 @@ out=$root/_output/bin
 mkdir -p "$out"
 source hack/upstream-go.sh
 
-key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum; go version; echo "$UPSTREAM_GO_FLAGSET") | sha256sum | cut -c1-16)
+ldflags=$(upstream_ldflags) # the release's version stamped in, as kubeadm's
+key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum; go version; echo "$UPSTREAM_GO_FLAGSET" "$ldflags") | sha256sum | cut -c1-16)
 cache=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/controlplane/$key
 pin=$(cd hack/controlplane && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
@@ -27,7 +28,7 @@ if ! have_all "$cache"; then
   todo=()
   for b in "${bins[@]}"; do [ -x "$cache/$b" ] || todo+=("k8s.io/kubernetes/cmd/$b"); done
   tmp=$(mktemp -d "$cache/tmp.XXXXXX")
-  (cd hack/controlplane && go build -ldflags='-s -w' -o "$tmp/" "${todo[@]}")
+  (cd hack/controlplane && go build -ldflags="$ldflags" -o "$tmp/" "${todo[@]}")
   for b in "${bins[@]}"; do [ -x "$tmp/$b" ] && mv -f "$tmp/$b" "$cache/$b"; done
   rm -rf "$tmp"
   echo "build-controlplane: done in $(( $(date +%s) - total ))s" >&2

@@ -12,7 +12,7 @@ out=$PWD/_output/bin
 mkdir -p "$out"
 source hack/upstream-go.sh
 
-flags=("-ldflags=-s -w")
+flags=("-ldflags=$(upstream_ldflags)") # kubeletVersion: the pinned release
 key=$( (cat hack/controlplane/go.mod hack/controlplane/go.sum; go version; echo "$UPSTREAM_GO_FLAGSET" "${flags[@]}") | sha256sum | cut -c1-16)
 cache=${NODEAGENT_CACHE_DIR:-/var/cache/nodeagent-dev}/kubelet/$key
 pin=$(cd hack/controlplane && go list -m -f '{{.Version}}' k8s.io/kubernetes)
