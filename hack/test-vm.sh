@@ -217,66 +217,19 @@ expect_eq "kubepods.slice exists" "$(g 'test -d /sys/fs/cgroup/kubepods.slice &&
 step "a Guaranteed and a Burstable pod"
 # burstable_pod NAME: a Burstable sleeper (100m/32Mi requests, 200m/96Mi limits).
 burstable_pod() {
-	cat <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1}
-spec:
-  nodeName: nodeagent-vm
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  containers:
-  - name: c
-    image: docker.io/nodeagent/busybox:test
-    imagePullPolicy: Never
-    command: [sh, -c, "exec sleep 3600"]
-    resources:
-      requests: {cpu: 100m, memory: 32Mi}
-      limits: {cpu: 200m, memory: 96Mi}
-EOF
+	vm_pod "$1" "exec sleep 3600" grace=1 requests="{cpu: 100m, memory: 32Mi}" limits="{cpu: 200m, memory: 96Mi}"
 }
 # oom_pod NAME DELAY: a Guaranteed pod whose sleeping init outlives a child
 # that fills the memory after DELAY seconds, so that only an OOM kill of
 # the whole container (memory.oom.group 1) ends it. cpu: 500m, not less:
 # under TCG a throttled shell takes minutes to fill 24Mi.
 oom_pod() {
-	cat <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1}
-spec:
-  nodeName: nodeagent-vm
-  hostNetwork: true
-  restartPolicy: Never
-  tolerations: [{operator: Exists}]
-  containers:
-  - name: c
-    image: docker.io/nodeagent/busybox:test
-    imagePullPolicy: Never
-    command: [sh, -c, "sh -c 'sleep $2; x=0123456789abcdef; while :; do x=\$x\$x; done' & exec sleep 3600"]
-    resources:
-      limits: {cpu: 500m, memory: 24Mi}
-EOF
+	vm_pod "$1" "sh -c 'sleep $2; x=0123456789abcdef; while :; do x=\$x\$x; done' & exec sleep 3600" restart=Never limits="{cpu: 500m, memory: 24Mi}"
 }
+# termst POD: its container's terminated reason and exit code, and its phase.
+termst() { k get -n vm pod "$1" -o jsonpath='{.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode} {.status.phase}'; }
 k create namespace vm >/dev/null
-k apply -n vm -f - >/dev/null <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata: {name: guaranteed}
-spec:
-  nodeName: nodeagent-vm
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  containers:
-  - name: c
-    image: docker.io/nodeagent/busybox:test
-    imagePullPolicy: Never
-    command: [sh, -c, "echo hello-from-the-vm; exec sleep 3600"]
-    resources:
-      limits: {cpu: 250m, memory: 64Mi}
-EOF
+vm_pod guaranteed "echo hello-from-the-vm; exec sleep 3600" grace=1 limits="{cpu: 250m, memory: 64Mi}" | k apply -n vm -f - >/dev/null
 burstable_pod burstable | k apply -n vm -f - >/dev/null
 k wait -n vm --for=condition=Ready pod/guaranteed pod/burstable --timeout=120s >/dev/null || {
 	k get -n vm pods -o wide >&2
@@ -369,21 +322,7 @@ step "a container over its memory limit is OOMKilled, all of it; the PLEG's cgro
 {
 	oom_pod oom 0
 	echo ---
-	cat <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata: {name: done}
-spec:
-  nodeName: nodeagent-vm
-  hostNetwork: true
-  restartPolicy: Never
-  tolerations: [{operator: Exists}]
-  containers:
-  - name: c
-    image: docker.io/nodeagent/busybox:test
-    imagePullPolicy: Never
-    command: [sh, -c, "sleep 5"]
-EOF
+	vm_pod done "sleep 5" restart=Never
 } | k apply -n vm -f - >/dev/null
 deadline=$((SECONDS + 180))
 until st=$(k get -n vm pod oom done -o jsonpath='{range .items[*]}{.status.phase}{" "}{end}') && [[ $st =~ ^(Failed|Succeeded)\ (Failed|Succeeded)\ $ ]]; do
@@ -394,10 +333,9 @@ done
 # scope's memory.events after the kill): the status first says Error and
 # then OOMKilled, as containerd's CRI updates the reason for kubelet. Wait
 # (bounded) for the final reason.
-oomst() { k get -n vm pod oom -o jsonpath='{.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode} {.status.phase}'; }
 deadline=$((SECONDS + 30))
-until [[ $(oomst) == "OOMKilled 137 Failed" ]] || ((SECONDS >= deadline)); do sleep 1; done
-expect_eq "oom: terminated reason, exit code, pod phase" "$(oomst)" "OOMKilled 137 Failed"
+until [[ $(termst oom) == "OOMKilled 137 Failed" ]] || ((SECONDS >= deadline)); do sleep 1; done
+expect_eq "oom: terminated reason, exit code, pod phase" "$(termst oom)" "OOMKilled 137 Failed"
 # Who said so: containerd's TaskOOM, or the agent's own reading of the pod
 # slice's memory.events when TaskOOM was lost (informational: either is
 # right; runtime/oomkill.go).
@@ -510,10 +448,9 @@ oom_pod oomswap 20 | k apply -n vm -f - >/dev/null
 k wait -n vm --for=condition=Ready pod/oomswap --timeout=120s >/dev/null || fail "the pod oomswap did not become Ready"
 OC=$(cgdir oomswap container)
 expect_eq "oomswap's scope: memory.swap.max|memory.oom.group" "$(g "echo \"\$(cat $OC/memory.swap.max)|\$(cat $OC/memory.oom.group)\"")" "0|1"
-oomswapst() { k get -n vm pod oomswap -o jsonpath='{.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode} {.status.phase}'; }
 deadline=$((SECONDS + 180))
-until [[ $(oomswapst) == "OOMKilled 137 Failed" ]] || ((SECONDS >= deadline)); do sleep 1; done
-expect_eq "oomswap: terminated reason, exit code, pod phase" "$(oomswapst)" "OOMKilled 137 Failed"
+until [[ $(termst oomswap) == "OOMKilled 137 Failed" ]] || ((SECONDS >= deadline)); do sleep 1; done
+expect_eq "oomswap: terminated reason, exit code, pod phase" "$(termst oomswap)" "OOMKilled 137 Failed"
 n=$(g "journalctl -u nodeagent --no-pager -o cat | grep -c 'container OOM-killed (from the cgroups' || true") || n=0
 log "note: OOM kills found in the cgroups' memory.events (no TaskOOM before the exit) in this run: $n of 2"
 
@@ -547,10 +484,9 @@ cmd=${cmd//@ID@/$LC_ID}
 cmd=${cmd//@SCOPE@/$LS}
 out=$(g -t 180 "$cmd") || fail "stopping the oomlost container's shim in the guest: $out"
 expect_eq "oomlost's scope removed while its shim was stopped" "$out" yes
-oomlostst() { k get -n vm pod oomlost -o jsonpath='{.status.containerStatuses[0].state.terminated.reason} {.status.containerStatuses[0].state.terminated.exitCode} {.status.phase}'; }
 deadline=$((SECONDS + 120))
-until [[ $(oomlostst) == "OOMKilled 137 Failed" ]] || ((SECONDS >= deadline)); do sleep 1; done
-expect_eq "oomlost: terminated reason, exit code, pod phase" "$(oomlostst)" "OOMKilled 137 Failed"
+until [[ $(termst oomlost) == "OOMKilled 137 Failed" ]] || ((SECONDS >= deadline)); do sleep 1; done
+expect_eq "oomlost: terminated reason, exit code, pod phase" "$(termst oomlost)" "OOMKilled 137 Failed"
 n=$(g "journalctl -u nodeagent --no-pager -o cat | grep -c 'container OOM-killed (from the cgroups' || true") || n=0
 ((n > before)) || fail "the agent's journal does not say it found oomlost's kill in memory.events ($n lines, $before before)"
 log "ok: the agent found the kill in the pod slice's memory.events (containerd sent no TaskOOM)"

@@ -138,3 +138,44 @@ vm_netns_delete() {
 	ip netns delete "$VM_NS"
 	VM_NS=
 }
+
+# vm_pod NAME COMMAND [OPTION...]: prints the YAML of a pod on the guest's
+# node ($NODE, or nodeagent-vm) for the checks to apply: host network (the
+# guest has no CNI for the short form), every taint tolerated, one container
+# "c" of the test busybox image running `sh -c COMMAND` (no '"' or '\' in
+# it: it is written as a YAML double-quoted string). Options:
+#   restart=Never        the pod's restartPolicy (default Always)
+#   grace=SECONDS        terminationGracePeriodSeconds
+#   namespace=NS         metadata.namespace (default: kubectl's -n)
+#   requests=FLOW        the container's requests, a YAML flow map
+#   limits=FLOW          its limits, e.g. "{cpu: 250m, memory: 64Mi}"
+#   sep=1                ends with a document separator, for a stream of pods
+vm_pod() {
+	local name=$1 cmd=$2 o restart= grace= namespace= requests= limits= sep=
+	shift 2
+	for o; do
+		case $o in
+		restart=*) restart=${o#*=} ;;
+		grace=*) grace=${o#*=} ;;
+		namespace=*) namespace=${o#*=} ;;
+		requests=*) requests=${o#*=} ;;
+		limits=*) limits=${o#*=} ;;
+		sep=*) sep=${o#*=} ;;
+		*) fail "vm_pod $name: unknown option $o" ;;
+		esac
+	done
+	[[ $cmd != *[\"\\]* ]] || fail "vm_pod $name: the command has a '\"' or '\\': $cmd"
+	printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s%s}\nspec:\n' "$name" "${namespace:+, namespace: $namespace}"
+	printf '  nodeName: %s\n  hostNetwork: true\n' "${NODE:-nodeagent-vm}"
+	[[ -z $restart ]] || printf '  restartPolicy: %s\n' "$restart"
+	[[ -z $grace ]] || printf '  terminationGracePeriodSeconds: %s\n' "$grace"
+	printf '  tolerations: [{operator: Exists}]\n  containers:\n  - name: c\n'
+	printf '    image: docker.io/nodeagent/busybox:test\n    imagePullPolicy: Never\n'
+	printf '    command: [sh, -c, "%s"]\n' "$cmd"
+	if [[ -n $requests || -n $limits ]]; then
+		printf '    resources:\n'
+		[[ -z $requests ]] || printf '      requests: %s\n' "$requests"
+		[[ -z $limits ]] || printf '      limits: %s\n' "$limits"
+	fi
+	[[ -z $sep ]] || printf -- '---\n'
+}

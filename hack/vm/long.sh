@@ -125,24 +125,7 @@ EOF
 
 # hold_pod NAME: a pause-like sleeper with small requests.
 hold_pod() {
-	cat <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: hold}
-spec:
-  nodeName: $NODE
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  containers:
-  - name: c
-    image: docker.io/nodeagent/busybox:test
-    imagePullPolicy: Never
-    command: [sh, -c, "exec sleep 86400"]
-    resources:
-      requests: {cpu: 1m, memory: 4Mi}
----
-EOF
+	vm_pod "$1" "exec sleep 86400" namespace=hold grace=1 requests="{cpu: 1m, memory: 4Mi}" sep=1
 }
 
 vm_long_hold() {
