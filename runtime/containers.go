@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -58,12 +59,14 @@ func (r *Runtime) ListContainers(ctx context.Context) ([]Container, error) {
 		out = append(out, r.containerFrom(ctx, &cl[i], tasks[cl[i].ID]))
 	}
 	r.specs.forget(keep)
-	r.stopping.Range(func(id, _ any) bool {
-		if !keep[id.(string)] {
-			r.stopping.Delete(id)
-		}
-		return true
-	})
+	for _, m := range []*sync.Map{&r.stopping, &r.oomLogged} {
+		m.Range(func(id, _ any) bool {
+			if !keep[id.(string)] {
+				m.Delete(id)
+			}
+			return true
+		})
+	}
 	return out, nil
 }
 

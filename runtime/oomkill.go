@@ -184,6 +184,9 @@ func (r *Runtime) decideOOM(ctx context.Context, id string, labels map[string]st
 	pod := labels[LabelPodNamespace] + "/" + labels[LabelPodName]
 	switch {
 	case set[labelOOMKilled] == "true":
+		if _, logged := r.oomLogged.LoadOrStore(id, struct{}{}); logged {
+			break
+		}
 		r.opts.Logger.Info("container OOM-killed (from the cgroups' memory.events)", "containerID", id,
 			"pod", pod, "container", labels[LabelContainerName])
 	case why != "":

@@ -1,11 +1,14 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,5 +299,29 @@ func TestContainerFromDecidesAnUnrecordedOOMKill(t *testing.T) {
 	}
 	if listed == 0 {
 		t.Error("the pod's containers were never listed for their marks")
+	}
+}
+
+// The exit recorder and StopContainer can both decide one exit (each
+// decides the same way): the journal says "OOM-killed" once for it, and
+// again for another container.
+func TestDecideOOMLogsOnce(t *testing.T) {
+	root := t.TempDir()
+	fakeCgroup(t, root, "kubepods.slice/kubepods-podu_3.slice", 1)
+	var buf bytes.Buffer
+	r := &Runtime{unified: true, cgroupRoot: root, opts: Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))}}
+	r.listPod = func(context.Context, string) ([]containers.Container, error) { return nil, nil }
+	labels := map[string]string{LabelPodUID: "u-3", labelCgroupsPath: "kubepods-podu_3.slice:cri-containerd:c", labelPodOOMKillsAtStart: "0"}
+	for i := 0; i < 2; i++ {
+		if set := r.decideOOM(context.Background(), "c", labels, 137); set[labelOOMKilled] != "true" {
+			t.Fatalf("decision %d: %v, want OOMKilled", i+1, set)
+		}
+	}
+	if n := strings.Count(buf.String(), "container OOM-killed"); n != 1 {
+		t.Errorf("%d OOM-killed lines for one exit, want 1:\n%s", n, buf.String())
+	}
+	r.decideOOM(context.Background(), "d", labels, 137)
+	if n := strings.Count(buf.String(), "container OOM-killed"); n != 2 {
+		t.Errorf("%d OOM-killed lines after a second container's, want 2:\n%s", n, buf.String())
 	}
 }

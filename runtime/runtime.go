@@ -178,6 +178,10 @@ type Runtime struct {
 	// stopping holds the IDs of containers StopContainer was asked to
 	// stop: their SIGKILL is the agent's, not an OOM kill (oomkill.go).
 	stopping sync.Map
+	// oomLogged holds the IDs of containers whose OOM kill decideOOM has
+	// logged: the exit recorder and StopContainer may both decide the same
+	// exit, and the journal gets one line (oomkill.go).
+	oomLogged sync.Map
 	// listPod replaces the containerd query of podContainers in tests.
 	listPod func(ctx context.Context, uid string) ([]containers.Container, error)
 
