@@ -114,6 +114,9 @@ func TestCurl(t *testing.T) {
 			w.Write([]byte("pod-a"))
 		case "/host":
 			w.Write([]byte(r.Host))
+		case "/from":
+			host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			w.Write([]byte(host))
 		case "/slow":
 			time.Sleep(3 * time.Second)
 		default:
@@ -151,8 +154,19 @@ func TestCurl(t *testing.T) {
 	} else if b, _ := os.ReadFile(f); string(b) != "pod-a" {
 		t.Errorf("-o FILE wrote %q", b)
 	}
-	if _, code := run("--interface", "eth0", srv.URL); code != 2 {
+	if _, code := run("--proxy", "http://127.0.0.1:1", srv.URL); code != 2 {
 		t.Errorf("an unsupported option: %d, want 2", code)
+	}
+	// --interface: the source address (the HostPort spec's), as an address
+	// or an interface's name; one that names nothing is curl's error 45.
+	if out, code := run("-s", "--interface", "127.0.0.2", srv.URL+"/from"); code != 0 || out != "127.0.0.2" {
+		t.Errorf("--interface 127.0.0.2: %q %d", out, code)
+	}
+	if out, code := run("-s", "--interface", "lo", srv.URL+"/from"); code != 0 || out != "127.0.0.1" {
+		t.Errorf("--interface lo: %q %d", out, code)
+	}
+	if _, code := run("-s", "--interface", "no-such-if0", srv.URL+"/from"); code != 45 {
+		t.Errorf("--interface naming nothing: %d, want 45", code)
 	}
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	closed := l.Addr().String()
