@@ -597,7 +597,8 @@ log "Lease kube-node-lease/$node owned by its Node $(( $(now) - s ))s after star
 # the host-path driver: a CSIDriver object and a privileged pod on the node
 # with the node plugin (a Bidirectional mount of rootDir), the registrar
 # (kubelet's plugin registration) and the provisioner (external-
-# provisioner's part, through the admin kubeconfig on the host network,
+# provisioner's and, with -resizer, external-resizer's part, through the
+# admin kubeconfig on the host network,
 # since the API server listens on the host's loopback). The stand-ins are
 # internal/testing/csihostpath and hack/csiprovisioner (the kubernetes-csi
 # modules are not served here); hack/conformance/storage-testdriver.yaml
@@ -649,7 +650,7 @@ spec:
     - {name: root, mountPath: $csiroot}
   - name: provisioner
     image: docker.io/nodeagent/csihostpath:conformance
-    command: [/bin/csiprovisioner, -kubeconfig=/kubeconfig, -driver=$csidriver, -endpoint=$sock]
+    command: [/bin/csiprovisioner, -kubeconfig=/kubeconfig, -driver=$csidriver, -endpoint=$sock, -resizer]
     volumeMounts:
     - {name: root, mountPath: $csiroot}
     - {name: kubeconfig, mountPath: /kubeconfig, readOnly: true}

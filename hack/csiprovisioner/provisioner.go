@@ -13,7 +13,10 @@
 // module of its own so that the library's dependencies do not move the
 // agent's.
 //
-// Usage: csiprovisioner -kubeconfig FILE -driver NAME -endpoint SOCKET
+// With -resizer it is external-resizer's stand-in too (resizer.go): it
+// expands the driver's volumes whose claims ask for more.
+//
+// Usage: csiprovisioner -kubeconfig FILE -driver NAME -endpoint SOCKET [-resizer]
 package main
 
 import (
@@ -147,15 +150,21 @@ func accessMode(am v1.PersistentVolumeAccessMode) csipb.VolumeCapability_AccessM
 
 // Run provisions for driver, whose CSI socket is endpoint, until ctx is
 // done: the library's controller without leader election (one provisioner
-// per driver) and without its metrics server. The connection is made
-// lazily, so the driver may come up later.
-func Run(ctx context.Context, client kubernetes.Interface, driver, endpoint string) error {
+// per driver) and without its metrics server; with resize, the resizer
+// beside it. The connection is made lazily, so the driver may come up
+// later.
+func Run(ctx context.Context, client kubernetes.Interface, driver, endpoint string, resize bool) error {
 	conn, err := grpc.NewClient("unix://"+endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	p := &Provisioner{Driver: driver, Controller: csipb.NewControllerClient(conn)}
+	if resize {
+		done := make(chan struct{})
+		go func() { defer close(done); RunResizer(ctx, client, driver, p.Controller) }()
+		defer func() { <-done }()
+	}
 	c := controller.NewProvisionController(ctx, client, driver, p,
 		controller.LeaderElection(false), controller.MetricsPort(0), controller.AddFinalizer(true),
 		controller.ResyncPeriod(15*time.Second), controller.ExponentialBackOffOnError(false),
@@ -168,6 +177,7 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "the cluster's kubeconfig")
 	driver := flag.String("driver", "", "the CSI driver's name (the StorageClass's provisioner)")
 	endpoint := flag.String("endpoint", "", "the driver's CSI socket")
+	resize := flag.Bool("resizer", false, "expand the driver's volumes too (external-resizer's part)")
 	flag.Parse()
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -179,7 +189,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := Run(ctx, client, *driver, *endpoint); err != nil {
+	if err := Run(ctx, client, *driver, *endpoint, *resize); err != nil {
 		log.Fatal(err)
 	}
 }

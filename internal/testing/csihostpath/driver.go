@@ -14,7 +14,8 @@
 // a dynamic provisioner (package csiprovisioner) to call, and reports
 // volume stats (NodeGetVolumeStats: the statfs of the volume's filesystem,
 // its used bytes and inodes counted in the volume's directory; a block
-// volume's size).
+// volume's size), and expands volumes (ControllerExpandVolume, for the
+// resizer of package csiprovisioner, and NodeExpandVolume).
 // The registrar serves kubelet's plugin-registration API on a socket in
 // <rootDir>/plugins_registry and, as node-driver-registrar, exits when the
 // node agent reports that the registration failed.
@@ -66,13 +67,54 @@ func (d *Driver) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*c
 func (d *Driver) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
 	return &csipb.GetPluginCapabilitiesResponse{Capabilities: []*csipb.PluginCapability{{
 		Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_CONTROLLER_SERVICE}},
+	}, {
+		// Expansion while the volume is published (and so, offline too).
+		Type: &csipb.PluginCapability_VolumeExpansion_{VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: csipb.PluginCapability_VolumeExpansion_ONLINE}},
 	}}}, nil
 }
 
 func (d *Driver) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
-	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: []*csipb.ControllerServiceCapability{{
-		Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}},
-	}}}, nil
+	var caps []*csipb.ControllerServiceCapability
+	for _, c := range []csipb.ControllerServiceCapability_RPC_Type{
+		csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
+		csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+	} {
+		caps = append(caps, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: c}}})
+	}
+	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// ControllerExpandVolume grows a volume, as the host-path driver's: a
+// filesystem volume (a directory of the data directory's filesystem) has
+// no size of its own to grow; a block volume's file is extended to the
+// required size (sparse). Either way the node must expand it too
+// (NodeExpandVolume: a block volume's loop device learns its new size),
+// as the host-path driver answers.
+func (d *Driver) ControllerExpandVolume(_ context.Context, r *csipb.ControllerExpandVolumeRequest) (*csipb.ControllerExpandVolumeResponse, error) {
+	if r.VolumeId == "" || r.CapacityRange == nil {
+		return nil, status.Error(codes.InvalidArgument, "volume ID and capacity range are required")
+	}
+	size := r.CapacityRange.GetRequiredBytes()
+	if l := r.CapacityRange.GetLimitBytes(); l > 0 && size > l {
+		return nil, status.Errorf(codes.OutOfRange, "required %d bytes exceed the limit of %d", size, l)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fi, err := os.Stat(d.volumeDir(r.VolumeId))
+	if err != nil {
+		return nil, status.Errorf(codes.NotFound, "volume %s: %v", r.VolumeId, err)
+	}
+	if fi.Mode().IsRegular() {
+		if fi.Size() < size {
+			if err := os.Truncate(d.volumeDir(r.VolumeId), size); err != nil {
+				return nil, status.Error(codes.Internal, err.Error())
+			}
+		} else {
+			size = fi.Size()
+		}
+	}
+	log.Printf("controller-expanded volume %s to %d bytes", r.VolumeId, size)
+	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: true}, nil
 }
 
 // CreateVolume makes the volume's directory; the volume ID is the
@@ -352,11 +394,32 @@ func (d *Driver) NodeExpandVolume(_ context.Context, r *csipb.NodeExpandVolumeRe
 		if fi.Mode()&os.ModeDevice == 0 {
 			return nil, status.Errorf(codes.InvalidArgument, "volume %s: %s is not a block device", r.VolumeId, r.VolumePath)
 		}
+		// The staged loop device over the volume's file takes the file's
+		// new size (losetup --set-capacity).
+		if dev, err := loopdev.Find(d.volumeDir(r.VolumeId)); err == nil {
+			if err := setLoopCapacity(dev); err != nil {
+				return nil, status.Errorf(codes.Internal, "volume %s: %v", r.VolumeId, err)
+			}
+		}
 	} else if !mounted(r.VolumePath) {
 		return nil, status.Errorf(codes.NotFound, "volume %s is not published at %s", r.VolumeId, r.VolumePath)
 	}
 	log.Printf("expanded %s at %s to %d bytes", r.VolumeId, r.VolumePath, r.GetCapacityRange().GetRequiredBytes())
 	return &csipb.NodeExpandVolumeResponse{CapacityBytes: r.GetCapacityRange().GetRequiredBytes()}, nil
+}
+
+// setLoopCapacity makes the loop device dev re-read its backing file's
+// size (LOOP_SET_CAPACITY).
+func setLoopCapacity(dev string) error {
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.IoctlSetInt(int(f.Fd()), unix.LOOP_SET_CAPACITY, 0); err != nil {
+		return fmt.Errorf("LOOP_SET_CAPACITY on %s: %w", dev, err)
+	}
+	return nil
 }
 
 // minBlockSize is the size of a block volume created without a capacity.
