@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodeagent/nodeagent/internal/loopdev"
 	"github.com/nodeagent/nodeagent/internal/testing/testenv"
@@ -55,9 +58,10 @@ func TestLocalPersistentVolume(t *testing.T) {
 		t.Errorf("the node's directory holds %q (%v), want the pod's file", b, err)
 	}
 
-	// The writer goes: unmounted, its directory removed, the data kept.
-	deleteLocalPod(t, a, wp)
-	waitMount(t, target, false)
+	// The writer goes: unmounted before it leaves the API (kubelet's
+	// order: a claim's protection and a PV's reclaim follow the pod
+	// object), its directory removed, the data kept.
+	deleteLocalPod(t, a, wp, target)
 	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "local-payload-7\n" {
 		t.Errorf("after the pod's teardown the node's directory holds %q (%v): a local PV's data is not the agent's to delete", b, err)
 	}
@@ -67,7 +71,7 @@ func TestLocalPersistentVolume(t *testing.T) {
 	rp := a.waitPod(ctx, reader, 90*time.Second, "Running", running)
 	a.waitLog(rp, "c", 0, "read=local-payload-7")
 	waitMount(t, filepath.Join(a.rootDir(), "pods", string(rp.UID), "volumes/kubernetes.io~local-volume", pvName), true)
-	deleteLocalPod(t, a, rp)
+	deleteLocalPod(t, a, rp, filepath.Join(a.rootDir(), "pods", string(rp.UID), "volumes/kubernetes.io~local-volume", pvName))
 	if left, err := testenv.MountsUnder(filepath.Join(a.rootDir(), "pods")); err != nil || len(left) > 0 {
 		t.Errorf("mounts left under the pods' directories: %v (%v)", left, err)
 	}
@@ -130,7 +134,7 @@ func TestLocalBlockPersistentVolume(t *testing.T) {
 		t.Errorf("the device's file starts with %q (%v), want the pod's bytes", b[:min(len(b), 32)], err)
 	}
 
-	deleteLocalPod(t, a, wp)
+	deleteLocalPod(t, a, wp, bind)
 	waitGone(t, link)
 	waitGone(t, base)
 	if l := loopsUnder(t, a.rootDir()); len(l) > 0 {
@@ -144,7 +148,7 @@ func TestLocalBlockPersistentVolume(t *testing.T) {
 	kubectl(t, a.env, pod(reader, "echo read=$(head -c 21 /dev/xvda); sleep 3600"), "apply", "-f", "-")
 	rp := a.waitPod(ctx, reader, 90*time.Second, "Running", running)
 	a.waitLog(rp, "c", 0, "read=local-block-payload-9")
-	deleteLocalPod(t, a, rp)
+	deleteLocalPod(t, a, rp, filepath.Join(base, string(rp.UID)))
 	waitGone(t, base)
 	if left, err := testenv.MountsUnder(filepath.Join(a.rootDir(), "pods"), filepath.Join(a.rootDir(), "plugins")); err != nil || len(left) > 0 {
 		t.Errorf("mounts left: %v (%v)", left, err)
@@ -249,12 +253,29 @@ func checkLocalBound(t *testing.T, a *agent, p *corev1.Pod, claim, pvName string
 }
 
 // deleteLocalPod deletes p and waits until the agent finished it and its
-// directory under the agent's root is gone.
-func deleteLocalPod(t *testing.T, a *agent, p *corev1.Pod) {
+// directory under the agent's root is gone. When the pod has left the
+// API, mount (its volume's mount or device bind) must be gone already.
+func deleteLocalPod(t *testing.T, a *agent, p *corev1.Pod, mount string) {
 	t.Helper()
-	if err := a.env.Admin.CoreV1().Pods("default").Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// A watch, not a poll: the check runs as soon as the pod leaves.
+	w, err := a.env.Admin.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + p.Name, ResourceVersion: p.ResourceVersion})
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer w.Stop()
+	if err := a.env.Admin.CoreV1().Pods("default").Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Deleted {
+			break
+		}
+	}
 	podsGone(t, a, p.Name)
+	if left, err := testenv.MountsUnder(filepath.Dir(mount)); err != nil || slices.ContainsFunc(left, func(m string) bool { return strings.HasSuffix(m, " "+mount) }) {
+		t.Errorf("%s is still mounted when pod %s has left the API (%v): kubelet deletes a pod once its volumes are torn down", mount, p.Name, err)
+	}
 	waitGone(t, filepath.Join(a.rootDir(), "pods", string(p.UID)))
 }

@@ -56,7 +56,7 @@ func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 	if err := w.unmountImageVolumes(ctx, pod); err != nil {
 		errs = append(errs, err)
 	}
-	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
+	if err := w.teardownVolumes(); err != nil {
 		errs = append(errs, err)
 	}
 	if !pod.Spec.HostNetwork {
@@ -78,6 +78,20 @@ func (w *worker) releaseSandbox(ctx context.Context, pod *v1.Pod) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// teardownVolumes unmounts (unpublishes, unstages) the pod's volumes,
+// once: a deleted pod's are torn down before its API delete, and its
+// sandbox's release later does not repeat it.
+func (w *worker) teardownVolumes() error {
+	if w.ended.volumesDown {
+		return nil
+	}
+	if err := w.d.volumes.Teardown(w.uid, w.podDir()); err != nil {
+		return err
+	}
+	w.ended.volumesDown = true
+	return nil
 }
 
 // syncFinished is a finished pod's sync: whatever still runs of it is

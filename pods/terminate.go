@@ -27,6 +27,9 @@ type termState struct {
 	deleted bool
 	// released: the finished pod's sandbox was released (finished.go).
 	released bool
+	// volumesDown: the pod's volumes were torn down before its API
+	// delete (SyncTerminatedPod); releaseSandbox does not repeat it.
+	volumesDown bool
 }
 
 // termPolicy is what a termination reason asks besides stopping the
@@ -123,6 +126,15 @@ func (w *worker) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs pleg.Pod
 		}
 	}
 	if t.reason == termDeletion {
+		// kubelet deletes a pod from the API only once its volumes are
+		// torn down (SyncTerminatedPod waits for the unmount; the status
+		// manager deletes once the pod's resources are reclaimed): the
+		// claims' protection finalizers go with the pod object, and a PV
+		// whose reclaim policy is Delete must not be deleted while this
+		// node still has it published.
+		if err := w.teardownVolumes(); err != nil {
+			return 0, false, fmt.Errorf("the pod's volumes are not torn down, it stays in the API: %w", err)
+		}
 		if err := w.d.status.DeletePod(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
 			return 0, false, fmt.Errorf("pod not deleted from the API: %w", err)
 		}

@@ -562,10 +562,14 @@ func TestWorkerTerminatesWithGrace(t *testing.T) {
 	if len(e.status.flushed) != 1 || len(e.status.deleted) != 1 {
 		t.Fatalf("final status written %v, deleted %v", e.status.flushed, e.status.deleted)
 	}
+	// kubelet's order: the volumes are torn down before the API delete.
+	if len(e.vols.torn) != 1 {
+		t.Errorf("volumes torn down %v when the pod was deleted from the API, want once before it", e.vols.torn)
+	}
 	if st := e.lastStatus(pod.UID); st.Phase != v1.PodFailed && st.Phase != v1.PodSucceeded {
 		t.Errorf("final phase %s", st.Phase)
 	}
-	// The API drops the pod: everything goes.
+	// The API drops the pod: everything goes (the volumes not twice).
 	w.remove()
 	if _, done := e.settle(w); !done {
 		t.Fatal("the worker did not end")
