@@ -137,10 +137,12 @@ soak: build controlplane
 # limits, OOMKilled, logs/exec, the PLEG's cgroup v2 source, swap; then the
 # long form's own items: the node set's NodeConformance specs against the
 # guest's node and the agent's unit under MemoryHigh=32M holding up to 100
-# pods for 10 minutes (hack/vm/long.sh). Its own control plane, in a network
-# namespace.
+# pods for 10 minutes (hack/vm/long.sh). Then the short form again with
+# cgroupDriver: cgroupfs (kubelet's /kubepods layout on cgroup v2). Its own
+# control plane, in a network namespace.
 test-vm: controlplane
 	hack/test-vm.sh
+	hack/test-vm.sh --short --cgroup-driver=cgroupfs
 
 # Quick loop while coding: no cluster, tests that need one are skipped.
 # The long form of the client certificate rotation test: a cluster of its
