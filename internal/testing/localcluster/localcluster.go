@@ -530,6 +530,13 @@ func start(ctx context.Context, o Options) (*State, error) {
 	if err := waitFor(ctx, 60*time.Second, s, "kube-node-lease namespace", s.leaseNamespaceExists); err != nil {
 		return s, err
 	}
+	// The default namespace's ServiceAccount, made by the controller
+	// manager's serviceaccount controller a moment after it starts: until
+	// it exists the ServiceAccount admission refuses every pod there (a test
+	// that applied a pod 2 s after up failed so).
+	if err := waitFor(ctx, 60*time.Second, s, "the default ServiceAccount", s.defaultServiceAccountExists); err != nil {
+		return s, err
+	}
 	// The controllers start within a second; a dead one shows up here.
 	time.Sleep(time.Second)
 	for _, c := range []string{"kube-controller-manager", "kube-scheduler"} {
@@ -843,6 +850,15 @@ func (s *State) leaseNamespaceExists(ctx context.Context) error {
 	}
 	defer c.CloseIdleConnections()
 	return httpGet(ctx, c, s.APIServerURL+"/api/v1/namespaces/kube-node-lease")
+}
+
+func (s *State) defaultServiceAccountExists(ctx context.Context) error {
+	c, err := s.adminHTTPClient()
+	if err != nil {
+		return err
+	}
+	defer c.CloseIdleConnections()
+	return httpGet(ctx, c, s.APIServerURL+"/api/v1/namespaces/default/serviceaccounts/default")
 }
 
 func httpGet(ctx context.Context, c *http.Client, url string) error {
