@@ -15,7 +15,7 @@ export GOFLAGS := $(shell hack/build.sh --goenv | sed -n 's/^GOFLAGS=//p')
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
 	test-integration fuzz-smoke conformance conformance-features conformance-full lint clean fault-long soak test-vm sample-device-plugin \
-	metrics-server etcd kubelet bench-vs-kubelet multinode-deps test-multinode multinode-up
+	metrics-server csi-sidecars etcd kubelet bench-vs-kubelet multinode-deps test-multinode multinode-up
 
 all: build
 
@@ -78,6 +78,12 @@ sample-device-plugin:
 # top e2e test (cached like the sample device plugin).
 metrics-server:
 	hack/build-metrics-server.sh
+
+# kubernetes-csi's external-provisioner and external-resizer from their Go
+# modules (hack/csi-sidecars), for e2e TestCSIStatefulSet and the storage
+# conformance specs (cached like metrics-server).
+csi-sidecars:
+	hack/build-csi-sidecars.sh
 
 # The multi-node cluster's add-ons from their Go modules (cached like the
 # control plane): kube-proxy (hack/kube-proxy), CoreDNS (hack/coredns), the
