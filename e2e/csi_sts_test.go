@@ -368,6 +368,14 @@ func deployCSIController(t *testing.T, a *agent, rt *runtime.Runtime, cp csiPlug
 			}
 		}
 		kubectlStdin(t, a.env, manifests, "delete", "--ignore-not-found", "--wait=false", "--grace-period=1", "-f", "-")
+		// The agent tears the pod down (its token's mount) before the
+		// plugin's cleanup looks for leftovers under rootDir.
+		if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			l, err := a.env.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(l.Items) == 0, nil
+		}); err != nil {
+			t.Errorf("the CSI controller's pod is still there 30s after its deletion")
+		}
 	})
 	kubectl(t, a.env, manifests, "apply", "-f", "-")
 	deployed := time.Now()
