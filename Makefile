@@ -61,11 +61,12 @@ run: build controlplane
 # Every test: unit, integration and e2e against one shared local cluster,
 # the config fuzzer briefly, the upstream node conformance specs, and
 # the package test under systemd-nspawn. The multi-node add-ons
-# (multinode-deps) and metrics-server are not prerequisites: the phases that
-# use them (hack/test-multinode.sh; the kubectl top e2e test) build them
-# themselves beside other phases, so that a cold run does not compile
-# CoreDNS, kube-proxy and metrics-server before the first test
-# (docs/testing.md, "The budget").
+# (multinode-deps), metrics-server and the CSI sidecars (csi-sidecars) are
+# not prerequisites: the phases that use them (hack/test-multinode.sh; the
+# kubectl top e2e test; the storage conformance specs and the StatefulSet
+# e2e test) build them themselves beside other phases, so that a cold run
+# does not compile CoreDNS, kube-proxy, metrics-server and the sidecars
+# before the first test (docs/testing.md, "The budget").
 test: build controlplane sample-device-plugin
 	hack/test.sh
 
