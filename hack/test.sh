@@ -88,7 +88,7 @@ trap cleanup EXIT
 phase "starting the local cluster in $dir"
 _output/bin/localcluster up --dir "$dir" >/dev/null
 # kubernetes-csi's external-provisioner and external-resizer
-# (hack/build-csi-sidecars.sh, cached; cold about 4 minutes, 3 of CPU, on
+# (hack/build-csi-sidecars.sh, cached; cold about 4.5 minutes and as much CPU on
 # 2 cores): their users, the conformance phase's storage specs and e2e
 # TestCSIStatefulSet, run beside the phases after go test, so their cold
 # build starts now, niced, and overlaps lint and go test; those users call
