@@ -429,6 +429,23 @@ func expandClaim(t *testing.T, a *agent, claim, pvName, pod string) {
 	}); err != nil {
 		t.Fatalf("external-resizer did not leave the claim NodeResizePending with a 2Mi PV within 60s: claim %+v, PV capacity %v", pvc.Status, pv.Spec.Capacity)
 	}
+	// Its Event, by its name and the driver's (events are recorded
+	// asynchronously: waited for, 20 s at most).
+	resizer := "external-resizer " + pv.Spec.CSI.Driver
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + claim})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "FileSystemResizeRequired" && e.Source.Component == resizer {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Errorf("no FileSystemResizeRequired Event from %q on claim %s", resizer, claim)
+	}
 	if _, err := admin.CoreV1().Pods("default").Patch(ctx, pod, types.MergePatchType, []byte(`{"metadata":{"annotations":{"e2e/resized":"2Mi"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
