@@ -15,7 +15,7 @@ export GOFLAGS := $(shell hack/build.sh --goenv | sed -n 's/^GOFLAGS=//p')
 
 .PHONY: all build deps controlplane cluster-up cluster-down run test test-rotation test-unit \
 	test-integration fuzz-smoke conformance conformance-features conformance-full lint clean fault-long soak test-vm sample-device-plugin \
-	metrics-server etcd kubelet bench-vs-kubelet multinode-deps test-multinode multinode-up
+	metrics-server csi-sidecars etcd kubelet bench-vs-kubelet multinode-deps test-multinode multinode-up
 
 all: build
 
@@ -61,11 +61,12 @@ run: build controlplane
 # Every test: unit, integration and e2e against one shared local cluster,
 # the config fuzzer briefly, the upstream node conformance specs, and
 # the package test under systemd-nspawn. The multi-node add-ons
-# (multinode-deps) and metrics-server are not prerequisites: the phases that
-# use them (hack/test-multinode.sh; the kubectl top e2e test) build them
-# themselves beside other phases, so that a cold run does not compile
-# CoreDNS, kube-proxy and metrics-server before the first test
-# (docs/testing.md, "The budget").
+# (multinode-deps), metrics-server and the CSI sidecars (csi-sidecars) are
+# not prerequisites: the phases that use them (hack/test-multinode.sh; the
+# kubectl top e2e test; the storage conformance specs and the StatefulSet
+# e2e test) build them themselves beside other phases, so that a cold run
+# does not compile CoreDNS, kube-proxy, metrics-server and the sidecars
+# before the first test (docs/testing.md, "The budget").
 test: build controlplane sample-device-plugin
 	hack/test.sh
 
@@ -78,6 +79,12 @@ sample-device-plugin:
 # top e2e test (cached like the sample device plugin).
 metrics-server:
 	hack/build-metrics-server.sh
+
+# kubernetes-csi's external-provisioner and external-resizer from their Go
+# modules (hack/csi-sidecars), for e2e TestCSIStatefulSet and the storage
+# conformance specs (cached like metrics-server).
+csi-sidecars:
+	hack/build-csi-sidecars.sh
 
 # The multi-node cluster's add-ons from their Go modules (cached like the
 # control plane): kube-proxy (hack/kube-proxy), CoreDNS (hack/coredns), the

@@ -1,12 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -25,13 +26,14 @@ import (
 
 	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 	"github.com/nodeagent/nodeagent/internal/testing/testimage"
+	"github.com/nodeagent/nodeagent/runtime"
 )
 
 // A StatefulSet with volumeClaimTemplates, as an operator runs one on a
 // CSI driver with dynamic provisioning: the driver's node plugin as in
-// TestCSIHostPathDriver, hack/csiprovisioner (sig-storage-lib-external-
-// provisioner calling the driver's CreateVolume/DeleteVolume, as
-// external-provisioner) beside the cluster, a StorageClass. Replica 0
+// TestCSIHostPathDriver, its controller as a Deployment holding the real
+// kubernetes-csi external-provisioner and external-resizer
+// (deployCSIController, hack/csi-sidecars), a StorageClass. Replica 0
 // writes a file into its claim; the file is there after the pod is
 // deleted and recreated (a new pod UID: the volume is unpublished and
 // published again), and after the agent is SIGKILLed and restarted (the
@@ -41,22 +43,21 @@ import (
 // unpublished while the StatefulSet's new pod gets it.
 // While it runs, /stats/summary reports the volume with its pvcRef from
 // the driver's NodeGetVolumeStats and /metrics has kubelet's
-// kubelet_volume_stats_* for the claim; the claim resized (the test as
-// external-resizer), the agent expands it on the node (NodeExpandVolume)
-// and writes the claim's new capacity. Scaled to zero and with the claim
-// deleted, no mount, no staging directory, no VolumeAttachment and no PV
-// stay, and the driver's volume is deleted.
+// kubelet_volume_stats_* for the claim; the claim resized,
+// external-resizer expands it in the controller and the agent on the node
+// (NodeExpandVolume) and writes the claim's new capacity. Scaled to zero
+// and with the claim deleted, no mount, no staging directory, no
+// VolumeAttachment and no PV stay, and the driver's volume is deleted.
 //
-// Wall time: 43 s measured at load 10 with a warm build cache (the plugin's and the provisioner's builds
-// are cached by go's build cache after the first run).
+// The sidecars are built beforehand (make csi-sidecars; make test does).
+// Wall time: see docs/storage.md.
 func TestCSIStatefulSet(t *testing.T) {
 	t.Parallel()
 	a, rt := readyPodAgent(t, "")
 	ctx := context.Background()
 	admin := a.env.Admin
 	cp := deployCSIPlugin(t, a, rt, false)
-	endpoint := filepath.Join(cp.root, "plugins", cp.driver, "csi.sock")
-	provisionerOut := runCSIProvisioner(t, a.env, cp.driver, endpoint)
+	ctrl := deployCSIController(t, a, rt, cp)
 
 	// The StorageClass, named after the driver (one per test node).
 	del, yes := corev1.PersistentVolumeReclaimDelete, true
@@ -100,9 +101,6 @@ spec:
 	t.Cleanup(func() {
 		_ = admin.AppsV1().StatefulSets("default").Delete(context.Background(), sts, metav1.DeleteOptions{})
 		_ = admin.CoreV1().PersistentVolumeClaims("default").Delete(context.Background(), claim, metav1.DeleteOptions{})
-		if t.Failed() {
-			t.Logf("provisioner log:\n%s", provisionerOut.String())
-		}
 	})
 
 	// Provisioned and bound: a PV of the driver, made by the provisioner.
@@ -166,12 +164,15 @@ spec:
 	// Volume stats: the driver's NodeGetVolumeStats, with the claim.
 	checkCSIVolumeStats(t, a, p1, claim)
 
-	// Online expansion, the test as external-resizer: the claim asks for
-	// 2Mi, the "resizer" grows the PV and leaves the claim
-	// NodeResizePending; at the pod's next sync (here made at once by a
-	// change of the pod) the agent expands on the node and the claim gets
-	// its new capacity.
+	// Online expansion: the claim asks for 2Mi; external-resizer expands
+	// the volume in the controller (ControllerExpandVolume), grows the PV
+	// and leaves the claim NodeResizePending; at the pod's next sync (here
+	// made at once by a change of the pod) the agent expands on the node
+	// and the claim gets its new capacity.
 	expandClaim(t, a, claim, pvName, p1.Name)
+	if !strings.Contains(ctrl.log(t, "hostpath"), "controller-expanded volume "+handle) {
+		t.Errorf("the driver's controller was not asked to expand:\n%s", ctrl.log(t, "hostpath"))
+	}
 	if !strings.Contains(a.logOf(cp.pod, "driver", 0), "expanded "+handle) {
 		t.Errorf("the driver was not asked to expand:\n%s", a.logOf(cp.pod, "driver", 0))
 	}
@@ -216,8 +217,16 @@ spec:
 		t.Errorf("PV %s stays after its claim is deleted: %v", pvName, err)
 	}
 	waitGone(t, filepath.Join(cp.data, "volumes", handle))
-	if left, err := testenv.MountsUnder(filepath.Join(cp.root, "pods"), filepath.Join(cp.root, "plugins", "kubernetes.io")); err != nil || len(left) > 0 {
-		t.Errorf("mounts left: %v (%v)", left, err)
+	// (The controller's pod runs on the node still, with its token's mount.)
+	left, err := testenv.MountsUnder(filepath.Join(cp.root, "pods"), filepath.Join(cp.root, "plugins", "kubernetes.io"))
+	var stale []string
+	for _, m := range left {
+		if !strings.Contains(m, filepath.Join(cp.root, "pods", string(ctrl.pod))+"/") {
+			stale = append(stale, m)
+		}
+	}
+	if err != nil || len(stale) > 0 {
+		t.Errorf("mounts left: %v (%v)", stale, err)
 	}
 	vas, err := admin.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -281,92 +290,168 @@ func podVolumeStats(t *testing.T, a *agent, p *corev1.Pod, name string) *statsap
 	return vs
 }
 
-// runCSIProvisioner builds hack/csiprovisioner (a Go module of its own)
-// and runs it against the cluster for driver until the test ends; its
-// output is returned.
-func runCSIProvisioner(t *testing.T, env *testenv.Env, driver, endpoint string) *syncBuffer {
+// csiControllerRef is the image of the CSI driver's controller Deployment
+// (hack/csi-sidecars/controller.yaml): internal/testing/csihostpath and
+// kubernetes-csi's external-provisioner and external-resizer, which
+// hack/build-csi-sidecars.sh builds from their pinned modules.
+const csiControllerRef = "docker.io/nodeagent/csi-controller:e2e"
+
+// csiController is the driver's controller deployed by deployCSIController.
+type csiController struct {
+	namespace string
+	pod       types.UID // its pod
+	env       *testenv.Env
+}
+
+// log is the named container's log (the hostpath driver's controller,
+// csi-provisioner or csi-resizer).
+func (c csiController) log(t *testing.T, container string) string {
+	out, err := kubectlOut(t, c.env, "-n", c.namespace, "logs", "deployment/csi-controller", "-c", container, "--tail=200")
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	return out
+}
+
+// deployCSIController deploys cp's driver's controller as an operator does
+// (hack/csi-sidecars/controller.yaml: a one-replica Deployment on the
+// test's node holding the driver's controller service, external-
+// provisioner and external-resizer on a shared socket, with upstream's
+// RBAC for its ServiceAccount) in a namespace of its own, and waits for
+// its pod to run. It is removed when the test ends.
+func deployCSIController(t *testing.T, a *agent, rt *runtime.Runtime, cp csiPlugin) csiController {
 	t.Helper()
+	ctx := context.Background()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "csiprovisioner")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = filepath.Join(root, "hack", "csiprovisioner")
-	build.Env = append(os.Environ(), "GOWORK=off") // the environment make gives every go command (hack/build.sh --goenv): client-go and gRPC compiled once for both
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building hack/csiprovisioner: %v\n%s", err, out)
+	files := []testimage.File{
+		testimage.Dir("bin", 0o755), testimage.Dir("tmp", 0o1777), testimage.Dir("dev", 0o755), testimage.Dir("proc", 0o755), testimage.Dir("sys", 0o755),
+		testimage.Dir("etc", 0o755), testimage.Reg("bin/csihostpath", 0o755, cp.exe),
 	}
-	out := &syncBuffer{}
-	cmd := exec.Command(bin, "-kubeconfig", env.AdminKubeconfig, "-driver", driver, "-endpoint", endpoint)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	for _, n := range []string{"csi-provisioner", "csi-resizer"} {
+		b, err := os.ReadFile(filepath.Join(root, "_output", "bin", n))
+		if err != nil {
+			t.Fatalf("%s is built by hack/build-csi-sidecars.sh (make csi-sidecars): %v", n, err)
+		}
+		files = append(files, testimage.Reg("bin/"+n, 0o755, b))
+	}
+	img, err := testimage.Spec{Ref: csiControllerRef, Files: files, Entrypoint: []string{"/bin/csihostpath"}}.Archive()
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	if _, err := rt.ImportImage(ctx, bytes.NewReader(img)); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := os.ReadFile(filepath.Join(root, "hack", "csi-sidecars", "controller.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(a.env.APIServerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(a.node))
+	ns := fmt.Sprintf("csi-%x", sum[:6])
+	manifests := "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + ns + "}\n---\n" + strings.NewReplacer(
+		"${NAMESPACE}", ns, "${NAME}", ns, "${DRIVER}", cp.driver, "${NODE}", a.node, "${DATADIR}", cp.data,
+		"${IMAGE}", csiControllerRef, "${APIHOST}", u.Hostname(), "${APIPORT}", u.Port(),
+	).Replace(string(tmpl))
+	c := csiController{namespace: ns, env: a.env}
+	// Before the agent's cleanup deletes the node's pods (the Deployment
+	// would make another): cleanups run last first.
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+		if t.Failed() {
+			for _, n := range []string{"hostpath", "csi-provisioner", "csi-resizer"} {
+				t.Logf("controller's %s log:\n%s", n, c.log(t, n))
+			}
+		}
+		kubectlStdin(t, a.env, manifests, "delete", "--ignore-not-found", "--wait=false", "--grace-period=1", "-f", "-")
+		// The agent tears the pod down (its token's mount) before the
+		// plugin's cleanup looks for leftovers under rootDir.
+		if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			l, err := a.env.Admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(l.Items) == 0, nil
+		}); err != nil {
+			t.Errorf("the CSI controller's pod is still there 30s after its deletion")
 		}
 	})
-	return out
+	kubectl(t, a.env, manifests, "apply", "-f", "-")
+	deployed := time.Now()
+	p := waitNamespacedPod(t, a.env, ns, "app.kubernetes.io/name=csi-controller", 90*time.Second, "Running on "+a.node, func(p *corev1.Pod) bool {
+		return p.Spec.NodeName == a.node && p.DeletionTimestamp == nil && running(p)
+	})
+	t.Logf("CSI controller %s/%s Running %.1fs after it was deployed", ns, p.Name, time.Since(deployed).Seconds())
+	c.pod = p.UID
+	return c
 }
 
 // expandClaim resizes claim (bound to pvName, used by pod) from 1Mi to
-// 2Mi playing external-resizer's part (the PV's capacity, the claim's
-// allocatedResources and NodeResizePending, FileSystemResizePending), then
-// changes the pod so that the agent syncs it, and waits (30 s at most) for
-// the claim's status as kubelet leaves it: capacity 2Mi, no storage entry
-// in allocatedResourceStatuses, no resize condition.
+// 2Mi: the claim's request is raised; kube-controller-manager's expand
+// controller hands it to external-resizer, which expands the volume in the
+// driver's controller and leaves the PV's capacity 2Mi and the claim
+// NodeResizePending (allocatedResources 2Mi, FileSystemResizePending)
+// (60 s at most). Then it changes the pod so that the agent syncs it, and
+// waits (30 s at most) for the claim's status as kubelet leaves it:
+// capacity 2Mi, no storage entry in allocatedResourceStatuses, no resize
+// condition.
 func expandClaim(t *testing.T, a *agent, claim, pvName, pod string) {
 	t.Helper()
 	ctx := context.Background()
 	admin := a.env.Admin
 	two := resource.MustParse("2Mi")
-	pvc, err := admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = two
-	if _, err = admin.CoreV1().PersistentVolumeClaims("default").Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pv, err := admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		pv.Spec.Capacity[corev1.ResourceStorage] = two
-		_, err = admin.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// kube-controller-manager's expand controller annotates the claim for
-	// the external resizer meanwhile: retried on a conflict.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		pvc, err := admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		pvc.Status.AllocatedResources = corev1.ResourceList{corev1.ResourceStorage: two}
-		pvc.Status.AllocatedResourceStatuses = map[corev1.ResourceName]corev1.ClaimResourceStatus{corev1.ResourceStorage: corev1.PersistentVolumeClaimNodeResizePending}
-		pvc.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimFileSystemResizePending, Status: corev1.ConditionTrue}}
-		_, err = admin.CoreV1().PersistentVolumeClaims("default").UpdateStatus(ctx, pvc, metav1.UpdateOptions{})
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = two
+		_, err = admin.CoreV1().PersistentVolumeClaims("default").Update(ctx, pvc, metav1.UpdateOptions{})
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+	pvc, pv := &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		gotClaim, err := admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		gotPV, err := admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pvc, pv = gotClaim, gotPV
+		c, al := pv.Spec.Capacity[corev1.ResourceStorage], pvc.Status.AllocatedResources[corev1.ResourceStorage]
+		return c.Cmp(two) == 0 && al.Cmp(two) == 0 &&
+			pvc.Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimNodeResizePending, nil
+	}); err != nil {
+		t.Fatalf("external-resizer did not leave the claim NodeResizePending with a 2Mi PV within 60s: claim %+v, PV capacity %v", pvc.Status, pv.Spec.Capacity)
+	}
+	// Its Event, by its name and the driver's (events are recorded
+	// asynchronously: waited for, 20 s at most).
+	resizer := "external-resizer " + pv.Spec.CSI.Driver
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		evs, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + claim})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "FileSystemResizeRequired" && e.Source.Component == resizer {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Errorf("no FileSystemResizeRequired Event from %q on claim %s", resizer, claim)
 	}
 	if _, err := admin.CoreV1().Pods("default").Patch(ctx, pod, types.MergePatchType, []byte(`{"metadata":{"annotations":{"e2e/resized":"2Mi"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var last *corev1.PersistentVolumeClaim
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
 		last, err = admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, claim, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

@@ -245,6 +245,7 @@ type csiPlugin struct {
 	driver string      // the driver's name (and its CSIDriver's)
 	name   string      // the plugin pod
 	pod    *corev1.Pod // the plugin pod, Running
+	exe    []byte      // the csihostpath program
 }
 
 // deployCSIPlugin builds internal/testing/csihostpath's image, creates its
@@ -335,7 +336,7 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool) c
 		}
 	})
 
-	return csiPlugin{root: root, data: data, driver: driver, name: plugin, pod: pp}
+	return csiPlugin{root: root, data: data, driver: driver, name: plugin, pod: pp, exe: exe}
 }
 
 // csiClaim makes a PV of driver with volume handle handle, pre-bound to

@@ -256,10 +256,13 @@ if [ -n "$build_only" ]; then
   printf '%s\n' "$suite" "$ginkgo" "$images"
   exit 0
 fi
-# The stand-in CSI host-path driver, registrar and provisioner for the
-# upstream storage specs (CONFORMANCE_STORAGE=0 leaves them out): static,
-# since their image has nothing else; Go's build cache keeps them.
-# Only with the node set (make test's).
+# The CSI driver for the upstream storage specs (CONFORMANCE_STORAGE=0
+# leaves it out): the stand-in host-path driver and registrar
+# (internal/testing/csihostpath), and kubernetes-csi's external-provisioner
+# and external-resizer from their pinned modules (hack/build-csi-sidecars.sh:
+# cached, a copy when warm; make test starts its cold build beside go test).
+# Static, since their image has nothing else; Go's build cache keeps the
+# driver. Only with the node set (make test's).
 storage=${CONFORMANCE_STORAGE:-1}
 storage_left_out=
 if [ "$set" != node ]; then
@@ -273,9 +276,10 @@ if [ "$storage" != 0 ]; then
   csidir=$root/_output/conformance-csi
   mkdir -p "$csidir"
   CGO_ENABLED=0 go build -o "$csidir/csihostpath" ./internal/testing/csihostpath/cmd/csihostpath
-  (cd hack/csiprovisioner && GOWORK=off CGO_ENABLED=0 go build -o "$csidir/csiprovisioner" .)
+  nice -n 10 hack/build-csi-sidecars.sh || die "building external-provisioner and external-resizer failed"
+  cp -f "$root/_output/bin/csi-provisioner" "$root/_output/bin/csi-resizer" "$csidir/"
   import_args+=(--csi "$csidir")
-  log "stand-in CSI driver and provisioner built in $(( $(now) - s ))s"
+  log "CSI driver (stand-in), external-provisioner and external-resizer built in $(( $(now) - s ))s"
 fi
 go build -o "$root/_output/bin/importimage" ./hack/importimage
 go build -o "$root/_output/bin/ratchet" ./hack/conformance/ratchet
@@ -415,7 +419,9 @@ stop_containerd() {
   kill -KILL "$ctrd_pid" 2>/dev/null || true
   wait "$ctrd_pid" 2>/dev/null || true
 }
-csipod= csins=nodeagent-csi csidriver=hostpath.csi.k8s.io
+csipod= csins=nodeagent-csi csidriver=hostpath.csi.k8s.io csictl=
+# Without the CSI driver's pods: its node plugin and its controller's.
+not_csi() { grep -vx "pod/$csipod" | grep -v '^pod/csi-controller-' || true; }
 cleanup() {
   local rc=$?
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
@@ -423,10 +429,11 @@ cleanup() {
     # (and detach them from the bridge) before it goes. The CSI driver goes
     # last: the agent needs it to unpublish the specs' volumes.
     for _ in $(seq 120); do
-      [ -z "$(kubectl get pods -A --field-selector spec.nodeName="$node" -o name 2>/dev/null | grep -vx "pod/$csipod")" ] && break
+      [ -z "$(kubectl get pods -A --field-selector spec.nodeName="$node" -o name 2>/dev/null | not_csi)" ] && break
       sleep 0.5
     done
     if [ -n "$csipod" ]; then
+      kubectl -n "$csins" delete deployment csi-controller --ignore-not-found --wait=false >/dev/null 2>&1 || true
       kubectl -n "$csins" delete pod "$csipod" --ignore-not-found --wait=false >/dev/null 2>&1 || true
       for _ in $(seq 60); do
         [ -z "$(kubectl get pods -A --field-selector spec.nodeName="$node" -o name 2>/dev/null)" ] && break
@@ -446,6 +453,7 @@ cleanup() {
   if [ -n "$csipod" ]; then
     kubectl delete namespace "$csins" --ignore-not-found --wait=false >/dev/null 2>&1 || true
     kubectl delete csidriver "$csidriver" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+    [ -z "$csictl" ] || kubectl delete -f "$csictl" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   fi
   kubectl -n kube-node-lease delete lease "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   ip link del "$bridge" 2>/dev/null || true
@@ -594,15 +602,17 @@ done
 log "Lease kube-node-lease/$node owned by its Node $(( $(now) - s ))s after start"
 
 # 3b. The CSI driver of the storage specs, deployed as an operator deploys
-# the host-path driver: a CSIDriver object and a privileged pod on the node
-# with the node plugin (a Bidirectional mount of rootDir), the registrar
-# (kubelet's plugin registration) and the provisioner (external-
-# provisioner's and, with -resizer, external-resizer's part, through the
-# admin kubeconfig on the host network,
-# since the API server listens on the host's loopback). The stand-ins are
-# internal/testing/csihostpath and hack/csiprovisioner (the kubernetes-csi
-# modules are not served here); hack/conformance/storage-testdriver.yaml
-# describes the driver to the specs.
+# the host-path driver: a CSIDriver object; a privileged pod on the node
+# with the node plugin (a Bidirectional mount of rootDir) and the registrar
+# (kubelet's plugin registration); and the controller, a Deployment
+# (hack/csi-sidecars/controller.yaml) holding the driver's controller
+# service beside kubernetes-csi's external-provisioner and
+# external-resizer, with upstream's RBAC for its ServiceAccount (in-cluster
+# configuration; host network, since the API server listens on the host's
+# loopback). The driver and registrar are stand-ins
+# (internal/testing/csihostpath: csi-driver-host-path and
+# node-driver-registrar are not served by the module proxy here);
+# hack/conformance/storage-testdriver.yaml describes the driver to the specs.
 storage_args=()
 if [ "$storage" != 0 ]; then
   s=$(now)
@@ -634,7 +644,6 @@ spec:
   volumes:
   - {name: root, hostPath: {path: $csiroot, type: Directory}}
   - {name: data, hostPath: {path: $work/csi-data, type: DirectoryOrCreate}}
-  - {name: kubeconfig, hostPath: {path: $KUBECONFIG, type: File}}
   containers:
   - name: driver
     image: docker.io/nodeagent/csihostpath:conformance
@@ -648,13 +657,16 @@ spec:
     args: [-mode=registrar, -drivername=$csidriver, -registration-socket=$csiroot/plugins_registry/$csidriver-reg.sock, -kubelet-registration-path=$sock]
     volumeMounts:
     - {name: root, mountPath: $csiroot}
-  - name: provisioner
-    image: docker.io/nodeagent/csihostpath:conformance
-    command: [/bin/csiprovisioner, -kubeconfig=/kubeconfig, -driver=$csidriver, -endpoint=$sock, -resizer]
-    volumeMounts:
-    - {name: root, mountPath: $csiroot}
-    - {name: kubeconfig, mountPath: /kubeconfig, readOnly: true}
 EOF
+  # The controller, its placeholders filled (the rendered file is kept for
+  # the cleanup, which deletes its cluster-wide roles).
+  api=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  api=${api#https://}
+  csictl=$work/csi-controller.yaml
+  sed -e "s|\${NAMESPACE}|$csins|g" -e "s|\${NAME}|$csins-$id|g" -e "s|\${DRIVER}|$csidriver|g" \
+    -e "s|\${NODE}|$node|g" -e "s|\${DATADIR}|$work/csi-data|g" -e "s|\${IMAGE}|docker.io/nodeagent/csihostpath:conformance|g" \
+    -e "s|\${APIHOST}|${api%:*}|g" -e "s|\${APIPORT}|${api##*:}|g" "$root/hack/csi-sidecars/controller.yaml" >"$csictl"
+  kubectl apply -f "$csictl" >/dev/null
   until kubectl get csinode "$node" -o jsonpath='{.spec.drivers[*].name}' 2>/dev/null | grep -qw "$csidriver"; do
     kill -0 "$pid" 2>/dev/null || die "nodeagent exited before the CSI driver registered"
     [ "$(now)" -lt "$(( s + 90 ))" ] || {
@@ -664,6 +676,15 @@ EOF
     sleep 0.5
   done
   log "CSI driver $csidriver registered on node $node $(( $(now) - s ))s after its pod was made"
+  until [ "$(kubectl -n "$csins" get pods -l app.kubernetes.io/name=csi-controller -o jsonpath='{.items[*].status.containerStatuses[*].ready}' 2>/dev/null)" = "true true true" ]; do
+    kill -0 "$pid" 2>/dev/null || die "nodeagent exited before the CSI controller ran"
+    [ "$(now)" -lt "$(( s + 120 ))" ] || {
+      kubectl -n "$csins" describe pods -l app.kubernetes.io/name=csi-controller >&2 || true
+      die "the CSI controller (external-provisioner, external-resizer) is not running 120s after it was made"
+    }
+    sleep 0.5
+  done
+  log "CSI controller (external-provisioner, external-resizer) running $(( $(now) - s ))s after its Deployment was made"
   # Some storage specs look into the node's pod directories (through a
   # privileged host-exec pod): they are under the agent's rootDir.
   storage_args=(--storage.testdriver "$root/hack/conformance/storage-testdriver.yaml" --kubelet-root-dir "$csiroot")
@@ -692,8 +713,11 @@ mkdir -p "$root/_output/conformance"
 cp "$work/results.jsonl" "$root/_output/conformance/results.jsonl"
 cp "$work/agent.log" "$root/_output/conformance/agent.log"
 if [ -n "$csipod" ]; then
-  for c in driver registrar provisioner; do
+  for c in driver registrar; do
     kubectl -n "$csins" logs "$csipod" -c "$c" >"$root/_output/conformance/csi-$c.log" 2>&1 || true
+  done
+  for c in hostpath csi-provisioner csi-resizer; do
+    kubectl -n "$csins" logs deployment/csi-controller -c "$c" >"$root/_output/conformance/csi-controller-$c.log" 2>&1 || true
   done
 fi
 

@@ -15,10 +15,10 @@ cp = root + "/hack/controlplane"
 PLAN = [
     ("agent (hack/build.sh)", root, "0", "grpcnotrace", False, ["./cmd/nodeagent", "./cmd/nodeagent-container-logger"]),
     ("go vet + go test ./... (with tests)", root, "0", "grpcnotrace", True, ["./..."]),
-    ("hack/csiprovisioner", root + "/hack/csiprovisioner", "0", "grpcnotrace", False, ["."]),
     ("control plane (4 binaries)", cp, "0", "", False, ["k8s.io/kubernetes/cmd/" + b for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")]),
     ("sample device plugin", cp, "0", "", False, ["k8s.io/kubernetes/test/images/sample-device-plugin"]),
     ("metrics-server (own module)", root + "/hack/metrics-server", "0", "", False, ["sigs.k8s.io/metrics-server/cmd/metrics-server"]),
+    ("external-provisioner, external-resizer (own module)", root + "/hack/csi-sidecars", "0", "", False, ["github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner", "github.com/kubernetes-csi/external-resizer/cmd/csi-resizer"]),
     ("conformance suite + ginkgo", cp, "0", "", True, ["./conformance", "github.com/onsi/ginkgo/v2/ginkgo"]),
     ("agnhost, nonewprivs", cp, "0", "", False, ["k8s.io/kubernetes/test/images/agnhost", "k8s.io/kubernetes/test/images/nonewprivs"]),
     ("kubeadm", cp, "0", "", False, ["k8s.io/kubernetes/cmd/kubeadm"]),

@@ -1,7 +1,7 @@
 // Package csihostpath is a small CSI node plugin and registrar for tests,
 // in the shape of the CSI host-path driver (kubernetes-csi
 // csi-driver-host-path) and node-driver-registrar, whose Go modules the
-// module proxy here does not serve: a volume is a directory under a data
+// module proxy here does not serve (docs/storage.md): a volume is a directory under a data
 // directory, staged with a bind mount at the staging path and published
 // with a bind mount (read-only when asked) at the target path; inline
 // (ephemeral) volumes get a directory of their own, removed at unpublish.
@@ -11,11 +11,13 @@
 // the target file.
 // As the host-path driver it serves the Controller service too
 // (CreateVolume makes the volume's directory, DeleteVolume removes it), for
-// a dynamic provisioner (package csiprovisioner) to call, and reports
+// kubernetes-csi's external-provisioner to call (hack/csi-sidecars runs
+// it beside the driver's controller, cmd/csihostpath -mode=controller),
+// and reports
 // volume stats (NodeGetVolumeStats: the statfs of the volume's filesystem,
 // its used bytes and inodes counted in the volume's directory; a block
-// volume's size), and expands volumes (ControllerExpandVolume, for the
-// resizer of package csiprovisioner, and NodeExpandVolume).
+// volume's size), and expands volumes (ControllerExpandVolume, for
+// kubernetes-csi's external-resizer, and NodeExpandVolume).
 // The registrar serves kubelet's plugin-registration API on a socket in
 // <rootDir>/plugins_registry and, as node-driver-registrar, exits when the
 // node agent reports that the registration failed.

@@ -1,5 +1,9 @@
 // Command csihostpath runs package csihostpath's CSI node plugin
-// (-mode=driver) or its registrar (-mode=registrar) until SIGTERM, then
+// (-mode=driver: the Identity, Node and Controller services), its
+// controller (-mode=controller: Identity and Controller, for the
+// controller Deployment's external-provisioner and external-resizer,
+// hack/csi-sidecars/controller.yaml) or its registrar (-mode=registrar)
+// until SIGTERM, then
 // removes its socket (a registrar's socket going away deregisters the
 // driver).
 package main
@@ -21,7 +25,7 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "driver", "driver or registrar")
+	mode := flag.String("mode", "driver", "driver, controller or registrar")
 	name := flag.String("drivername", "hostpath.csi.k8s.io", "the CSI driver's name")
 	endpoint := flag.String("endpoint", "", "driver: the socket to serve CSI on")
 	nodeID := flag.String("nodeid", "", "driver: the node ID (and topology value)")
@@ -38,6 +42,10 @@ func main() {
 		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100}
 		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterNodeServer(s, d)
+		csipb.RegisterControllerServer(s, d)
+	case "controller":
+		d := &csihostpath.Driver{Name: *name, DataDir: *dataDir}
+		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterControllerServer(s, d)
 	case "registrar":
 		sock = *regSocket
