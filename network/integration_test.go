@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -362,6 +363,13 @@ func freeHostPort(t *testing.T) int32 {
 }
 
 // hostState is what pods could leave behind on the host.
+// hostState is what the test's network has on the host: links are the
+// bridge's ports (its brif), iptables the rules that name the test's network
+// and the rules and declarations of the CNI- chains those rules jump to (not
+// portmap's shared CNI-HOSTPORT-* chains). The host's other links and rules
+// are left out: other tests and other agents on the machine change them
+// meanwhile (a veth of another package's pod once failed a diff of every
+// link).
 type hostState struct {
 	links    []string
 	iptables []string
@@ -372,13 +380,7 @@ type hostState struct {
 func snapshot(t *testing.T, f *fixture) hostState {
 	t.Helper()
 	var s hostState
-	ifs, err := net.Interfaces()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, i := range ifs {
-		s.links = append(s.links, i.Name)
-	}
+	s.links = bridgePorts(t, f.cni.Bridge)
 	for _, cmd := range []string{"iptables-save", "ip6tables-save"} {
 		if _, err := exec.LookPath(cmd); err != nil {
 			continue
@@ -387,6 +389,8 @@ func snapshot(t *testing.T, f *fixture) hostState {
 		if err != nil {
 			t.Fatalf("%s: %v", cmd, err)
 		}
+		var lines []string
+		chains := map[string]bool{}
 		for _, l := range strings.Split(string(out), "\n") {
 			if strings.HasPrefix(l, "#") || l == "" {
 				continue
@@ -396,7 +400,25 @@ func snapshot(t *testing.T, f *fixture) hostState {
 					l = l[:i]
 				}
 			}
-			s.iptables = append(s.iptables, cmd+" "+l)
+			lines = append(lines, l)
+			if !strings.Contains(l, f.cni.Name) {
+				continue
+			}
+			fs := strings.Fields(l)
+			for j := 0; j+1 < len(fs); j++ {
+				if (fs[j] == "-A" || fs[j] == "-j") && strings.HasPrefix(fs[j+1], "CNI-") && !strings.HasPrefix(fs[j+1], "CNI-HOSTPORT-") {
+					chains[fs[j+1]] = true
+				}
+			}
+		}
+		for _, l := range lines {
+			fs := strings.Fields(strings.TrimPrefix(l, ":"))
+			own := strings.Contains(l, f.cni.Name) ||
+				(len(fs) > 0 && strings.HasPrefix(l, ":") && chains[fs[0]]) ||
+				(len(fs) > 1 && fs[0] == "-A" && chains[fs[1]])
+			if own {
+				s.iptables = append(s.iptables, cmd+" "+l)
+			}
 		}
 	}
 	entries, _ := os.ReadDir(filepath.Join(f.cni.DataDir, f.cni.Name))
@@ -615,7 +637,7 @@ func TestTearDownAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	veths := hostVeths(t)
+	veths := bridgePorts(t, f.cni.Bridge)
 
 	n2 := f.network()
 	if got, err := n2.Attached(); err != nil || len(got) != 1 || got[0] != pod.UID {
@@ -628,7 +650,7 @@ func TestTearDownAfterRestart(t *testing.T) {
 	if !again.Cached || !slices.EqualFunc(again.IPs, res.IPs, net.IP.Equal) {
 		t.Fatalf("SetUp after restart: %+v, want the cached %v", again, res.IPs)
 	}
-	if got := hostVeths(t); !slices.Equal(got, veths) {
+	if got := bridgePorts(t, f.cni.Bridge); !slices.Equal(got, veths) {
 		t.Fatalf("SetUp after restart changed the veths: %v -> %v", veths, got)
 	}
 
@@ -667,17 +689,21 @@ func (f *fixture) network2() *Network {
 	return n
 }
 
-func hostVeths(t *testing.T) []string {
+// bridgePorts lists the interfaces on the test's bridge (the pods' host-side
+// veths), sorted; none while the bridge does not exist. Only the test's own:
+// other tests and agents on the machine add and remove veths meanwhile.
+func bridgePorts(t *testing.T, bridge string) []string {
 	t.Helper()
-	out, err := exec.Command("ip", "-o", "link", "show", "type", "veth").Output()
+	entries, err := os.ReadDir(filepath.Join("/sys/class/net", bridge, "brif"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if fs := strings.Fields(l); len(fs) > 1 {
-			names = append(names, strings.TrimSuffix(fs[1], ":"))
-		}
+	for _, e := range entries {
+		names = append(names, e.Name())
 	}
 	slices.Sort(names)
 	return names
@@ -759,7 +785,7 @@ esac
 	f.reg = prometheus.NewRegistry()
 	n := f.network()
 	pod, path := f.pod("failing")
-	veths := hostVeths(t)
+	veths := bridgePorts(t, f.cni.Bridge)
 	_, err := n.SetUp(context.Background(), pod, path, Options{})
 	if err == nil || errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "injected failure") || !strings.Contains(err.Error(), `type="failing"`) {
 		t.Fatalf("SetUp with a failing plugin: %v", err)
@@ -768,7 +794,7 @@ esac
 	if s := snapshot(t, f); len(s.reserved) != 0 {
 		t.Fatalf("reservations after the failed ADD: %v", s.reserved)
 	}
-	if got := hostVeths(t); !slices.Equal(got, veths) {
+	if got := bridgePorts(t, f.cni.Bridge); !slices.Equal(got, veths) {
 		t.Fatalf("veths after the failed ADD: %v, before %v", got, veths)
 	}
 	if got := ifaceIPs(t, path); len(got) != 0 {
@@ -1165,7 +1191,7 @@ esac
 	if got, err := f.network().Attached(); err != nil || len(got) != 1 || got[0] != pod.UID {
 		t.Fatalf("Attached after the kill = %v, %v; want the killed pod", got, err)
 	}
-	if len(hostVeths(t)) == 0 {
+	if len(bridgePorts(t, f.cni.Bridge)) == 0 {
 		t.Fatal("no veth after the kill: the plugins before the last did not run")
 	}
 
