@@ -401,7 +401,8 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 // (in that order); run starts the agent's components in this order, the one
 // place that decides it:
 //
-//  1. the agent's own oom_score_adj (before anything can use memory);
+//  1. the agent's own oom_score_adj (before anything can use memory), and
+//     the Go runtime's memory limit below its cgroup's (memlimit.go);
 //  2. the health server (/healthz, /livez, /readyz, /metrics, /events) and
 //     the node API's listener: a port that cannot be bound fails the start
 //     before any loop runs;
@@ -428,6 +429,7 @@ func (a *agent) run(ctx context.Context) error {
 		"statusUpdate", a.cfg.NodeStatusUpdateFrequency.Duration, "statusReport", a.cfg.NodeStatusReportFrequency.Duration)
 	// 1.
 	a.protectFromOOMKiller()
+	a.limitGoMemory()
 	// 2.
 	srv, err := a.startServer()
 	if err != nil {

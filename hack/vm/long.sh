@@ -123,6 +123,41 @@ EOF
 	log "ok: NodeConformance against $NODE as the ratchet judges it ($CONFORMANCE_SECONDS s)"
 }
 
+# hold_unit_stats: one line from the guest: MemAvailable (MiB), the agent
+# unit's memory.current, memory.events high, memory.pressure some avg10 and
+# avg60, cpu.stat usage_usec.
+hold_unit_stats() {
+	local unit=/sys/fs/cgroup/system.slice/nodeagent.service
+	g -t 60 "echo \$(awk '/^MemAvailable:/ { print int(\$2 / 1024) }' /proc/meminfo) \$(cat $unit/memory.current) \$(awk '\$1 == \"high\" { print \$2 }' $unit/memory.events) \$(awk '/^some/ { sub(\"avg10=\", \"\", \$2); sub(\"avg60=\", \"\", \$3); print \$2, \$3 }' $unit/memory.pressure) \$(awk '\$1 == \"usage_usec\" { print \$2 }' $unit/cpu.stat)"
+}
+
+# hold_diagnose: what a stalled batch leaves in $HOLD_OUT: the pods, the
+# events of those not Ready, the agent's and containerd's journals, the
+# agent unit's memory files, containerd's tasks, the guest's memory.
+hold_diagnose() {
+	k get -n hold pods -o wide >"$HOLD_OUT/pods.txt" 2>&1
+	k get -n hold events --sort-by=.lastTimestamp >"$HOLD_OUT/events.txt" 2>&1
+	k get node "$NODE" -o yaml >"$HOLD_OUT/node.yaml" 2>&1
+	k get --raw "/api/v1/nodes/$NODE/proxy/metrics" >"$HOLD_OUT/metrics.txt" 2>&1
+	local p
+	for p in $(k get -n hold pods -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | awk '$2 != "True" { print $1 }'); do
+		k describe -n hold pod "$p"
+	done >"$HOLD_OUT/not-ready.txt" 2>&1
+	g -t 300 "$(
+		cat <<'EOF'
+u=/sys/fs/cgroup/system.slice/nodeagent.service
+for f in memory.current memory.high memory.max memory.events memory.pressure memory.stat cpu.stat cpu.pressure; do echo "== $f"; cat $u/$f; done
+echo "== /proc/meminfo"; cat /proc/meminfo
+echo "== /proc/pressure/memory"; cat /proc/pressure/memory
+echo "== /proc/pressure/cpu"; cat /proc/pressure/cpu
+echo "== ctr tasks, containers"; /usr/local/bin/ctr -n k8s.io task ls | wc -l; /usr/local/bin/ctr -n k8s.io containers ls | wc -l
+echo "== top"; top -b -n 1 | head -n 40
+EOF
+	)" >"$HOLD_OUT/guest-state.txt" 2>&1
+	g -t 300 'journalctl -u nodeagent --no-pager -o short-monotonic' >"$HOLD_OUT/agent-journal.txt" 2>&1
+	g -t 300 'journalctl -u containerd --no-pager -o short-monotonic | tail -n 3000' >"$HOLD_OUT/containerd-journal.txt" 2>&1
+}
+
 # hold_pod NAME: a pause-like sleeper with small requests.
 hold_pod() {
 	vm_pod "$1" "exec sleep 86400" namespace=hold grace=1 requests="{cpu: 1m, memory: 4Mi}" sep=1
@@ -154,17 +189,34 @@ EOF
 	# As many pods as the guest holds, up to $want: batches of 10, until
 	# MemAvailable falls below $minavail MiB.
 	n=0
-	local s=$SECONDS
+	local s=$SECONDS bs nready st
+	HOLD_OUT=$ROOT/_output/vm-hold
+	rm -rf "$HOLD_OUT" && mkdir -p "$HOLD_OUT"
+	local batches=$HOLD_OUT/hold-batches.txt
+	echo "# t_s pods_created pods_ready MemAvailable_MiB memory.current memory.high_events some_avg10 some_avg60 agent_cpu_usec" >"$batches"
 	while ((n < want)); do
 		local batch=$((want - n < 10 ? want - n : 10))
 		for ((i = n; i < n + batch; i++)); do hold_pod "hold-$i"; done | k apply -f - >/dev/null || fail "creating the hold's pods"
 		n=$((n + batch))
-		k wait -n hold --for=condition=Ready pods --all --timeout=600s >/dev/null || {
-			k get -n hold pods -o wide >&2
-			fail "the hold's $n pods did not all become Ready in 600s"
-		}
-		avail=$(g "awk '/^MemAvailable:/ { print int(\$2 / 1024) }' /proc/meminfo") || fail "reading the guest's MemAvailable"
-		log "$n pods Ready ($((SECONDS - s))s); guest MemAvailable ${avail} MiB"
+		# Each batch Ready within 600 s; every 30 s a line with the Ready
+		# count and the agent's memory (so that a stalled batch says where
+		# it stalled and what the agent's cgroup looked like meanwhile).
+		bs=$SECONDS
+		while :; do
+			nready=$(k get -n hold pods -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null | grep -c '^True$') || true
+			st=$(hold_unit_stats) || st="error"
+			echo "$((SECONDS - s)) $n $nready $st" >>"$batches"
+			((nready >= n)) && break
+			if ((SECONDS - bs >= 600)); then
+				log "the hold's batch of $n: $nready Ready after 600s (agent: $st)"
+				hold_diagnose
+				fail "the hold's $n pods did not all become Ready in 600s (diagnostics in $HOLD_OUT)"
+			fi
+			sleep 30
+		done
+		avail=${st%% *}
+		[[ $avail =~ ^[0-9]+$ ]] || fail "reading the guest's MemAvailable and the agent's memory: $st"
+		log "$n pods Ready ($((SECONDS - s))s); guest MemAvailable ${avail} MiB; agent memory.current, high events, PSI some avg10 avg60, cpu usec: ${st#* }"
 		if ((avail < minavail && n < want)); then
 			log "the guest holds $n pods: MemAvailable ${avail} MiB is under ${minavail} MiB, no more"
 			break
@@ -200,7 +252,7 @@ EOF
 	kill "$watch" 2>/dev/null
 	wait "$watch" 2>/dev/null || true # (killed: 143)
 	HOLD_END=$(date -u +%s)
-	mkdir -p "$ROOT/_output/vm-hold" && cp "$samples" "$lease" "$ROOT/_output/vm-hold/"
+	cp "$samples" "$lease" "$HOLD_OUT/"
 
 	# The figures.
 	local psi
