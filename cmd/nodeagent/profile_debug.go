@@ -5,7 +5,9 @@
 // $NODEAGENT_PROFILE_DIR is set, a CPU profile per interval
 // ($NODEAGENT_PROFILE_INTERVAL, default 10s) and a heap profile with the
 // runtime's MemStats at the end of each, named by the interval's start in
-// Unix milliseconds. Release builds do not contain this file, and it adds no
+// Unix milliseconds; $NODEAGENT_MEMPROFILE_RATE sets runtime.MemProfileRate
+// (default 512 KiB: too coarse for a heap of a few MiB; 4096 samples it
+// finely). Release builds do not contain this file, and it adds no
 // endpoint: the agent's own node API has no /debug/pprof (kubelet's
 // enableProfilingHandler) yet.
 package main
@@ -16,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"time"
 )
 
@@ -23,6 +26,9 @@ func init() {
 	dir := os.Getenv("NODEAGENT_PROFILE_DIR")
 	if dir == "" {
 		return
+	}
+	if r, err := strconv.Atoi(os.Getenv("NODEAGENT_MEMPROFILE_RATE")); err == nil && r > 0 {
+		runtime.MemProfileRate = r
 	}
 	every := 10 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("NODEAGENT_PROFILE_INTERVAL")); err == nil && d > 0 {
