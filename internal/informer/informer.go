@@ -8,6 +8,7 @@ package informer
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -25,14 +26,15 @@ type ListWatcher[L runtime.Object] interface {
 // New returns a shared informer of objects like obj over lw, with a
 // namespace index and no resync, restricted to fieldSelector unless it is
 // empty (the Node authorizer lets a node list its own Node by
-// metadata.name and its pods by spec.nodeName).
+// metadata.name and its pods by spec.nodeName). Its cache holds the objects
+// without their managedFields (StripManagedFields).
 //
 // It lists, then watches (watchlist.go keeps client-go's streaming list
 // off). Should that gate be turned on, a client whose type says it has no
 // watch-list semantics (client-go's fakes, IsWatchListSemanticsUnSupported)
 // still gets list-then-watch.
 func New[L runtime.Object](lw ListWatcher[L], fieldSelector string, obj runtime.Object) cache.SharedIndexInformer {
-	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			if fieldSelector != "" {
 				o.FieldSelector = fieldSelector
@@ -46,4 +48,22 @@ func New[L runtime.Object](lw ListWatcher[L], fieldSelector string, obj runtime.
 			return lw.Watch(ctx, o)
 		},
 	}, lw), obj, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	// Only fails once the informer has started.
+	_ = inf.SetTransform(StripManagedFields)
+	return inf
+}
+
+// StripManagedFields is a cache.TransformFunc that drops an object's
+// managedFields before the informer stores it. The agent reads none of
+// them (it writes status with patches, never an Update of a cached
+// object), and they are a large share of a stored Pod or Node: one entry
+// per field manager (the creator, the scheduler's binding, each status
+// writer), each a JSON set of every field it owns. Idempotent, as client-go
+// asks; anything without object metadata (a DeletedFinalStateUnknown
+// tombstone) passes unchanged.
+func StripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
 }

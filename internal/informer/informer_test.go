@@ -85,3 +85,56 @@ func TestInformersListThenWatch(t *testing.T) {
 		t.Error("InformerResourceVersion (GA, on) is off")
 	}
 }
+
+// managed lists one pod with two field managers' entries.
+type managed struct{ recorder }
+
+func (m *managed) List(ctx context.Context, o metav1.ListOptions) (*v1.PodList, error) {
+	l, err := m.recorder.List(ctx, o)
+	for i := range l.Items {
+		l.Items[i].ManagedFields = []metav1.ManagedFieldsEntry{
+			{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}},
+			{Manager: "nodeagent", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}},
+		}
+		l.Items[i].Labels = map[string]string{"app": "a"}
+	}
+	return l, err
+}
+
+func TestNewStoresObjectsWithoutManagedFields(t *testing.T) {
+	inf := New[*v1.PodList](&managed{}, "", &v1.Pod{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go inf.Run(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+	obj, ok, err := inf.GetStore().GetByKey("ns/p")
+	if err != nil || !ok {
+		t.Fatalf("pod ns/p not in the store: %v", err)
+	}
+	p := obj.(*v1.Pod)
+	if p.ManagedFields != nil {
+		t.Errorf("stored pod keeps %d managedFields entries, want none", len(p.ManagedFields))
+	}
+	if p.Labels["app"] != "a" {
+		t.Errorf("stored pod lost its labels: %v", p.Labels)
+	}
+}
+
+func TestStripManagedFieldsPassesTombstones(t *testing.T) {
+	ts := cache.DeletedFinalStateUnknown{Key: "ns/p"}
+	got, err := StripManagedFields(ts)
+	if err != nil || got != ts {
+		t.Errorf("StripManagedFields(tombstone) = %v, %v; want it unchanged", got, err)
+	}
+	// Idempotent.
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
+	for range 2 {
+		if _, err := StripManagedFields(p); err != nil || p.ManagedFields != nil {
+			t.Fatalf("StripManagedFields left %v, %v", p.ManagedFields, err)
+		}
+	}
+}
