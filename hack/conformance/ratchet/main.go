@@ -55,12 +55,13 @@ import (
 
 // Result is one spec's outcome.
 type Result struct {
-	Name     string  `json:"name"`
-	State    string  `json:"state"`
-	Seconds  float64 `json:"seconds"`
-	Attempts int     `json:"attempts,omitempty"` // ginkgo's NumAttempts; 0 or 1: the first attempt decided
-	Message  string  `json:"message,omitempty"`
-	Location string  `json:"location,omitempty"`
+	Name     string   `json:"name"`
+	State    string   `json:"state"`
+	Seconds  float64  `json:"seconds"`
+	Attempts int      `json:"attempts,omitempty"` // ginkgo's NumAttempts; 0 or 1: the first attempt decided
+	Message  string   `json:"message,omitempty"`
+	Location string   `json:"location,omitempty"`
+	Earlier  []string `json:"earlier,omitempty"` // the failures of the attempts before the last
 }
 
 // Expectation is how a listed spec is known to fail.
@@ -549,6 +550,7 @@ func (v Verdict) Print(w io.Writer) {
 		fmt.Fprintf(w, "\n%d timing-sensitive specs passed on a later attempt:\n", len(v.Retried))
 		for _, r := range v.Retried {
 			fmt.Fprintf(w, "  attempt %d: %s\n", r.Attempts, r.Name)
+			printEarlier(w, r.Earlier)
 		}
 	}
 	if len(v.NowPassing) > 0 {
@@ -573,10 +575,23 @@ func (v Verdict) Print(w io.Writer) {
 			if m := firstLine(p.Message); m != "" {
 				fmt.Fprintf(w, "      %s\n", m)
 			}
+			printEarlier(w, p.Earlier)
 		}
 	}
 	if v.Suite != "" {
 		fmt.Fprintf(w, "\n%s\n", v.Suite)
+	}
+}
+
+// printEarlier writes why the earlier attempts of a retried spec failed:
+// the first lines of each message and where it failed.
+func printEarlier(w io.Writer, earlier []string) {
+	for _, e := range earlier {
+		lines := strings.Split(strings.TrimSpace(e), "\n")
+		if len(lines) > 8 {
+			lines = append(lines[:6], "...", lines[len(lines)-1])
+		}
+		fmt.Fprintf(w, "      earlier attempt: %s\n", strings.Join(lines, "\n        "))
 	}
 }
 

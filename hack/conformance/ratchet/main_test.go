@@ -262,3 +262,21 @@ func TestReadExpected(t *testing.T) {
 		}
 	}
 }
+
+// A spec that passed only on its second attempt says why its first failed,
+// whether the retry is allowed (timing-sensitive) or fails the run.
+func TestPrintShowsEarlierAttempts(t *testing.T) {
+	k, _ := ParseKnown(list)
+	timing := map[string]string{"[sig-node] Slow probe": "late probe"}
+	v := Judge([]Result{
+		{Name: "[sig-node] Slow probe", State: "passed", Attempts: 2, Earlier: []string{"Failure recorded during attempt 1:\nprobe timed out\nat probe.go:10"}},
+		{Name: "[sig-node] Other", State: "passed", Attempts: 2, Earlier: []string{"Failure recorded during attempt 1:\npod \"x\" failed with reason: \"\"\nat pod.go:20"}},
+	}, Inputs{Known: k, Timing: timing, Partial: true})
+	var b strings.Builder
+	v.Print(&b)
+	for _, want := range []string{"earlier attempt: Failure recorded during attempt 1:\n        probe timed out\n        at probe.go:10", `pod "x" failed with reason: ""`, "at pod.go:20"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}

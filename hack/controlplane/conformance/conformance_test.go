@@ -252,6 +252,11 @@ type Result struct {
 	Attempts int     `json:"attempts,omitempty"` // ginkgo's NumAttempts (--flake-attempts); the ratchet counts retries
 	Message  string  `json:"message,omitempty"`  // the failure or skip message
 	Location string  `json:"location,omitempty"` // where it failed
+	// Earlier holds the failures of the attempts before the last (ginkgo's
+	// AdditionalFailures under --flake-attempts), each with where it
+	// failed: a spec that passed on its second attempt still says why its
+	// first one failed.
+	Earlier []string `json:"earlier,omitempty"`
 }
 
 // results returns the outcome of every spec that ran. Specs the focus left
@@ -268,6 +273,9 @@ func results(report types.Report) []Result {
 		r := Result{Name: s.FullText(), State: s.State.String(), Seconds: s.RunTime.Seconds(), Attempts: s.NumAttempts, Message: strings.TrimSpace(s.Failure.Message)}
 		if s.State != types.SpecStatePassed && s.State != types.SpecStateSkipped {
 			r.Location = s.Failure.Location.String()
+		}
+		for _, af := range s.AdditionalFailures {
+			r.Earlier = append(r.Earlier, strings.TrimSpace(af.Failure.Message)+"\nat "+af.Failure.Location.String())
 		}
 		out = append(out, r)
 	}
