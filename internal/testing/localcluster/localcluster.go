@@ -527,14 +527,14 @@ func start(ctx context.Context, o Options) (*State, error) {
 	); err != nil {
 		return s, err
 	}
-	if err := waitFor(ctx, 60*time.Second, s, "kube-node-lease namespace", s.leaseNamespaceExists); err != nil {
+	if err := waitFor(ctx, 60*time.Second, s, "kube-node-lease namespace", s.adminGet("/api/v1/namespaces/kube-node-lease")); err != nil {
 		return s, err
 	}
 	// The default namespace's ServiceAccount, made by the controller
 	// manager's serviceaccount controller a moment after it starts: until
 	// it exists the ServiceAccount admission refuses every pod there (a test
 	// that applied a pod 2 s after up failed so).
-	if err := waitFor(ctx, 60*time.Second, s, "the default ServiceAccount", s.defaultServiceAccountExists); err != nil {
+	if err := waitFor(ctx, 60*time.Second, s, "the default ServiceAccount", s.adminGet("/api/v1/namespaces/default/serviceaccounts/default")); err != nil {
 		return s, err
 	}
 	// The controllers start within a second; a dead one shows up here.
@@ -835,30 +835,20 @@ func (s *State) adminHTTPClient() (*http.Client, error) {
 }
 
 func (s *State) apiserverReady(ctx context.Context) error {
-	c, err := s.adminHTTPClient()
-	if err != nil {
-		return err
-	}
-	defer c.CloseIdleConnections()
-	return httpGet(ctx, c, s.APIServerURL+"/readyz")
+	return s.adminGet("/readyz")(ctx)
 }
 
-func (s *State) leaseNamespaceExists(ctx context.Context) error {
-	c, err := s.adminHTTPClient()
-	if err != nil {
-		return err
+// adminGet returns a waitFor check that GETs path on the API server as the
+// admin and succeeds on 200.
+func (s *State) adminGet(path string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		c, err := s.adminHTTPClient()
+		if err != nil {
+			return err
+		}
+		defer c.CloseIdleConnections()
+		return httpGet(ctx, c, s.APIServerURL+path)
 	}
-	defer c.CloseIdleConnections()
-	return httpGet(ctx, c, s.APIServerURL+"/api/v1/namespaces/kube-node-lease")
-}
-
-func (s *State) defaultServiceAccountExists(ctx context.Context) error {
-	c, err := s.adminHTTPClient()
-	if err != nil {
-		return err
-	}
-	defer c.CloseIdleConnections()
-	return httpGet(ctx, c, s.APIServerURL+"/api/v1/namespaces/default/serviceaccounts/default")
 }
 
 func httpGet(ctx context.Context, c *http.Client, url string) error {
