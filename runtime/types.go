@@ -78,6 +78,12 @@ type Container struct {
 	CreatedAt  time.Time
 	StartedAt  time.Time // zero until started
 	FinishedAt time.Time // zero until exited
+	// Undetermined: a listing could not tell this started container's
+	// state (containerd left its task out, and asking for the task again
+	// failed: its shim did not answer in time). State is then
+	// StateUnknown; it is not an exit: ask again (the PLEG keeps what it
+	// observed last and inspects the container on its own).
+	Undetermined bool
 
 	// CgroupsPath is linux.cgroupsPath of the container's OCI spec: either a
 	// path relative to the cgroup root(s) ("/nodeagent/<pod>/<id>") or, for
