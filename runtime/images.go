@@ -85,6 +85,14 @@ func (r *Runtime) imageInfo(ctx context.Context, img images.Image) (Image, error
 			}
 		}
 	}
+	// Not described: imagesFrom skips an image whose config it could not
+	// read. Out of time (a slow containerd), that says nothing about the
+	// image, which was just read: absent, it would be pulled (pull policy
+	// IfNotPresent; an offline node cannot) or refused (Never). Only an
+	// image that went while there was time is gone.
+	if err := ctx.Err(); err != nil {
+		return Image{}, fmt.Errorf("runtime: image %s: %w", img.Name, convertErr(err))
+	}
 	return Image{}, fmt.Errorf("runtime: image %s: %w: vanished while being inspected", img.Name, ErrNotFound)
 }
 
