@@ -121,10 +121,18 @@ func (r *Runtime) InspectContainer(ctx context.Context, id string) (Container, e
 	if c.Labels[LabelPodUID] == "" {
 		return Container{}, fmt.Errorf("runtime: inspect container %s: %w: not a pod container", id, ErrNotFound)
 	}
+	var out Container
 	if proc == nil && startedWithoutExit(c.Labels) {
-		return r.taskless(ctx, &c)
+		if out, err = r.taskless(ctx, &c); err != nil {
+			return Container{}, err
+		}
+	} else {
+		out = r.containerFrom(ctx, &c, proc)
 	}
-	return r.containerFrom(ctx, &c, proc), nil
+	if out.Undetermined {
+		return Container{}, fmt.Errorf("runtime: inspect task %s: containerd could not tell its state (status unknown)", id)
+	}
+	return out, nil
 }
 
 // startedWithoutExit reports whether a container's labels say it was
@@ -224,7 +232,10 @@ func (r *Runtime) containerFrom(ctx context.Context, c *containers.Container, t 
 				out.Reason = ReasonOOMKilled
 			}
 		default:
-			out.State = StateUnknown
+			// UNKNOWN is what containerd answers when it could not ask
+			// the shim (an error other than not found: a loaded host),
+			// not a state of the container: ask again.
+			out.State, out.Undetermined = StateUnknown, true
 		}
 	}
 	return out

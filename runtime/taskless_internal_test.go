@@ -213,6 +213,27 @@ func TestTasklessStartedContainer(t *testing.T) {
 		}
 	}
 
+	// A task whose status containerd answers UNKNOWN (it could not ask
+	// the shim: containerd 1.6 on a busy shim) is not in a state either.
+	tasks.mu.Lock()
+	tasks.tasks["unknown"] = &tasktypes.Process{ID: "unknown", Status: tasktypes.Status_UNKNOWN}
+	tasks.mu.Unlock()
+	ctrs.mu.Lock()
+	ctrs.labels["unknown"] = labels()
+	ctrs.mu.Unlock()
+	cs, err = r.ListContainers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.ID == "unknown" && (c.State != StateUnknown || !c.Undetermined) {
+			t.Errorf("a task containerd says UNKNOWN: listed %s, undetermined %v; want unknown, undetermined", c.State, c.Undetermined)
+		}
+	}
+	if c, err := r.InspectContainer(ctx, "unknown"); err == nil {
+		t.Errorf("inspecting a task containerd says UNKNOWN: %+v, no error; want an error", c)
+	}
+
 	// An inspection that finds no task first (not created yet when asked)
 	// and the start recorded in the labels read after it asks again.
 	tasks.mu.Lock()
