@@ -50,7 +50,8 @@
 // starts the task): the task is asked for again, and a listing that still
 // cannot tell reports the container Undetermined (StateUnknown), an
 // inspection an error; only a task gone without any record is an exit with
-// code -1 (containers.go, taskless).
+// code -1 (containers.go, taskless). A task status UNKNOWN (containerd could
+// not ask the shim) is undetermined the same way.
 //
 // Subscribe follows containerd's task and container events. The subscription
 // survives containerd restarts: it reconnects with exponential backoff and
