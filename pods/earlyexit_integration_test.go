@@ -122,7 +122,11 @@ spec:
     image: %s
     command: ["sh", "-c", "exit %d"]
 `, tc.name, testimage.Ref, tc.code)
-		if err := os.WriteFile(filepath.Join(dir, tc.name+".yaml"), []byte(manifest), 0o644); err != nil {
+		tmp := filepath.Join(dir, ".tmp")
+		if err := os.WriteFile(tmp, []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, tc.name+".yaml")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,5 +153,19 @@ spec:
 		if cs := pod.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.ExitCode != tc.code || cs[0].RestartCount != 0 {
 			t.Errorf("pod %s: container status %+v, want terminated with exit code %d, no restart", tc.name, cs, tc.code)
 		}
+	}
+	// The pods removed, and what they had on the host with them (their
+	// mounts under the test's directories).
+	for _, tc := range cases {
+		if err := os.Remove(filepath.Join(dir, tc.name+".yaml")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(m.Pods()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pods not removed in 60s: %v", m.Pods())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
