@@ -329,6 +329,10 @@ if [ -z "${SKIP_CONTAINERD_CURRENT:-}" ]; then
   phase "runtime and pleg against a current containerd"
   if cbin=$(hack/build-containerd.sh | tail -n1); then
     NODEAGENT_CONTAINERD_BIN=$cbin/containerd go test -json -count=1 -p 1 -timeout 10m ./runtime ./pleg | _output/bin/gotestfilter || status=1
+    # A pod whose container exits while containerd 2.x still starts it
+    # (its task then left out of the task list): Debian's 1.6 lists such
+    # a task as unknown, only 2.x shows the bug (docs/pods.md, about 7 s).
+    NODEAGENT_CONTAINERD_BIN=$cbin/containerd go test -json -count=1 -timeout 5m -run '^TestEarlyExitBeforeStartReturns$' ./pods | _output/bin/gotestfilter || status=1
     # User namespaces need runc 1.2+ (idmapped mounts); Debian's is 1.1:
     # the test again with a current runc (hack/build-runc.sh), where the
     # pod's containers really run in a user namespace (about 5 s warm).

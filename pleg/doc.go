@@ -9,7 +9,10 @@
 // last observed state with kubelet's generic PLEG semantics: running →
 // ContainerStarted, exited → ContainerDied, created/unknown →
 // ContainerChanged, gone → ContainerRemoved (preceded by ContainerDied unless
-// it had already exited). Every relist refreshes the whole cache.
+// it had already exited). Every relist refreshes the whole cache. A
+// container the runtime lists Undetermined (its state could not be asked
+// in time) is not a change: its last observation stands and it is
+// inspected on its own, with the inspection's retries.
 //
 // Upstream event sources (Options.Sources) trigger a targeted inspection of
 // the one container concerned instead of a relist:

@@ -26,14 +26,17 @@ type fakeRuntime struct {
 	// inspectErrs are the results of the next inspections of a container,
 	// in order (nil: answer normally).
 	inspectErrs map[string][]error
-	lists       int
-	inspects    map[string]int
-	events      chan runtime.Event
+	// undetermined: listed as the runtime lists a started container whose
+	// task it could not ask (unknown, Undetermined); inspecting it answers.
+	undetermined map[string]bool
+	lists        int
+	inspects     map[string]int
+	events       chan runtime.Event
 }
 
 func newFakeRuntime() *fakeRuntime {
 	return &fakeRuntime{containers: map[string]runtime.Container{}, hang: map[string]bool{}, busy: map[string]time.Duration{}, inspectErrs: map[string][]error{},
-		inspects: map[string]int{}, events: make(chan runtime.Event, 100)}
+		inspects: map[string]int{}, undetermined: map[string]bool{}, events: make(chan runtime.Event, 100)}
 }
 
 func (f *fakeRuntime) set(id, pod string, st runtime.State, code int32) {
@@ -68,6 +71,9 @@ func (f *fakeRuntime) ListContainers(ctx context.Context) ([]runtime.Container, 
 	defer f.mu.Unlock()
 	var out []runtime.Container
 	for _, c := range f.containers {
+		if f.undetermined[c.ID] {
+			c.State, c.ExitCode, c.Undetermined = runtime.StateUnknown, 0, true
+		}
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

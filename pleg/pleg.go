@@ -457,6 +457,16 @@ func (p *PLEG) Relist(ctx context.Context) error {
 	seen := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		seen[c.ID] = true
+		if c.Undetermined {
+			// The runtime could not tell its state (a busy shim): not a
+			// change. What was observed last stands (a container never
+			// observed is recorded as the runtime says, unknown), and
+			// the container is inspected on its own, with retries.
+			p.reinspect = append(p.reinspect, c.ID)
+			if p.records[c.ID] != nil {
+				continue
+			}
+		}
 		p.applyLocked(c, true, start, SourceRelist, start, false)
 	}
 	for id, rec := range p.records {

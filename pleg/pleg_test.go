@@ -662,3 +662,63 @@ func TestLateOOMReasonIsAChange(t *testing.T) {
 		}
 	})
 }
+
+// A relist that could not tell a container's state (the runtime lists it
+// Undetermined: its shim was busy) changes nothing: the running container
+// is neither died nor changed, and it is inspected on its own at once, so
+// that its real end (exit 0 here) is what the pod hears. Before, the
+// relist's guess became the container's state.
+func TestRelistUndeterminedKeepsLastObservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newFakeRuntime()
+		p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
+		ctx, cancel := context.WithCancel(context.Background())
+		runDone := make(chan struct{})
+		go func() { defer close(runDone); p.Run(ctx) }()
+		defer func() { cancel(); <-runDone }()
+		rt.set("a", "p", runtime.StateRunning, 0)
+		rt.events <- runtime.Event{Type: runtime.EventStreamUp}
+		synctest.Wait()
+		if got := drain(p.Watch()); !reflect.DeepEqual(got, []string{"ContainerStarted/a"}) {
+			t.Fatalf("events of the first relist: %v", got)
+		}
+		// The shim is busy: the listing cannot tell, and so far
+		// neither can an inspection.
+		rt.mu.Lock()
+		rt.undetermined["a"] = true
+		rt.inspectErrs["a"] = []error{errors.New("runtime: inspect task a: context deadline exceeded")}
+		rt.mu.Unlock()
+		before := rt.inspectCount("a")
+		rt.events <- runtime.Event{Type: runtime.EventStreamUp} // a relist
+		synctest.Wait()
+		if got := drain(p.Watch()); len(got) != 0 {
+			t.Errorf("events of a relist that could not tell the container's state: %v, want none", got)
+		}
+		if s, _ := p.Cache().Get("uid-p"); len(s.Containers) != 1 || s.Containers[0].State != runtime.StateRunning {
+			t.Errorf("cache after the relist: %+v, want the container still running", s.Containers)
+		}
+		if rt.inspectCount("a") == before {
+			t.Fatal("the container the relist could not tell was not inspected")
+		}
+		// It exited 0 meanwhile; the inspection's retry (after 1s) says so.
+		rt.set("a", "p", runtime.StateExited, 0)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		var died []int32
+		for {
+			select {
+			case ev := <-p.Watch():
+				if ev.Type != ContainerDied || ev.ExitCode == nil {
+					t.Fatalf("event %+v, want ContainerDied with an exit code", ev)
+				}
+				died = append(died, *ev.ExitCode)
+				continue
+			default:
+			}
+			break
+		}
+		if !reflect.DeepEqual(died, []int32{0}) {
+			t.Errorf("exit codes reported: %v, want [0]", died)
+		}
+	})
+}

@@ -571,10 +571,34 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 			w.d.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+name+" in pod "+pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")")
 		}
 	}
+	if status.PodIsTerminal(st) && !w.finished(pod) {
+		// Once, when the worker decides it: what the pod ended with
+		// (its phase never changes again), for a journal kept at INFO.
+		w.log.Info("pod finished", "phase", st.Phase, "reason", st.Reason, "containers", containerEnds(st))
+	}
 	w.status = &st
 	w.terminal.Store(status.PodIsTerminal(st))
 	w.d.status.Set(pod, st)
 	return st
+}
+
+// containerEnds summarises how a status's init and app containers ended:
+// name=exitCode/reason for each terminated one, name=state otherwise.
+func containerEnds(st v1.PodStatus) []string {
+	var out []string
+	for _, list := range [][]v1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
+		for _, cs := range list {
+			switch {
+			case cs.State.Terminated != nil:
+				out = append(out, fmt.Sprintf("%s=%d/%s", cs.Name, cs.State.Terminated.ExitCode, cs.State.Terminated.Reason))
+			case cs.State.Running != nil:
+				out = append(out, cs.Name+"=running")
+			case cs.State.Waiting != nil:
+				out = append(out, cs.Name+"=waiting/"+cs.State.Waiting.Reason)
+			}
+		}
+	}
+	return out
 }
 
 // statusExtras adds to a status's input what the probes, the termination

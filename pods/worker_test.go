@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -965,5 +967,31 @@ func TestWorkerLogPathIsKubeletLayout(t *testing.T) {
 	pod := testPod("web", v1.RestartPolicyAlways)
 	if got, want := containerLogPath(e.deps.podLogsDir, pod, "app", 2), crilog.ContainerLogPath(e.deps.podLogsDir, "default", "web", "uid-web", "app", 2); got != want {
 		t.Fatalf("containerLogPath = %q, want %q", got, want)
+	}
+}
+
+// The worker says once, at INFO, how a pod finished: its phase and each
+// container's exit code and reason (the journal of a node is kept at
+// INFO; issue 27's guest had no trace of why a pod was Failed).
+func TestWorkerLogsHowAPodFinished(t *testing.T) {
+	e := newWorkerEnv(t)
+	var buf testlog.Buffer
+	pod := testPod("once", v1.RestartPolicyNever, ctr("c"))
+	pw := newPodWorkerPair(e.deps, pod, kubetypes.SourceAPI, slog.New(slog.NewTextHandler(&buf, nil)))
+	w := testWorker{worker: pw.sync.(*worker), pw: pw}
+	e.settle(w)
+	for id, c := range e.rt.cs {
+		if c.Pod.UID == pod.UID && c.State == runtime.StateRunning {
+			e.rt.exit(id, 3)
+		}
+	}
+	e.settle(w)
+	w.poke()
+	e.settle(w)
+	if n := strings.Count(buf.String(), `msg="pod finished"`); n != 1 {
+		t.Fatalf("%d \"pod finished\" lines, want 1; log:\n%s", n, buf.String())
+	}
+	if !buf.Contains(`msg="pod finished" pod=default/once podUID=uid-once phase=Failed reason="" containers="[c=3/Error]"`) {
+		t.Errorf("no phase and container end in the log:\n%s", buf.String())
 	}
 }

@@ -33,7 +33,10 @@ import (
 var podFilter = `labels."` + LabelPodUID + `"`
 
 // ListContainers lists every pod container of the namespace with its state.
-// It costs two calls to containerd whatever the number of containers.
+// It costs two calls to containerd whatever the number of containers, and
+// one or two more for each started container the task list leaves out
+// without a recorded exit (taskless); one whose state cannot be told now
+// is listed Undetermined.
 func (r *Runtime) ListContainers(ctx context.Context) ([]Container, error) {
 	ctx, cancel := r.callCtx(ctx)
 	defer cancel()
@@ -56,7 +59,21 @@ func (r *Runtime) ListContainers(ctx context.Context) ([]Container, error) {
 	keep := make(map[string]bool, len(cl))
 	for i := range cl {
 		keep[cl[i].ID] = true
-		out = append(out, r.containerFrom(ctx, &cl[i], tasks[cl[i].ID]))
+		t := tasks[cl[i].ID]
+		if t == nil && startedWithoutExit(cl[i].Labels) {
+			c, err := r.taskless(ctx, &cl[i])
+			if errors.Is(err, ErrNotFound) {
+				continue // removed since the listing
+			}
+			if err != nil {
+				c = r.containerFrom(ctx, &cl[i], &tasktypes.Process{Status: tasktypes.Status_UNKNOWN})
+				c.Undetermined = true
+				r.opts.Logger.Debug("container state undetermined at this listing", "containerID", c.ID, "err", err)
+			}
+			out = append(out, c)
+			continue
+		}
+		out = append(out, r.containerFrom(ctx, &cl[i], t))
 	}
 	r.specs.forget(keep)
 	for _, m := range []*sync.Map{&r.stopping, &r.oomLogged} {
@@ -104,7 +121,55 @@ func (r *Runtime) InspectContainer(ctx context.Context, id string) (Container, e
 	if c.Labels[LabelPodUID] == "" {
 		return Container{}, fmt.Errorf("runtime: inspect container %s: %w: not a pod container", id, ErrNotFound)
 	}
-	return r.containerFrom(ctx, &c, proc), nil
+	var out Container
+	if proc == nil && startedWithoutExit(c.Labels) {
+		if out, err = r.taskless(ctx, &c); err != nil {
+			return Container{}, err
+		}
+	} else {
+		out = r.containerFrom(ctx, &c, proc)
+	}
+	if out.Undetermined {
+		return Container{}, fmt.Errorf("runtime: inspect task %s: containerd could not tell its state (status unknown)", id)
+	}
+	return out, nil
+}
+
+// startedWithoutExit reports whether a container's labels say it was
+// started and no exit was recorded for it.
+func startedWithoutExit(l map[string]string) bool {
+	return l[labelStartedAt] != "" && l[labelExitCode] == ""
+}
+
+// taskless is the state of a started container whose task a read did not
+// show and whose exit no recorder labelled (startedWithoutExit). That is
+// not an exit. containerd 2.x leaves out of its task list a task whose
+// shim does not answer its state query within containerd's state timeout
+// (2s), as a shim does while it starts the task (it holds the process's
+// lock through runc start; the cgroup v2 guest under emulation saw it),
+// and a task created, and its start recorded (StartContainer), between a
+// read of the tasks and the read of the labels is in neither. Reported as
+// exited with an unknown code (-1), such a container failed its
+// restartPolicy Never pod, whose phase never leaves Failed, although its
+// process exited 0 (docs/pods.md). Kubelet reads a container's state from
+// the runtime and does not guess while the runtime can still be asked:
+// the task is asked for again, after the labels were read; a task gone by
+// then is looked for in the labels again (its exit is recorded before a
+// task is deleted); only a task gone without any record is an unknown
+// exit. An error means the runtime could not tell now.
+func (r *Runtime) taskless(ctx context.Context, c *containers.Container) (Container, error) {
+	resp, err := r.client.TaskService().Get(ctx, &tasksapi.GetRequest{ContainerID: c.ID})
+	switch err = convertErr(err); {
+	case err == nil:
+		return r.containerFrom(ctx, c, resp.Process), nil
+	case !errors.Is(err, ErrNotFound):
+		return Container{}, fmt.Errorf("runtime: inspect task %s: %w", c.ID, err)
+	}
+	fresh, err := r.client.ContainerService().Get(ctx, c.ID)
+	if err != nil {
+		return Container{}, fmt.Errorf("runtime: inspect container %s: %w", c.ID, convertErr(err))
+	}
+	return r.containerFrom(ctx, &fresh, nil), nil
 }
 
 func (r *Runtime) containerFrom(ctx context.Context, c *containers.Container, t *tasktypes.Process) Container {
@@ -167,7 +232,10 @@ func (r *Runtime) containerFrom(ctx context.Context, c *containers.Container, t 
 				out.Reason = ReasonOOMKilled
 			}
 		default:
-			out.State = StateUnknown
+			// UNKNOWN is what containerd answers when it could not ask
+			// the shim (an error other than not found: a loaded host),
+			// not a state of the container: ask again.
+			out.State, out.Undetermined = StateUnknown, true
 		}
 	}
 	return out

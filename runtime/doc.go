@@ -44,6 +44,14 @@
 // when it restarts; the labels then still tell the exit status. A process
 // that exits while containerd is down is reported as exited with exit code
 // -1 and reason Unknown by containerd 2.x (1.6 keeps the real status).
+// A started container whose task a read does not show, without a recorded
+// exit, has not necessarily exited (containerd 2.x leaves out of its task
+// list a task whose shim is busy past its 2s state timeout, as while it
+// starts the task): the task is asked for again, and a listing that still
+// cannot tell reports the container Undetermined (StateUnknown), an
+// inspection an error; only a task gone without any record is an exit with
+// code -1 (containers.go, taskless). A task status UNKNOWN (containerd could
+// not ask the shim) is undetermined the same way.
 //
 // Subscribe follows containerd's task and container events. The subscription
 // survives containerd restarts: it reconnects with exponential backoff and

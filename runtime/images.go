@@ -85,6 +85,15 @@ func (r *Runtime) imageInfo(ctx context.Context, img images.Image) (Image, error
 			}
 		}
 	}
+	// Not described: imagesFrom skips an image whose config it could not
+	// read (it fails when that was for want of time: a slow containerd
+	// says nothing about the image, which was just read; absent, it would
+	// be pulled, with pull policy IfNotPresent, which an offline node
+	// cannot, or refused with Never). Only an image that went while there
+	// was time is gone.
+	if err := ctx.Err(); err != nil {
+		return Image{}, fmt.Errorf("runtime: image %s: %w", img.Name, convertErr(err))
+	}
 	return Image{}, fmt.Errorf("runtime: image %s: %w: vanished while being inspected", img.Name, ErrNotFound)
 }
 

@@ -227,6 +227,14 @@ func (r *Runtime) startCtx(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, max(r.opts.StartTimeout, r.opts.CallTimeout))
 }
 
+// outOfTime reports whether err is a call's running out of time or being
+// cancelled (ctx's, or containerd's answer DeadlineExceeded, which may
+// come just before ctx is marked done), not an answer about the object.
+func outOfTime(ctx context.Context, err error) bool {
+	err = convertErr(err)
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
 // convertErr maps containerd's error classes onto ours, keeping the cause.
 func convertErr(err error) error {
 	if err == nil {
@@ -275,6 +283,12 @@ func (r *Runtime) imagesFrom(ctx context.Context, imgs []images.Image) ([]Image,
 	for _, img := range imgs {
 		conf, err := img.Config(ctx, cs, platform)
 		if err != nil {
+			if outOfTime(ctx, err) {
+				// Says nothing about the image: a list without it
+				// would report it absent (pulled again, or refused
+				// with pull policy Never; images.go's imageInfo).
+				return nil, fmt.Errorf("runtime: image %s: config: %w", img.Name, convertErr(err))
+			}
 			// An image whose content for this platform is missing is not
 			// usable here; skip it rather than failing the whole list.
 			r.opts.Logger.Debug("skipping image without usable config", "image", img.Name, "err", err)

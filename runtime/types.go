@@ -78,6 +78,14 @@ type Container struct {
 	CreatedAt  time.Time
 	StartedAt  time.Time // zero until started
 	FinishedAt time.Time // zero until exited
+	// Undetermined: a listing could not tell this container's state
+	// (containerd answered its task's status UNKNOWN, or left a started
+	// container's task out and asking for it again failed: its shim did
+	// not answer in time). State is then StateUnknown; it is neither an
+	// exit nor a state: ask again (the PLEG keeps what it observed last
+	// and inspects the container on its own; InspectContainer returns an
+	// error instead).
+	Undetermined bool
 
 	// CgroupsPath is linux.cgroupsPath of the container's OCI spec: either a
 	// path relative to the cgroup root(s) ("/nodeagent/<pod>/<id>") or, for
