@@ -347,9 +347,19 @@ func deployCSIController(t *testing.T, a *agent, rt *runtime.Runtime, cp csiPlug
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.ImportImage(ctx, bytes.NewReader(img)); err != nil {
+	// About 190 MB (external-attacher alone is 72): more than the
+	// runtime's 10 s call timeout allows on a loaded machine, so through a
+	// client of the same containerd namespace with a longer one.
+	big, err := runtime.New(runtime.Options{Address: a.env.ContainerdAddress, Namespace: rt.Namespace(), CallTimeout: 2 * time.Minute})
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer big.Close()
+	imported := time.Now()
+	if _, err := big.ImportImage(ctx, bytes.NewReader(img)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("controller image (%d MB) imported in %.1fs", len(img)>>20, time.Since(imported).Seconds())
 	tmpl, err := os.ReadFile(filepath.Join(root, "hack", "csi-sidecars", "controller.yaml"))
 	if err != nil {
 		t.Fatal(err)
