@@ -80,9 +80,10 @@ sample-device-plugin:
 metrics-server:
 	hack/build-metrics-server.sh
 
-# kubernetes-csi's external-provisioner and external-resizer from their Go
-# modules (hack/csi-sidecars), for e2e TestCSIStatefulSet and the storage
-# conformance specs (cached like metrics-server).
+# kubernetes-csi's external-provisioner, external-resizer and
+# external-attacher from their Go modules (hack/csi-sidecars), for e2e
+# TestCSIStatefulSet, TestCSIAttachRequired and the storage conformance
+# specs (cached like metrics-server).
 csi-sidecars:
 	hack/build-csi-sidecars.sh
 

@@ -603,13 +603,13 @@ func makeVolumeHandle(podUID, volName string) string {
 
 // attachment returns the publish context of the volume's VolumeAttachment
 // once the attacher says it is attached; until then an error (the pod's
-// sync retries with back-off, as kubelet's WaitForAttach).
+// sync retries with back-off, as kubelet 1.34's WaitForAttach, which reads
+// the VolumeAttachment once and leaves the retries to its caller), with
+// kubelet's messages: a VolumeAttachment not made yet (the attach/detach
+// controller makes it) is a GET error.
 func (m *Mounter) attachment(ctx context.Context, cv *csiVolume) (map[string]string, error) {
 	name := attachmentName(cv.handle, cv.driver, m.NodeName)
 	va, err := m.API.VolumeAttachments.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("volume attachment %s for volume %s of CSI driver %s is not there yet (the attach/detach controller creates it)", name, cv.handle, cv.driver)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("volume %v has GET error for volume attachment %v: %v", cv.handle, name, err)
 	}
@@ -618,9 +618,9 @@ func (m *Mounter) attachment(ctx context.Context, cv *csiVolume) (map[string]str
 	}
 	if !va.Status.Attached {
 		if e := va.Status.AttachError; e != nil {
-			return nil, fmt.Errorf("attachdetachment error: %s", e.Message)
+			return nil, errors.New(e.Message)
 		}
-		return nil, fmt.Errorf("timed out waiting for external-attacher of %v CSI driver to attach volume %v", cv.driver, cv.handle)
+		return nil, fmt.Errorf("volume %v is not attached for volume attachment %v", cv.handle, name)
 	}
 	return va.Status.AttachmentMetadata, nil
 }

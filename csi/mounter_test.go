@@ -206,21 +206,22 @@ func TestMounterWaitsForClaimAndAttachment(t *testing.T) {
 	if _, err := rig.client.CoreV1().PersistentVolumeClaims("ns").Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Bound, attachRequired, no VolumeAttachment yet: in use, not published.
+	// Bound, attachRequired, no VolumeAttachment yet: in use, not
+	// published; kubelet's GET error.
+	vaName := fmt.Sprintf("csi-%x", sha256.Sum256([]byte("vol-1"+"fake.csi"+testNode)))
 	_, err = rig.m.SetUp(ctx, pod, dir, &pod.Spec.Volumes[0])
-	if err == nil || !strings.HasPrefix(err.Error(), `MountVolume.WaitForAttach failed for volume "pv-1" : volume attachment csi-`) {
-		t.Fatalf("no attachment: %v", err)
+	if want := `MountVolume.WaitForAttach failed for volume "pv-1" : volume vol-1 has GET error for volume attachment ` + vaName + `: volumeattachments.storage.k8s.io "` + vaName + `" not found`; err == nil || err.Error() != want {
+		t.Fatalf("no attachment: %v, want %s", err, want)
 	}
 	if got := rig.m.VolumesInUse(); !slices.Equal(got, []v1.UniqueVolumeName{"kubernetes.io/csi/fake.csi^vol-1"}) {
 		t.Errorf("volumesInUse %v", got)
 	}
-	vaName := fmt.Sprintf("csi-%x", sha256.Sum256([]byte("vol-1"+"fake.csi"+testNode)))
 	va := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: vaName}}
 	if _, err := rig.client.StorageV1().VolumeAttachments().Create(ctx, va, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = rig.m.SetUp(ctx, pod, dir, &pod.Spec.Volumes[0])
-	if want := "timed out waiting for external-attacher of fake.csi CSI driver to attach volume vol-1"; err == nil || !strings.Contains(err.Error(), want) {
+	if want := "volume vol-1 is not attached for volume attachment " + vaName; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("not attached: %v, want %s", err, want)
 	}
 	if len(rig.f.Calls()) != 0 {

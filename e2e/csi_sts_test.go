@@ -57,7 +57,7 @@ func TestCSIStatefulSet(t *testing.T) {
 	ctx := context.Background()
 	admin := a.env.Admin
 	cp := deployCSIPlugin(t, a, rt, false)
-	ctrl := deployCSIController(t, a, rt, cp)
+	ctrl := deployCSIController(t, a, rt, cp, 1)
 
 	// The StorageClass, named after the driver (one per test node).
 	del, yes := corev1.PersistentVolumeReclaimDelete, true
@@ -292,8 +292,9 @@ func podVolumeStats(t *testing.T, a *agent, p *corev1.Pod, name string) *statsap
 
 // csiControllerRef is the image of the CSI driver's controller Deployment
 // (hack/csi-sidecars/controller.yaml): internal/testing/csihostpath and
-// kubernetes-csi's external-provisioner and external-resizer, which
-// hack/build-csi-sidecars.sh builds from their pinned modules.
+// kubernetes-csi's external-provisioner, external-resizer and
+// external-attacher, which hack/build-csi-sidecars.sh builds from their
+// pinned modules.
 const csiControllerRef = "docker.io/nodeagent/csi-controller:e2e"
 
 // csiController is the driver's controller deployed by deployCSIController.
@@ -303,8 +304,11 @@ type csiController struct {
 	env       *testenv.Env
 }
 
+// csiControllerContainers are the containers of the controller's pod.
+var csiControllerContainers = []string{"hostpath", "csi-provisioner", "csi-resizer", "csi-attacher"}
+
 // log is the named container's log (the hostpath driver's controller,
-// csi-provisioner or csi-resizer).
+// csi-provisioner, csi-resizer or csi-attacher).
 func (c csiController) log(t *testing.T, container string) string {
 	out, err := kubectlOut(t, c.env, "-n", c.namespace, "logs", "deployment/csi-controller", "-c", container, "--tail=200")
 	if err != nil {
@@ -316,10 +320,12 @@ func (c csiController) log(t *testing.T, container string) string {
 // deployCSIController deploys cp's driver's controller as an operator does
 // (hack/csi-sidecars/controller.yaml: a one-replica Deployment on the
 // test's node holding the driver's controller service, external-
-// provisioner and external-resizer on a shared socket, with upstream's
-// RBAC for its ServiceAccount) in a namespace of its own, and waits for
-// its pod to run. It is removed when the test ends.
-func deployCSIController(t *testing.T, a *agent, rt *runtime.Runtime, cp csiPlugin) csiController {
+// provisioner, external-resizer and external-attacher on a shared socket,
+// with upstream's RBAC for its ServiceAccount; the driver's controller
+// attaches when cp's driver does) in a namespace of its own, with replicas
+// (0 or 1) replicas, and with one waits for its pod to run. It is removed
+// when the test ends.
+func deployCSIController(t *testing.T, a *agent, rt *runtime.Runtime, cp csiPlugin, replicas int) csiController {
 	t.Helper()
 	ctx := context.Background()
 	root, err := testenv.RepoRoot()
@@ -330,7 +336,7 @@ func deployCSIController(t *testing.T, a *agent, rt *runtime.Runtime, cp csiPlug
 		testimage.Dir("bin", 0o755), testimage.Dir("tmp", 0o1777), testimage.Dir("dev", 0o755), testimage.Dir("proc", 0o755), testimage.Dir("sys", 0o755),
 		testimage.Dir("etc", 0o755), testimage.Reg("bin/csihostpath", 0o755, cp.exe),
 	}
-	for _, n := range []string{"csi-provisioner", "csi-resizer"} {
+	for _, n := range csiControllerContainers[1:] {
 		b, err := os.ReadFile(filepath.Join(root, "_output", "bin", n))
 		if err != nil {
 			t.Fatalf("%s is built by hack/build-csi-sidecars.sh (make csi-sidecars): %v", n, err)
@@ -341,9 +347,19 @@ func deployCSIController(t *testing.T, a *agent, rt *runtime.Runtime, cp csiPlug
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.ImportImage(ctx, bytes.NewReader(img)); err != nil {
+	// About 190 MB (external-attacher alone is 72): more than the
+	// runtime's 10 s call timeout allows on a loaded machine, so through a
+	// client of the same containerd namespace with a longer one.
+	big, err := runtime.New(runtime.Options{Address: a.env.ContainerdAddress, Namespace: rt.Namespace(), CallTimeout: 2 * time.Minute})
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer big.Close()
+	imported := time.Now()
+	if _, err := big.ImportImage(ctx, bytes.NewReader(img)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("controller image (%d MB) imported in %.1fs", len(img)>>20, time.Since(imported).Seconds())
 	tmpl, err := os.ReadFile(filepath.Join(root, "hack", "csi-sidecars", "controller.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -356,14 +372,20 @@ func deployCSIController(t *testing.T, a *agent, rt *runtime.Runtime, cp csiPlug
 	ns := fmt.Sprintf("csi-%x", sum[:6])
 	manifests := "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + ns + "}\n---\n" + strings.NewReplacer(
 		"${NAMESPACE}", ns, "${NAME}", ns, "${DRIVER}", cp.driver, "${NODE}", a.node, "${DATADIR}", cp.data,
-		"${IMAGE}", csiControllerRef, "${APIHOST}", u.Hostname(), "${APIPORT}", u.Port(),
+		"${IMAGE}", csiControllerRef, "${APIHOST}", u.Hostname(), "${APIPORT}", u.Port(), "${ATTACH}", fmt.Sprint(cp.attach),
 	).Replace(string(tmpl))
+	if replicas != 1 {
+		if !strings.Contains(manifests, "\n  replicas: 1\n") {
+			t.Fatalf("hack/csi-sidecars/controller.yaml has no Deployment of replicas: 1 to scale")
+		}
+		manifests = strings.Replace(manifests, "\n  replicas: 1\n", fmt.Sprintf("\n  replicas: %d\n", replicas), 1)
+	}
 	c := csiController{namespace: ns, env: a.env}
 	// Before the agent's cleanup deletes the node's pods (the Deployment
 	// would make another): cleanups run last first.
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, n := range []string{"hostpath", "csi-provisioner", "csi-resizer"} {
+			for _, n := range csiControllerContainers {
 				t.Logf("controller's %s log:\n%s", n, c.log(t, n))
 			}
 		}
@@ -378,13 +400,31 @@ func deployCSIController(t *testing.T, a *agent, rt *runtime.Runtime, cp csiPlug
 		}
 	})
 	kubectl(t, a.env, manifests, "apply", "-f", "-")
-	deployed := time.Now()
-	p := waitNamespacedPod(t, a.env, ns, "app.kubernetes.io/name=csi-controller", 90*time.Second, "Running on "+a.node, func(p *corev1.Pod) bool {
+	if replicas == 1 {
+		c.waitRunning(t, a, time.Now(), "deployed")
+	}
+	return c
+}
+
+// waitRunning waits (90 s at most) for the controller's pod to run and
+// notes it.
+func (c *csiController) waitRunning(t *testing.T, a *agent, since time.Time, what string) {
+	t.Helper()
+	p := waitNamespacedPod(t, a.env, c.namespace, "app.kubernetes.io/name=csi-controller", 90*time.Second, "Running on "+a.node, func(p *corev1.Pod) bool {
 		return p.Spec.NodeName == a.node && p.DeletionTimestamp == nil && running(p)
 	})
-	t.Logf("CSI controller %s/%s Running %.1fs after it was deployed", ns, p.Name, time.Since(deployed).Seconds())
+	t.Logf("CSI controller %s/%s Running %.1fs after it was %s", c.namespace, p.Name, time.Since(since).Seconds(), what)
 	c.pod = p.UID
-	return c
+}
+
+// scaleUp scales the controller's Deployment (deployed with no replica)
+// to one and waits for its pod to run.
+func (c *csiController) scaleUp(t *testing.T, a *agent) {
+	t.Helper()
+	if _, err := a.env.Admin.AppsV1().Deployments(c.namespace).Patch(context.Background(), "csi-controller", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitRunning(t, a, time.Now(), "scaled up")
 }
 
 // expandClaim resizes claim (bound to pvName, used by pod) from 1Mi to

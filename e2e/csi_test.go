@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeagent/nodeagent/internal/testing/csihostpath"
 	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 	"github.com/nodeagent/nodeagent/internal/testing/testimage"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -246,13 +247,16 @@ type csiPlugin struct {
 	name   string      // the plugin pod
 	pod    *corev1.Pod // the plugin pod, Running
 	exe    []byte      // the csihostpath program
+	attach bool        // the driver attaches (CSIDriver attachRequired, -enable-attach)
 }
 
 // deployCSIPlugin builds internal/testing/csihostpath's image, creates its
 // CSIDriver (one name per test node: CSIDrivers are cluster-wide; attach:
-// attachRequired) and runs the plugin pod as the host-path driver's
-// DaemonSet lays it out: the driver privileged with a Bidirectional mount
-// of the agent's rootDir, the registrar with a socket in plugins_registry.
+// attachRequired, and the driver runs with -enable-attach: its node side
+// then requires the publish context of its controller's attach) and runs
+// the plugin pod as the host-path driver's DaemonSet lays it out: the
+// driver privileged with a Bidirectional mount of the agent's rootDir, the
+// registrar with a socket in plugins_registry.
 func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool) csiPlugin {
 	t.Helper()
 	ctx := context.Background()
@@ -318,7 +322,7 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool) c
   containers:
   - name: driver
     image: %[1]s
-    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-datadir=/csi-data-dir"]
+    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-datadir=/csi-data-dir", "-enable-attach=%[7]v"]
     securityContext: {privileged: true}
     volumeMounts:
     - {name: root, mountPath: %[2]s, mountPropagation: Bidirectional}
@@ -328,7 +332,7 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool) c
     args: ["-mode=registrar", "-drivername=%[4]s", "-registration-socket=%[2]s/plugins_registry/%[4]s-reg.sock", "-kubelet-registration-path=%[5]s"]
     volumeMounts:
     - {name: root, mountPath: %[2]s}
-`, csiImageRef, root, data, driver, endpoint, a.node)), "apply", "-f", "-")
+`, csiImageRef, root, data, driver, endpoint, a.node, attach)), "apply", "-f", "-")
 	pp := a.waitPod(ctx, plugin, 60*time.Second, "Running", running)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -336,7 +340,7 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool) c
 		}
 	})
 
-	return csiPlugin{root: root, data: data, driver: driver, name: plugin, pod: pp, exe: exe}
+	return csiPlugin{root: root, data: data, driver: driver, name: plugin, pod: pp, exe: exe, attach: attach}
 }
 
 // csiClaim makes a PV of driver with volume handle handle, pre-bound to
@@ -396,21 +400,39 @@ func csiPVMode(t *testing.T, a *agent, driver, claim, pvName, handle string, mod
 	})
 }
 
-// A driver whose CSIDriver says attachRequired, with the kube-controller-
-// manager's attach/detach controller and the test as the external
-// attacher: the agent's Node carries kubelet's controller-managed
-// attach-detach annotation, so the controller makes the VolumeAttachment
-// for the pod; the pod waits in ContainerCreating (FailedMount,
-// MountVolume.WaitForAttach) until the attacher marks it attached; the
-// volume is in the Node's status.volumesInUse while the pod uses it and
-// leaves it after the teardown, and only then does the controller detach
-// (delete the VolumeAttachment).
+// A driver that attaches, deployed as an operator deploys one: its
+// CSIDriver says attachRequired; its node plugin as in TestCSIHostPathDriver
+// but attaching (-enable-attach: it stages and publishes only a volume its
+// controller attached to this node, named by the attachment ID in the
+// publish context); its controller Deployment holds kubernetes-csi's real
+// external-attacher (deployCSIController, hack/csi-sidecars). The agent's
+// Node carries kubelet's controller-managed attach-detach annotation, so
+// kube-controller-manager's attach/detach controller makes the
+// VolumeAttachment for the pod. While the controller has no replica,
+// nothing attaches: the pod waits in ContainerCreating (FailedMount,
+// MountVolume.WaitForAttach) with the volume in the Node's
+// status.volumesInUse. Scaled to one, external-attacher calls the driver's
+// ControllerPublishVolume, puts its finalizer external-attacher/<driver>
+// on the VolumeAttachment and the PV and writes the publish context into
+// the VolumeAttachment's status; the agent hands it to NodeStageVolume and
+// NodePublishVolume, and the pod runs. After the pod is gone the volume
+// leaves volumesInUse before the detach (the VolumeAttachment's deletion;
+// the driver refuses ControllerUnpublishVolume while the volume is staged
+// on the node, and no refusal is logged); external-attacher detaches (the
+// driver's attachment record goes) and removes its finalizer, so the
+// VolumeAttachment goes; the PV, deleted, goes too (external-attacher lets
+// go of it).
 func TestCSIAttachRequired(t *testing.T) {
 	t.Parallel()
 	a, rt := readyPodAgent(t, "")
 	ctx := context.Background()
 	admin := a.env.Admin
 	cp := deployCSIPlugin(t, a, rt, true)
+	ctrl := deployCSIController(t, a, rt, cp, 0)
+	// external-attacher's finalizer: "external-attacher/" and the driver's
+	// name with every character but [a-zA-Z0-9-] made "-" (the test's
+	// driver names have dots).
+	finalizer := "external-attacher/" + strings.ReplaceAll(cp.driver, ".", "-")
 	node, err := admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -418,8 +440,36 @@ func TestCSIAttachRequired(t *testing.T) {
 	if node.Annotations["volumes.kubernetes.io/controller-managed-attach-detach"] != "true" {
 		t.Errorf("Node annotations %v, want kubelet's controller-managed attach-detach", node.Annotations)
 	}
+	// The volume, made beforehand as an administrator makes a disk (the
+	// driver's ControllerPublishVolume attaches only a volume that is
+	// there), and its PV bound to a claim.
 	claim, pvName, handle := "att-"+a.node, "pv-att-"+a.node, "vol-att-"+a.node
+	if err := os.MkdirAll(filepath.Join(cp.data, "volumes", handle), 0o777); err != nil {
+		t.Fatal(err)
+	}
 	csiClaim(t, a, cp.driver, claim, pvName, handle)
+	vaName := fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+cp.driver+a.node)))
+	name := a.node + "-attached"
+	// On a failure, before the controller goes (cleanups run last first):
+	// the pod, then the VolumeAttachment and the PV, which need
+	// external-attacher to let go of them.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+		_ = admin.CoreV1().PersistentVolumeClaims("default").Delete(ctx, claim, metav1.DeleteOptions{})
+		_ = admin.CoreV1().PersistentVolumes().Delete(ctx, pvName, metav1.DeleteOptions{})
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err1 := admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{})
+			_, err2 := admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+			return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2), nil
+		}); err != nil {
+			// A VolumeAttachment never attached can stay (seen with the
+			// attacher left out): removed here, so that the shared
+			// cluster does not keep it.
+			t.Errorf("the VolumeAttachment %s or the PV %s stays 60s after the test; deleting the VolumeAttachment", vaName, pvName)
+			_ = admin.StorageV1().VolumeAttachments().Delete(ctx, vaName, metav1.DeleteOptions{})
+		}
+	})
 	// Registered before the pod comes (the CSINode entry is what the
 	// controller and scheduler read).
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -429,7 +479,6 @@ func TestCSIAttachRequired(t *testing.T) {
 		t.Fatalf("the driver did not register: %v", err)
 	}
 
-	name := a.node + "-attached"
 	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 1
   volumes:
   - name: data
@@ -441,7 +490,7 @@ func TestCSIAttachRequired(t *testing.T) {
     volumeMounts: [{name: data, mountPath: /data}]
 `, testimage.Ref, claim)), "apply", "-f", "-")
 
-	vaName := fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+cp.driver+a.node)))
+	// Nothing attaches while the controller has no replica.
 	var va *storagev1.VolumeAttachment
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		va, err = admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{})
@@ -454,35 +503,105 @@ func TestCSIAttachRequired(t *testing.T) {
 	}
 	unique := corev1.UniqueVolumeName("kubernetes.io/csi/" + cp.driver + "^" + handle)
 	a.waitEvent(ctx, "default", "involvedObject.name="+name, "FailedMount WaitForAttach", func(e corev1.Event) bool {
-		return e.Reason == "FailedMount" && strings.Contains(e.Message, `MountVolume.WaitForAttach failed for volume "`+pvName+`" : timed out waiting for external-attacher of `+cp.driver+` CSI driver to attach volume `+handle)
+		return e.Reason == "FailedMount" && strings.Contains(e.Message, `MountVolume.WaitForAttach failed for volume "`+pvName+`" : volume `+handle+` is not attached for volume attachment `+vaName)
 	})
 	waitNodeVolumesInUse(t, a, unique, true)
 	if p, err := admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodPending {
 		t.Fatalf("the pod runs before its volume is attached: %v %+v", err, p.Status)
 	}
+	if va, err = admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{}); err != nil || va.Status.Attached || len(va.Finalizers) > 0 {
+		t.Fatalf("with no attacher running the VolumeAttachment is %v %+v", err, va)
+	}
 
-	// The test attaches, as an external-attacher would.
-	va.Status = storagev1.VolumeAttachmentStatus{Attached: true, AttachmentMetadata: map[string]string{"attached-by": "e2e"}}
-	if _, err := admin.StorageV1().VolumeAttachments().UpdateStatus(ctx, va, metav1.UpdateOptions{}); err != nil {
+	// The controller comes: external-attacher attaches, the pod runs.
+	scaled := time.Now()
+	ctrl.scaleUp(t, a)
+	p := a.waitPod(ctx, name, 90*time.Second, "Running", running)
+	t.Logf("the pod Running %.1fs after the controller was scaled up (%.1fs after it was made)", time.Since(scaled).Seconds(), time.Since(p.CreationTimestamp.Time).Seconds())
+	a.waitLog(p, "c", 0, "ok")
+	if va, err = admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p := a.waitPod(ctx, name, 60*time.Second, "Running", running)
-	a.waitLog(p, "c", 0, "ok")
+	aid := va.Status.AttachmentMetadata[csihostpath.AttachmentKey]
+	if !va.Status.Attached || aid == "" || !slices.Contains(va.Finalizers, finalizer) {
+		t.Errorf("VolumeAttachment finalizers %v status %+v, want external-attacher's finalizer %s and the driver's publish context", va.Finalizers, va.Status, finalizer)
+	}
+	if pv, err := admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{}); err != nil || !slices.Contains(pv.Finalizers, finalizer) {
+		t.Errorf("PV finalizers %v (%v), want external-attacher's %s", pv.Finalizers, err, finalizer)
+	}
+	record := filepath.Join(cp.data, "attachments", handle, a.node)
+	if b, err := os.ReadFile(record); err != nil || string(b) != aid {
+		t.Errorf("the driver's attachment record holds %q (%v), want the VolumeAttachment's %q", b, err, aid)
+	}
+	if log := ctrl.log(t, "hostpath"); !strings.Contains(log, fmt.Sprintf("attached volume %s to node %s (attachment %s", handle, a.node, aid)) {
+		t.Errorf("the driver's controller did not attach the volume as attachment %s:\n%s", aid, log)
+	}
+	// The publish context reached the node side.
+	pc := fmt.Sprintf("publish context map[%s:%s]", csihostpath.AttachmentKey, aid)
+	if log := a.logOf(cp.pod, "driver", 0); !strings.Contains(log, "staged "+handle+" at ") || !strings.Contains(log, pc) ||
+		strings.Count(log, pc) != 2 {
+		t.Errorf("NodeStageVolume and NodePublishVolume were not given %q:\n%s", pc, log)
+	}
 
-	// Gone: unmounted, out of volumesInUse, then detached.
+	// Gone: unmounted, out of volumesInUse, then detached. Each poll reads
+	// the VolumeAttachment, then the Node: one being deleted (or gone)
+	// while the Node still lists the volume would be a detach before the
+	// node let go of the volume.
 	if err := admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	deleted := time.Now()
+	var unused, detaching time.Duration
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		va, err := admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		gone := apierrors.IsNotFound(err)
+		n, err := admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		inUse := slices.Contains(n.Status.VolumesInUse, unique)
+		if !inUse && unused == 0 {
+			unused = time.Since(deleted)
+		}
+		if (gone || va.DeletionTimestamp != nil) && detaching == 0 {
+			detaching = time.Since(deleted)
+			if inUse {
+				t.Errorf("the VolumeAttachment is deleted while the Node still has the volume in use: %v", n.Status.VolumesInUse)
+			}
+		}
+		return gone, nil
+	}); err != nil {
+		t.Fatalf("the VolumeAttachment stays 90s after the pod's deletion (out of volumesInUse after %v): %v", unused, err)
+	}
+	t.Logf("after the pod's deletion: out of volumesInUse %.1fs, detaching %.1fs, VolumeAttachment gone %.1fs", unused.Seconds(), detaching.Seconds(), time.Since(deleted).Seconds())
 	podsGone(t, a, name)
-	waitNodeVolumesInUse(t, a, unique, false)
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{})
+	if _, err := os.Stat(record); !os.IsNotExist(err) {
+		t.Errorf("the driver's attachment record %s stays after the detach: %v", record, err)
+	}
+	if log := ctrl.log(t, "hostpath"); !strings.Contains(log, fmt.Sprintf("detached volume %s from node %s", handle, a.node)) || strings.Contains(log, "refused to detach") {
+		t.Errorf("the driver's controller log, want one detach and no refusal:\n%s", log)
+	}
+	// (The controller's pod runs on the node too: its token stays mounted.)
+	if left, err := testenv.MountsUnder(filepath.Join(cp.root, "pods", string(p.UID)), filepath.Join(cp.root, "plugins", "kubernetes.io")); err != nil || len(left) > 0 {
+		t.Errorf("mounts left after the pod: %v (%v)", left, err)
+	}
+
+	// The PV, its claim deleted, is deleted: external-attacher lets go of it.
+	if err := admin.CoreV1().PersistentVolumeClaims("default").Delete(ctx, claim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CoreV1().PersistentVolumes().Delete(ctx, pvName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pv *corev1.PersistentVolume
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		pv, err = admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}); err != nil {
-		t.Errorf("the VolumeAttachment stays after the pod: %v", err)
-	}
-	if left, err := testenv.MountsUnder(filepath.Join(cp.root, "pods"), filepath.Join(cp.root, "plugins", "kubernetes.io")); err != nil || len(left) > 0 {
-		t.Errorf("mounts left after the pod: %v (%v)", left, err)
+		t.Errorf("the deleted PV stays: finalizers %v, phase %s", pv.Finalizers, pv.Status.Phase)
 	}
 }
 

@@ -258,9 +258,10 @@ if [ -n "$build_only" ]; then
 fi
 # The CSI driver for the upstream storage specs (CONFORMANCE_STORAGE=0
 # leaves it out): the stand-in host-path driver and registrar
-# (internal/testing/csihostpath), and kubernetes-csi's external-provisioner
-# and external-resizer from their pinned modules (hack/build-csi-sidecars.sh:
-# cached, a copy when warm; make test starts its cold build beside go test).
+# (internal/testing/csihostpath), and kubernetes-csi's external-provisioner,
+# external-resizer and external-attacher from their pinned modules
+# (hack/build-csi-sidecars.sh: cached, a copy when warm; make test starts
+# its cold build beside go test).
 # Static, since their image has nothing else; Go's build cache keeps the
 # driver. Only with the node set (make test's).
 storage=${CONFORMANCE_STORAGE:-1}
@@ -276,10 +277,10 @@ if [ "$storage" != 0 ]; then
   csidir=$root/_output/conformance-csi
   mkdir -p "$csidir"
   CGO_ENABLED=0 go build -o "$csidir/csihostpath" ./internal/testing/csihostpath/cmd/csihostpath
-  nice -n 10 hack/build-csi-sidecars.sh || die "building external-provisioner and external-resizer failed"
-  cp -f "$root/_output/bin/csi-provisioner" "$root/_output/bin/csi-resizer" "$csidir/"
+  nice -n 10 hack/build-csi-sidecars.sh || die "building external-provisioner, external-resizer and external-attacher failed"
+  cp -f "$root/_output/bin/csi-provisioner" "$root/_output/bin/csi-resizer" "$root/_output/bin/csi-attacher" "$csidir/"
   import_args+=(--csi "$csidir")
-  log "CSI driver (stand-in), external-provisioner and external-resizer built in $(( $(now) - s ))s"
+  log "CSI driver (stand-in), external-provisioner, external-resizer and external-attacher built in $(( $(now) - s ))s"
 fi
 go build -o "$root/_output/bin/importimage" ./hack/importimage
 go build -o "$root/_output/bin/ratchet" ./hack/conformance/ratchet
@@ -606,10 +607,11 @@ log "Lease kube-node-lease/$node owned by its Node $(( $(now) - s ))s after star
 # with the node plugin (a Bidirectional mount of rootDir) and the registrar
 # (kubelet's plugin registration); and the controller, a Deployment
 # (hack/csi-sidecars/controller.yaml) holding the driver's controller
-# service beside kubernetes-csi's external-provisioner and
-# external-resizer, with upstream's RBAC for its ServiceAccount (in-cluster
-# configuration; host network, since the API server listens on the host's
-# loopback). The driver and registrar are stand-ins
+# service beside kubernetes-csi's external-provisioner, external-resizer
+# and external-attacher (which has nothing to attach here: the CSIDriver
+# says attachRequired false, and ATTACH=false), with upstream's RBAC for its
+# ServiceAccount (in-cluster configuration; host network, since the API
+# server listens on the host's loopback). The driver and registrar are stand-ins
 # (internal/testing/csihostpath: csi-driver-host-path and
 # node-driver-registrar are not served by the module proxy here);
 # hack/conformance/storage-testdriver.yaml describes the driver to the specs.
@@ -665,7 +667,8 @@ EOF
   csictl=$work/csi-controller.yaml
   sed -e "s|\${NAMESPACE}|$csins|g" -e "s|\${NAME}|$csins-$id|g" -e "s|\${DRIVER}|$csidriver|g" \
     -e "s|\${NODE}|$node|g" -e "s|\${DATADIR}|$work/csi-data|g" -e "s|\${IMAGE}|docker.io/nodeagent/csihostpath:conformance|g" \
-    -e "s|\${APIHOST}|${api%:*}|g" -e "s|\${APIPORT}|${api##*:}|g" "$root/hack/csi-sidecars/controller.yaml" >"$csictl"
+    -e "s|\${APIHOST}|${api%:*}|g" -e "s|\${APIPORT}|${api##*:}|g" -e "s|\${ATTACH}|false|g" \
+    "$root/hack/csi-sidecars/controller.yaml" >"$csictl"
   kubectl apply -f "$csictl" >/dev/null
   until kubectl get csinode "$node" -o jsonpath='{.spec.drivers[*].name}' 2>/dev/null | grep -qw "$csidriver"; do
     kill -0 "$pid" 2>/dev/null || die "nodeagent exited before the CSI driver registered"
@@ -676,15 +679,15 @@ EOF
     sleep 0.5
   done
   log "CSI driver $csidriver registered on node $node $(( $(now) - s ))s after its pod was made"
-  until [ "$(kubectl -n "$csins" get pods -l app.kubernetes.io/name=csi-controller -o jsonpath='{.items[*].status.containerStatuses[*].ready}' 2>/dev/null)" = "true true true" ]; do
+  until [ "$(kubectl -n "$csins" get pods -l app.kubernetes.io/name=csi-controller -o jsonpath='{.items[*].status.containerStatuses[*].ready}' 2>/dev/null)" = "true true true true" ]; do
     kill -0 "$pid" 2>/dev/null || die "nodeagent exited before the CSI controller ran"
     [ "$(now)" -lt "$(( s + 120 ))" ] || {
       kubectl -n "$csins" describe pods -l app.kubernetes.io/name=csi-controller >&2 || true
-      die "the CSI controller (external-provisioner, external-resizer) is not running 120s after it was made"
+      die "the CSI controller (external-provisioner, external-resizer, external-attacher) is not running 120s after it was made"
     }
     sleep 0.5
   done
-  log "CSI controller (external-provisioner, external-resizer) running $(( $(now) - s ))s after its Deployment was made"
+  log "CSI controller (external-provisioner, external-resizer, external-attacher) running $(( $(now) - s ))s after its Deployment was made"
   # Some storage specs look into the node's pod directories (through a
   # privileged host-exec pod): they are under the agent's rootDir.
   storage_args=(--storage.testdriver "$root/hack/conformance/storage-testdriver.yaml" --kubelet-root-dir "$csiroot")
@@ -716,7 +719,7 @@ if [ -n "$csipod" ]; then
   for c in driver registrar; do
     kubectl -n "$csins" logs "$csipod" -c "$c" >"$root/_output/conformance/csi-$c.log" 2>&1 || true
   done
-  for c in hostpath csi-provisioner csi-resizer; do
+  for c in hostpath csi-provisioner csi-resizer csi-attacher; do
     kubectl -n "$csins" logs deployment/csi-controller -c "$c" >"$root/_output/conformance/csi-controller-$c.log" 2>&1 || true
   done
 fi

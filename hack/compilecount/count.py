@@ -19,6 +19,7 @@ PLAN = [
     ("sample device plugin", cp, "0", "", False, ["k8s.io/kubernetes/test/images/sample-device-plugin"]),
     ("metrics-server (own module)", root + "/hack/metrics-server", "0", "", False, ["sigs.k8s.io/metrics-server/cmd/metrics-server"]),
     ("external-provisioner, external-resizer (own module)", root + "/hack/csi-sidecars", "0", "", False, ["github.com/kubernetes-csi/external-provisioner/v5/cmd/csi-provisioner", "github.com/kubernetes-csi/external-resizer/cmd/csi-resizer"]),
+    ("external-attacher (own module)", root + "/hack/csi-sidecars/attacher", "0", "", False, ["github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher"]),
     ("conformance suite + ginkgo", cp, "0", "", True, ["./conformance", "github.com/onsi/ginkgo/v2/ginkgo"]),
     ("agnhost, nonewprivs", cp, "0", "", False, ["k8s.io/kubernetes/test/images/agnhost", "k8s.io/kubernetes/test/images/nonewprivs"]),
     ("kubeadm", cp, "0", "", False, ["k8s.io/kubernetes/cmd/kubeadm"]),

@@ -13,10 +13,10 @@
 // image that is already there is harmless. It prints each image's reference
 // and ID. With --csi it also imports CSIImageRef, the stand-in CSI
 // host-path driver and its registrar (internal/testing/csihostpath) with
-// kubernetes-csi's external-provisioner and external-resizer
-// (hack/build-csi-sidecars.sh), made of the programs csihostpath,
-// csi-provisioner and csi-resizer in DIR (hack/conformance.sh builds them
-// for the upstream storage specs).
+// kubernetes-csi's external-provisioner, external-resizer and
+// external-attacher (hack/build-csi-sidecars.sh), made of the programs
+// csihostpath, csi-provisioner, csi-resizer and csi-attacher in DIR
+// (hack/conformance.sh builds them for the upstream storage specs).
 package main
 
 import (
@@ -43,7 +43,7 @@ func main() {
 	address := flag.String("address", "", "containerd socket: a path or a unix:// URL (required)")
 	namespace := flag.String("namespace", runtime.DefaultNamespace, "containerd namespace to import into")
 	e2e := flag.String("e2e", "", "also import the upstream e2e test images, made of the programs in this directory: agnhost, nnp, pause, localhost.crt, localhost.key")
-	csi := flag.String("csi", "", "also import "+CSIImageRef+", made of the programs in this directory: csihostpath, csi-provisioner, csi-resizer")
+	csi := flag.String("csi", "", "also import "+CSIImageRef+", made of the programs in this directory: csihostpath, csi-provisioner, csi-resizer, csi-attacher")
 	timeout := flag.Duration("timeout", time.Minute, "give up after this long")
 	flag.Usage = func() {
 		fmt.Fprintln(flag.CommandLine.Output(), "usage: importimage --address ADDR [--namespace NS] [--e2e DIR] [--timeout D]")
@@ -97,9 +97,10 @@ func main() {
 
 // CSIImageRef is the image of the stand-in CSI driver and registrar and of
 // the sidecars of its controller; its entrypoint is the driver
-// (-mode=driver, controller or registrar); /bin/csi-provisioner and
-// /bin/csi-resizer are external-provisioner and external-resizer
-// (hack/csi-sidecars/controller.yaml runs them).
+// (-mode=driver, controller or registrar); /bin/csi-provisioner,
+// /bin/csi-resizer and /bin/csi-attacher are external-provisioner,
+// external-resizer and external-attacher (hack/csi-sidecars/controller.yaml
+// runs them).
 const CSIImageRef = "docker.io/nodeagent/csihostpath:conformance"
 
 // csiImage lays out CSIImageRef from the programs in dir.
@@ -108,7 +109,7 @@ func csiImage(dir string) (testimage.Spec, error) {
 		testimage.Dir("bin", 0o755), testimage.Dir("tmp", 0o1777), testimage.Dir("dev", 0o755),
 		testimage.Dir("proc", 0o755), testimage.Dir("sys", 0o755), testimage.Dir("etc", 0o755),
 	}
-	for _, p := range []string{"csihostpath", "csi-provisioner", "csi-resizer"} {
+	for _, p := range []string{"csihostpath", "csi-provisioner", "csi-resizer", "csi-attacher"} {
 		b, err := os.ReadFile(filepath.Join(dir, p))
 		if err != nil {
 			return testimage.Spec{}, err

@@ -18,6 +18,12 @@
 // its used bytes and inodes counted in the volume's directory; a block
 // volume's size), and expands volumes (ControllerExpandVolume, for
 // kubernetes-csi's external-resizer, and NodeExpandVolume).
+// With EnableAttach (-enable-attach, the host-path driver's flag) it
+// attaches: ControllerPublishVolume and ControllerUnpublishVolume, for
+// kubernetes-csi's external-attacher, keep a record of which node a volume
+// is attached to and the publish context carries the attachment's ID,
+// which the node side requires in NodeStageVolume and NodePublishVolume
+// (attach.go).
 // The registrar serves kubelet's plugin-registration API on a socket in
 // <rootDir>/plugins_registry and, as node-driver-registrar, exits when the
 // node agent reports that the registration failed.
@@ -58,6 +64,7 @@ type Driver struct {
 	Name, NodeID, DataDir string
 	TopologyKey           string // its value is NodeID
 	MaxVolumes            int64
+	EnableAttach          bool // PUBLISH_UNPUBLISH_VOLUME (attach.go)
 
 	mu sync.Mutex // serialises the mount operations
 }
@@ -77,10 +84,14 @@ func (d *Driver) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabili
 
 func (d *Driver) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
 	var caps []*csipb.ControllerServiceCapability
-	for _, c := range []csipb.ControllerServiceCapability_RPC_Type{
+	rpcs := []csipb.ControllerServiceCapability_RPC_Type{
 		csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME,
-	} {
+	}
+	if d.EnableAttach {
+		rpcs = append(rpcs, csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME)
+	}
+	for _, c := range rpcs {
 		caps = append(caps, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: c}}})
 	}
 	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
@@ -256,13 +267,19 @@ func (d *Driver) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.checkAttached(r.VolumeId, r.PublishContext); err != nil {
+		return nil, err
+	}
 	src := d.volumeDir(r.VolumeId)
 	if r.VolumeCapability.GetBlock() != nil {
 		dev, err := d.attachBlock(r.VolumeId)
 		if err != nil {
 			return nil, err
 		}
-		log.Printf("staged block volume %s on %s", r.VolumeId, dev)
+		if err := d.markStaged(r.VolumeId, true); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		log.Printf("staged block volume %s on %s (publish context %v)", r.VolumeId, dev, r.PublishContext)
 		return &csipb.NodeStageVolumeResponse{}, nil
 	}
 	if fi, err := os.Stat(src); err == nil && !fi.IsDir() {
@@ -274,7 +291,10 @@ func (d *Driver) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 	if err := bind(src, r.StagingTargetPath, false); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	log.Printf("staged %s at %s", r.VolumeId, r.StagingTargetPath)
+	if err := d.markStaged(r.VolumeId, true); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	log.Printf("staged %s at %s (publish context %v)", r.VolumeId, r.StagingTargetPath, r.PublishContext)
 	return &csipb.NodeStageVolumeResponse{}, nil
 }
 
@@ -290,6 +310,9 @@ func (d *Driver) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolume
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	}
+	if err := d.markStaged(r.VolumeId, false); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
 	log.Printf("unstaged %s from %s", r.VolumeId, r.StagingTargetPath)
 	return &csipb.NodeUnstageVolumeResponse{}, nil
 }
@@ -300,6 +323,13 @@ func (d *Driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if r.VolumeContext[EphemeralKey] != "true" {
+		// An inline volume is not attached (kubelet does not attach
+		// them); a persistent one must be, here.
+		if err := d.checkAttached(r.VolumeId, r.PublishContext); err != nil {
+			return nil, err
+		}
+	}
 	if r.VolumeCapability.GetBlock() != nil {
 		return d.publishBlock(r)
 	}
@@ -316,7 +346,7 @@ func (d *Driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	if err := bind(src, r.TargetPath, r.Readonly); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	log.Printf("published %s at %s (readonly %v)", r.VolumeId, r.TargetPath, r.Readonly)
+	log.Printf("published %s at %s (readonly %v, publish context %v)", r.VolumeId, r.TargetPath, r.Readonly, r.PublishContext)
 	return &csipb.NodePublishVolumeResponse{}, nil
 }
 

@@ -1,8 +1,8 @@
 // Command csihostpath runs package csihostpath's CSI node plugin
 // (-mode=driver: the Identity, Node and Controller services), its
 // controller (-mode=controller: Identity and Controller, for the
-// controller Deployment's external-provisioner and external-resizer,
-// hack/csi-sidecars/controller.yaml) or its registrar (-mode=registrar)
+// controller Deployment's external-provisioner, external-resizer and
+// external-attacher, hack/csi-sidecars/controller.yaml) or its registrar (-mode=registrar)
 // until SIGTERM, then
 // removes its socket (a registrar's socket going away deregisters the
 // driver).
@@ -32,6 +32,7 @@ func main() {
 	dataDir := flag.String("datadir", "/csi-data-dir", "driver: where volumes live")
 	regSocket := flag.String("registration-socket", "", "registrar: the socket in the agent's plugins_registry")
 	kubeletPath := flag.String("kubelet-registration-path", "", "registrar: the driver's socket as the agent sees it")
+	attach := flag.Bool("enable-attach", false, "driver, controller: the driver attaches (PUBLISH_UNPUBLISH_VOLUME; its CSIDriver says attachRequired)")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 
@@ -39,12 +40,12 @@ func main() {
 	sock := *endpoint
 	switch *mode {
 	case "driver":
-		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100}
+		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100, EnableAttach: *attach}
 		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterNodeServer(s, d)
 		csipb.RegisterControllerServer(s, d)
 	case "controller":
-		d := &csihostpath.Driver{Name: *name, DataDir: *dataDir}
+		d := &csihostpath.Driver{Name: *name, DataDir: *dataDir, EnableAttach: *attach}
 		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterControllerServer(s, d)
 	case "registrar":
