@@ -409,7 +409,7 @@ func (m *Mounter) stageBlock(ctx context.Context, d *Driver, cv *csiVolume, p bl
 		VolumeId: cv.handle, PublishContext: publishContext, StagingTargetPath: p.staging,
 		VolumeCapability: capability, Secrets: secrets, VolumeContext: cv.attrs,
 	}); err != nil {
-		return fmt.Errorf("rpc error: %w", err)
+		return rpcError(err)
 	}
 	return nil
 }
@@ -430,7 +430,7 @@ func (m *Mounter) publishBlock(ctx context.Context, d *Driver, cv *csiVolume, dr
 		VolumeId: cv.handle, PublishContext: publishContext, StagingTargetPath: p.staging, TargetPath: publish,
 		VolumeCapability: capability, Readonly: cv.readOnly, Secrets: secrets, VolumeContext: volumeContext(cv, drv, pod),
 	}); err != nil {
-		return fmt.Errorf("rpc error: %w", err)
+		return rpcError(err)
 	}
 	return nil
 }
@@ -522,7 +522,7 @@ func (m *Mounter) unmapCSI(ctx context.Context, podDir, spec string) error {
 	uctx, cancel := context.WithTimeout(ctx, csiTimeout)
 	defer cancel()
 	if _, err := d.Node.NodeUnpublishVolume(uctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: publish}); err != nil {
-		return fmt.Errorf("UnmapVolume.UnmapPodDevice failed for volume %q : kubernetes.io/csi: blockMapper.unpublishVolumeForBlock failed: rpc error: %w", spec, err)
+		return fmt.Errorf("UnmapVolume.UnmapPodDevice failed for volume %q : kubernetes.io/csi: blockMapper.unpublishVolumeForBlock failed: %w", spec, rpcError(err))
 	}
 	if m.blockHost().isDevice(publish) {
 		return fmt.Errorf("UnmapVolume.UnmapPodDevice failed for volume %q : kubernetes.io/csi: %s is still a device after NodeUnpublishVolume", spec, publish)
@@ -560,7 +560,7 @@ func (m *Mounter) unmapDevice(ctx context.Context, d *Driver, data volData, p bl
 			_, err := d.Node.NodeUnstageVolume(uctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: p.staging})
 			cancel()
 			if err != nil {
-				return fmt.Errorf("UnmapDevice.TearDownDevice failed for volume %q : kubernetes.io/csi: blockMapper.unstageVolumeForBlock failed: rpc error: %w", spec, err)
+				return fmt.Errorf("UnmapDevice.TearDownDevice failed for volume %q : kubernetes.io/csi: blockMapper.unstageVolumeForBlock failed: %w", spec, rpcError(err))
 			}
 		}
 		if mounted, _ := isMountPoint(p.staging); mounted {

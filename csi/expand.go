@@ -97,7 +97,7 @@ func (m *Mounter) expandIfNeeded(ctx context.Context, pod *v1.Pod, d *Driver, cv
 		Secrets:          secrets,
 	})
 	if rerr != nil {
-		msg := fmt.Sprintf("failed to expand pvc with %v", fmt.Errorf("rpc error: %w", rerr))
+		msg := fmt.Sprintf("failed to expand pvc with %v", rpcError(rerr))
 		cond := map[string]any{"type": v1.PersistentVolumeClaimNodeResizeError, "status": v1.ConditionTrue,
 			"lastTransitionTime": metav1.NewTime(m.clock().Now()), "message": msg}
 		change := map[string]any{"conditions": mergeResizeCondition(pvc.Status.Conditions, cond)}
@@ -109,10 +109,10 @@ func (m *Mounter) expandIfNeeded(ctx context.Context, pod *v1.Pod, d *Driver, cv
 		}
 		if change != nil {
 			if err := patchClaimStatus(ctx, patcher, pvc.Name, change); err != nil {
-				return errors.Join(fmt.Errorf("MountVolume.NodeExpandVolume failed for volume %q : rpc error: %w", cv.specName, rerr), err)
+				return errors.Join(fmt.Errorf("MountVolume.NodeExpandVolume failed for volume %q : %w", cv.specName, rpcError(rerr)), err)
 			}
 		}
-		return fmt.Errorf("MountVolume.NodeExpandVolume failed for volume %q : rpc error: %w", cv.specName, rerr)
+		return fmt.Errorf("MountVolume.NodeExpandVolume failed for volume %q : %w", cv.specName, rpcError(rerr))
 	}
 	msg := fmt.Sprintf("MountVolume.NodeExpandVolume succeeded for volume %q %s", cv.specName, m.NodeName)
 	m.event(pod, v1.EventTypeNormal, "FileSystemResizeSuccessful", msg)
@@ -177,4 +177,15 @@ func patchClaimStatus(ctx context.Context, p PVCPatcher, name string, status map
 	}
 	_, err = p.Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}, "status")
 	return err
+}
+
+// rpcError is a failed CSI call's error as kubelet prints it: a gRPC
+// status error already reads "rpc error: code = ... desc = ...", and is
+// kept as it is; anything else gets the prefix (kubelet's messages always
+// carry it once).
+func rpcError(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return fmt.Errorf("rpc error: %w", err)
 }

@@ -2,6 +2,8 @@ package csi
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -173,5 +175,17 @@ func TestExpandOnMountAndInfeasible(t *testing.T) {
 	}
 	if len(rig.f.expand) != 1 {
 		t.Errorf("%d NodeExpandVolume calls for an infeasible expansion", len(rig.f.expand))
+	}
+}
+
+// A CSI call's gRPC error carries "rpc error:" once, as in kubelet's
+// messages; before, the agent's prefix doubled it.
+func TestRPCErrorPrefixOnce(t *testing.T) {
+	st := status.Error(codes.Internal, "disk full")
+	if got := fmt.Errorf("MountVolume.MountDevice failed for volume %q : %w", "pv-1", rpcError(st)).Error(); got != `MountVolume.MountDevice failed for volume "pv-1" : rpc error: code = Internal desc = disk full` {
+		t.Errorf("status error: %q", got)
+	}
+	if got := rpcError(errors.New("boom")).Error(); got != "rpc error: boom" {
+		t.Errorf("plain error: %q", got)
 	}
 }

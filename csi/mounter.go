@@ -472,7 +472,7 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 				_ = os.RemoveAll(dir)
 			}
 		}
-		return "", fmt.Errorf("rpc error: %w", err)
+		return "", rpcError(err)
 	}
 	// A volume expanded while no pod had it (offline expansion): grown
 	// now, and the mount fails if that fails, as kubelet's MountVolume.
@@ -630,7 +630,7 @@ func nodeCapabilities(ctx context.Context, d *Driver) (map[csipb.NodeServiceCapa
 	defer cancel()
 	resp, err := d.Node.NodeGetCapabilities(cctx, &csipb.NodeGetCapabilitiesRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("rpc error: NodeGetCapabilities: %w", err)
+		return nil, fmt.Errorf("NodeGetCapabilities: %w", rpcError(err))
 	}
 	out := map[csipb.NodeServiceCapability_RPC_Type]bool{}
 	for _, c := range resp.GetCapabilities() {
@@ -738,7 +738,7 @@ func (m *Mounter) stage(ctx context.Context, d *Driver, cv *csiVolume, publishCo
 		VolumeId: cv.handle, PublishContext: publishContext, StagingTargetPath: staging,
 		VolumeCapability: capability, Secrets: secrets, VolumeContext: cv.attrs,
 	}); err != nil {
-		return "", fmt.Errorf("rpc error: %w", err)
+		return "", rpcError(err)
 	}
 	return staging, nil
 }
@@ -864,7 +864,7 @@ func (m *Mounter) tearDownOne(ctx context.Context, podDir, dir string) error {
 	uctx, cancel := context.WithTimeout(ctx, csiTimeout)
 	defer cancel()
 	if _, err := d.Node.NodeUnpublishVolume(uctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: target}); err != nil {
-		return fmt.Errorf("rpc error: %w", err)
+		return rpcError(err)
 	}
 	if mounted, _ := isMountPoint(target); mounted {
 		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnpublishVolume", target)
@@ -932,7 +932,7 @@ func (m *Mounter) unstageIfUnused(ctx context.Context, d *Driver, data volData, 
 	uctx, cancel := context.WithTimeout(ctx, csiTimeout)
 	defer cancel()
 	if _, err := d.Node.NodeUnstageVolume(uctx, &csipb.NodeUnstageVolumeRequest{VolumeId: data.VolumeHandle, StagingTargetPath: staging}); err != nil {
-		return fmt.Errorf("rpc error: %w", err)
+		return rpcError(err)
 	}
 	if mounted, _ := isMountPoint(staging); mounted {
 		return fmt.Errorf("kubernetes.io/csi: %s is still mounted after NodeUnstageVolume", staging)
