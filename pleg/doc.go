@@ -25,6 +25,18 @@
 //     pure v2 and hybrid v1/v2 hosts both work; pure v1 hosts cannot use
 //     this source.
 //
+// A containerd TaskExit that decides the exit (the event carries the exit
+// status and time, and the reason unless an inspection must find it: a
+// SIGKILL on cgroup v2, runtime.Event.Reason) is applied at once to a
+// container last seen running, without a runtime call: the ContainerDied
+// and the cache need nothing else, and the inspection the event triggers
+// as well only confirms it (a later difference, such as a TaskOOM after
+// the TaskExit, is a ContainerChanged). A cgroup signal, which usually
+// comes a few milliseconds before the TaskExit (the process has died but
+// the shim has not reaped it, so containerd still reports it running),
+// still inspects and rechecks; whichever learns of the exit first makes
+// the event, and the other's observation is not news.
+//
 // At most one inspection per container is in flight; signals arriving
 // meanwhile (from either source) coalesce into one more inspection, so
 // duplicates cost one runtime call and per-container order holds. An

@@ -808,11 +808,51 @@ func (p *PLEG) followRuntime(ctx context.Context) {
 				var want runtime.State
 				if ev.Type == runtime.EventTaskExit {
 					want = runtime.StateExited
+					p.exitFromEvent(ev)
 				}
+				// Inspected all the same: the runtime's record of the exit
+				// (labels, a reason the event left open, a late TaskOOM).
 				p.trigger(ctx, ev.ContainerID, SourceContainerd, p.clock.Now(), want)
 			}
 		}
 	}
+}
+
+// exitFromEvent applies a TaskExit to a container this PLEG knows as
+// running, without asking the runtime: the event has the exit status, the
+// exit time and (unless an inspection must decide it) the reason, the rest
+// is the container as last observed. The event goes through applyLocked as
+// an inspection's would (cache first, expectations, stale observations
+// discarded: an inspection or relist that started before now and reports
+// the container running is older than this). Anything else (a container
+// not known yet, or not running, an undecided reason) waits for the
+// inspection the caller triggers.
+func (p *PLEG) exitFromEvent(ev runtime.Event) {
+	if ev.Reason == "" || ev.ExitedAt.IsZero() {
+		return
+	}
+	p.mu.Lock()
+	defer p.unlock()
+	rec := p.records[ev.ContainerID]
+	if p.stopped || rec == nil || rec.c.State != runtime.StateRunning {
+		return
+	}
+	now := p.clock.Now()
+	if rec.observedAt.After(now) {
+		return
+	}
+	c := rec.c
+	c.State, c.Pid = runtime.StateExited, 0
+	c.ExitCode, c.FinishedAt, c.Reason = int32(ev.ExitCode), ev.ExitedAt, ev.Reason
+	if runtime.OOMKillRecorded(c) {
+		c.Reason = runtime.ReasonOOMKilled // its TaskOOM was seen before this stream was
+	}
+	triggeredAt := now
+	if in := p.inflight[ev.ContainerID]; in != nil {
+		// The trace's signal is the first one (the cgroup emptied).
+		triggeredAt = in.triggeredAt
+	}
+	p.applyLocked(c, true, now, SourceContainerd, triggeredAt, true)
 }
 
 // setSource records a source's health and switches between event mode and

@@ -109,6 +109,9 @@ func (im *podImages) ensure(ctx context.Context, pod *v1.Pod, c *v1.Container) (
 	policy := c.ImagePullPolicy
 	if policy != v1.PullAlways {
 		img, err := im.rt.GetImage(ctx, c.Image)
+		// The latency trace: containerd's image lookup apart from the
+		// rest of the "image" step (the pull-record check, events, a pull).
+		stepTraceFrom(ctx).step("imageLookup")
 		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			return "", status.ReasonErrImagePull, err
 		}

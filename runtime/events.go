@@ -36,8 +36,14 @@ const eventBuffer = 1024
 // themselves are never dropped.
 //
 // On a TaskOOM event the container is labelled so that its exit reason
-// becomes OOMKilled; on a TaskExit event its exit status is recorded in its
-// labels before the event is delivered (see watchTasks).
+// becomes OOMKilled. A TaskExit is delivered as it arrives, with its exit
+// status, time and (when the event decides it) reason, so that a consumer
+// needs no round trip to containerd to learn of the exit; its exit status
+// is recorded in the container's labels by the exit recorder (watchTasks),
+// and again by StopContainer before it deletes the task. (Until
+// 2026-11-29 this stream recorded it itself before delivering the event:
+// two more calls to containerd, one of them a metadata write, on the path
+// of every exit, and the same write the recorder makes.)
 func (r *Runtime) Subscribe(ctx context.Context) <-chan Event {
 	out := make(chan Event, eventBuffer)
 	go r.followEvents(ctx, out)
@@ -48,6 +54,9 @@ func (r *Runtime) followEvents(ctx context.Context, out chan<- Event) {
 	defer close(out)
 	ns := r.opts.Namespace
 	overflow := false
+	// Containers whose TaskOOM this stream decoded, for their TaskExit's
+	// reason; forgotten at the exit (or the task's or container's deletion).
+	oom := map[string]bool{}
 	send := func(ev Event) { // blocking, for stream events
 		select {
 		case out <- ev:
@@ -67,6 +76,15 @@ func (r *Runtime) followEvents(ctx context.Context, out chan<- Event) {
 			ev, ok := r.decode(ctx, env)
 			if !ok {
 				return
+			}
+			switch ev.Type {
+			case EventTaskOOM:
+				oom[ev.ContainerID] = true
+			case EventTaskExit:
+				ev.Reason = r.eventExitReason(int32(ev.ExitCode), oom[ev.ContainerID])
+				delete(oom, ev.ContainerID)
+			case EventTaskDelete, EventContainerDelete:
+				delete(oom, ev.ContainerID)
 			}
 			if overflow {
 				select {
@@ -160,9 +178,7 @@ func (r *Runtime) decode(ctx context.Context, env *eventsapi.Envelope) (Event, b
 			return Event{}, false // an exec'd process, not the container
 		}
 		ev.Type, ev.ContainerID, ev.Pid, ev.ExitCode = EventTaskExit, e.ContainerID, e.Pid, e.ExitStatus
-		// Recorded before delivery, so what a consumer saw survives
-		// containerd 2.x reaping the stopped task on restart.
-		r.markExit(ctx, e.ContainerID, int32(e.ExitStatus), e.ExitedAt.AsTime())
+		ev.ExitedAt = e.ExitedAt.AsTime()
 	case *apievents.TaskDelete:
 		if e.ID != "" && e.ID != e.ContainerID {
 			return Event{}, false
@@ -179,6 +195,16 @@ func (r *Runtime) decode(ctx context.Context, env *eventsapi.Envelope) (Event, b
 		return Event{}, false
 	}
 	return ev, true
+}
+
+// eventExitReason is the reason of an exit with code that a TaskExit
+// decides (see Event.Reason): "" for a SIGKILL on cgroup v2 not known to
+// be an OOM kill, which an inspection decides from the cgroups.
+func (r *Runtime) eventExitReason(code int32, oomSeen bool) string {
+	if !oomSeen && r.unified && code == sigkillExitCode {
+		return ""
+	}
+	return exitReason(code, oomSeen)
 }
 
 // watchTasks records, whether or not anyone subscribes, what containerd

@@ -42,6 +42,7 @@ func (r *Runtime) RemoveImage(ctx context.Context, id string) error {
 			return fmt.Errorf("runtime: remove image %s (%s): %w", id, n, convertErr(err))
 		}
 	}
+	r.forgetFacts(id)
 	return nil
 }
 

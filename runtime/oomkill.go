@@ -253,3 +253,8 @@ func oomGroupOpts(unified, singleProcess bool) []oci.SpecOpts {
 	}
 	return []oci.SpecOpts{withOOMGroup()}
 }
+
+// OOMKillRecorded reports whether c's labels, as last read, record an OOM
+// kill of one of its processes (containerd's TaskOOM, or one found in the
+// cgroups): its exit, whatever the status, is OOMKilled.
+func OOMKillRecorded(c Container) bool { return c.Labels[labelOOMKilled] == "true" }

@@ -167,6 +167,10 @@ type Runtime struct {
 
 	users imageUsers // image config users, for runAsNonRoot
 
+	// contentFacts: what an image's content says for this platform (its
+	// ID and size), by the image's target digest (images.go).
+	contentFacts sync.Map
+
 	specs specCache // facts decoded once from containers' OCI specs (specfacts.go)
 
 	// unified: the host has the unified cgroup v2 hierarchy, where
@@ -276,12 +280,10 @@ func (r *Runtime) ListImages(ctx context.Context) ([]Image, error) {
 }
 
 func (r *Runtime) imagesFrom(ctx context.Context, imgs []images.Image) ([]Image, error) {
-	cs := r.client.ContentStore()
-	platform := platforms.Default()
 	byID := map[string]*Image{}
 	var order []string
 	for _, img := range imgs {
-		conf, err := img.Config(ctx, cs, platform)
+		facts, err := r.factsOf(ctx, img)
 		if err != nil {
 			if outOfTime(ctx, err) {
 				// Says nothing about the image: a list without it
@@ -294,14 +296,10 @@ func (r *Runtime) imagesFrom(ctx context.Context, imgs []images.Image) ([]Image,
 			r.opts.Logger.Debug("skipping image without usable config", "image", img.Name, "err", err)
 			continue
 		}
-		id := conf.Digest.String()
+		id := facts.id
 		e, ok := byID[id]
 		if !ok {
-			size, err := img.Size(ctx, cs, platform)
-			if err != nil {
-				r.opts.Logger.Debug("image size unknown", "image", img.Name, "err", err)
-			}
-			e = &Image{ID: id, Size: size}
+			e = &Image{ID: id, Size: facts.size}
 			byID[id] = e
 			order = append(order, id)
 		}

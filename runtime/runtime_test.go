@@ -253,8 +253,15 @@ func TestSubscribeReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	next(runtime.EventTaskStart, id)
-	if ev := next(runtime.EventTaskExit, id); ev.ExitCode != 7 {
-		t.Fatalf("exit event %+v", ev)
+	// The exit as containerd reports it, in the event: status, time and
+	// the reason an inspection gives.
+	ev := next(runtime.EventTaskExit, id)
+	c, err := rt.InspectContainer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.ExitCode != 7 || ev.Reason != runtime.ReasonError || ev.ExitedAt.IsZero() || !ev.ExitedAt.Equal(c.FinishedAt) || c.Reason != ev.Reason {
+		t.Fatalf("exit event %+v, inspected %+v", ev, c)
 	}
 
 	cd.Kill()

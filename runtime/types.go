@@ -273,4 +273,15 @@ type Event struct {
 	ExitCode    uint32    // TaskExit
 	Pid         uint32    // TaskStart, TaskExit
 	Err         error     // EventStreamDown
+	// ExitedAt is when the process exited (TaskExit), as containerd
+	// reports the stopped task's exit time.
+	ExitedAt time.Time
+	// Reason is a TaskExit's exit reason (ReasonCompleted, ReasonError,
+	// ReasonOOMKilled) when the event alone decides it as an inspection
+	// of the container would: OOMKilled when this subscription delivered
+	// the container's TaskOOM before, "" when an inspection must decide
+	// (a SIGKILL on cgroup v2, which may be an OOM kill whose TaskOOM was
+	// lost: oomkill.go). An inspection may still find OOMKilled later (a
+	// TaskOOM after the TaskExit).
+	Reason string
 }
