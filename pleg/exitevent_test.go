@@ -26,11 +26,8 @@ import (
 func TestTaskExitIsAppliedFromTheEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()
-		p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
-		ctx, cancel := context.WithCancel(context.Background())
-		runDone := make(chan struct{})
-		go func() { defer close(runDone); p.Run(ctx) }()
-		defer func() { cancel(); <-runDone }()
+		p, stop := runPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
+		defer stop()
 		for _, id := range []string{"a", "b", "c", "d"} {
 			rt.set(id, "p", runtime.StateRunning, 0)
 		}
@@ -88,7 +85,7 @@ func TestTaskExitIsAppliedFromTheEvent(t *testing.T) {
 		// the event, and not delivered.
 		p.ExpectWithin("uid-p", "b", ContainerDied, time.Minute)
 		waited := make(chan error, 1)
-		go func() { waited <- p.WaitExpected(ctx, "uid-p") }()
+		go func() { waited <- p.WaitExpected(context.Background(), "uid-p") }()
 		exited("b", 0, runtime.ReasonCompleted)
 		rt.events <- runtime.Event{Type: runtime.EventTaskExit, ContainerID: "b", ExitedAt: exitedAt, Reason: runtime.ReasonCompleted}
 		synctest.Wait()

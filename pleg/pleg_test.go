@@ -53,6 +53,17 @@ func TestTransition(t *testing.T) {
 	}
 }
 
+// runPLEG makes a test PLEG over rt and runs it until stop, which waits
+// for Run to return.
+func runPLEG(t *testing.T, rt *fakeRuntime, o Options) (p *PLEG, stop func()) {
+	t.Helper()
+	p = newTestPLEG(t, rt, o)
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); p.Run(ctx) }()
+	return p, func() { cancel(); <-runDone }
+}
+
 func newTestPLEG(t *testing.T, rt Runtime, opts Options) *PLEG {
 	t.Helper()
 	if opts.Logger == nil {
@@ -589,11 +600,8 @@ func plegGoroutines(except map[string]string) map[string]string {
 func TestExpiredExpectationReinspects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()
-		p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
-		ctx, cancel := context.WithCancel(context.Background())
-		runDone := make(chan struct{})
-		go func() { defer close(runDone); p.Run(ctx) }()
-		defer func() { cancel(); <-runDone }()
+		p, stop := runPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
+		defer stop()
 		rt.set("old", "p", runtime.StateExited, 1)
 		rt.events <- runtime.Event{Type: runtime.EventStreamUp}
 		synctest.Wait()
@@ -617,11 +625,8 @@ func TestExpiredExpectationReinspects(t *testing.T) {
 func TestLateOOMReasonIsAChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()
-		p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
-		ctx, cancel := context.WithCancel(context.Background())
-		runDone := make(chan struct{})
-		go func() { defer close(runDone); p.Run(ctx) }()
-		defer func() { cancel(); <-runDone }()
+		p, stop := runPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
+		defer stop()
 		rt.events <- runtime.Event{Type: runtime.EventStreamUp}
 		synctest.Wait()
 		setReason := func(reason string) {
@@ -671,11 +676,8 @@ func TestLateOOMReasonIsAChange(t *testing.T) {
 func TestRelistUndeterminedKeepsLastObservation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newFakeRuntime()
-		p := newTestPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
-		ctx, cancel := context.WithCancel(context.Background())
-		runDone := make(chan struct{})
-		go func() { defer close(runDone); p.Run(ctx) }()
-		defer func() { cancel(); <-runDone }()
+		p, stop := runPLEG(t, rt, Options{Sources: []Source{SourceContainerd}, RelistPeriod: time.Hour, Registerer: prometheus.NewRegistry()})
+		defer stop()
 		rt.set("a", "p", runtime.StateRunning, 0)
 		rt.events <- runtime.Event{Type: runtime.EventStreamUp}
 		synctest.Wait()
