@@ -263,6 +263,11 @@ func TestSubscribeReconnects(t *testing.T) {
 	if ev.ExitCode != 7 || ev.Reason != runtime.ReasonError || ev.ExitedAt.IsZero() || !ev.ExitedAt.Equal(c.FinishedAt) || c.Reason != ev.Reason {
 		t.Fatalf("exit event %+v, inspected %+v", ev, c)
 	}
+	// The event is delivered before the exit recorder has written the exit
+	// into the labels (it no longer waits for that write): containerd is
+	// killed only once it is there, or the restart below tests a lost
+	// write (containerd 2.x then has neither the task nor the labels).
+	waitExitRecorded(t, rt, id, "7")
 
 	cd.Kill()
 	if ev := next(runtime.EventStreamDown, ""); ev.Err == nil {
@@ -317,6 +322,23 @@ func TestOOMKilled(t *testing.T) {
 
 // An exit status survives a containerd restart whether or not anyone
 // subscribes: 1.6 keeps the stopped task, 2.x reaps it and the adapter's
+// waitExitRecorded waits until the exit recorder has written container
+// id's exit code into its labels.
+func waitExitRecorded(t *testing.T, rt *runtime.Runtime, id, code string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := rt.InspectContainer(context.Background(), id)
+		if err == nil && c.Labels["io.nodeagent.exit-code"] == code {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exit status not recorded: %+v (err %v)", c, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // labels (recorded from the TaskExit event) tell the status.
 func TestExitSurvivesRestart(t *testing.T) {
 	rt, cd := newRuntime(t)
@@ -329,17 +351,7 @@ func TestExitSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, rt, id, runtime.StateExited)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := rt.InspectContainer(ctx, id)
-		if err == nil && c.Labels["io.nodeagent.exit-code"] == "3" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("exit status not recorded: %+v (err %v)", c, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitExitRecorded(t, rt, id, "3")
 	cd.Kill()
 	if err := cd.Start(); err != nil {
 		t.Fatal(err)
