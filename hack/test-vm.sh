@@ -377,9 +377,18 @@ expect_eq "done: terminated reason, exit code, pod phase" \
 k get --raw "/api/v1/nodes/$NODE/proxy/metrics" >"$WORK/metrics.txt" || fail "the node's /metrics through the API server"
 grep -E '^nodeagent_pleg_(source_healthy|events_total|fallbacks_total)' "$WORK/metrics.txt" >&2 || true
 grep -qx 'nodeagent_pleg_source_healthy{source="cgroups"} 1' "$WORK/metrics.txt" || fail "the cgroups event source is not healthy"
+# Since containerd's TaskExit is applied from the event itself (issue 32),
+# a death is credited to whichever source the PLEG heard first: the
+# cgroups source's populated 0 is then still inspected, and loses the race
+# as often as not (the cgroupfs pass of 2026-11-29 06:56: containerd 2,
+# cgroups 0). So: the cgroups source delivered events of its own (the
+# pods' starts), and the deaths were seen by one of the two sources.
+started=$(awk '/^nodeagent_pleg_events_total\{.*source="cgroups"/ && /type="ContainerStarted"/ { s += $2 } END { print s + 0 }' "$WORK/metrics.txt")
+((started > 0)) || fail "the cgroups event source delivered no event (no container start)"
 n=$(awk '/^nodeagent_pleg_events_total\{.*source="cgroups"/ && /type="ContainerDied"/ { s += $2 } END { print s + 0 }' "$WORK/metrics.txt")
-((n > 0)) || fail "the cgroups event source detected no container death (done's exit)"
-log "ok: the cgroups event source is healthy and detected $n container deaths"
+m=$(awk '/^nodeagent_pleg_events_total\{.*source="containerd"/ && /type="ContainerDied"/ { s += $2 } END { print s + 0 }' "$WORK/metrics.txt")
+((n + m > 0)) || fail "no event source detected a container death (done's exit)"
+log "ok: the cgroups event source is healthy and delivered $started starts; container deaths seen first by cgroups $n, by containerd $m"
 ! grep -q '^nodeagent_pleg_fallbacks_total{source="cgroups"} [1-9]' "$WORK/metrics.txt" || fail "the PLEG fell back from the cgroups source"
 g 'journalctl -u nodeagent --no-pager -o cat' >"$WORK/journal.txt"
 ! grep -E 'PLEG event source failed|cannot watch pod cgroup parent' "$WORK/journal.txt" >&2 || fail "the agent's journal reports a PLEG event source failure"
