@@ -163,16 +163,7 @@ func (h hangingContainers) Get(ctx context.Context, _ *containersapi.GetContaine
 // exit in the container's labels first (two calls, one a metadata write);
 // with containerd's container service hanging, no TaskExit came through.
 func TestTaskExitDeliveredWithoutAskingContainerd(t *testing.T) {
-	dir, err := os.MkdirTemp("", "na-ev") // short: a unix socket path
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "containerd.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis, sock := listenFakeContainerd(t)
 	events := scriptedEvents{envelopes: make(chan *eventsapi.Envelope, 10)}
 	var hang atomic.Bool
 	var calls atomic.Int32

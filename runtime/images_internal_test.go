@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -133,15 +130,7 @@ func (f *fakeImageStore) calls() (content, images int) {
 // The record is still read every time, so a name that now points to
 // another image is reported as that image; ListImages uses the same facts.
 func TestGetImageReadsContentOncePerTarget(t *testing.T) {
-	dir, err := os.MkdirTemp("", "na-img") // short: a unix socket path
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	lis, err := net.Listen("unix", filepath.Join(dir, "containerd.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis, _ := listenFakeContainerd(t)
 	store := &fakeImageStore{blobs: map[digest.Digest][]byte{}, images: map[string]ocispec.Descriptor{}}
 	srv := grpc.NewServer()
 	imagesapi.RegisterImagesServer(srv, fakeImages{fakeImageStore: store})

@@ -108,16 +108,7 @@ func (f *fakeContainers) Get(_ context.Context, r *containersapi.GetContainerReq
 // returns a Runtime over it (built by hand: no exit recorder).
 func serveFakeContainerd(t *testing.T, tasks *fakeTasks, ctrs *fakeContainers) *Runtime {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "na-tl") // short: a unix socket path
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "containerd.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis, sock := listenFakeContainerd(t)
 	srv := grpc.NewServer()
 	tasksapi.RegisterTasksServer(srv, tasks)
 	containersapi.RegisterContainersServer(srv, ctrs)
@@ -254,4 +245,21 @@ func TestTasklessStartedContainer(t *testing.T) {
 	if c, err := r.InspectContainer(ctx, "busy"); err == nil {
 		t.Errorf("inspecting a container whose task cannot be asked: %+v, no error; want an error", c)
 	}
+}
+
+// listenFakeContainerd listens on a unix socket in a short temporary
+// directory (a socket path has a length limit) for a fake containerd.
+func listenFakeContainerd(t *testing.T) (net.Listener, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "na-ctrd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "containerd.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lis, sock
 }
