@@ -163,20 +163,13 @@ func (h hangingContainers) Get(ctx context.Context, _ *containersapi.GetContaine
 // exit in the container's labels first (two calls, one a metadata write);
 // with containerd's container service hanging, no TaskExit came through.
 func TestTaskExitDeliveredWithoutAskingContainerd(t *testing.T) {
-	lis, sock := listenFakeContainerd(t)
 	events := scriptedEvents{envelopes: make(chan *eventsapi.Envelope, 10)}
 	var hang atomic.Bool
 	var calls atomic.Int32
-	srv := grpc.NewServer()
-	eventsapi.RegisterEventsServer(srv, events)
-	containersapi.RegisterContainersServer(srv, hangingContainers{hang: &hang, calls: &calls})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	client, err := containerd.New(sock, containerd.WithTimeout(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client := fakeContainerdClient(t, func(srv *grpc.Server) {
+		eventsapi.RegisterEventsServer(srv, events)
+		containersapi.RegisterContainersServer(srv, hangingContainers{hang: &hang, calls: &calls})
+	})
 	// Built by hand, without New's exit recorder (which does call
 	// containerd, off the subscribers' path); on cgroup v2.
 	r := &Runtime{opts: Options{Namespace: "test", Clock: clock.RealClock{}, CallTimeout: time.Minute,

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd"
 	contentapi "github.com/containerd/containerd/api/services/content/v1"
 	imagesapi "github.com/containerd/containerd/api/services/images/v1"
 	apitypes "github.com/containerd/containerd/api/types"
@@ -130,18 +129,11 @@ func (f *fakeImageStore) calls() (content, images int) {
 // The record is still read every time, so a name that now points to
 // another image is reported as that image; ListImages uses the same facts.
 func TestGetImageReadsContentOncePerTarget(t *testing.T) {
-	lis, _ := listenFakeContainerd(t)
 	store := &fakeImageStore{blobs: map[digest.Digest][]byte{}, images: map[string]ocispec.Descriptor{}}
-	srv := grpc.NewServer()
-	imagesapi.RegisterImagesServer(srv, fakeImages{fakeImageStore: store})
-	contentapi.RegisterContentServer(srv, fakeContent{fakeImageStore: store})
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	client, err := containerd.New(lis.Addr().String(), containerd.WithTimeout(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client := fakeContainerdClient(t, func(srv *grpc.Server) {
+		imagesapi.RegisterImagesServer(srv, fakeImages{fakeImageStore: store})
+		contentapi.RegisterContentServer(srv, fakeContent{fakeImageStore: store})
+	})
 	r := &Runtime{opts: Options{Namespace: "test", Clock: clock.RealClock{}, CallTimeout: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))}, client: client}
 	ctx := context.Background()

@@ -108,17 +108,10 @@ func (f *fakeContainers) Get(_ context.Context, r *containersapi.GetContainerReq
 // returns a Runtime over it (built by hand: no exit recorder).
 func serveFakeContainerd(t *testing.T, tasks *fakeTasks, ctrs *fakeContainers) *Runtime {
 	t.Helper()
-	lis, sock := listenFakeContainerd(t)
-	srv := grpc.NewServer()
-	tasksapi.RegisterTasksServer(srv, tasks)
-	containersapi.RegisterContainersServer(srv, ctrs)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	client, err := containerd.New(sock, containerd.WithTimeout(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client := fakeContainerdClient(t, func(srv *grpc.Server) {
+		tasksapi.RegisterTasksServer(srv, tasks)
+		containersapi.RegisterContainersServer(srv, ctrs)
+	})
 	return &Runtime{opts: Options{Namespace: "test", CallTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))}, client: client}
 }
 
@@ -247,9 +240,10 @@ func TestTasklessStartedContainer(t *testing.T) {
 	}
 }
 
-// listenFakeContainerd listens on a unix socket in a short temporary
-// directory (a socket path has a length limit) for a fake containerd.
-func listenFakeContainerd(t *testing.T) (net.Listener, string) {
+// fakeContainerdClient serves the services register adds on a unix socket
+// in a short temporary directory (a socket path has a length limit) and
+// returns a containerd client of it; both end with the test.
+func fakeContainerdClient(t *testing.T, register func(*grpc.Server)) *containerd.Client {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "na-ctrd")
 	if err != nil {
@@ -261,5 +255,14 @@ func listenFakeContainerd(t *testing.T) (net.Listener, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lis, sock
+	srv := grpc.NewServer()
+	register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	client, err := containerd.New(sock, containerd.WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
 }
