@@ -187,3 +187,11 @@ func (f *fakeDriver) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolum
 	f.stats = append(f.stats, r)
 	return &csipb.NodeGetVolumeStatsResponse{Usage: f.usage}, nil
 }
+
+// statusAtOnce plays the node status for m: every change of the volumes in
+// use is written at once and succeeds (MarkVolumesReportedInUse with
+// VolumesInUse), so the mount of an attachable volume does not wait.
+func statusAtOnce(m *Mounter) *Mounter {
+	m.InUseChanged = func() { m.MarkVolumesReportedInUse(m.VolumesInUse()) }
+	return m
+}

@@ -73,7 +73,7 @@ func (m *Mounter) forgetPod(podUID string) {
 	delete(m.setUp, podUID)
 }
 
-func (m *Mounter) clock() clock.PassiveClock {
+func (m *Mounter) clock() clock.Clock {
 	if m.Clock != nil {
 		return m.Clock
 	}
