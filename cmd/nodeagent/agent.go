@@ -275,6 +275,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		VolumesInUse:                     a.csi.volumesInUse(),
 		RuntimeHandlers:                  a.handlers.get,
 		VolumesInUseSynced:               a.csi.volumesSynced(),
+		VolumesReportedInUse:             a.csi.markReported(),
 	}
 	if cfg.CNIConfDir != "" {
 		a.net, err = network.New(network.Config{
@@ -318,6 +319,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	if a.ns, err = nodestatus.New(nsOpts); err != nil {
 		return nil, err
 	}
+	a.csi.syncStatusOnChange(a.ns)
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nodeagent/nodeagent/csi"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/kubetypes"
+	"github.com/nodeagent/nodeagent/nodestatus"
 )
 
 // csiNode is the CSI node side: the plugin registration watcher and the
@@ -83,6 +84,24 @@ func (n *csiNode) volumesSynced() func() bool {
 		return nil
 	}
 	return n.mounter.Synced
+}
+
+// markReported is nodestatus's VolumesReportedInUse; nil without CSI.
+func (n *csiNode) markReported() func([]v1.UniqueVolumeName) {
+	if n == nil {
+		return nil
+	}
+	return n.mounter.MarkVolumesReportedInUse
+}
+
+// syncStatusOnChange makes a change of the volumes in use computed and
+// written by the node status at once (the mount of an attachable volume
+// waits for that write).
+func (n *csiNode) syncStatusOnChange(ns *nodestatus.Manager) {
+	if n == nil {
+		return
+	}
+	n.mounter.InUseChanged = ns.SyncSoon
 }
 
 // reconstructVolumes is kubelet's volume reconstruction at start: the CSI
