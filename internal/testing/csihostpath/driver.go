@@ -65,6 +65,10 @@ type Driver struct {
 	TopologyKey           string // its value is NodeID
 	MaxVolumes            int64
 	EnableAttach          bool // PUBLISH_UNPUBLISH_VOLUME (attach.go)
+	// NodeVolumesInUse reads the Node's status.volumesInUse; set, every
+	// NodeStageVolume and NodePublishVolume of a persistent volume logs
+	// whether the volume was in it (checkInUse, attach.go). nil: not read.
+	NodeVolumesInUse func() ([]string, error)
 
 	mu sync.Mutex // serialises the mount operations
 }
@@ -265,6 +269,7 @@ func (d *Driver) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 	if r.VolumeId == "" || r.StagingTargetPath == "" || r.VolumeCapability == nil {
 		return nil, status.Error(codes.InvalidArgument, "volume ID, staging target path and capability are required")
 	}
+	d.checkInUse("NodeStageVolume", r.VolumeId)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.checkAttached(r.VolumeId, r.PublishContext); err != nil {
@@ -320,6 +325,9 @@ func (d *Driver) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolume
 func (d *Driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	if r.VolumeId == "" || r.TargetPath == "" || r.VolumeCapability == nil {
 		return nil, status.Error(codes.InvalidArgument, "volume ID, target path and capability are required")
+	}
+	if r.VolumeContext[EphemeralKey] != "true" {
+		d.checkInUse("NodePublishVolume", r.VolumeId)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
