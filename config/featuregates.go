@@ -41,6 +41,12 @@ const (
 	// cAdvisor's container_pressure_* metrics (beta, on by default in
 	// 1.34); off, neither, as kubelet.
 	FeatureKubeletPSI = "KubeletPSI"
+	// FeatureCSIVolumeHealth: the volume condition of CSI drivers with
+	// VOLUME_CONDITION in the volume stats (volumeHealthStats in
+	// /stats/summary, kubelet_volume_stats_health_status_abnormal) and
+	// kubelet's VolumeConditionAbnormal Event (alpha, off by default in
+	// 1.34); off, none of them, as kubelet.
+	FeatureCSIVolumeHealth = "CSIVolumeHealth"
 )
 
 // gatesHonoured are the gates nodeagent implements with both values.
@@ -49,6 +55,7 @@ var gatesHonoured = map[string]bool{
 	FeatureImageVolume:        true,
 	FeatureSecretPulledImages: true,
 	FeatureKubeletPSI:         true,
+	FeatureCSIVolumeHealth:    true,
 }
 
 // FeatureEnabled reports whether the feature gate name is on: as set in

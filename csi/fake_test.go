@@ -40,6 +40,7 @@ type fakeDriver struct {
 	expandErr error
 	stats     []*csipb.NodeGetVolumeStatsRequest
 	usage     []*csipb.VolumeUsage // NodeGetVolumeStats's answer
+	condition *csipb.VolumeCondition
 	infos     int
 }
 
@@ -185,7 +186,7 @@ func (f *fakeDriver) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolum
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats = append(f.stats, r)
-	return &csipb.NodeGetVolumeStatsResponse{Usage: f.usage}, nil
+	return &csipb.NodeGetVolumeStatsResponse{Usage: f.usage, VolumeCondition: f.condition}, nil
 }
 
 // statusAtOnce plays the node status for m: every change of the volumes in

@@ -94,8 +94,15 @@ type Mounter struct {
 	// expansion of a mounted volume); nil: discarded.
 	Log *slog.Logger
 	// Recorder sends the volume expansion's Events (kubelet's
-	// FileSystemResizeSuccessful, VolumeResizeFailed); nil: none.
+	// FileSystemResizeSuccessful, VolumeResizeFailed) and, with
+	// VolumeHealth, VolumeConditionAbnormal; nil: none.
 	Recorder record.EventRecorder
+	// VolumeHealth is kubelet's CSIVolumeHealth feature gate: the volume
+	// condition of a driver with VOLUME_CONDITION is in the volume stats
+	// (volumeHealthStats, kubelet_volume_stats_health_status_abnormal)
+	// and an abnormal one is a VolumeConditionAbnormal Event on the pod
+	// (stats.go).
+	VolumeHealth bool
 
 	locks sync.Map  // volume key -> *sync.Mutex
 	block blockHost // nil: the host's (block.go)
@@ -162,7 +169,7 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 	if err != nil {
 		return "", mountError(v.Name, "MountVolume.SetUp", err)
 	}
-	sv := &setUpVolume{name: v.Name, namespace: pod.Namespace, claim: claimName(pod, v)}
+	sv := &setUpVolume{name: v.Name, namespace: pod.Namespace, podName: pod.Name, podUID: pod.UID, claim: claimName(pod, v)}
 	switch {
 	case direct != nil && direct.pv.Spec.HostPath != nil:
 		p, err := volume.SetupHostPath(direct.pv.Spec.HostPath)

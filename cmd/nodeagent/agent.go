@@ -494,6 +494,9 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	// 11.
 	goLoop(a.runCSIRegistration)
+	if a.csi != nil {
+		goLoop(a.csi.mounter.RunVolumeHealth)
+	}
 
 	<-ctx.Done()
 	a.log.Info("shutting down")

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/csi"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/kubetypes"
@@ -42,6 +43,8 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 		},
 		Log:      a.base.With("component", "csi", "node", a.nodeName),
 		Recorder: csiRecorder(c, a.nodeName),
+		// kubelet's CSIVolumeHealth gate (a restart field, as every gate).
+		VolumeHealth: a.cfg.FeatureEnabled(config.FeatureCSIVolumeHealth),
 	}
 	// kubelet's kubelet_volume_stats_* on /metrics.
 	a.reg.MustRegister(csi.VolumeStatsCollector{M: m})
