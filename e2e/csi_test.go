@@ -483,7 +483,9 @@ func csiPVMode(t *testing.T, a *agent, driver, claim, pvName, handle string, mod
 // go of it).
 func TestCSIAttachRequired(t *testing.T) {
 	t.Parallel()
-	a, rt := readyPodAgent(t, "")
+	// With kubelet's CSIVolumeHealth gate (alpha, off by default): the
+	// driver's volume condition in the volume stats.
+	a, rt := readyPodAgent(t, "featureGates:\n  CSIVolumeHealth: true\n")
 	ctx := context.Background()
 	admin := a.env.Admin
 	cp := deployCSIPlugin(t, a, rt, true)
@@ -578,6 +580,9 @@ func TestCSIAttachRequired(t *testing.T) {
 	p := a.waitPod(ctx, name, 90*time.Second, "Running", running)
 	t.Logf("the pod Running %.1fs after the controller was scaled up (%.1fs after it was made)", time.Since(scaled).Seconds(), time.Since(p.CreationTimestamp.Time).Seconds())
 	a.waitLog(p, "c", 0, "ok")
+	// The volume is healthy (the driver's condition: its publish target
+	// is mounted).
+	checkCSIVolumeHealth(t, a, p, claim, false)
 	if va, err = admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -695,6 +700,18 @@ func TestCSIAttachRequired(t *testing.T) {
 	if strings.Contains(log, "NOT in the Node's volumesInUse") || strings.Contains(log, "cannot read the Node's volumesInUse") {
 		t.Errorf("a stage or publish came before the Node listed the volume in use (or the driver could not tell):\n%s", log)
 	}
+	// The publish target unmounted behind the driver's back (the
+	// container keeps its own mount): the driver's condition is abnormal
+	// at the volume's first measurement, in /stats/summary, /metrics and
+	// kubelet's VolumeConditionAbnormal Event on the pod.
+	target := filepath.Join(cp.root, "pods", string(p2.UID), "volumes", "kubernetes.io~csi", pvName, "mount")
+	if err := syscall.Unmount(target, 0); err != nil {
+		t.Fatalf("unmounting the publish target %s: %v", target, err)
+	}
+	checkCSIVolumeHealth(t, a, p2, claim, true)
+	a.waitEvent(ctx, "default", "involvedObject.name="+name2, "VolumeConditionAbnormal", func(e corev1.Event) bool {
+		return e.Type == corev1.EventTypeWarning && e.Reason == "VolumeConditionAbnormal" && e.Message == "Volume data: volume path is not mounted"
+	})
 	if err := admin.CoreV1().Pods("default").Delete(ctx, name2, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
