@@ -23,7 +23,10 @@
 // kubernetes-csi's external-attacher, keep a record of which node a volume
 // is attached to and the publish context carries the attachment's ID,
 // which the node side requires in NodeStageVolume and NodePublishVolume
-// (attach.go).
+// (attach.go). With NodeVolumesInUse (-check-in-use) the node side reads
+// its Node at each NodeStageVolume and NodePublishVolume of a persistent
+// volume and logs whether status.volumesInUse listed the volume, as
+// kubelet guarantees for an attachable one (checkInUse).
 // The registrar serves kubelet's plugin-registration API on a socket in
 // <rootDir>/plugins_registry and, as node-driver-registrar, exits when the
 // node agent reports that the registration failed.
