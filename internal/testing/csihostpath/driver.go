@@ -24,6 +24,11 @@
 // is attached to and the publish context carries the attachment's ID,
 // which the node side requires in NodeStageVolume and NodePublishVolume
 // (attach.go).
+// With PublishRecord (-record-publish) every NodePublishVolume is
+// appended to a file as a JSON line (PublishRecord: volume ID, target
+// path, volume context), for tests to see what the node agent passed
+// (pod information, service account tokens) and how often (a driver with
+// requiresRepublish is called again for a published volume).
 // The registrar serves kubelet's plugin-registration API on a socket in
 // <rootDir>/plugins_registry and, as node-driver-registrar, exits when the
 // node agent reports that the registration failed.
@@ -34,6 +39,7 @@ package csihostpath
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -64,7 +70,8 @@ type Driver struct {
 	Name, NodeID, DataDir string
 	TopologyKey           string // its value is NodeID
 	MaxVolumes            int64
-	EnableAttach          bool // PUBLISH_UNPUBLISH_VOLUME (attach.go)
+	EnableAttach          bool   // PUBLISH_UNPUBLISH_VOLUME (attach.go)
+	PublishRecord         string // a file each NodePublishVolume is appended to; "": none
 
 	mu sync.Mutex // serialises the mount operations
 }
@@ -323,6 +330,9 @@ func (d *Driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.recordPublish(r); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
 	if r.VolumeContext[EphemeralKey] != "true" {
 		// An inline volume is not attached (kubelet does not attach
 		// them); a persistent one must be, here.
@@ -348,6 +358,33 @@ func (d *Driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	}
 	log.Printf("published %s at %s (readonly %v, publish context %v)", r.VolumeId, r.TargetPath, r.Readonly, r.PublishContext)
 	return &csipb.NodePublishVolumeResponse{}, nil
+}
+
+// PublishRecord is one NodePublishVolume call, a line of the
+// -record-publish file.
+type PublishRecord struct {
+	VolumeID      string            `json:"volumeID"`
+	TargetPath    string            `json:"targetPath"`
+	VolumeContext map[string]string `json:"volumeContext"`
+}
+
+func (d *Driver) recordPublish(r *csipb.NodePublishVolumeRequest) error {
+	if d.PublishRecord == "" {
+		return nil
+	}
+	b, err := json.Marshal(PublishRecord{VolumeID: r.VolumeId, TargetPath: r.TargetPath, VolumeContext: r.VolumeContext})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(d.PublishRecord, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func (d *Driver) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {

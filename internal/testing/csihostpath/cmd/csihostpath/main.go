@@ -33,6 +33,7 @@ func main() {
 	regSocket := flag.String("registration-socket", "", "registrar: the socket in the agent's plugins_registry")
 	kubeletPath := flag.String("kubelet-registration-path", "", "registrar: the driver's socket as the agent sees it")
 	attach := flag.Bool("enable-attach", false, "driver, controller: the driver attaches (PUBLISH_UNPUBLISH_VOLUME; its CSIDriver says attachRequired)")
+	record := flag.String("record-publish", "", "driver: a file to append every NodePublishVolume's volume ID, target path and volume context to (JSON lines)")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 
@@ -40,7 +41,7 @@ func main() {
 	sock := *endpoint
 	switch *mode {
 	case "driver":
-		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100, EnableAttach: *attach}
+		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100, EnableAttach: *attach, PublishRecord: *record}
 		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterNodeServer(s, d)
 		csipb.RegisterControllerServer(s, d)
