@@ -336,6 +336,11 @@ func TestNodeAPIAuthentication(t *testing.T) {
 		{"healthz with nodes/proxy", nil, goodTok, "/healthz", 200, "ok"},
 		{"pods with nodes/proxy", certFor(allowedUser), "", "/pods", 200, `"kind":"PodList"`},
 		{"healthz without rights", certFor(deniedUser), "", "/healthz", 403, "subresource(s)=[healthz proxy]"},
+		// kubelet's debugging handlers: nodes/proxy for /debug, nodes/log
+		// for /logs (which the allowed user does not have either).
+		{"pprof with nodes/proxy", certFor(allowedUser), "", "/debug/pprof/", 200, "Types of profiles available"},
+		{"pprof without rights", certFor(deniedUser), "", "/debug/pprof/heap", 403, "Forbidden (user=" + deniedUser + ", verb=get, resource=nodes, subresource(s)=[proxy])"},
+		{"logs without nodes/log", nil, goodTok, "/logs/", 403, "subresource(s)=[log]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := a.nodeGet(t, a.nodeClient(t, tc.cert), tc.path, tc.token)
