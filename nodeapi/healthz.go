@@ -104,16 +104,19 @@ func (s *Server) healthzRoot(w http.ResponseWriter, r *http.Request, checks []he
 	fmt.Fprint(w, "healthz check passed\n")
 }
 
-// logCheck is kubelet's log health check: logging is blocked when a flush
-// of the log output has not completed for two minutes. A flush starts at
-// most once a minute, from a check (no goroutine runs between checks).
+// logCheck is kubelet's log health check (apiserver's LogHealthz, which
+// flushes klog every minute and fails once no flush has completed for two
+// minutes): logging is blocked when a flush of the log output has not
+// returned for two minutes. A check starts a flush when none is in
+// progress, so no goroutine runs between checks and a rarely checked
+// agent is not reported blocked for having had nothing to flush.
 type logCheck struct {
 	clock clock.PassiveClock
 	flush func()
 
 	mu       sync.Mutex
-	verified time.Time // the last flush's end (the first check's time before)
 	flushing bool
+	started  time.Time // the flush in progress's start
 }
 
 var errLoggingBlocked = errors.New("logging blocked")
@@ -122,20 +125,18 @@ func (l *logCheck) check() error {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.verified.IsZero() {
-		l.verified = now
-	}
-	if now.Sub(l.verified) >= time.Minute && !l.flushing {
-		l.flushing = true
-		go func() {
-			l.flush()
-			l.mu.Lock()
-			l.verified, l.flushing = l.clock.Now(), false
-			l.mu.Unlock()
-		}()
-	}
-	if now.Sub(l.verified) < 2*time.Minute {
+	if l.flushing {
+		if now.Sub(l.started) >= 2*time.Minute {
+			return errLoggingBlocked
+		}
 		return nil
 	}
-	return errLoggingBlocked
+	l.flushing, l.started = true, now
+	go func() {
+		l.flush()
+		l.mu.Lock()
+		l.flushing = false
+		l.mu.Unlock()
+	}()
+	return nil
 }
