@@ -51,7 +51,7 @@ var fieldDocs = []FieldDoc{
 	{"authentication.webhook.enabled", "Authenticate bearer tokens with the API server's TokenReview API."},
 	{"authentication.webhook.cacheTTL", "How long TokenReview answers are cached; 0 disables the cache."},
 	{"authentication.anonymous.enabled", "Let requests without credentials in as system:anonymous (group system:unauthenticated), still subject to authorization. Off: they get 401 Unauthorized."},
-	{"authorization.mode", "Authorization of node API requests: Webhook (a SubjectAccessReview per request on the node's subresource: nodes/proxy, nodes/log, nodes/stats, nodes/metrics, nodes/healthz, nodes/pods) or AlwaysAllow (any authenticated user)."},
+	{"authorization.mode", "Authorization of node API requests: Webhook (a SubjectAccessReview per request on the node's subresource: nodes/proxy, nodes/log, nodes/stats, nodes/metrics, nodes/healthz, nodes/pods, nodes/configz, nodes/checkpoint; docs/nodeapi.md#authorization) or AlwaysAllow (any authenticated user)."},
 	{"authorization.webhook.cacheAuthorizedTTL", "How long an allowing SubjectAccessReview answer is cached."},
 	{"authorization.webhook.cacheUnauthorizedTTL", "How long a denying SubjectAccessReview answer is cached."},
 	{"enableDebuggingHandlers", "As kubelet: serve the node API's debugging endpoints: /exec, /attach, /portForward, /run, /containerLogs, /runningpods/, /configz, /checkpoint, and /debug/pprof/, /debug/flags/v and /logs/ as their own fields allow. false answers /run/, /exec/, /attach/, /portForward/, /containerLogs/, /runningpods/, /debug/pprof/ and /logs/ with 405 `Debug endpoints are disabled.` (`kubectl logs`, `exec` and `port-forward` stop working) and /configz, /checkpoint and /debug/flags/v with 404."},
