@@ -395,6 +395,12 @@ func TestKubectlExec(t *testing.T) {
 	if _, errs, code := run("", "exec", name, "--", "no-such-command"); code == 0 {
 		t.Errorf("exec of a missing command succeeded: %q", errs)
 	}
+	// kubelet's one-shot /run (POST, cmd split at spaces) through the
+	// node proxy: stdout then stderr as the answer.
+	runPath := "/api/v1/nodes/" + a.node + "/proxy/run/default/" + name + "/main?cmd=sh%20-c%20echo%24IFS%27out%27%3Becho%24IFS%27err%27%3E%262"
+	if out, errs, code := run("", "create", "--raw", runPath, "-f", "/dev/null"); code != 0 || out != "out\nerr\n" {
+		t.Errorf("POST /run: code %d stdout %q stderr %q", code, out, errs)
+	}
 }
 
 // kubectl port-forward through the real API server carries HTTP to a port
