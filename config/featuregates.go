@@ -41,14 +41,18 @@ const (
 	// cAdvisor's container_pressure_* metrics (beta, on by default in
 	// 1.34); off, neither, as kubelet.
 	FeatureKubeletPSI = "KubeletPSI"
+	// FeatureContainerCheckpoint: the node API's /checkpoint (beta, on by
+	// default in 1.34); off, the path is not served, as kubelet.
+	FeatureContainerCheckpoint = "ContainerCheckpoint"
 )
 
 // gatesHonoured are the gates nodeagent implements with both values.
 var gatesHonoured = map[string]bool{
-	FeaturePodLevelResources:  true,
-	FeatureImageVolume:        true,
-	FeatureSecretPulledImages: true,
-	FeatureKubeletPSI:         true,
+	FeaturePodLevelResources:   true,
+	FeatureImageVolume:         true,
+	FeatureSecretPulledImages:  true,
+	FeatureKubeletPSI:          true,
+	FeatureContainerCheckpoint: true,
 }
 
 // FeatureEnabled reports whether the feature gate name is on: as set in
