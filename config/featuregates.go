@@ -41,6 +41,9 @@ const (
 	// cAdvisor's container_pressure_* metrics (beta, on by default in
 	// 1.34); off, neither, as kubelet.
 	FeatureKubeletPSI = "KubeletPSI"
+	// FeatureContainerCheckpoint: the node API's /checkpoint (beta, on by
+	// default in 1.34); off, the path is not served, as kubelet.
+	FeatureContainerCheckpoint = "ContainerCheckpoint"
 	// FeatureCSIVolumeHealth: the volume condition of CSI drivers with
 	// VOLUME_CONDITION in the volume stats (volumeHealthStats in
 	// /stats/summary, kubelet_volume_stats_health_status_abnormal) and
@@ -51,11 +54,12 @@ const (
 
 // gatesHonoured are the gates nodeagent implements with both values.
 var gatesHonoured = map[string]bool{
-	FeaturePodLevelResources:  true,
-	FeatureImageVolume:        true,
-	FeatureSecretPulledImages: true,
-	FeatureKubeletPSI:         true,
-	FeatureCSIVolumeHealth:    true,
+	FeaturePodLevelResources:   true,
+	FeatureImageVolume:         true,
+	FeatureSecretPulledImages:  true,
+	FeatureKubeletPSI:          true,
+	FeatureContainerCheckpoint: true,
+	FeatureCSIVolumeHealth:     true,
 }
 
 // FeatureEnabled reports whether the feature gate name is on: as set in

@@ -108,6 +108,27 @@ type NodeAgentConfiguration struct {
 	// Authentication and Authorization of node API requests, as kubelet's.
 	Authentication NodeAPIAuthentication `json:"authentication"`
 	Authorization  NodeAPIAuthorization  `json:"authorization"`
+	// EnableDebuggingHandlers serves the node API's debugging endpoints
+	// (kubelet's field): exec, attach, port-forward, run, container logs,
+	// /runningpods/, /configz, /checkpoint and the four below; false
+	// answers them "Debug endpoints are disabled." as kubelet does.
+	EnableDebuggingHandlers bool `json:"enableDebuggingHandlers"`
+	// EnableContentionProfiling records goroutine blocking events
+	// (runtime.SetBlockProfileRate(1)) for /debug/pprof/block.
+	EnableContentionProfiling bool `json:"enableContentionProfiling"`
+	// EnableProfilingHandler serves /debug/pprof/ (with the debugging
+	// handlers).
+	EnableProfilingHandler bool `json:"enableProfilingHandler"`
+	// EnableDebugFlagsHandler serves /debug/flags/v (PUT sets the log
+	// verbosity).
+	EnableDebugFlagsHandler bool `json:"enableDebugFlagsHandler"`
+	// EnableSystemLogHandler serves /var/log under /logs/ (with the
+	// debugging handlers).
+	EnableSystemLogHandler bool `json:"enableSystemLogHandler"`
+	// EnableSystemLogQuery is kubelet's node log query (/logs/?query=,
+	// NodeLogQuery gate), which nodeagent does not implement: true is
+	// refused.
+	EnableSystemLogQuery bool `json:"enableSystemLogQuery"`
 
 	// ContainerLogMaxSize is the largest size of a container log file
 	// before it is rotated (a quantity, "10Mi"); ContainerLogMaxFiles is

@@ -432,6 +432,12 @@ func validateNodeAPI(c *NodeAgentConfiguration) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(field.NewPath("authorization", "mode"), c.Authorization.Mode, []string{AuthorizationModeWebhook, AuthorizationModeAlwaysAllow}))
 	}
+	if c.EnableSystemLogQuery {
+		// kubelet requires the NodeLogQuery gate and enableSystemLogHandler;
+		// nodeagent has neither the gate nor the query.
+		errs = append(errs, field.Forbidden(field.NewPath("enableSystemLogQuery"),
+			"nodeagent does not implement kubelet's node log query (`/logs/?query=`, feature gate NodeLogQuery); /logs/ serves the files under /var/log (enableSystemLogHandler). Remove the field or set it to false"))
+	}
 	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("containerLogMaxSize"), c.ContainerLogMaxSize, "must be a quantity such as 10Mi"))
 	} else if q.Value() <= 0 {

@@ -29,19 +29,20 @@ type fakeDriver struct {
 	maxVolumes     int64
 	caps           []csipb.NodeServiceCapability_RPC_Type
 
-	mu        sync.Mutex
-	calls     []string
-	statuses  []*registerapi.RegistrationStatus
-	stage     []*csipb.NodeStageVolumeRequest
-	publish   []*csipb.NodePublishVolumeRequest
-	unpub     []*csipb.NodeUnpublishVolumeRequest
-	unstage   []*csipb.NodeUnstageVolumeRequest
-	expand    []*csipb.NodeExpandVolumeRequest
-	expandErr error
-	stats     []*csipb.NodeGetVolumeStatsRequest
-	usage     []*csipb.VolumeUsage // NodeGetVolumeStats's answer
-	condition *csipb.VolumeCondition
-	infos     int
+	mu         sync.Mutex
+	calls      []string
+	statuses   []*registerapi.RegistrationStatus
+	stage      []*csipb.NodeStageVolumeRequest
+	publish    []*csipb.NodePublishVolumeRequest
+	unpub      []*csipb.NodeUnpublishVolumeRequest
+	unstage    []*csipb.NodeUnstageVolumeRequest
+	expand     []*csipb.NodeExpandVolumeRequest
+	expandErr  error
+	publishErr error // NodePublishVolume's answer when set
+	stats      []*csipb.NodeGetVolumeStatsRequest
+	usage      []*csipb.VolumeUsage // NodeGetVolumeStats's answer
+	condition  *csipb.VolumeCondition
+	infos      int
 }
 
 func newFakeDriver(name string) *fakeDriver {
@@ -144,7 +145,11 @@ func (f *fakeDriver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVo
 	f.record("NodePublishVolume")
 	f.mu.Lock()
 	f.publish = append(f.publish, r)
+	err := f.publishErr
 	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if r.VolumeCapability.GetBlock() != nil {
 		// A block volume's target is a file the driver puts the device
 		// on (fakeBlock counts a file holding "device" as one).

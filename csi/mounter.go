@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,6 +104,10 @@ type Mounter struct {
 	// and an abnormal one is a VolumeConditionAbnormal Event on the pod
 	// (stats.go).
 	VolumeHealth bool
+	// Tokens gives the service account tokens of CSIDriver tokenRequests
+	// (*volume.Tokens, shared with projected volumes); nil: a driver with
+	// tokenRequests fails to publish.
+	Tokens TokenSource
 
 	locks sync.Map  // volume key -> *sync.Mutex
 	block blockHost // nil: the host's (block.go)
@@ -417,6 +422,17 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 			m.log().Warn("volume expansion failed", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "volume", cv.specName, "err", err)
 			m.event(pod, v1.EventTypeWarning, "VolumeResizeFailed", err.Error())
 		}
+		// requiresRepublish: NodePublishVolume again at every sync
+		// (kubelet's remount of a volume whose plugin RequiresRemount,
+		// marked at each pod sync). A failure is kubelet's FailedMount
+		// Event; the pod keeps its volume and the next sync tries again.
+		if err == nil && requiresRepublish(drv) {
+			if err := m.publish(ctx, pod, podDir, cv, drv, true); err != nil {
+				me := &volume.MountError{Volume: cv.specName, Op: "MountVolume.SetUp", Err: err}
+				m.log().Warn("volume republish failed", "pod", pod.Namespace+"/"+pod.Name, "podUID", pod.UID, "volume", cv.specName, "err", err)
+				m.event(pod, v1.EventTypeWarning, me.EventReason(), me.Error())
+			}
+		}
 		return target, nil
 	}
 	if err != nil {
@@ -433,86 +449,124 @@ func (m *Mounter) setUpCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *
 	if len(cv.accessModes) == 1 && cv.accessModes[0] == v1.ReadWriteOncePod && m.usedElsewhere(cv, podDir) {
 		return "", errors.New("volume uses the ReadWriteOncePod access mode and is already in use by another pod")
 	}
+	if err := m.publish(ctx, pod, podDir, cv, drv, false); err != nil {
+		return "", err
+	}
+	return target, nil
+}
+
+// publish is kubelet's csiMountMgr.SetUpAt: the wait for the attachment,
+// NodeStageVolume once per volume, NodePublishVolume with the volume
+// context (attributes, pod info, service account tokens) and the fsGroup.
+// republish: the volume is published already (requiresRepublish), so it
+// is neither staged nor expanded, and nothing is removed if the call
+// fails.
+func (m *Mounter) publish(ctx context.Context, pod *v1.Pod, podDir string, cv *csiVolume, drv *storagev1.CSIDriver, republish bool) error {
+	dir := podVolumeDir(podDir, cv.specName)
+	target := filepath.Join(dir, podMountDir)
 	attach := !cv.ephemeral && attachRequired(drv)
 	m.noteInUse(cv, podDir, attach)
-	if attach {
+	// A republish is of a mounted volume: no wait (kubelet's remount
+	// does not verify the attachment again either).
+	if attach && !republish {
 		if err := m.waitReportedInUse(ctx, cv); err != nil {
-			return "", err
+			return err
 		}
 	}
 	d, ok := m.Drivers.Driver(cv.driver)
 	if !ok {
-		return "", fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name %s not found in the list of registered CSI drivers", cv.driver)
+		return fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name %s not found in the list of registered CSI drivers", cv.driver)
 	}
 	defer m.lock(cv.driver, cv.handle)()
 
 	var publishContext map[string]string
+	var err error
 	if attach {
 		if publishContext, err = m.attachment(ctx, cv); err != nil {
-			return "", &opError{op: "MountVolume.WaitForAttach", err: err}
+			return &opError{op: "MountVolume.WaitForAttach", err: err}
 		}
 	}
 	caps, err := nodeCapabilities(ctx, d)
 	if err != nil {
-		return "", err
+		return err
 	}
 	capability, err := volumeCapability(cv, caps, pod)
 	if err != nil {
-		return "", err
+		return err
 	}
 	var staging string
-	if caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] && !cv.ephemeral {
+	switch {
+	case !caps[csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME] || cv.ephemeral:
+	case republish:
+		staging = filepath.Join(m.stagingDir(cv.driver, cv.handle), globalMount)
+	default:
 		staging, err = m.stage(ctx, d, cv, publishContext, capability)
 		if err != nil {
-			return "", &opError{op: "MountVolume.MountDevice", err: err}
+			return &opError{op: "MountVolume.MountDevice", err: err}
 		}
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to create dir %q:  %v", dir, err)
-	}
-	mode := storagev1.VolumeLifecyclePersistent
-	if cv.ephemeral {
-		mode = storagev1.VolumeLifecycleEphemeral
-	}
-	if err := writeVolData(dir, volData{
-		SpecVolID: cv.specName, VolumeHandle: cv.handle, DriverName: cv.driver, NodeName: m.NodeName,
-		AttachmentID: attachmentName(cv.handle, cv.driver, m.NodeName), VolumeLifecycleMode: string(mode),
-	}); err != nil {
-		return "", err
-	}
+	// The secrets, then the volume context: attributes, pod information,
+	// service account tokens (kubelet's order; a later key wins).
 	secrets, err := m.secrets(ctx, cv.publishSecret)
 	if err != nil {
-		return "", err
+		return err
 	}
 	attrs := volumeContext(cv, drv, pod)
+	tokens, err := m.serviceAccountTokenAttrs(ctx, pod, drv)
+	if err != nil {
+		return err
+	}
+	maps.Copy(attrs, tokens)
+	if !republish {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to create dir %q:  %v", dir, err)
+		}
+		mode := storagev1.VolumeLifecyclePersistent
+		if cv.ephemeral {
+			mode = storagev1.VolumeLifecycleEphemeral
+		}
+		if err := writeVolData(dir, volData{
+			SpecVolID: cv.specName, VolumeHandle: cv.handle, DriverName: cv.driver, NodeName: m.NodeName,
+			AttachmentID: attachmentName(cv.handle, cv.driver, m.NodeName), VolumeLifecycleMode: string(mode),
+		}); err != nil {
+			return err
+		}
+	}
 	pctx, cancel := context.WithTimeout(ctx, csiTimeout)
 	defer cancel()
 	if _, err := d.Node.NodePublishVolume(pctx, &csipb.NodePublishVolumeRequest{
 		VolumeId: cv.handle, PublishContext: publishContext, StagingTargetPath: staging, TargetPath: target,
 		VolumeCapability: capability, Readonly: cv.readOnly, Secrets: secrets, VolumeContext: attrs,
 	}); err != nil {
-		// kubelet removes what it made for a publish that failed for
-		// good; a target left behind is retried (and torn down) as a
-		// publish in progress.
-		if mounted, _ := isMountPoint(target); !mounted {
-			_ = os.Remove(target)
-			if cv.ephemeral || staging == "" {
-				_ = os.RemoveAll(dir)
-			}
-		}
-		return "", rpcError(err)
+		m.cleanUpFailedPublish(cv, dir, target, staging)
+		return rpcError(err)
 	}
 	// A volume expanded while no pod had it (offline expansion): grown
 	// now, and the mount fails if that fails, as kubelet's MountVolume.
-	if err := m.expandIfNeeded(ctx, pod, d, cv, caps, target, staging); err != nil {
-		return "", err
+	if !republish {
+		if err := m.expandIfNeeded(ctx, pod, d, cv, caps, target, staging); err != nil {
+			return err
+		}
 	}
 	if g := fsGroup(pod); g != nil && capability.GetMount().GetVolumeMountGroup() == "" && supportsFSGroup(cv, drv) {
 		if !skipOwnership(target, *g, pod) {
 			volume.SetOwnership(target, *g)
 		}
 	}
-	return target, nil
+	return nil
+}
+
+// cleanUpFailedPublish is kubelet's removal of what it made for a publish
+// that failed for good; a target left mounted (a publish in progress, or
+// a republished volume) is kept, to be retried or torn down.
+func (m *Mounter) cleanUpFailedPublish(cv *csiVolume, dir, target, staging string) {
+	if mounted, _ := isMountPoint(target); mounted {
+		return
+	}
+	_ = os.Remove(target)
+	if cv.ephemeral || staging == "" {
+		_ = os.RemoveAll(dir)
+	}
 }
 
 // expandMounted runs expandIfNeeded for a published volume (target: its

@@ -258,8 +258,9 @@ type csiPlugin struct {
 // then requires the publish context of its controller's attach) and runs
 // the plugin pod as the host-path driver's DaemonSet lays it out: the
 // driver privileged with a Bidirectional mount of the agent's rootDir, the
-// registrar with a socket in plugins_registry.
-func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool) csiPlugin {
+// registrar with a socket in plugins_registry. driverArgs are more flags
+// of the driver (its data directory is /csi-data-dir in its container).
+func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool, driverArgs ...string) csiPlugin {
 	t.Helper()
 	ctx := context.Background()
 	admin := a.env.Admin
@@ -333,7 +334,7 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool) c
 %[8]s  containers:
   - name: driver
     image: %[1]s
-    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-datadir=/csi-data-dir", "-enable-attach=%[7]v", "-check-in-use=%[7]v"]
+    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-datadir=/csi-data-dir", "-enable-attach=%[7]v", "-check-in-use=%[7]v"%[10]s]
     securityContext: {privileged: true}
     volumeMounts:
     - {name: root, mountPath: %[2]s, mountPropagation: Bidirectional}
@@ -343,7 +344,7 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool) c
     args: ["-mode=registrar", "-drivername=%[4]s", "-registration-socket=%[2]s/plugins_registry/%[4]s-reg.sock", "-kubelet-registration-path=%[5]s"]
     volumeMounts:
     - {name: root, mountPath: %[2]s}
-`, csiImageRef, root, data, driver, endpoint, a.node, attach, inUsePod, inUseContainer)), "apply", "-f", "-")
+`, csiImageRef, root, data, driver, endpoint, a.node, attach, inUsePod, inUseContainer, extraArgs(driverArgs))), "apply", "-f", "-")
 	pp := a.waitPod(ctx, plugin, 60*time.Second, "Running", running)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -400,6 +401,15 @@ func csiNodeReader(t *testing.T, a *agent, name string) (podLines, containerLine
     - {name: KUBERNETES_SERVICE_PORT, value: "%s"}
 `, u.Hostname(), u.Port())
 	return podLines, containerLines
+}
+
+// extraArgs is args as more items of a YAML flow sequence.
+func extraArgs(args []string) string {
+	var b strings.Builder
+	for _, a := range args {
+		fmt.Fprintf(&b, ", %q", a)
+	}
+	return b.String()
 }
 
 // csiClaim makes a PV of driver with volume handle handle, pre-bound to

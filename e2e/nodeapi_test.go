@@ -336,6 +336,11 @@ func TestNodeAPIAuthentication(t *testing.T) {
 		{"healthz with nodes/proxy", nil, goodTok, "/healthz", 200, "ok"},
 		{"pods with nodes/proxy", certFor(allowedUser), "", "/pods", 200, `"kind":"PodList"`},
 		{"healthz without rights", certFor(deniedUser), "", "/healthz", 403, "subresource(s)=[healthz proxy]"},
+		// kubelet's debugging handlers: nodes/proxy for /debug, nodes/log
+		// for /logs (which the allowed user does not have either).
+		{"pprof with nodes/proxy", certFor(allowedUser), "", "/debug/pprof/", 200, "Types of profiles available"},
+		{"pprof without rights", certFor(deniedUser), "", "/debug/pprof/heap", 403, "Forbidden (user=" + deniedUser + ", verb=get, resource=nodes, subresource(s)=[proxy])"},
+		{"logs without nodes/log", nil, goodTok, "/logs/", 403, "subresource(s)=[log]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := a.nodeGet(t, a.nodeClient(t, tc.cert), tc.path, tc.token)
@@ -389,6 +394,12 @@ func TestKubectlExec(t *testing.T) {
 	}
 	if _, errs, code := run("", "exec", name, "--", "no-such-command"); code == 0 {
 		t.Errorf("exec of a missing command succeeded: %q", errs)
+	}
+	// kubelet's one-shot /run (POST, cmd split at spaces) through the
+	// node proxy: stdout then stderr as the answer.
+	runPath := "/api/v1/nodes/" + a.node + "/proxy/run/default/" + name + "/main?cmd=sh%20-c%20echo%24IFS%27out%27%3Becho%24IFS%27err%27%3E%262"
+	if out, errs, code := run("", "create", "--raw", runPath, "-f", "/dev/null"); code != 0 || out != "out\nerr\n" {
+		t.Errorf("POST /run: code %d stdout %q stderr %q", code, out, errs)
 	}
 }
 

@@ -19,12 +19,14 @@
 //     SubjectAccessReview for verb (GET→get, POST→create, PUT→update,
 //     PATCH→patch, DELETE→delete) on resource nodes, name the node, with
 //     kubelet's subresource for the path (KubeletFineGrainedAuthz on, as in
-//     1.34): /stats→stats, /metrics→metrics, /logs→log, /pods→pods then
-//     proxy, /healthz→healthz then proxy, everything else (containerLogs,
-//     exec, ...)→proxy. Any allowed subresource lets the request in, else
+//     1.34): /stats→stats, /metrics→metrics, /logs→log,
+//     /checkpoint→checkpoint, /pods→pods then proxy, /healthz→healthz then
+//     proxy, /configz→configz then proxy, everything else (containerLogs,
+//     exec, run, debug/pprof, debug/flags, ...)→proxy. Any allowed subresource lets the request in, else
 //     403. Answers are cached (allowed and denied for their own TTLs).
 //
-// Endpoints: /healthz; /pods (a v1 PodList of the pods the agent runs);
+// Endpoints: /healthz with kubelet's checks (ping, log: Options.FlushLogs,
+// syncloop: Options.Healthy), each also at /healthz/<check>; /pods (a v1 PodList of the pods the agent runs);
 // /containerLogs/{namespace}/{pod}/{container} with kubelet's query
 // parameters, read from the CRI log files of package crilog under
 // Options.LogRoot (podLogsDir: <ns>_<pod>_<uid>/<container>/<attempt>.log
@@ -41,7 +43,15 @@
 // kubelet's labels for the root, pod and running container cgroups, read
 // at the scrape and written as text without a registry); /metrics/probes
 // (Options.ProbeMetrics); /runningpods/ (the runtime's running
-// containers as pods); /configz (Options.Configz).
+// containers as pods); /configz (Options.Configz); kubelet's debugging
+// handlers (Options.Debug, all on by default as in kubelet): /run (one-shot
+// exec), /debug/pprof/ (Go's profiles), PUT /debug/flags/v
+// (Options.Debug.SetVerbosity), /logs/ (the files under /var/log; the node
+// log query is refused), /checkpoint (checked as kubelet, then the answer
+// of a runtime that cannot checkpoint). Each switched off answers kubelet's
+// 405 message; without Options.Debug.Handlers, exec, attach, port-forward,
+// run, containerLogs, runningpods, pprof and logs answer 405 "Debug
+// endpoints are disabled." and configz, checkpoint and flags are absent.
 //
 // Serving certificate: Options.TLSCertFile/TLSPrivateKeyFile, else a
 // self-signed certificate for the node's names and addresses kept in

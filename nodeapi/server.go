@@ -123,8 +123,16 @@ type Options struct {
 	// agents kept pod log directories (rootDir/logs), which the loggers
 	// of containers they started still write after an upgrade.
 	LegacyLogRoots []string
-	// Healthy answers /healthz; nil means always healthy.
+	// Healthy is /healthz's syncloop check (kubelet's: the sync loop
+	// runs); nil means always healthy.
 	Healthy func() error
+	// FlushLogs is /healthz's log check: it returns once the log output
+	// takes writes (kubelet's klog.Flush); logging is reported blocked
+	// when it has not returned for two minutes. nil: never blocked.
+	FlushLogs func()
+	// Debug switches kubelet's debugging handlers; nil:
+	// DefaultDebugOptions.
+	Debug *DebugOptions
 	// Metrics serves /metrics: the agent's own Prometheus metrics, as
 	// kubelet serves its own there (nodes/metrics); nil: not served.
 	Metrics http.Handler
@@ -248,10 +256,9 @@ func New(opts Options) (*Server, error) {
 	}
 
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.installHealthz()
 	s.mux.HandleFunc("GET /pods", s.pods)
 	s.mux.HandleFunc("GET /pods/{$}", s.pods)
-	s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	s.mux.HandleFunc("GET /metrics/resource", s.metricsResource)
 	s.mux.HandleFunc("GET /metrics/cadvisor", s.metricsCadvisor)
 	s.mux.HandleFunc("GET /stats/summary", s.statsSummary)
@@ -261,18 +268,11 @@ func New(opts Options) (*Server, error) {
 	if opts.ProbeMetrics != nil {
 		s.mux.Handle("GET /metrics/probes", opts.ProbeMetrics)
 	}
-	if opts.Configz != nil {
-		s.mux.HandleFunc("GET /configz", s.configz)
+	debug := DefaultDebugOptions()
+	if opts.Debug != nil {
+		debug = *opts.Debug
 	}
-	s.mux.HandleFunc("GET /runningpods/", s.runningPods)
-	for _, m := range []string{"GET", "POST"} {
-		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
-		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
-		s.mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.attach)
-		s.mux.HandleFunc(m+" /attach/{namespace}/{pod}/{uid}/{container}", s.attach)
-		s.mux.HandleFunc(m+" /portForward/{namespace}/{pod}", s.portForward)
-		s.mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
-	}
+	s.installDebugging(debug)
 	return s, nil
 }
 
@@ -360,17 +360,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
-}
-
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	if s.opts.Healthy != nil {
-		if err := s.opts.Healthy(); err != nil {
-			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte("ok"))
 }
 
 func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {

@@ -51,6 +51,11 @@ func TestRequestAttributes(t *testing.T) {
 		{"GET", "/metrics/resource", Attributes{"get", []string{"metrics"}}},
 		{"GET", "/logs/syslog", Attributes{"get", []string{"log"}}},
 		{"DELETE", "/run/x", Attributes{"delete", []string{"proxy"}}},
+		{"GET", "/debug/pprof/heap", Attributes{"get", []string{"proxy"}}},
+		{"PUT", "/debug/flags/v", Attributes{"update", []string{"proxy"}}},
+		{"GET", "/logs/", Attributes{"get", []string{"log"}}},
+		{"POST", "/checkpoint/ns/p/c", Attributes{"create", []string{"checkpoint"}}},
+		{"GET", "/healthz/syncloop", Attributes{"get", []string{"healthz", "proxy"}}},
 	} {
 		if got := RequestAttributes(tc.method, tc.path); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s %s = %+v, want %+v", tc.method, tc.path, got, tc.want)
@@ -183,7 +188,8 @@ func newTestEnv(t *testing.T, mutate func(*Options)) *testEnv {
 	}
 	e := &testEnv{
 		api: newFakeAPI(func(s authzv1.SubjectAccessReviewSpec) bool {
-			return s.User == "admin" || s.User == "pods-reader" && s.ResourceAttributes.Subresource == "pods"
+			return s.User == "admin" || s.User == "pods-reader" && s.ResourceAttributes.Subresource == "pods" ||
+				s.User == "log-reader" && s.ResourceAttributes.Subresource == "log"
 		}),
 		ca: ca, pods: &fakePods{}, conts: &fakeContainers{}, logs: filepath.Join(dir, "logs"),
 		clock: testingclock.NewFakeClock(time.Now()),

@@ -89,6 +89,10 @@ type Options struct {
 	// Volumes sets up persistentVolumeClaim and csi volumes (a *csi.Mounter);
 	// nil: pods with them wait with FailedMount.
 	Volumes volume.External
+	// Tokens caches the service account tokens of projected volumes,
+	// shared with the CSI mounter's (CSIDriver tokenRequests) as kubelet
+	// has one token manager; nil: a cache of the pods' own.
+	Tokens *volume.Tokens
 	// Names are the DNS settings of the pods' resolv.conf and the node's
 	// hosts file (namefiles.go).
 	Names NameSettings

@@ -16,7 +16,7 @@ import (
 // are updated at once rather than at the next periodic sync.
 func (m *Manager) newProjector() *volume.Projector {
 	o := m.opts
-	po := volume.ProjectorOptions{Node: o.Node, Clock: o.Clock, Logger: o.Logger}
+	po := volume.ProjectorOptions{Node: o.Node, Clock: o.Clock, Logger: o.Logger, Tokens: o.Tokens}
 	if o.Client != nil {
 		po.Client = o.Client.ServiceAccounts
 		m.secrets = objcache.NewSecrets(o.Client.Secrets, o.Logger.With("cache", "secrets"))

@@ -79,7 +79,8 @@ func startAgent(opts config.LoadOptions, stderr io.Writer, flagWarnings []string
 		return 1
 	}
 	level := new(slog.LevelVar)
-	log := newLogger(stderr, cfg.Logging, level)
+	out := &logOutput{w: stderr}
+	log := newLogger(out, cfg.Logging, level)
 	for _, w := range append(flagWarnings, warnings...) {
 		log.Warn("configuration warning", "warning", w)
 	}
@@ -88,6 +89,7 @@ func startAgent(opts config.LoadOptions, stderr io.Writer, flagWarnings []string
 		log.Error("cannot start", "err", err)
 		return 1
 	}
+	a.flushLogs = out.flush
 	a.configWarnings = warnings
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -126,6 +128,25 @@ func newLogger(w io.Writer, lc config.LoggingConfiguration, level *slog.LevelVar
 
 func verbosityLevel(v int32) slog.Level { return slog.LevelInfo - slog.Level(v) }
 
+// logOutput is the log's writer, one write at a time, so that flush can
+// tell whether writes go through: it returns once no write is stuck (the
+// node API's /healthz/log, kubelet's klog.Flush check).
+type logOutput struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (o *logOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.w.Write(p)
+}
+
+func (o *logOutput) flush() {
+	o.mu.Lock()
+	o.mu.Unlock() //nolint:staticcheck // waiting for the write in progress is the point
+}
+
 // agent holds the running components. Fields set in newAgent are read-only
 // afterwards; rt and pl appear once containerd has been reached.
 type agent struct {
@@ -137,9 +158,12 @@ type agent struct {
 	log            *slog.Logger // with the node name
 	base           *slog.Logger // without it, for components that add it
 	level          *slog.LevelVar
-	clock          clock.WithTicker
-	nodeName       string
-	reg            *prometheus.Registry
+	// flushLogs returns once the log output takes writes (nil: not
+	// known; the node API's log check then always passes).
+	flushLogs func()
+	clock     clock.WithTicker
+	nodeName  string
+	reg       *prometheus.Registry
 	// probeReg holds kubelet's prober metrics, served on the node API's
 	// /metrics/probes as kubelet serves them (not on /metrics).
 	probeReg *prometheus.Registry

@@ -14,6 +14,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/nodestatus"
+	"github.com/nodeagent/nodeagent/pods/volume"
 )
 
 // csiNode is the CSI node side: the plugin registration watcher and the
@@ -22,6 +23,10 @@ import (
 type csiNode struct {
 	registry *csi.Registry
 	mounter  *csi.Mounter
+	// tokens is the service account token cache of the mounter
+	// (CSIDriver tokenRequests) and of the pods' projected volumes: one,
+	// as kubelet's token manager.
+	tokens *volume.Tokens
 }
 
 // newCSINode wires package csi to the agent's client: kubelet's
@@ -33,6 +38,8 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 	}
 	info := &csi.NodeInfo{NodeName: a.nodeName, Nodes: c.Nodes(), CSINodes: c.CSINodes()}
 	reg := csi.NewRegistry(a.cfg.RootDir+"/plugins_registry", info, a.clock, a.base.With("component", "csi", "node", a.nodeName))
+	tokens := volume.NewTokens(func(ns string) volume.ServiceAccountClient { return c.ServiceAccounts(ns) }, a.clock,
+		a.base.With("component", "tokens", "node", a.nodeName))
 	m := &csi.Mounter{
 		RootDir: a.cfg.RootDir, NodeName: a.nodeName, Drivers: reg, Clock: a.clock,
 		API: csi.API{
@@ -43,12 +50,13 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 		},
 		Log:      a.base.With("component", "csi", "node", a.nodeName),
 		Recorder: csiRecorder(c, a.nodeName),
+		Tokens:   tokens,
 		// kubelet's CSIVolumeHealth gate (a restart field, as every gate).
 		VolumeHealth: a.cfg.FeatureEnabled(config.FeatureCSIVolumeHealth),
 	}
 	// kubelet's kubelet_volume_stats_* on /metrics.
 	a.reg.MustRegister(csi.VolumeStatsCollector{M: m})
-	return &csiNode{registry: reg, mounter: m}
+	return &csiNode{registry: reg, mounter: m, tokens: tokens}
 }
 
 // registeredPoll is how often the registration watcher's start checks

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"net"
 	"path/filepath"
+	goruntime "runtime"
 	"sync/atomic"
 	"time"
 
@@ -61,11 +64,20 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		PodVolumeStats:         a.csi.podVolumeStats(),
 		ImageFs:                runtimeContainers{a}.imageFs,
 		Healthy:                a.live,
-		Metrics:                promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
-		ProbeMetrics:           promhttp.HandlerFor(a.probeReg, promhttp.HandlerOpts{Registry: a.probeReg}),
-		Configz:                func() ([]byte, error) { return config.KubeletConfigz(a.cfg) },
-		Logger:                 a.base.With("component", "nodeapi", "node", a.nodeName),
-		ServingCertMetrics:     servingCertMetrics(a.reg, c.ServerTLSBootstrap),
+		FlushLogs:              a.flushLogs,
+		Debug: &nodeapi.DebugOptions{
+			Handlers:     c.EnableDebuggingHandlers,
+			Profiling:    c.EnableProfilingHandler,
+			Flags:        c.EnableDebugFlagsHandler,
+			SetVerbosity: a.setVerbosity,
+			SystemLog:    c.EnableSystemLogHandler,
+			Checkpoint:   c.FeatureEnabled(config.FeatureContainerCheckpoint),
+		},
+		Metrics:            promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
+		ProbeMetrics:       promhttp.HandlerFor(a.probeReg, promhttp.HandlerOpts{Registry: a.probeReg}),
+		Configz:            func() ([]byte, error) { return config.KubeletConfigz(a.cfg) },
+		Logger:             a.base.With("component", "nodeapi", "node", a.nodeName),
+		ServingCertMetrics: servingCertMetrics(a.reg, c.ServerTLSBootstrap),
 	})
 	if err != nil {
 		return nil, nil, err
@@ -74,7 +86,22 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if c.EnableDebuggingHandlers && c.EnableProfilingHandler && c.EnableContentionProfiling {
+		// As kubelet: every blocking event, for /debug/pprof/block.
+		goruntime.SetBlockProfileRate(1)
+	}
 	return s, ln, nil
+}
+
+// setVerbosity is the node API's PUT /debug/flags/v: the log verbosity
+// until the next restart or configuration change (logging.verbosity).
+func (a *agent) setVerbosity(v uint32) error {
+	if v > math.MaxInt32 {
+		return fmt.Errorf("verbosity %d is too large", v)
+	}
+	a.level.Set(verbosityLevel(int32(v)))
+	a.log.Info("log verbosity set through the node API", "verbosity", v)
+	return nil
 }
 
 // probeRegistry is the registry of the node API's /metrics/probes: the

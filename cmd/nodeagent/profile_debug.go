@@ -8,8 +8,11 @@
 // Unix milliseconds; $NODEAGENT_MEMPROFILE_RATE sets runtime.MemProfileRate
 // (default 512 KiB: too coarse for a heap of a few MiB; 4096 samples it
 // finely). Release builds do not contain this file, and it adds no
-// endpoint: the agent's own node API has no /debug/pprof (kubelet's
-// enableProfilingHandler) yet.
+// endpoint. The node API's /debug/pprof/ (kubelet's enableProfilingHandler)
+// takes one profile on request; this file is for what it cannot: profiles
+// from the process's start, back to back for a whole benchmark, at a heap
+// sampling rate that must be set before the first allocation, from agents
+// whose node API the benchmark tools do not reach.
 package main
 
 import (

@@ -204,8 +204,9 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 		credProviders = a.credProviders
 	}
 	var vols volume.External // a nil *csi.Mounter must stay a nil interface
+	var tokens *volume.Tokens
 	if a.csi != nil {
-		vols = a.csi.mounter
+		vols, tokens = a.csi.mounter, a.csi.tokens
 	}
 	// User namespaces (hostUsers: false) as kubelet: the kubelet user's
 	// subordinate IDs or the default range, checked and read back from
@@ -235,6 +236,7 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 		SecretPulledImages:  pulls,
 		UserNamespaces:      pods.NewUserNamespaces(usernsMgr, rt.SupportsUserNamespaces),
 		Volumes:             vols,
+		Tokens:              tokens,
 		CredentialProviders: credProviders,
 		Security:            pods.SecurityOptions{SeccompDefault: a.cfg.SeccompDefault},
 		RuntimeHandlers:     a.cfg.RuntimeHandlers,

@@ -28,7 +28,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -59,14 +58,6 @@ const (
 	// of a serviceAccountToken projection.
 	defaultTokenExpirationSeconds int64 = 3600
 
-	// tokenMaxAge: a token older than this is refreshed whatever its
-	// lifetime (kubelet's maxTTL).
-	tokenMaxAge = 24 * time.Hour
-
-	// tokenRetry is when a failed refresh is tried again while the cached
-	// token is still valid.
-	tokenRetry = 10 * time.Second
-
 	// dataDirName is the symlink to the current data directory.
 	dataDirName = "..data"
 )
@@ -83,34 +74,17 @@ const (
 // pods bound to the node, and nothing else; so pods without a node binding
 // (static pods) cannot use them.
 //
-// Tokens are cached per pod UID, volume and source; Secrets and ConfigMaps
-// come from the getters (watched objects: see package objcache). Setup may
+// Tokens come from a Tokens cache (shared with CSI drivers' tokenRequests);
+// Secrets and ConfigMaps come from the getters (watched objects: see package objcache). Setup may
 // be called concurrently for different pods; calls for one pod must not
 // overlap (one worker per pod).
 type Projector struct {
-	client     ServiceAccountsGetter // nil: no API server
+	tokens     *Tokens
 	secrets    SecretGetter
 	configMaps ConfigMapGetter
 	node       func() *v1.Node
 	clock      clock.Clock
 	log        *slog.Logger
-
-	mu     sync.Mutex
-	tokens map[tokenKey]cachedToken
-}
-
-type tokenKey struct {
-	uid    types.UID
-	volume string
-	source int
-}
-
-type cachedToken struct {
-	spec      authenticationv1.TokenRequestSpec // what was requested
-	saName    string
-	token     string
-	expiresAt time.Time
-	refreshAt time.Time // request a new token from then on
 }
 
 // ServiceAccountClient requests tokens for one namespace's service
@@ -126,8 +100,11 @@ type ServiceAccountsGetter func(namespace string) ServiceAccountClient
 // ProjectorOptions configure a Projector.
 type ProjectorOptions struct {
 	// Client requests tokens; nil without an API server (tokens then fail
-	// to mount).
+	// to mount). Unused when Tokens is set.
 	Client ServiceAccountsGetter
+	// Tokens is the token cache to use (shared with the CSI mounter);
+	// nil: one of the Projector's own, requesting through Client.
+	Tokens *Tokens
 	// Secrets and ConfigMaps read the objects pods reference (watched
 	// caches: objcache); nil without an API server (they then fail to
 	// mount).
@@ -149,14 +126,16 @@ func NewProjectorWithOptions(o ProjectorOptions) *Projector {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	if o.Tokens == nil {
+		o.Tokens = NewTokens(o.Client, o.Clock, o.Logger)
+	}
 	return &Projector{
-		client:     o.Client,
+		tokens:     o.Tokens,
 		secrets:    o.Secrets,
 		configMaps: o.ConfigMaps,
 		node:       o.Node,
 		clock:      o.Clock,
 		log:        o.Logger,
-		tokens:     map[tokenKey]cachedToken{},
 	}
 }
 
@@ -175,10 +154,7 @@ type fileProjection struct {
 // Setup is idempotent and cheap when nothing changed: a volume's files are
 // rewritten (atomically) only when their content or mode changed, and a
 // token is requested only when it has none cached or the cached one is due
-// for refresh: once 80% of its lifetime has passed or it is 24 hours old,
-// whichever comes first (kubelet's rule, without its jitter). When a
-// refresh fails, the cached token is kept while it has not expired and the
-// refresh is retried after tokenRetry.
+// for refresh (Tokens).
 //
 // Each volume that fails is a *MountError (see MountErrors), all of them
 // joined; the volumes that could be written are, and a failed volume keeps
@@ -187,7 +163,6 @@ func (p *Projector) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[
 	if !filepath.IsAbs(podDir) {
 		return nil, time.Time{}, fmt.Errorf("projected volumes: pod directory %q must be absolute", podDir)
 	}
-	p.gcTokens(p.clock.Now())
 	out := map[string]string{}
 	var (
 		next time.Time
@@ -246,13 +221,7 @@ func (p *Projector) setupOne(ctx context.Context, pod *v1.Pod, vi int, podDir st
 // Forget drops the cached tokens of the pod with uid; call it when the pod
 // is gone. (Tokens of forgotten pods are also dropped once they expire.)
 func (p *Projector) Forget(uid types.UID) {
-	p.mu.Lock()
-	for k := range p.tokens {
-		if k.uid == uid {
-			delete(p.tokens, k)
-		}
-	}
-	p.mu.Unlock()
+	p.tokens.Forget(uid)
 	if p.secrets != nil {
 		p.secrets.Release(uid)
 	}
@@ -306,7 +275,7 @@ func (p *Projector) collect(ctx context.Context, pod *v1.Pod, vi int) (map[strin
 			switch {
 			case s.ServiceAccountToken != nil:
 				where += ".serviceAccountToken: "
-				tok, refreshAt, err := p.token(ctx, pod, tokenKey{uid: pod.UID, volume: v.Name, source: si}, s.ServiceAccountToken)
+				tok, refreshAt, err := p.token(ctx, pod, s.ServiceAccountToken)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("%s%w", where, err))
 					continue
@@ -339,115 +308,20 @@ func isTrue(b *bool) bool { return b != nil && *b }
 
 // token returns the token of one serviceAccountToken source, from the
 // cache or the TokenRequest API, and when to refresh it.
-func (p *Projector) token(ctx context.Context, pod *v1.Pod, key tokenKey, src *v1.ServiceAccountTokenProjection) (string, time.Time, error) {
+func (p *Projector) token(ctx context.Context, pod *v1.Pod, src *v1.ServiceAccountTokenProjection) (string, time.Time, error) {
 	sa := pod.Spec.ServiceAccountName
 	if sa == "" {
 		return "", time.Time{}, errors.New("the pod has no serviceAccountName")
 	}
-	if p.client == nil {
-		return "", time.Time{}, errors.New("no API server to request a token from")
-	}
-	spec := authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: utilptr.To(defaultTokenExpirationSeconds),
-		BoundObjectRef: &authenticationv1.BoundObjectReference{
-			APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
-		},
-	}
+	exp := utilptr.To(defaultTokenExpirationSeconds)
 	if src.ExpirationSeconds != nil {
-		spec.ExpirationSeconds = utilptr.To(*src.ExpirationSeconds)
+		exp = utilptr.To(*src.ExpirationSeconds)
 	}
-	if src.Audience != "" {
-		spec.Audiences = []string{src.Audience}
-	}
-
-	now := p.clock.Now()
-	p.mu.Lock()
-	cached, ok := p.tokens[key]
-	p.mu.Unlock()
-	if ok && (cached.saName != sa || !sameTokenSpec(cached.spec, spec)) {
-		ok = false
-	}
-	if ok && now.Before(cached.refreshAt) {
-		return cached.token, cached.refreshAt, nil
-	}
-
-	tr, err := p.client(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
-	if err == nil {
-		err = checkTokenResponse(tr)
-	}
+	tok, err := p.tokens.Get(ctx, pod, src.Audience, exp)
 	if err != nil {
-		err = fmt.Errorf("request a token for service account %s/%s: %w", pod.Namespace, sa, err)
-		if !ok || !now.Before(cached.expiresAt) {
-			return "", time.Time{}, err
-		}
-		retry := now.Add(tokenRetry)
-		if retry.After(cached.expiresAt) {
-			retry = cached.expiresAt
-		}
-		p.log.Warn("token refresh failed; keeping the current token", "pod", kubetypes.FullName(pod), "podUID", pod.UID,
-			"volume", key.volume, "expires", cached.expiresAt, "err", err)
-		cached.refreshAt = retry
-		p.mu.Lock()
-		p.tokens[key] = cached
-		p.mu.Unlock()
-		return cached.token, retry, nil
+		return "", time.Time{}, fmt.Errorf("request a token for service account %s/%s: %w", pod.Namespace, sa, err)
 	}
-	lifetime := time.Duration(*spec.ExpirationSeconds) * time.Second
-	if tr.Spec.ExpirationSeconds != nil {
-		// The server may shorten it (--service-account-max-token-expiration).
-		lifetime = time.Duration(*tr.Spec.ExpirationSeconds) * time.Second
-	}
-	exp := tr.Status.ExpirationTimestamp.Time
-	refreshAt := tokenRefreshAt(exp, lifetime)
-	if !refreshAt.After(now) {
-		refreshAt = now.Add(tokenRetry)
-	}
-	p.mu.Lock()
-	p.tokens[key] = cachedToken{spec: spec, saName: sa, token: tr.Status.Token, expiresAt: exp, refreshAt: refreshAt}
-	p.mu.Unlock()
-	p.log.Debug("service account token requested", "pod", kubetypes.FullName(pod), "podUID", pod.UID, "volume", key.volume,
-		"serviceAccount", sa, "expires", exp, "refreshAt", refreshAt)
-	return tr.Status.Token, refreshAt, nil
-}
-
-func checkTokenResponse(tr *authenticationv1.TokenRequest) error {
-	switch {
-	case tr == nil || tr.Status.Token == "":
-		return errors.New("the API server returned no token")
-	case tr.Status.ExpirationTimestamp.IsZero():
-		return errors.New("the API server returned a token without expiration time")
-	}
-	return nil
-}
-
-func sameTokenSpec(a, b authenticationv1.TokenRequestSpec) bool {
-	return strings.Join(a.Audiences, "\x00") == strings.Join(b.Audiences, "\x00") &&
-		*a.ExpirationSeconds == *b.ExpirationSeconds &&
-		*a.BoundObjectRef == *b.BoundObjectRef
-}
-
-// tokenRefreshAt is when a token that expires at exp after a lifetime of
-// lifetime must be refreshed: when 80% of its lifetime has passed or when
-// it is tokenMaxAge old, whichever is first (kubelet's rule).
-func tokenRefreshAt(exp time.Time, lifetime time.Duration) time.Time {
-	issued := exp.Add(-lifetime)
-	at := exp.Add(-lifetime / 5)
-	if old := issued.Add(tokenMaxAge); old.Before(at) {
-		at = old
-	}
-	return at
-}
-
-// gcTokens drops the cached tokens that have expired (those of pods gone
-// without Forget).
-func (p *Projector) gcTokens(now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, t := range p.tokens {
-		if !now.Before(t.expiresAt) {
-			delete(p.tokens, k)
-		}
-	}
+	return tok.Token, tok.RefreshAt, nil
 }
 
 type projectedFile struct {

@@ -69,6 +69,10 @@ func (s *tokenServer) react(a k8stesting.Action) (bool, runtime.Object, error) {
 	req := ca.GetObject().(*authenticationv1.TokenRequest).DeepCopy()
 	s.requests = append(s.requests, req.DeepCopy())
 	s.saNames = append(s.saNames, a.(k8stesting.CreateActionImpl).Name)
+	if req.Spec.ExpirationSeconds == nil {
+		// The API server's default.
+		req.Spec.ExpirationSeconds = utilptr.To[int64](3600)
+	}
 	if s.lifetime != 0 {
 		req.Spec.ExpirationSeconds = &s.lifetime
 	}
@@ -696,7 +700,7 @@ func TestProjectorTokenCacheGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.p.Forget(pod.UID)
-	if n := len(f.p.tokens); n != 0 {
+	if n := len(f.p.tokens.cache); n != 0 {
 		t.Errorf("%d cached tokens after Forget, want 0", n)
 	}
 	if _, _, err := f.p.Setup(ctx, pod, f.podDir); err != nil {
@@ -714,8 +718,8 @@ func TestProjectorTokenCacheGC(t *testing.T) {
 	if _, _, err := f.p.Setup(ctx, other, otherDir); err != nil {
 		t.Fatal(err)
 	}
-	for k := range f.p.tokens {
-		if k.uid == pod.UID {
+	for k := range f.p.tokens.cache {
+		if k.pod == pod.UID {
 			t.Errorf("expired token of a gone pod still cached: %+v", k)
 		}
 	}

@@ -27,6 +27,11 @@
 // its Node at each NodeStageVolume and NodePublishVolume of a persistent
 // volume and logs whether status.volumesInUse listed the volume, as
 // kubelet guarantees for an attachable one (checkInUse).
+// With PublishRecord (-record-publish) every NodePublishVolume is
+// appended to a file as a JSON line (PublishRecord: volume ID, target
+// path, volume context), for tests to see what the node agent passed
+// (pod information, service account tokens) and how often (a driver with
+// requiresRepublish is called again for a published volume).
 // The registrar serves kubelet's plugin-registration API on a socket in
 // <rootDir>/plugins_registry and, as node-driver-registrar, exits when the
 // node agent reports that the registration failed.
@@ -37,6 +42,7 @@ package csihostpath
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -67,7 +73,8 @@ type Driver struct {
 	Name, NodeID, DataDir string
 	TopologyKey           string // its value is NodeID
 	MaxVolumes            int64
-	EnableAttach          bool // PUBLISH_UNPUBLISH_VOLUME (attach.go)
+	EnableAttach          bool   // PUBLISH_UNPUBLISH_VOLUME (attach.go)
+	PublishRecord         string // a file each NodePublishVolume is appended to; "": none
 	// NodeVolumesInUse reads the Node's status.volumesInUse; set, every
 	// NodeStageVolume and NodePublishVolume of a persistent volume logs
 	// whether the volume was in it (checkInUse, attach.go). nil: not read.
@@ -334,6 +341,9 @@ func (d *Driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.recordPublish(r); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
 	if r.VolumeContext[EphemeralKey] != "true" {
 		// An inline volume is not attached (kubelet does not attach
 		// them); a persistent one must be, here.
@@ -359,6 +369,33 @@ func (d *Driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	}
 	log.Printf("published %s at %s (readonly %v, publish context %v)", r.VolumeId, r.TargetPath, r.Readonly, r.PublishContext)
 	return &csipb.NodePublishVolumeResponse{}, nil
+}
+
+// PublishRecord is one NodePublishVolume call, a line of the
+// -record-publish file.
+type PublishRecord struct {
+	VolumeID      string            `json:"volumeID"`
+	TargetPath    string            `json:"targetPath"`
+	VolumeContext map[string]string `json:"volumeContext"`
+}
+
+func (d *Driver) recordPublish(r *csipb.NodePublishVolumeRequest) error {
+	if d.PublishRecord == "" {
+		return nil
+	}
+	b, err := json.Marshal(PublishRecord{VolumeID: r.VolumeId, TargetPath: r.TargetPath, VolumeContext: r.VolumeContext})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(d.PublishRecord, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func (d *Driver) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {

@@ -41,6 +41,7 @@ func main() {
 	kubeletPath := flag.String("kubelet-registration-path", "", "registrar: the driver's socket as the agent sees it")
 	attach := flag.Bool("enable-attach", false, "driver, controller: the driver attaches (PUBLISH_UNPUBLISH_VOLUME; its CSIDriver says attachRequired)")
 	checkInUse := flag.Bool("check-in-use", false, "driver: log, at each NodeStageVolume and NodePublishVolume of a persistent volume, whether the Node named by -nodeid listed it in status.volumesInUse (reads the Node with the pod's service account token)")
+	record := flag.String("record-publish", "", "driver: a file to append every NodePublishVolume's volume ID, target path and volume context to (JSON lines)")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 
@@ -48,7 +49,7 @@ func main() {
 	sock := *endpoint
 	switch *mode {
 	case "driver":
-		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100, EnableAttach: *attach}
+		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100, EnableAttach: *attach, PublishRecord: *record}
 		if *checkInUse {
 			d.NodeVolumesInUse = func() ([]string, error) { return nodeVolumesInUse(*nodeID) }
 		}
