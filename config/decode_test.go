@@ -343,7 +343,7 @@ func TestKubeletRefusedFields(t *testing.T) {
 		{"feature gates at kubelet's defaults", "featureGates:\n  UserNamespacesSupport: true\n  KubeletInUserNamespace: false\n  SidecarContainers: true\n", nil},
 		{"feature gates nodeagent cannot honour, unknown, locked", "featureGates:\n  KubeletInUserNamespace: true\n  UserNamespacesSupport: false\n  NoSuchGate: true\n  SidecarContainers: false\n",
 			[]string{"featureGates.KubeletInUserNamespace", "featureGates.NoSuchGate", "featureGates.SidecarContainers", "featureGates.UserNamespacesSupport"}},
-		{"gates nodeagent honours both ways", "featureGates:\n  PodLevelResources: false\n  ImageVolume: true\n  KubeletPSI: false\n", nil},
+		{"gates nodeagent honours both ways", "featureGates:\n  PodLevelResources: false\n  ImageVolume: true\n  KubeletPSI: false\n  CSIVolumeHealth: true\n", nil},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			_, warnings, err := DecodeBytes("k.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+tc.body))

@@ -44,6 +44,12 @@ const (
 	// FeatureContainerCheckpoint: the node API's /checkpoint (beta, on by
 	// default in 1.34); off, the path is not served, as kubelet.
 	FeatureContainerCheckpoint = "ContainerCheckpoint"
+	// FeatureCSIVolumeHealth: the volume condition of CSI drivers with
+	// VOLUME_CONDITION in the volume stats (volumeHealthStats in
+	// /stats/summary, kubelet_volume_stats_health_status_abnormal) and
+	// kubelet's VolumeConditionAbnormal Event (alpha, off by default in
+	// 1.34); off, none of them, as kubelet.
+	FeatureCSIVolumeHealth = "CSIVolumeHealth"
 )
 
 // gatesHonoured are the gates nodeagent implements with both values.
@@ -53,6 +59,7 @@ var gatesHonoured = map[string]bool{
 	FeatureSecretPulledImages:  true,
 	FeatureKubeletPSI:          true,
 	FeatureContainerCheckpoint: true,
+	FeatureCSIVolumeHealth:     true,
 }
 
 // FeatureEnabled reports whether the feature gate name is on: as set in

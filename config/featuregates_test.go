@@ -72,11 +72,11 @@ func TestUserNamespacesIDsPerPod(t *testing.T) {
 // 1.34's default.
 func TestFeatureEnabled(t *testing.T) {
 	c := Default()
-	if !c.FeatureEnabled(FeaturePodLevelResources) || c.FeatureEnabled(FeatureImageVolume) || !c.FeatureEnabled(FeatureKubeletPSI) {
-		t.Error("defaults: want PodLevelResources and KubeletPSI on and ImageVolume off, as in Kubernetes 1.34")
+	if !c.FeatureEnabled(FeaturePodLevelResources) || c.FeatureEnabled(FeatureImageVolume) || !c.FeatureEnabled(FeatureKubeletPSI) || c.FeatureEnabled(FeatureCSIVolumeHealth) {
+		t.Error("defaults: want PodLevelResources and KubeletPSI on and ImageVolume and CSIVolumeHealth off, as in Kubernetes 1.34")
 	}
-	c.FeatureGates = map[string]bool{FeaturePodLevelResources: false, FeatureImageVolume: true, FeatureKubeletPSI: false}
-	if c.FeatureEnabled(FeaturePodLevelResources) || !c.FeatureEnabled(FeatureImageVolume) || c.FeatureEnabled(FeatureKubeletPSI) {
+	c.FeatureGates = map[string]bool{FeaturePodLevelResources: false, FeatureImageVolume: true, FeatureKubeletPSI: false, FeatureCSIVolumeHealth: true}
+	if c.FeatureEnabled(FeaturePodLevelResources) || !c.FeatureEnabled(FeatureImageVolume) || c.FeatureEnabled(FeatureKubeletPSI) || !c.FeatureEnabled(FeatureCSIVolumeHealth) {
 		t.Error("gates set against their defaults not honoured")
 	}
 	if errs := validateFeatureGates(c); len(errs) != 0 {

@@ -322,6 +322,11 @@ func (m *Mounter) mapCSI(ctx context.Context, pod *v1.Pod, podDir string, cv *cs
 	}
 	attach := attachRequired(drv)
 	m.noteInUse(cv, podDir, attach)
+	if attach {
+		if err := m.waitReportedInUse(ctx, cv); err != nil {
+			return "", err
+		}
+	}
 	d, ok := m.Drivers.Driver(cv.driver)
 	if !ok {
 		return "", &opError{op: "MapVolume.SetUpDevice", err: fmt.Errorf("kubernetes.io/csi: blockMapper.SetUpDevice failed to get CSI client: driver name %s not found in the list of registered CSI drivers", cv.driver)}

@@ -277,7 +277,7 @@ func TestUnmapBlockVolumeAfterRestart(t *testing.T) {
 	}
 
 	// A restarted agent: reconstruction from the pod's symlink.
-	m2 := &Mounter{RootDir: rig.root, NodeName: testNode, Drivers: rig.m.Drivers, API: rig.m.API, block: fb}
+	m2 := statusAtOnce(&Mounter{RootDir: rig.root, NodeName: testNode, Drivers: rig.m.Drivers, API: rig.m.API, block: fb})
 	rv := m2.Reconstruct(ctx, testlog.New(t))
 	if len(rv) != 1 || rv[0].SpecName != "pv-1" || rv[0].Handle != "vol-1" || !rv[0].Mounted || !rv[0].Block {
 		t.Errorf("reconstructed %+v", rv)

@@ -41,6 +41,7 @@ type fakeDriver struct {
 	publishErr error // NodePublishVolume's answer when set
 	stats      []*csipb.NodeGetVolumeStatsRequest
 	usage      []*csipb.VolumeUsage // NodeGetVolumeStats's answer
+	condition  *csipb.VolumeCondition
 	infos      int
 }
 
@@ -190,5 +191,13 @@ func (f *fakeDriver) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolum
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats = append(f.stats, r)
-	return &csipb.NodeGetVolumeStatsResponse{Usage: f.usage}, nil
+	return &csipb.NodeGetVolumeStatsResponse{Usage: f.usage, VolumeCondition: f.condition}, nil
+}
+
+// statusAtOnce plays the node status for m: every change of the volumes in
+// use is written at once and succeeds (MarkVolumesReportedInUse with
+// VolumesInUse), so the mount of an attachable volume does not wait.
+func statusAtOnce(m *Mounter) *Mounter {
+	m.InUseChanged = func() { m.MarkVolumesReportedInUse(m.VolumesInUse()) }
+	return m
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -80,14 +81,29 @@ type Mounter struct {
 	NodeName string
 	API      API
 	Drivers  Drivers
-	// Clock times volume stats (PodVolumeStats); nil: the real clock.
-	Clock clock.PassiveClock
+	// Clock times volume stats (PodVolumeStats) and bounds the wait for
+	// a volume to be reported in use; nil: the real clock.
+	Clock clock.Clock
+	// InUseChanged is called (without the Mounter's locks held) when the
+	// set of attachable volumes in VolumesInUse changes, so that the node
+	// status is computed and written at once rather than at its next
+	// period: the mount of an attachable volume waits for that write
+	// (MarkVolumesReportedInUse). nil: nothing is told; the wait then
+	// ends at the next status write, or after inUseWait.
+	InUseChanged func()
 	// Log gets what fails without failing a pod's sync (the online
 	// expansion of a mounted volume); nil: discarded.
 	Log *slog.Logger
 	// Recorder sends the volume expansion's Events (kubelet's
-	// FileSystemResizeSuccessful, VolumeResizeFailed); nil: none.
+	// FileSystemResizeSuccessful, VolumeResizeFailed) and, with
+	// VolumeHealth, VolumeConditionAbnormal; nil: none.
 	Recorder record.EventRecorder
+	// VolumeHealth is kubelet's CSIVolumeHealth feature gate: the volume
+	// condition of a driver with VOLUME_CONDITION is in the volume stats
+	// (volumeHealthStats, kubelet_volume_stats_health_status_abnormal)
+	// and an abnormal one is a VolumeConditionAbnormal Event on the pod
+	// (stats.go).
+	VolumeHealth bool
 	// Tokens gives the service account tokens of CSIDriver tokenRequests
 	// (*volume.Tokens, shared with projected volumes); nil: a driver with
 	// tokenRequests fails to publish.
@@ -99,7 +115,14 @@ type Mounter struct {
 	mu     sync.Mutex
 	inUse  map[v1.UniqueVolumeName]map[string]bool // attachable volume -> pod dirs
 	synced bool                                    // Reconstruct has run
-	setUp  map[string]map[string]*setUpVolume      // pod UID -> volume name -> what it is (stats.go)
+	// The volumes the Node's status.volumesInUse held at the last
+	// successful status write (or the last status computation that needed
+	// no write): kubelet's desired state of world reportedInUse.
+	reported map[v1.UniqueVolumeName]bool
+	// reportedCh is closed (and cleared) by MarkVolumesReportedInUse:
+	// what waitReportedInUse waits on; nil while nobody waits.
+	reportedCh chan struct{}
+	setUp      map[string]map[string]*setUpVolume // pod UID -> volume name -> what it is (stats.go)
 }
 
 var _ volume.External = (*Mounter)(nil)
@@ -151,7 +174,7 @@ func (m *Mounter) SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.V
 	if err != nil {
 		return "", mountError(v.Name, "MountVolume.SetUp", err)
 	}
-	sv := &setUpVolume{name: v.Name, namespace: pod.Namespace, claim: claimName(pod, v)}
+	sv := &setUpVolume{name: v.Name, namespace: pod.Namespace, podName: pod.Name, podUID: pod.UID, claim: claimName(pod, v)}
 	switch {
 	case direct != nil && direct.pv.Spec.HostPath != nil:
 		p, err := volume.SetupHostPath(direct.pv.Spec.HostPath)
@@ -443,6 +466,13 @@ func (m *Mounter) publish(ctx context.Context, pod *v1.Pod, podDir string, cv *c
 	target := filepath.Join(dir, podMountDir)
 	attach := !cv.ephemeral && attachRequired(drv)
 	m.noteInUse(cv, podDir, attach)
+	// A republish is of a mounted volume: no wait (kubelet's remount
+	// does not verify the attachment again either).
+	if attach && !republish {
+		if err := m.waitReportedInUse(ctx, cv); err != nil {
+			return err
+		}
+	}
 	d, ok := m.Drivers.Driver(cv.driver)
 	if !ok {
 		return fmt.Errorf("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name %s not found in the list of registered CSI drivers", cv.driver)
@@ -822,24 +852,127 @@ func (m *Mounter) noteInUse(cv *csiVolume, podDir string, attach bool) {
 		return
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.inUse == nil {
 		m.inUse = map[v1.UniqueVolumeName]map[string]bool{}
 	}
 	n := uniqueName(cv.driver, cv.handle)
-	if m.inUse[n] == nil {
+	added := m.inUse[n] == nil
+	if added {
 		m.inUse[n] = map[string]bool{}
 	}
 	m.inUse[n][podDir] = true
+	m.mu.Unlock()
+	if added {
+		m.inUseChanged()
+	}
 }
 
 func (m *Mounter) forget(driver, handle, podDir string) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	n := uniqueName(driver, handle)
 	delete(m.inUse[n], podDir)
-	if len(m.inUse[n]) == 0 {
+	removed := false
+	if _, ok := m.inUse[n]; ok && len(m.inUse[n]) == 0 {
 		delete(m.inUse, n)
+		removed = true
+	}
+	m.mu.Unlock()
+	if removed {
+		m.inUseChanged()
+	}
+}
+
+// forgetPodInUse drops the pod in podDir from every volume it was noted
+// in use for: its teardown finished, so it has nothing mounted, also for
+// a volume whose set-up never got as far as its directory (a pod deleted
+// while it waited for the attachment), which no vol_data.json names.
+func (m *Mounter) forgetPodInUse(podDir string) {
+	m.mu.Lock()
+	removed := false
+	for n, pods := range m.inUse {
+		if !pods[podDir] {
+			continue
+		}
+		delete(pods, podDir)
+		if len(pods) == 0 {
+			delete(m.inUse, n)
+			removed = true
+		}
+	}
+	m.mu.Unlock()
+	if removed {
+		m.inUseChanged()
+	}
+}
+
+func (m *Mounter) inUseChanged() {
+	if m.InUseChanged != nil {
+		m.InUseChanged()
+	}
+}
+
+// inUseWait bounds how long a mount waits for its volume to be reported
+// in use (kubelet's pod worker waits up to 2 minutes for its volumes;
+// here the pod's sync fails with kubelet's message after this and is
+// retried with the worker's back-off, so a node whose status cannot be
+// written does not hold a pod's sync longer).
+const inUseWait = 10 * time.Second
+
+// inUseMessage is kubelet's error (operation_generator.go
+// VerifyControllerAttachedVolume) while the volume is not reported.
+const inUseMessage = "Volume has not been added to the list of VolumesInUse in the node's volume status"
+
+// MarkVolumesReportedInUse records the volumes the Node's
+// status.volumesInUse held when the node status was last written, or
+// computed with no write needed: kubelet's MarkVolumesAsReportedInUse
+// (after a successful status write, with the written Node's list; with the
+// Node's own list when there was nothing to write), which replaces the
+// set, so a volume not in names is not reported (any more). It must not
+// block: the node status calls it.
+func (m *Mounter) MarkVolumesReportedInUse(names []v1.UniqueVolumeName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reported = make(map[v1.UniqueVolumeName]bool, len(names))
+	for _, n := range names {
+		m.reported[n] = true
+	}
+	if m.reportedCh != nil {
+		close(m.reportedCh)
+		m.reportedCh = nil
+	}
+}
+
+// waitReportedInUse waits until the attachable volume cv has been reported
+// in the Node's status.volumesInUse (MarkVolumesReportedInUse), as kubelet
+// mounts an attachable volume only then (its reconciler checks
+// ReportedInUse before VerifyControllerAttachedVolume): from that write on
+// the attach/detach controller does not detach the volume under the
+// mount. At most inUseWait, then kubelet's error.
+func (m *Mounter) waitReportedInUse(ctx context.Context, cv *csiVolume) error {
+	n := uniqueName(cv.driver, cv.handle)
+	var timeout <-chan time.Time
+	for {
+		m.mu.Lock()
+		if m.reported[n] {
+			m.mu.Unlock()
+			return nil
+		}
+		if m.reportedCh == nil {
+			m.reportedCh = make(chan struct{})
+		}
+		ch := m.reportedCh
+		m.mu.Unlock()
+		if timeout == nil {
+			timeout = m.clock().After(inUseWait)
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return &opError{op: "VerifyControllerAttachedVolume", prefix: inUseMessage,
+				err: fmt.Errorf("no node status write listed %s within %v", n, inUseWait)}
+		case <-ctx.Done():
+			return &opError{op: "VerifyControllerAttachedVolume", prefix: inUseMessage, err: ctx.Err()}
+		}
 	}
 }
 
@@ -873,6 +1006,7 @@ func (m *Mounter) TearDown(ctx context.Context, podDir string) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		if len(errs) == 0 {
 			m.forgetPod(filepath.Base(podDir))
+			m.forgetPodInUse(podDir)
 		}
 		return errors.Join(errs...)
 	}
@@ -891,6 +1025,7 @@ func (m *Mounter) TearDown(ctx context.Context, podDir string) error {
 	}
 	if len(errs) == 0 {
 		m.forgetPod(filepath.Base(podDir))
+		m.forgetPodInUse(podDir)
 	}
 	return errors.Join(errs...)
 }

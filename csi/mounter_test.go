@@ -55,7 +55,7 @@ func newMounterRig(t *testing.T, objs ...runtime.Object) *mounterRig {
 			PVCStatus: func(ns string) PVCPatcher { return client.CoreV1().PersistentVolumeClaims(ns) },
 		},
 	}
-	return &mounterRig{m: m, f: f, client: client, root: root}
+	return &mounterRig{m: statusAtOnce(m), f: f, client: client, root: root}
 }
 
 func boolp(b bool) *bool { return &b }

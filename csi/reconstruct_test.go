@@ -75,7 +75,7 @@ func (r *realRig) start(t *testing.T) *Mounter {
 		t.Fatal("driver not registered")
 	}
 	c := r.client
-	return &Mounter{
+	return statusAtOnce(&Mounter{
 		RootDir: r.root, NodeName: testNode, Drivers: reg,
 		API: API{
 			PVCs:       func(ns string) Getter[*v1.PersistentVolumeClaim] { return c.CoreV1().PersistentVolumeClaims(ns) },
@@ -84,7 +84,7 @@ func (r *realRig) start(t *testing.T) *Mounter {
 			Secrets:   func(ns string) Getter[*v1.Secret] { return c.CoreV1().Secrets(ns) },
 			PVCStatus: func(ns string) PVCPatcher { return c.CoreV1().PersistentVolumeClaims(ns) },
 		},
-	}
+	})
 }
 
 func (r *realRig) podDir(uid string) string { return filepath.Join(r.root, "pods", uid) }

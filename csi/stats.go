@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"sort"
@@ -10,7 +11,9 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 )
@@ -31,6 +34,8 @@ const statsTimeout = 10 * time.Second
 type setUpVolume struct {
 	name      string // the pod's volume name
 	namespace string // the pod's
+	podName   string
+	podUID    types.UID
 	claim     string // the claim's name; "" for an inline csi volume
 	// A CSI volume: driver, handle and the path NodeGetVolumeStats gets
 	// (a filesystem volume's publish target; a block volume's bind of the
@@ -73,7 +78,7 @@ func (m *Mounter) forgetPod(podUID string) {
 	delete(m.setUp, podUID)
 }
 
-func (m *Mounter) clock() clock.PassiveClock {
+func (m *Mounter) clock() clock.Clock {
 	if m.Clock != nil {
 		return m.Clock
 	}
@@ -157,8 +162,12 @@ func (m *Mounter) measure(ctx context.Context, sv *setUpVolume, now time.Time) *
 	if err != nil || !caps[csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS] {
 		return nil
 	}
+	// kubelet's CSIVolumeHealth: the driver's volume condition, when it
+	// has VOLUME_CONDITION (and then an answer without usage is stats of
+	// zeros with the condition, as kubelet's client takes it).
+	health := m.VolumeHealth && caps[csipb.NodeServiceCapability_RPC_VOLUME_CONDITION]
 	resp, err := d.Node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: sv.handle, VolumePath: sv.target})
-	if err != nil || resp.GetUsage() == nil {
+	if err != nil || (!health && resp.GetUsage() == nil) {
 		return nil
 	}
 	// kubelet's csiDriverClient.NodeGetVolumeStats: zeros for a unit the
@@ -173,7 +182,46 @@ func (m *Mounter) measure(ctx context.Context, sv *setUpVolume, now time.Time) *
 		}
 	}
 	vs.FsStats = fs
+	if health {
+		c := resp.GetVolumeCondition()
+		vs.VolumeHealthStats = &statsapi.VolumeHealthStats{Abnormal: c.GetAbnormal()}
+		if c.GetAbnormal() {
+			// kubelet's volume stat calculator, at each measurement.
+			m.event(&v1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: sv.namespace, Name: sv.podName, UID: sv.podUID},
+				v1.EventTypeWarning, "VolumeConditionAbnormal", fmt.Sprintf("Volume %s: %s", sv.name, c.GetMessage()))
+		}
+	}
 	return vs
+}
+
+// RunVolumeHealth measures the volumes of every pod every
+// volumeStatsAggPeriod until ctx is done, as kubelet's volume stat
+// calculators do in the background, so that an abnormal volume condition
+// is a VolumeConditionAbnormal Event without anyone asking for stats.
+// With VolumeHealth only (kubelet's CSIVolumeHealth gate): otherwise
+// volumes are measured when /stats/summary or /metrics asks (at most once
+// per volumeStatsAggPeriod either way, PodVolumeStats).
+func (m *Mounter) RunVolumeHealth(ctx context.Context) {
+	if !m.VolumeHealth {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.clock().After(volumeStatsAggPeriod):
+		}
+		m.mu.Lock()
+		uids := make([]string, 0, len(m.setUp))
+		for uid := range m.setUp {
+			uids = append(uids, uid)
+		}
+		m.mu.Unlock()
+		sort.Strings(uids)
+		for _, uid := range uids {
+			m.PodVolumeStats(ctx, uid)
+		}
+	}
 }
 
 // deviceSize is kubelet's metricsBlock: the device opened and sought to
@@ -209,6 +257,8 @@ var (
 	volumeStatsInodes         = volumeStatsDesc("inodes", "Maximum number of inodes in the volume")
 	volumeStatsInodesFree     = volumeStatsDesc("inodes_free", "Number of free inodes in the volume")
 	volumeStatsInodesUsed     = volumeStatsDesc("inodes_used", "Number of used inodes in the volume")
+	// With CSIVolumeHealth, for a volume whose driver reports its condition.
+	volumeStatsHealthAbnormal = volumeStatsDesc("health_status_abnormal", "Abnormal volume health status. The count is either 1 or 0. 1 indicates the volume is unhealthy, 0 indicates volume is healthy")
 )
 
 func volumeStatsDesc(name, help string) *prometheus.Desc {
@@ -223,7 +273,7 @@ type VolumeStatsCollector struct{ M *Mounter }
 var _ prometheus.Collector = VolumeStatsCollector{}
 
 func (VolumeStatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{volumeStatsCapacityBytes, volumeStatsAvailableBytes, volumeStatsUsedBytes, volumeStatsInodes, volumeStatsInodesFree, volumeStatsInodesUsed} {
+	for _, d := range []*prometheus.Desc{volumeStatsCapacityBytes, volumeStatsAvailableBytes, volumeStatsUsedBytes, volumeStatsInodes, volumeStatsInodesFree, volumeStatsInodesUsed, volumeStatsHealthAbnormal} {
 		ch <- d
 	}
 }
@@ -251,6 +301,13 @@ func (c VolumeStatsCollector) Collect(ch chan<- prometheus.Metric) {
 				{volumeStatsInodes, vs.Inodes}, {volumeStatsInodesFree, vs.InodesFree}, {volumeStatsInodesUsed, vs.InodesUsed},
 			} {
 				ch <- prometheus.MustNewConstMetric(g.d, prometheus.GaugeValue, float64(*g.v), vs.PVCRef.Namespace, vs.PVCRef.Name)
+			}
+			if h := vs.VolumeHealthStats; h != nil {
+				abnormal := 0.0
+				if h.Abnormal {
+					abnormal = 1
+				}
+				ch <- prometheus.MustNewConstMetric(volumeStatsHealthAbnormal, prometheus.GaugeValue, abnormal, vs.PVCRef.Namespace, vs.PVCRef.Name)
 			}
 		}
 	}

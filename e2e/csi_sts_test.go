@@ -258,6 +258,43 @@ func checkCSIVolumeStats(t *testing.T, a *agent, p *corev1.Pod, claim string) {
 			t.Errorf("/metrics has no %s", want)
 		}
 	}
+	// Without kubelet's CSIVolumeHealth gate (off by default) no volume
+	// condition, though the driver reports one.
+	if vs.VolumeHealthStats != nil || strings.Contains(metrics, "kubelet_volume_stats_health_status_abnormal{") {
+		t.Errorf("volume health without the CSIVolumeHealth gate: %+v", vs.VolumeHealthStats)
+	}
+}
+
+// checkCSIVolumeHealth: with kubelet's CSIVolumeHealth gate the pod's
+// volume "data" has the driver's condition as volumeHealthStats in
+// /stats/summary and as kubelet_volume_stats_health_status_abnormal of
+// the claim in /metrics (1 when abnormal).
+// A volume is measured at most once a minute (and, with the gate, in the
+// background every minute), so a condition that changed right after a
+// measurement shows at the next one: polled for 75s.
+func checkCSIVolumeHealth(t *testing.T, a *agent, p *corev1.Pod, claim string, abnormal bool) {
+	t.Helper()
+	var vs *statsapi.VolumeStats
+	deadline := time.Now().Add(75 * time.Second)
+	for {
+		vs = podVolumeStats(t, a, p, "data")
+		if h := vs.VolumeHealthStats; (h != nil && h.Abnormal == abnormal) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if vs.VolumeHealthStats == nil || vs.VolumeHealthStats.Abnormal != abnormal {
+		b, _ := json.Marshal(vs)
+		t.Errorf("volume stats %s, want volumeHealthStats abnormal %v", b, abnormal)
+	}
+	_, metrics := a.get("/metrics")
+	v := 0
+	if abnormal {
+		v = 1
+	}
+	if want := fmt.Sprintf("kubelet_volume_stats_health_status_abnormal{namespace=\"default\",persistentvolumeclaim=%q} %d\n", claim, v); !strings.Contains(metrics, want) {
+		t.Errorf("/metrics has no %s", want)
+	}
 }
 
 // podVolumeStats waits until /stats/summary lists the pod's volume name

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -314,26 +316,35 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool, d
 	data := filepath.Join(a.dir, "csi-data")
 	endpoint := filepath.Join(root, "plugins", driver, "csi.sock")
 	plugin := a.node + "-csi-plugin"
+	// A driver that attaches also reads the Node at each
+	// NodeStageVolume and NodePublishVolume (-check-in-use): it logs
+	// whether status.volumesInUse listed the volume then. It reads with
+	// its own service account (allowed to get nodes) through the API
+	// server's address (hostNetwork; no kube-proxy here).
+	var inUsePod, inUseContainer string
+	if attach {
+		inUsePod, inUseContainer = csiNodeReader(t, a, plugin)
+	}
 	kubectl(t, a.env, podYAML(plugin, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 5
   volumes:
   - name: root
     hostPath: {path: %[2]s, type: Directory}
   - name: data
     hostPath: {path: %[3]s, type: DirectoryOrCreate}
-  containers:
+%[8]s  containers:
   - name: driver
     image: %[1]s
-    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-datadir=/csi-data-dir", "-enable-attach=%[7]v"%[8]s]
+    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-datadir=/csi-data-dir", "-enable-attach=%[7]v", "-check-in-use=%[7]v"%[10]s]
     securityContext: {privileged: true}
     volumeMounts:
     - {name: root, mountPath: %[2]s, mountPropagation: Bidirectional}
     - {name: data, mountPath: /csi-data-dir}
-  - name: registrar
+%[9]s  - name: registrar
     image: %[1]s
     args: ["-mode=registrar", "-drivername=%[4]s", "-registration-socket=%[2]s/plugins_registry/%[4]s-reg.sock", "-kubelet-registration-path=%[5]s"]
     volumeMounts:
     - {name: root, mountPath: %[2]s}
-`, csiImageRef, root, data, driver, endpoint, a.node, attach, extraArgs(driverArgs))), "apply", "-f", "-")
+`, csiImageRef, root, data, driver, endpoint, a.node, attach, inUsePod, inUseContainer, extraArgs(driverArgs))), "apply", "-f", "-")
 	pp := a.waitPod(ctx, plugin, 60*time.Second, "Running", running)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -342,6 +353,54 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool, d
 	})
 
 	return csiPlugin{root: root, data: data, driver: driver, name: plugin, pod: pp, exe: exe, attach: attach}
+}
+
+// csiNodeReader makes the service account name (in default) allowed to
+// get Nodes, deleted at the end, and returns the lines of a pod spec
+// (after its volumes) and of a container (after its volumeMounts) that run
+// the container as it, with its token and the cluster's CA where
+// in-cluster clients look, on the host's network with the API server's
+// address in KUBERNETES_SERVICE_HOST/PORT (no kube-proxy here).
+func csiNodeReader(t *testing.T, a *agent, name string) (podLines, containerLines string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := a.env.Admin
+	if _, err := admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "default", Name: name}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = admin.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = admin.CoreV1().ServiceAccounts("default").Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	u, err := url.Parse(a.env.APIServerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podLines = fmt.Sprintf(`  - name: sa
+    projected:
+      sources:
+      - serviceAccountToken: {path: token}
+      - configMap: {name: kube-root-ca.crt, items: [{key: ca.crt, path: ca.crt}]}
+  serviceAccountName: %s
+  hostNetwork: true
+`, name)
+	containerLines = fmt.Sprintf(`    - {name: sa, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
+    env:
+    - {name: KUBERNETES_SERVICE_HOST, value: "%s"}
+    - {name: KUBERNETES_SERVICE_PORT, value: "%s"}
+`, u.Hostname(), u.Port())
+	return podLines, containerLines
 }
 
 // extraArgs is args as more items of a YAML flow sequence.
@@ -434,7 +493,9 @@ func csiPVMode(t *testing.T, a *agent, driver, claim, pvName, handle string, mod
 // go of it).
 func TestCSIAttachRequired(t *testing.T) {
 	t.Parallel()
-	a, rt := readyPodAgent(t, "")
+	// With kubelet's CSIVolumeHealth gate (alpha, off by default): the
+	// driver's volume condition in the volume stats.
+	a, rt := readyPodAgent(t, "featureGates:\n  CSIVolumeHealth: true\n")
 	ctx := context.Background()
 	admin := a.env.Admin
 	cp := deployCSIPlugin(t, a, rt, true)
@@ -529,6 +590,9 @@ func TestCSIAttachRequired(t *testing.T) {
 	p := a.waitPod(ctx, name, 90*time.Second, "Running", running)
 	t.Logf("the pod Running %.1fs after the controller was scaled up (%.1fs after it was made)", time.Since(scaled).Seconds(), time.Since(p.CreationTimestamp.Time).Seconds())
 	a.waitLog(p, "c", 0, "ok")
+	// The volume is healthy (the driver's condition: its publish target
+	// is mounted).
+	checkCSIVolumeHealth(t, a, p, claim, false)
 	if va, err = admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -598,6 +662,76 @@ func TestCSIAttachRequired(t *testing.T) {
 	if left, err := testenv.MountsUnder(filepath.Join(cp.root, "pods", string(p.UID)), filepath.Join(cp.root, "plugins", "kubernetes.io")); err != nil || len(left) > 0 {
 		t.Errorf("mounts left after the pod: %v (%v)", left, err)
 	}
+
+	// Again with the attacher running, so that the attachment is quick and
+	// the node status is what the mount waits for: as under kubelet the
+	// volume is in the Node's volumesInUse (a status write listed it)
+	// before NodeStageVolume and NodePublishVolume — the driver reads the
+	// Node at each call and logs what it found — and the agent writes
+	// that status at once rather than at its next 10s period.
+	name2 := a.node + "-attached-again"
+	t.Cleanup(func() { _ = admin.CoreV1().Pods("default").Delete(context.Background(), name2, metav1.DeleteOptions{}) })
+	kubectl(t, a.env, podYAML(name2, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: %[2]s}
+  containers:
+  - name: c
+    image: %[1]s
+    command: ["sh", "-c", "cat /data/f; sleep 3600"]
+    volumeMounts: [{name: data, mountPath: /data}]
+`, testimage.Ref, claim)), "apply", "-f", "-")
+	created := time.Now()
+	var inUseAfter time.Duration
+	var p2 *corev1.Pod
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		if inUseAfter == 0 {
+			if n, err := admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{}); err == nil && slices.Contains(n.Status.VolumesInUse, unique) {
+				inUseAfter = time.Since(created)
+			}
+		}
+		p, err := admin.CoreV1().Pods("default").Get(ctx, name2, metav1.GetOptions{})
+		if err == nil && running(p) {
+			p2 = p
+			return true, nil
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("the second pod is not Running 90s after it was made: %v", err)
+	}
+	t.Logf("second pod (attacher running): in the Node's volumesInUse %.2fs and Running %.2fs after it was made", inUseAfter.Seconds(), time.Since(created).Seconds())
+	a.waitLog(p2, "c", 0, "attached")
+	log := a.logOf(cp.pod, "driver", 0)
+	for _, call := range []string{"NodeStageVolume", "NodePublishVolume"} {
+		if want := call + " of " + handle + ": in the Node's volumesInUse"; strings.Count(log, want) < 2 {
+			t.Errorf("the driver's log has %d times %q, want one per pod at least:\n%s", strings.Count(log, want), want, log)
+		}
+	}
+	if strings.Contains(log, "NOT in the Node's volumesInUse") || strings.Contains(log, "cannot read the Node's volumesInUse") {
+		t.Errorf("a stage or publish came before the Node listed the volume in use (or the driver could not tell):\n%s", log)
+	}
+	// The publish target unmounted behind the driver's back (the
+	// container keeps its own mount): the driver's condition is abnormal
+	// at the volume's first measurement, in /stats/summary, /metrics and
+	// kubelet's VolumeConditionAbnormal Event on the pod.
+	target := filepath.Join(cp.root, "pods", string(p2.UID), "volumes", "kubernetes.io~csi", pvName, "mount")
+	if err := syscall.Unmount(target, 0); err != nil {
+		t.Fatalf("unmounting the publish target %s: %v", target, err)
+	}
+	checkCSIVolumeHealth(t, a, p2, claim, true)
+	a.waitEvent(ctx, "default", "involvedObject.name="+name2, "VolumeConditionAbnormal", func(e corev1.Event) bool {
+		return e.Type == corev1.EventTypeWarning && e.Reason == "VolumeConditionAbnormal" && e.Message == "Volume data: volume path is not mounted"
+	})
+	if err := admin.CoreV1().Pods("default").Delete(ctx, name2, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := admin.StorageV1().VolumeAttachments().Get(ctx, vaName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("the VolumeAttachment stays 90s after the second pod's deletion: %v", err)
+	}
+	podsGone(t, a, name2)
 
 	// The PV, its claim deleted, is deleted: external-attacher lets go of it.
 	if err := admin.CoreV1().PersistentVolumeClaims("default").Delete(ctx, claim, metav1.DeleteOptions{}); err != nil {

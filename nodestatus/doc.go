@@ -12,7 +12,8 @@
 //     with exponential backoff until it succeeds or ctx is done.
 //   - The status is computed every UpdateFrequency by composable setters
 //     (addresses, capacity/allocatable, nodeInfo, images, the MemoryPressure,
-//     DiskPressure, PIDPressure and Ready conditions). It is written (a
+//     DiskPressure, PIDPressure and Ready conditions), and at once when
+//     SyncSoon asks (the volumes in use changed). It is written (a
 //     strategic-merge patch of the status subresource holding only the changed
 //     fields) when it changed meaningfully (heartbeat timestamps are ignored),
 //     when ReportFrequency (with jitter) has passed since the last write, and

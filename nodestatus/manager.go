@@ -44,7 +44,7 @@ type Manager struct {
 	freqMu          sync.Mutex
 	updateFrequency time.Duration
 	reportFrequency time.Duration
-	kick            chan struct{} // 1-buffered: coalesces SetFrequencies wake-ups
+	kick            chan struct{} // 1-buffered: coalesces SetFrequencies and SyncSoon wake-ups
 
 	lastReport  atomic.Int64 // unix nanos of the last successful write; 0 = none
 	readyPosted atomic.Bool  // the last write said Ready=True
@@ -163,10 +163,7 @@ func (m *Manager) SetFrequencies(update, report time.Duration) {
 		m.reportFrequency = report
 	}
 	m.freqMu.Unlock()
-	select {
-	case m.kick <- struct{}{}:
-	default:
-	}
+	m.SyncSoon()
 }
 
 func (m *Manager) frequencies() (update, report time.Duration) {
@@ -368,8 +365,9 @@ func (m *Manager) currentReportFrequency() time.Duration {
 // Run computes the status every UpdateFrequency and reports it as
 // ShouldReport decides, until ctx is done. Until the node has reported Ready
 // (for at most two minutes) it computes every second, so a fresh node becomes
-// Ready within seconds of its runtime. Run also watches its own Node so that
-// changes made by others are noticed.
+// Ready within seconds of its runtime. SyncSoon (and SetFrequencies) make it
+// compute at once, and the period starts again from there. Run also watches
+// its own Node so that changes made by others are noticed.
 func (m *Manager) Run(ctx context.Context) {
 	m.startInformer(ctx)
 	start := m.clock.Now()
@@ -487,6 +485,10 @@ func (m *Manager) tryReport(ctx context.Context, try int, now time.Time) error {
 	_, report := m.frequencies()
 	if !ShouldReport(now, m.LastReport(), changed, report, m.jitter) {
 		m.node = base
+		// Nothing to write: the Node lists what was computed (kubelet
+		// marks from it too, so that volumes an agent before a restart
+		// reported count as reported).
+		m.markVolumesReported(node)
 		return nil
 	}
 	first := m.LastReport().IsZero()
@@ -498,6 +500,7 @@ func (m *Manager) tryReport(ctx context.Context, try int, now time.Time) error {
 	}
 	m.node = updated
 	m.setLastReport(now, updated)
+	m.markVolumesReported(updated)
 	if changed || first {
 		m.jitter = ReportJitter(report, m.rand())
 	} else {
@@ -505,6 +508,27 @@ func (m *Manager) tryReport(ctx context.Context, try int, now time.Time) error {
 	}
 	m.log.Debug("reported node status", "changed", changed, "patchBytes", len(patch), "ready", isReady(updated))
 	return nil
+}
+
+// markVolumesReported tells Options.VolumesReportedInUse what node's
+// status.volumesInUse holds (kubelet's markVolumesFromNode).
+func (m *Manager) markVolumesReported(node *v1.Node) {
+	if f := m.cfg.VolumesReportedInUse; f != nil {
+		f(node.Status.VolumesInUse)
+	}
+}
+
+// SyncSoon asks Run for a status computation now rather than at its next
+// period (the volumes in use changed: the mount of an attachable volume
+// waits until a write lists it). It does not block; requests made while a
+// computation runs are coalesced into one more. Whether the computation
+// writes is ShouldReport's decision as for any other (a change is
+// written, no change is not). Safe to call concurrently.
+func (m *Manager) SyncSoon() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
 }
 
 // applySetters runs the setters on node. A setter's error is logged when it

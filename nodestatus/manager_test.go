@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -756,5 +757,96 @@ func TestNodeAnywayBeforeTheInformerSynced(t *testing.T) {
 	e.host.write("/sys/devices/system/cpu/online", "garbage\n")
 	if n, err := e.m.NodeAnyway(context.Background()); err == nil {
 		t.Errorf("unreadable capacity: node %+v, no error", n.Status.Allocatable)
+	}
+}
+
+// A change of the volumes in use is computed and written at once when
+// SyncSoon asks (the clock does not move: no period passes), and every
+// computation tells VolumesReportedInUse what the Node lists — after a
+// write the written list, with nothing to write the Node's own; a failed
+// write tells nothing, so a volume it would have added is not reported.
+func TestSyncSoonReportsVolumesInUseAtOnce(t *testing.T) {
+	const vol = v1.UniqueVolumeName("kubernetes.io/csi/d^a")
+	var mu sync.Mutex
+	var inUse []v1.UniqueVolumeName
+	marked := make(chan []v1.UniqueVolumeName, 20)
+	e := newTestEnv(t, func(o *Options) {
+		o.VolumesInUse = func() []v1.UniqueVolumeName {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]v1.UniqueVolumeName(nil), inUse...)
+		}
+		o.VolumesReportedInUse = func(l []v1.UniqueVolumeName) { marked <- l }
+	})
+	if _, err := e.m.Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(marked) != 0 {
+		t.Error("Register marked volumes (kubelet leaves it to the status sync)")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { e.m.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	next := func(what string) []v1.UniqueVolumeName {
+		t.Helper()
+		select {
+		case l := <-marked:
+			return l
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no status computation", what)
+			return nil
+		}
+	}
+	// Run's first computation: nothing changed since the registration,
+	// nothing written, the Node's (empty) list marked.
+	if l := next("start"); len(l) != 0 {
+		t.Errorf("marked %v at start", l)
+	}
+	writes := len(e.statusPatches())
+
+	mu.Lock()
+	inUse = []v1.UniqueVolumeName{vol}
+	mu.Unlock()
+	e.m.SyncSoon()
+	if l := next("SyncSoon after a change"); !slices.Equal(l, []v1.UniqueVolumeName{vol}) {
+		t.Errorf("marked %v, want %s", l, vol)
+	}
+	p := e.statusPatches()
+	if len(p) != writes+1 || !strings.Contains(p[len(p)-1], `"volumesInUse":["kubernetes.io/csi/d^a"]`) {
+		t.Fatalf("status writes %v, want one more with volumesInUse", p[writes:])
+	}
+	if n := e.node(); !slices.Equal(n.Status.VolumesInUse, []v1.UniqueVolumeName{vol}) {
+		t.Errorf("Node volumesInUse %v", n.Status.VolumesInUse)
+	}
+
+	// No change: computed, not written, the Node's list marked again.
+	e.m.SyncSoon()
+	if l := next("SyncSoon without a change"); !slices.Equal(l, []v1.UniqueVolumeName{vol}) {
+		t.Errorf("marked %v, want the Node's %s", l, vol)
+	}
+	if n := len(e.statusPatches()); n != writes+1 {
+		t.Errorf("%d status writes after a computation with nothing changed, want %d", n, writes+1)
+	}
+
+	// A write that fails (every try) marks nothing.
+	e.client.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("API server down")
+	})
+	mu.Lock()
+	inUse = []v1.UniqueVolumeName{vol, "kubernetes.io/csi/d^b"}
+	mu.Unlock()
+	e.m.SyncSoon()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.count("patch", "status") < writes+1+StatusUpdateRetries {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d status patches, want %d tries", e.count("patch", "status"), StatusUpdateRetries)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case l := <-marked:
+		t.Errorf("a failed write marked %v", l)
+	case <-time.After(200 * time.Millisecond):
 	}
 }

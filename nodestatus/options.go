@@ -123,6 +123,16 @@ type Options struct {
 	// reported as status.runtimeHandlers; it must not block; nil = not
 	// wired.
 	RuntimeHandlers func() []v1.NodeRuntimeHandler
+	// VolumesReportedInUse is told, after every status computation, the
+	// volumes the Node's status.volumesInUse holds: after a successful
+	// write the written Node's list, when nothing needed writing the
+	// Node's own (kubelet's markVolumesFromNode into
+	// MarkVolumesAsReportedInUse; csi.Mounter.MarkVolumesReportedInUse),
+	// so that the mount of an attachable volume waits until the attach/detach
+	// controller can see it in use. Not after Register (nor does kubelet).
+	// It is called with the Manager's lock held and must not block. nil =
+	// not wired.
+	VolumesReportedInUse func([]v1.UniqueVolumeName)
 	// VolumesInUseSynced reports whether VolumesInUse is complete (the
 	// agent's volume reconstruction has run, csi.Mounter.Synced); until
 	// then status.volumesInUse keeps its value. nil = always.

@@ -299,6 +299,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		VolumesInUse:                     a.csi.volumesInUse(),
 		RuntimeHandlers:                  a.handlers.get,
 		VolumesInUseSynced:               a.csi.volumesSynced(),
+		VolumesReportedInUse:             a.csi.markReported(),
 	}
 	if cfg.CNIConfDir != "" {
 		a.net, err = network.New(network.Config{
@@ -342,6 +343,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	if a.ns, err = nodestatus.New(nsOpts); err != nil {
 		return nil, err
 	}
+	a.csi.syncStatusOnChange(a.ns)
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
@@ -516,6 +518,9 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	// 11.
 	goLoop(a.runCSIRegistration)
+	if a.csi != nil {
+		goLoop(a.csi.mounter.RunVolumeHealth)
+	}
 
 	<-ctx.Done()
 	a.log.Info("shutting down")

@@ -9,9 +9,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/csi"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/kubetypes"
+	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pods/volume"
 )
 
@@ -49,6 +51,8 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 		Log:      a.base.With("component", "csi", "node", a.nodeName),
 		Recorder: csiRecorder(c, a.nodeName),
 		Tokens:   tokens,
+		// kubelet's CSIVolumeHealth gate (a restart field, as every gate).
+		VolumeHealth: a.cfg.FeatureEnabled(config.FeatureCSIVolumeHealth),
 	}
 	// kubelet's kubelet_volume_stats_* on /metrics.
 	a.reg.MustRegister(csi.VolumeStatsCollector{M: m})
@@ -91,6 +95,24 @@ func (n *csiNode) volumesSynced() func() bool {
 		return nil
 	}
 	return n.mounter.Synced
+}
+
+// markReported is nodestatus's VolumesReportedInUse; nil without CSI.
+func (n *csiNode) markReported() func([]v1.UniqueVolumeName) {
+	if n == nil {
+		return nil
+	}
+	return n.mounter.MarkVolumesReportedInUse
+}
+
+// syncStatusOnChange makes a change of the volumes in use computed and
+// written by the node status at once (the mount of an attachable volume
+// waits for that write).
+func (n *csiNode) syncStatusOnChange(ns *nodestatus.Manager) {
+	if n == nil {
+		return
+	}
+	n.mounter.InUseChanged = ns.SyncSoon
 }
 
 // reconstructVolumes is kubelet's volume reconstruction at start: the CSI

@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -135,4 +136,28 @@ func (d *Driver) markStaged(volume string, staged bool) error {
 		return nil
 	}
 	return os.WriteFile(m, nil, 0o644)
+}
+
+// checkInUse logs, when the driver runs with NodeVolumesInUse
+// (-check-in-use), whether the Node's status.volumesInUse listed the
+// persistent volume when call (NodeStageVolume, NodePublishVolume) came:
+// kubelet mounts an attachable volume only once a node status write has
+// listed it, so that the attach/detach controller does not detach it
+// under the mount. The read is the API server's own (a GET), made after
+// the call arrived, so a volume the node agent reported before calling is
+// in it.
+func (d *Driver) checkInUse(call, volume string) {
+	if d.NodeVolumesInUse == nil {
+		return
+	}
+	unique := "kubernetes.io/csi/" + d.Name + "^" + volume
+	inUse, err := d.NodeVolumesInUse()
+	switch {
+	case err != nil:
+		log.Printf("%s of %s: cannot read the Node's volumesInUse: %v", call, volume, err)
+	case slices.Contains(inUse, unique):
+		log.Printf("%s of %s: in the Node's volumesInUse", call, volume)
+	default:
+		log.Printf("%s of %s: NOT in the Node's volumesInUse %v", call, volume, inUse)
+	}
 }

@@ -1,9 +1,13 @@
 package csihostpath
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -94,5 +98,36 @@ func TestAttach(t *testing.T) {
 		return c.GetRpc().GetType() == csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME
 	}) {
 		t.Errorf("PUBLISH_UNPUBLISH_VOLUME without -enable-attach")
+	}
+}
+
+// With NodeVolumesInUse (-check-in-use) the node side logs, per call,
+// whether the Node listed the volume by its unique name.
+func TestCheckInUse(t *testing.T) {
+	var buf bytes.Buffer
+	log.SetOutput(&buf)
+	defer log.SetOutput(os.Stderr)
+	var inUse []string
+	var readErr error
+	d := &Driver{Name: "t.csi", NodeVolumesInUse: func() ([]string, error) { return inUse, readErr }}
+	d.checkInUse("NodeStageVolume", "v")
+	inUse = []string{"kubernetes.io/csi/t.csi^v"}
+	d.checkInUse("NodePublishVolume", "v")
+	readErr = errors.New("forbidden")
+	d.checkInUse("NodeStageVolume", "w")
+	out := buf.String()
+	for _, want := range []string{
+		"NodeStageVolume of v: NOT in the Node's volumesInUse []",
+		"NodePublishVolume of v: in the Node's volumesInUse",
+		"NodeStageVolume of w: cannot read the Node's volumesInUse: forbidden",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log has no %q:\n%s", want, out)
+		}
+	}
+	buf.Reset()
+	(&Driver{Name: "t.csi"}).checkInUse("NodeStageVolume", "v")
+	if buf.Len() != 0 {
+		t.Errorf("logged without NodeVolumesInUse: %s", buf.String())
 	}
 }

@@ -23,7 +23,10 @@
 // kubernetes-csi's external-attacher, keep a record of which node a volume
 // is attached to and the publish context carries the attachment's ID,
 // which the node side requires in NodeStageVolume and NodePublishVolume
-// (attach.go).
+// (attach.go). With NodeVolumesInUse (-check-in-use) the node side reads
+// its Node at each NodeStageVolume and NodePublishVolume of a persistent
+// volume and logs whether status.volumesInUse listed the volume, as
+// kubelet guarantees for an attachable one (checkInUse).
 // With PublishRecord (-record-publish) every NodePublishVolume is
 // appended to a file as a JSON line (PublishRecord: volume ID, target
 // path, volume context), for tests to see what the node agent passed
@@ -72,6 +75,10 @@ type Driver struct {
 	MaxVolumes            int64
 	EnableAttach          bool   // PUBLISH_UNPUBLISH_VOLUME (attach.go)
 	PublishRecord         string // a file each NodePublishVolume is appended to; "": none
+	// NodeVolumesInUse reads the Node's status.volumesInUse; set, every
+	// NodeStageVolume and NodePublishVolume of a persistent volume logs
+	// whether the volume was in it (checkInUse, attach.go). nil: not read.
+	NodeVolumesInUse func() ([]string, error)
 
 	mu sync.Mutex // serialises the mount operations
 }
@@ -272,6 +279,7 @@ func (d *Driver) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 	if r.VolumeId == "" || r.StagingTargetPath == "" || r.VolumeCapability == nil {
 		return nil, status.Error(codes.InvalidArgument, "volume ID, staging target path and capability are required")
 	}
+	d.checkInUse("NodeStageVolume", r.VolumeId)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.checkAttached(r.VolumeId, r.PublishContext); err != nil {
@@ -327,6 +335,9 @@ func (d *Driver) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolume
 func (d *Driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	if r.VolumeId == "" || r.TargetPath == "" || r.VolumeCapability == nil {
 		return nil, status.Error(codes.InvalidArgument, "volume ID, target path and capability are required")
+	}
+	if r.VolumeContext[EphemeralKey] != "true" {
+		d.checkInUse("NodePublishVolume", r.VolumeId)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -9,13 +9,20 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -33,6 +40,7 @@ func main() {
 	regSocket := flag.String("registration-socket", "", "registrar: the socket in the agent's plugins_registry")
 	kubeletPath := flag.String("kubelet-registration-path", "", "registrar: the driver's socket as the agent sees it")
 	attach := flag.Bool("enable-attach", false, "driver, controller: the driver attaches (PUBLISH_UNPUBLISH_VOLUME; its CSIDriver says attachRequired)")
+	checkInUse := flag.Bool("check-in-use", false, "driver: log, at each NodeStageVolume and NodePublishVolume of a persistent volume, whether the Node named by -nodeid listed it in status.volumesInUse (reads the Node with the pod's service account token)")
 	record := flag.String("record-publish", "", "driver: a file to append every NodePublishVolume's volume ID, target path and volume context to (JSON lines)")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
@@ -42,6 +50,9 @@ func main() {
 	switch *mode {
 	case "driver":
 		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100, EnableAttach: *attach, PublishRecord: *record}
+		if *checkInUse {
+			d.NodeVolumesInUse = func() ([]string, error) { return nodeVolumesInUse(*nodeID) }
+		}
 		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterNodeServer(s, d)
 		csipb.RegisterControllerServer(s, d)
@@ -78,4 +89,53 @@ func main() {
 	}
 	_ = os.Remove(sock)
 	log.Printf("%s stopped", *mode)
+}
+
+// The pod's service account token and the cluster's CA, where the
+// projected service account volume puts them.
+const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// nodeVolumesInUse GETs the Node and returns its status.volumesInUse, as
+// an in-cluster client would (KUBERNETES_SERVICE_HOST/PORT, the service
+// account token and CA), with the standard library alone.
+func nodeVolumesInUse(node string) ([]string, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, errors.New("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set")
+	}
+	token, err := os.ReadFile(filepath.Join(saDir, "token"))
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(filepath.Join(saDir, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, errors.New("no certificate in ca.crt")
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, err := http.NewRequest(http.MethodGet, "https://"+net.JoinHostPort(host, port)+"/api/v1/nodes/"+node, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+string(token))
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET node %s: %s", node, resp.Status)
+	}
+	var n struct {
+		Status struct {
+			VolumesInUse []string `json:"volumesInUse"`
+		} `json:"status"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil {
+		return nil, err
+	}
+	return n.Status.VolumesInUse, nil
 }
