@@ -181,6 +181,7 @@ func (w *worker) sync(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, now t
 	}
 	// What runs is the pod's allocation (an in-place resize: resize.go).
 	pod = w.d.resize.allocate(ctx, pod, now)
+	stepTraceFrom(ctx).step("allocate")
 	vols, sandboxErr := w.setupSandbox(ctx, pod)
 	stepTraceFrom(ctx).step("sandbox")
 	if sandboxErr != nil {
@@ -320,10 +321,12 @@ func (w *worker) setupSandbox(ctx context.Context, pod *v1.Pod) (map[string]stri
 	}
 	w.refreshAt = refreshAt
 	if !pod.Spec.HostNetwork {
-		if err := w.d.netns.Create(w.netnsPath()); err != nil {
+		err := w.d.netns.Create(w.netnsPath())
+		stepTraceFrom(ctx).step("netns")
+		if err != nil {
 			return nil, fmt.Errorf("network namespace: %w", err)
 		}
-		err := w.attachNetwork(ctx, pod)
+		err = w.attachNetwork(ctx, pod)
 		stepTraceFrom(ctx).step("network")
 		if err != nil {
 			return nil, err
@@ -421,6 +424,7 @@ func (w *worker) start(ctx context.Context, pod *v1.Pod, s startAction, vols map
 	}
 	w.starts.noteStarted(id)
 	w.d.resize.started(pod, c)
+	stepTraceFrom(ctx).step("actuated")
 	delete(w.errs, c.Name)
 	kind := "new"
 	if s.attempt > 0 {
