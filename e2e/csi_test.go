@@ -323,7 +323,7 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool, d
   containers:
   - name: driver
     image: %[1]s
-    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-datadir=/csi-data-dir", "-enable-attach=%[7]v"%[8]s]
+    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-maxvolumespernode=100", "-datadir=/csi-data-dir", "-enable-attach=%[7]v"%[8]s]
     securityContext: {privileged: true}
     volumeMounts:
     - {name: root, mountPath: %[2]s, mountPropagation: Bidirectional}
