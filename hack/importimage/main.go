@@ -182,7 +182,7 @@ func hostProgram(path string) ([]testimage.File, error) {
 // run imports the test image into namespace of the containerd at address
 // and returns it as containerd now has it.
 func run(ctx context.Context, address, namespace string) (runtime.Image, error) {
-	rt, err := connect(address, namespace)
+	rt, err := connect(ctx, address, namespace)
 	if err != nil {
 		return runtime.Image{}, err
 	}
@@ -226,7 +226,7 @@ func runE2E(ctx context.Context, address, namespace, dir string) ([]imported, er
 // importSpecs builds the images of specs and imports them into
 // namespace, one at a time; it returns those imported before any error.
 func importSpecs(ctx context.Context, address, namespace string, specs []testimage.Spec) ([]imported, error) {
-	rt, err := connect(address, namespace)
+	rt, err := connect(ctx, address, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,11 @@ func importSpecs(ctx context.Context, address, namespace string, specs []testima
 }
 
 // connect checks address and connects to containerd's namespace there.
-func connect(address, namespace string) (*runtime.Runtime, error) {
+// connect dials containerd; each call to it may take what is left of
+// ctx's deadline (--timeout): an import of the CSI image (some 200 MB of
+// programs) takes longer than the runtime's default 10 s on a loaded
+// machine.
+func connect(ctx context.Context, address, namespace string) (*runtime.Runtime, error) {
 	if address == "" {
 		return nil, errors.New("--address is required")
 	}
@@ -265,8 +269,16 @@ func connect(address, namespace string) (*runtime.Runtime, error) {
 		return nil, fmt.Errorf("--address %q: not a socket (mode %s)", address, fi.Mode())
 	}
 	return runtime.New(runtime.Options{
-		Address:   address,
-		Namespace: namespace,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Address:     address,
+		Namespace:   namespace,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		CallTimeout: callTimeout(ctx),
 	})
+}
+
+func callTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Second)
+	}
+	return 0 // the runtime's default
 }
