@@ -101,7 +101,8 @@ func main() {
 // (-mode=driver, controller or registrar); /bin/csi-provisioner,
 // /bin/csi-resizer and /bin/csi-attacher are external-provisioner,
 // external-resizer and external-attacher (hack/csi-sidecars/controller.yaml
-// runs them).
+// runs them); /usr/sbin/mke2fs (the host's, with its libraries) formats
+// the driver's ext3 and ext4 volumes.
 const CSIImageRef = "docker.io/nodeagent/csihostpath:conformance"
 
 // csiImage lays out CSIImageRef from the programs in dir.
