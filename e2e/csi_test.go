@@ -334,7 +334,7 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool, d
 %[8]s  containers:
   - name: driver
     image: %[1]s
-    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-datadir=/csi-data-dir", "-enable-attach=%[7]v", "-check-in-use=%[7]v"%[10]s]
+    args: ["-mode=driver", "-drivername=%[4]s", "-endpoint=%[5]s", "-nodeid=%[6]s", "-maxvolumespernode=100", "-datadir=/csi-data-dir", "-enable-attach=%[7]v", "-check-in-use=%[7]v"%[10]s]
     securityContext: {privileged: true}
     volumeMounts:
     - {name: root, mountPath: %[2]s, mountPropagation: Bidirectional}

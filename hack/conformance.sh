@@ -649,7 +649,7 @@ spec:
   containers:
   - name: driver
     image: docker.io/nodeagent/csihostpath:conformance
-    args: [-mode=driver, -drivername=$csidriver, -endpoint=$sock, -nodeid=$node, -datadir=/csi-data-dir]
+    args: [-mode=driver, -drivername=$csidriver, -endpoint=$sock, -nodeid=$node, -maxvolumespernode=100, -datadir=/csi-data-dir]
     securityContext: {privileged: true}
     volumeMounts:
     - {name: root, mountPath: $csiroot, mountPropagation: Bidirectional}

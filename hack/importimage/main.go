@@ -29,6 +29,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -100,7 +101,8 @@ func main() {
 // (-mode=driver, controller or registrar); /bin/csi-provisioner,
 // /bin/csi-resizer and /bin/csi-attacher are external-provisioner,
 // external-resizer and external-attacher (hack/csi-sidecars/controller.yaml
-// runs them).
+// runs them); /usr/sbin/mke2fs (the host's, with its libraries) formats
+// the driver's ext3 and ext4 volumes.
 const CSIImageRef = "docker.io/nodeagent/csihostpath:conformance"
 
 // csiImage lays out CSIImageRef from the programs in dir.
@@ -116,13 +118,72 @@ func csiImage(dir string) (testimage.Spec, error) {
 		}
 		files = append(files, testimage.Reg("bin/"+p, 0o755, b))
 	}
+	// The driver formats volumes with an fsType (ext3, ext4) with mke2fs,
+	// as a disk driver's image carries e2fsprogs: the host's, with the
+	// shared libraries it links and its configuration.
+	mk, err := hostProgram(mke2fs)
+	if err != nil {
+		return testimage.Spec{}, fmt.Errorf("%s (e2fsprogs, hack/ensure-deps.sh): %w", mke2fs, err)
+	}
+	files = append(files, mk...)
+	if b, err := os.ReadFile("/etc/mke2fs.conf"); err == nil {
+		files = append(files, testimage.Reg("etc/mke2fs.conf", 0o644, b))
+	}
+	// mke2fs checks that the device is not mounted in the mount table.
+	files = append(files, testimage.Symlink("etc/mtab", "/proc/self/mounts"))
 	return testimage.Spec{Ref: CSIImageRef, Files: files, Entrypoint: []string{"/bin/csihostpath"}}, nil
+}
+
+// mke2fs is where the host has it, and where the image has it
+// (internal/testing/csihostpath looks there).
+const mke2fs = "/usr/sbin/mke2fs"
+
+// hostProgram is the host's program at path with the shared libraries and
+// the dynamic loader ldd lists for it, each at its path (with the
+// directories above), for an image that has no libraries of its own.
+func hostProgram(path string) ([]testimage.File, error) {
+	out, err := exec.Command("ldd", path).Output()
+	if err != nil {
+		return nil, fmt.Errorf("ldd %s: %w", path, err)
+	}
+	paths := []string{path}
+	for _, l := range strings.Split(string(out), "\n") {
+		// "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or
+		// "/lib64/ld-linux-x86-64.so.2 (0x...)"; not linux-vdso.
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 3 && f[1] == "=>" && strings.HasPrefix(f[2], "/"):
+			paths = append(paths, f[2])
+		case len(f) >= 1 && strings.HasPrefix(f[0], "/"):
+			paths = append(paths, f[0])
+		}
+	}
+	var files []testimage.File
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		var parents []string
+		for d := filepath.Dir(p); d != "/"; d = filepath.Dir(d) {
+			parents = append(parents, d)
+		}
+		for i := len(parents) - 1; i >= 0; i-- {
+			if !dirs[parents[i]] {
+				dirs[parents[i]] = true
+				files = append(files, testimage.Dir(strings.TrimPrefix(parents[i], "/"), 0o755))
+			}
+		}
+		b, err := os.ReadFile(p) // through symlinks: the library itself
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, testimage.Reg(strings.TrimPrefix(p, "/"), 0o755, b))
+	}
+	return files, nil
 }
 
 // run imports the test image into namespace of the containerd at address
 // and returns it as containerd now has it.
 func run(ctx context.Context, address, namespace string) (runtime.Image, error) {
-	rt, err := connect(address, namespace)
+	rt, err := connect(ctx, address, namespace)
 	if err != nil {
 		return runtime.Image{}, err
 	}
@@ -166,7 +227,7 @@ func runE2E(ctx context.Context, address, namespace, dir string) ([]imported, er
 // importSpecs builds the images of specs and imports them into
 // namespace, one at a time; it returns those imported before any error.
 func importSpecs(ctx context.Context, address, namespace string, specs []testimage.Spec) ([]imported, error) {
-	rt, err := connect(address, namespace)
+	rt, err := connect(ctx, address, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +251,11 @@ func importSpecs(ctx context.Context, address, namespace string, specs []testima
 }
 
 // connect checks address and connects to containerd's namespace there.
-func connect(address, namespace string) (*runtime.Runtime, error) {
+// connect dials containerd; each call to it may take what is left of
+// ctx's deadline (--timeout): an import of the CSI image (some 200 MB of
+// programs) takes longer than the runtime's default 10 s on a loaded
+// machine.
+func connect(ctx context.Context, address, namespace string) (*runtime.Runtime, error) {
 	if address == "" {
 		return nil, errors.New("--address is required")
 	}
@@ -205,8 +270,16 @@ func connect(address, namespace string) (*runtime.Runtime, error) {
 		return nil, fmt.Errorf("--address %q: not a socket (mode %s)", address, fi.Mode())
 	}
 	return runtime.New(runtime.Options{
-		Address:   address,
-		Namespace: namespace,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Address:     address,
+		Namespace:   namespace,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		CallTimeout: callTimeout(ctx),
 	})
+}
+
+func callTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Second)
+	}
+	return 0 // the runtime's default
 }

@@ -9,6 +9,15 @@
 // as the host-path driver's: staged by attaching a loop device over it
 // (detached at unstage), published by bind-mounting the loop device on
 // the target file.
+// A filesystem volume with an fsType (ext3, ext4) is a file too, formatted
+// with mke2fs at its first staging and mounted with that type; mount
+// options are applied to every mount the driver makes (fs.go).
+// With EnableTopology (-enable-topology, the host-path driver's flag, on
+// by default) it has VOLUME_ACCESSIBILITY_CONSTRAINTS: its node's segment
+// (TopologyKey, the host-path driver's topology.hostpath.csi/node) in
+// NodeGetInfo and on every volume it creates; MaxVolumes
+// (-maxvolumespernode, the host-path driver's flag) is NodeGetInfo's
+// volume limit.
 // As the host-path driver it serves the Controller service too
 // (CreateVolume makes the volume's directory, DeleteVolume removes it), for
 // kubernetes-csi's external-provisioner to call (hack/csi-sidecars runs
@@ -71,10 +80,13 @@ type Driver struct {
 	csipb.UnimplementedControllerServer
 
 	Name, NodeID, DataDir string
-	TopologyKey           string // its value is NodeID
-	MaxVolumes            int64
-	EnableAttach          bool   // PUBLISH_UNPUBLISH_VOLUME (attach.go)
-	PublishRecord         string // a file each NodePublishVolume is appended to; "": none
+	// EnableTopology: the plugin capability VOLUME_ACCESSIBILITY_CONSTRAINTS,
+	// NodeGetInfo's accessible topology and CreateVolume's, one segment
+	// TopologyKey=NodeID, as the host-path driver's -enable-topology.
+	EnableTopology bool
+	MaxVolumes     int64  // NodeGetInfo's max_volumes_per_node (0: no limit), -maxvolumespernode
+	EnableAttach   bool   // PUBLISH_UNPUBLISH_VOLUME (attach.go)
+	PublishRecord  string // a file each NodePublishVolume is appended to; "": none
 	// NodeVolumesInUse reads the Node's status.volumesInUse; set, every
 	// NodeStageVolume and NodePublishVolume of a persistent volume logs
 	// whether the volume was in it (checkInUse, attach.go). nil: not read.
@@ -87,13 +99,45 @@ func (d *Driver) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*c
 	return &csipb.GetPluginInfoResponse{Name: d.Name, VendorVersion: "test"}, nil
 }
 
+// TopologyKey is the host-path driver's topology key: its segment's value
+// is the node's ID.
+const TopologyKey = "topology.hostpath.csi/node"
+
 func (d *Driver) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
-	return &csipb.GetPluginCapabilitiesResponse{Capabilities: []*csipb.PluginCapability{{
+	caps := []*csipb.PluginCapability{{
 		Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_CONTROLLER_SERVICE}},
 	}, {
 		// Expansion while the volume is published (and so, offline too).
 		Type: &csipb.PluginCapability_VolumeExpansion_{VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: csipb.PluginCapability_VolumeExpansion_ONLINE}},
-	}}}, nil
+	}}
+	if d.EnableTopology {
+		caps = append(caps, &csipb.PluginCapability{
+			Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{Type: csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}},
+		})
+	}
+	return &csipb.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// topology is the driver's accessible topology (EnableTopology): its node.
+func (d *Driver) topology() []*csipb.Topology {
+	if !d.EnableTopology {
+		return nil
+	}
+	return []*csipb.Topology{{Segments: map[string]string{TopologyKey: d.NodeID}}}
+}
+
+// accessible reports whether the driver's node satisfies the requisite
+// topologies of a CreateVolumeRequest (none: any node does).
+func (d *Driver) accessible(req *csipb.TopologyRequirement) bool {
+	if !d.EnableTopology || len(req.GetRequisite()) == 0 {
+		return true
+	}
+	for _, t := range req.GetRequisite() {
+		if v, ok := t.Segments[TopologyKey]; ok && v == d.NodeID {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Driver) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
@@ -131,6 +175,11 @@ func (d *Driver) ControllerExpandVolume(_ context.Context, r *csipb.ControllerEx
 	if err != nil {
 		return nil, status.Errorf(codes.NotFound, "volume %s: %v", r.VolumeId, err)
 	}
+	if fi.Mode().IsRegular() && r.GetVolumeCapability().GetMount() != nil {
+		// A formatted volume (fs.go): growing it would need resize2fs,
+		// which the driver's image does not have.
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s has an fsType of its own (a formatted file): the driver does not expand those", r.VolumeId)
+	}
 	if fi.Mode().IsRegular() {
 		if fi.Size() < size {
 			if err := os.Truncate(d.volumeDir(r.VolumeId), size); err != nil {
@@ -144,9 +193,12 @@ func (d *Driver) ControllerExpandVolume(_ context.Context, r *csipb.ControllerEx
 	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: true}, nil
 }
 
-// CreateVolume makes the volume's directory; the volume ID is the
+// CreateVolume makes the volume's directory, or for a block volume or one
+// with an fsType its file (fs.go); the volume ID is the
 // requested name (idempotent, as CSI wants: the provisioner retries with
-// the same name).
+// the same name). With EnableTopology the volume is accessible from the
+// driver's node only, and a request whose requisite topologies do not
+// include it is refused with RESOURCE_EXHAUSTED, as CSI specifies.
 func (d *Driver) CreateVolume(_ context.Context, r *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
 	if r.Name == "" || len(r.VolumeCapabilities) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "name and volume capabilities are required")
@@ -155,20 +207,38 @@ func (d *Driver) CreateVolume(_ context.Context, r *csipb.CreateVolumeRequest) (
 	for _, c := range r.VolumeCapabilities {
 		block = block || c.GetBlock() != nil
 	}
+	fsType, err := fsTypeOf(r.VolumeCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	if !d.accessible(r.AccessibilityRequirements) {
+		return nil, status.Errorf(codes.ResourceExhausted, "volume %s: the driver's node %s is not among the requisite topologies %v", r.Name, d.NodeID, r.AccessibilityRequirements.GetRequisite())
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if block {
-		if err := makeBlockFile(d.volumeDir(r.Name), r.GetCapacityRange().GetRequiredBytes()); err != nil {
+	size := r.GetCapacityRange().GetRequiredBytes()
+	if block || fsType != "" {
+		if fsType != "" && size < minFormattedSize {
+			size = minFormattedSize
+		}
+		if l := r.GetCapacityRange().GetLimitBytes(); l > 0 && size > l {
+			return nil, status.Errorf(codes.OutOfRange, "volume %s: %d bytes exceed the limit of %d", r.Name, size, l)
+		}
+		if err := makeBlockFile(d.volumeDir(r.Name), size); err != nil {
 			return nil, err
+		}
+		if fi, err := os.Stat(d.volumeDir(r.Name)); err == nil {
+			size = fi.Size()
 		}
 	} else if fi, err := os.Stat(d.volumeDir(r.Name)); err == nil && !fi.IsDir() {
 		return nil, status.Errorf(codes.AlreadyExists, "volume %s exists as a block volume", r.Name)
 	} else if err := os.MkdirAll(d.volumeDir(r.Name), 0o777); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	log.Printf("created volume %s (%d bytes)", r.Name, r.GetCapacityRange().GetRequiredBytes())
+	log.Printf("created volume %s (%d bytes, fsType %q, block %v)", r.Name, size, fsType, block)
 	return &csipb.CreateVolumeResponse{Volume: &csipb.Volume{
-		VolumeId: r.Name, CapacityBytes: r.GetCapacityRange().GetRequiredBytes(), VolumeContext: r.Parameters,
+		VolumeId: r.Name, CapacityBytes: size, VolumeContext: r.Parameters,
+		AccessibleTopology: d.topology(),
 	}}, nil
 }
 
@@ -193,8 +263,8 @@ func (d *Driver) Probe(context.Context, *csipb.ProbeRequest) (*csipb.ProbeRespon
 
 func (d *Driver) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb.NodeGetInfoResponse, error) {
 	r := &csipb.NodeGetInfoResponse{NodeId: d.NodeID, MaxVolumesPerNode: d.MaxVolumes}
-	if d.TopologyKey != "" {
-		r.AccessibleTopology = &csipb.Topology{Segments: map[string]string{d.TopologyKey: d.NodeID}}
+	if t := d.topology(); t != nil {
+		r.AccessibleTopology = t[0]
 	}
 	return r, nil
 }
@@ -297,14 +367,31 @@ func (d *Driver) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 		log.Printf("staged block volume %s on %s (publish context %v)", r.VolumeId, dev, r.PublishContext)
 		return &csipb.NodeStageVolumeResponse{}, nil
 	}
+	m := r.VolumeCapability.GetMount()
+	if err := checkFsType(m.GetFsType()); err != nil {
+		return nil, err
+	}
+	if m.GetFsType() != "" {
+		if fi, err := os.Stat(src); err != nil || !fi.Mode().IsRegular() {
+			return nil, status.Errorf(codes.InvalidArgument, "volume %s was not made with an fsType (fsType %q asked for now): %v", r.VolumeId, m.GetFsType(), err)
+		}
+		if err := d.stageFormatted(r.VolumeId, m.GetFsType(), r.StagingTargetPath, m.GetMountFlags()); err != nil {
+			return nil, err
+		}
+		if err := d.markStaged(r.VolumeId, true); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		log.Printf("staged %s (%s, options %q) at %s (publish context %v)", r.VolumeId, m.GetFsType(), m.GetMountFlags(), r.StagingTargetPath, r.PublishContext)
+		return &csipb.NodeStageVolumeResponse{}, nil
+	}
 	if fi, err := os.Stat(src); err == nil && !fi.IsDir() {
-		return nil, status.Errorf(codes.InvalidArgument, "volume %s is a block volume", r.VolumeId)
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s is a block volume or has an fsType (none asked for)", r.VolumeId)
 	}
 	if err := os.MkdirAll(src, 0o777); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	if err := bind(src, r.StagingTargetPath, false); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	if err := bindOpts(src, r.StagingTargetPath, false, m.GetMountFlags()); err != nil {
+		return nil, errStatus(err)
 	}
 	if err := d.markStaged(r.VolumeId, true); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -319,11 +406,9 @@ func (d *Driver) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolume
 	if err := unmount(r.StagingTargetPath); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	if fi, err := os.Stat(d.volumeDir(r.VolumeId)); err == nil && fi.Mode().IsRegular() {
-		// A block volume: its loop device goes.
-		if err := loopdev.Detach(d.volumeDir(r.VolumeId)); err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
-		}
+	// A block or formatted volume: its loop device goes.
+	if err := d.detachFile(r.VolumeId); err != nil {
+		return nil, err
 	}
 	if err := d.markStaged(r.VolumeId, false); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -364,10 +449,10 @@ func (d *Driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	case src == "":
 		return nil, status.Error(codes.FailedPrecondition, "the volume is not staged")
 	}
-	if err := bind(src, r.TargetPath, r.Readonly); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	if err := bindOpts(src, r.TargetPath, r.Readonly, r.VolumeCapability.GetMount().GetMountFlags()); err != nil {
+		return nil, errStatus(err)
 	}
-	log.Printf("published %s at %s (readonly %v, publish context %v)", r.VolumeId, r.TargetPath, r.Readonly, r.PublishContext)
+	log.Printf("published %s at %s (readonly %v, options %q, publish context %v)", r.VolumeId, r.TargetPath, r.Readonly, r.VolumeCapability.GetMount().GetMountFlags(), r.PublishContext)
 	return &csipb.NodePublishVolumeResponse{}, nil
 }
 
@@ -414,25 +499,13 @@ func (d *Driver) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpublishVo
 	return &csipb.NodeUnpublishVolumeResponse{}, nil
 }
 
-// bind mounts src on target (created), read-only when ro; a target that
-// is a mount point already is left as it is (CSI calls are idempotent).
-func bind(src, target string, ro bool) error {
-	if err := os.MkdirAll(target, 0o750); err != nil {
+// errStatus is err as a gRPC status: its own code if it has one, else
+// Internal.
+func errStatus(err error) error {
+	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	if mounted(target) {
-		return nil
-	}
-	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %s on %s: %w", src, target, err)
-	}
-	if ro {
-		if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-			_ = unix.Unmount(target, 0)
-			return fmt.Errorf("remount %s read-only: %w", target, err)
-		}
-	}
-	return nil
+	return status.Error(codes.Internal, err.Error())
 }
 
 func unmount(target string) error {

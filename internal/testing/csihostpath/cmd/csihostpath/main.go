@@ -35,13 +35,15 @@ func main() {
 	mode := flag.String("mode", "driver", "driver, controller or registrar")
 	name := flag.String("drivername", "hostpath.csi.k8s.io", "the CSI driver's name")
 	endpoint := flag.String("endpoint", "", "driver: the socket to serve CSI on")
-	nodeID := flag.String("nodeid", "", "driver: the node ID (and topology value)")
+	nodeID := flag.String("nodeid", "", "driver, controller: the node ID (and topology value)")
 	dataDir := flag.String("datadir", "/csi-data-dir", "driver: where volumes live")
 	regSocket := flag.String("registration-socket", "", "registrar: the socket in the agent's plugins_registry")
 	kubeletPath := flag.String("kubelet-registration-path", "", "registrar: the driver's socket as the agent sees it")
 	attach := flag.Bool("enable-attach", false, "driver, controller: the driver attaches (PUBLISH_UNPUBLISH_VOLUME; its CSIDriver says attachRequired)")
 	checkInUse := flag.Bool("check-in-use", false, "driver: log, at each NodeStageVolume and NodePublishVolume of a persistent volume, whether the Node named by -nodeid listed it in status.volumesInUse (reads the Node with the pod's service account token)")
 	record := flag.String("record-publish", "", "driver: a file to append every NodePublishVolume's volume ID, target path and volume context to (JSON lines)")
+	topology := flag.Bool("enable-topology", true, "driver, controller: VOLUME_ACCESSIBILITY_CONSTRAINTS, the topology key "+csihostpath.TopologyKey+" with the node ID as its value (the controller needs -nodeid)")
+	maxVolumes := flag.Int64("maxvolumespernode", 0, "driver: NodeGetInfo's max_volumes_per_node (0: no limit)")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 
@@ -49,7 +51,7 @@ func main() {
 	sock := *endpoint
 	switch *mode {
 	case "driver":
-		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, TopologyKey: "topology.hostpath.csi/node", MaxVolumes: 100, EnableAttach: *attach, PublishRecord: *record}
+		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, EnableTopology: *topology, MaxVolumes: *maxVolumes, EnableAttach: *attach, PublishRecord: *record}
 		if *checkInUse {
 			d.NodeVolumesInUse = func() ([]string, error) { return nodeVolumesInUse(*nodeID) }
 		}
@@ -57,7 +59,11 @@ func main() {
 		csipb.RegisterNodeServer(s, d)
 		csipb.RegisterControllerServer(s, d)
 	case "controller":
-		d := &csihostpath.Driver{Name: *name, DataDir: *dataDir, EnableAttach: *attach}
+		if *topology && *nodeID == "" {
+			// Its volumes are on the node whose data directory it shares.
+			log.Fatal("-mode=controller -enable-topology needs -nodeid (the node of its data directory)")
+		}
+		d := &csihostpath.Driver{Name: *name, NodeID: *nodeID, DataDir: *dataDir, EnableTopology: *topology, EnableAttach: *attach}
 		csipb.RegisterIdentityServer(s, d)
 		csipb.RegisterControllerServer(s, d)
 	case "registrar":
