@@ -42,7 +42,9 @@ c systemctl stop nodeagent.service
 c cp /usr/bin/nodeagent /usr/bin/nodeagent-container-logger "$SHARED/bin/"
 # The container's cgroup tree is read-only (and not the host's, where the
 # host's runc puts the containers): no kubepods hierarchy.
-printf 'cniConfDir: ""\ncgroupsPerQOS: false\nenforceNodeAllocatable: [none]\nrootDir: %s/state\nshutdownGracePeriod: 20s\nshutdownGracePeriodCriticalPods: 5s\n' "$SHARED" |
+# The container's disk is the shared host's (see "configure and start" in
+# test-systemd.sh): disk eviction at 1 %, or DiskPressure refuses the pod.
+printf 'cniConfDir: ""\ncgroupsPerQOS: false\nenforceNodeAllocatable: [none]\nrootDir: %s/state\nshutdownGracePeriod: 20s\nshutdownGracePeriodCriticalPods: 5s\nevictionHard:\n  memory.available: 100Mi\n  nodefs.available: 1%%\n  imagefs.available: 1%%\n' "$SHARED" |
 	c tee -a /etc/nodeagent/config.yaml >/dev/null
 c sed -i "s|^NODEAGENT_EXTRA_ARGS=.*|NODEAGENT_EXTRA_ARGS=\"--hostname-override=$NODE\"|" /etc/default/nodeagent
 printf '[Service]\nExecStart=\nExecStart=%s/bin/nodeagent --config=/etc/nodeagent/config.yaml --kubeconfig=/etc/nodeagent/kubeconfig $NODEAGENT_EXTRA_ARGS\n' "$SHARED" |

@@ -182,7 +182,11 @@ scheduler: {}
 // KubeadmKubeletConfig is the KubeletConfiguration `kubeadm init` uploads
 // as the kubelet-config ConfigMap with its defaults, as kubeadm v1.34.4
 // prints it (`kubeadm config print init-defaults --component-configs
-// KubeletConfiguration`), with the healthz and API ports given.
+// KubeletConfiguration`), with the healthz and API ports given, and, as
+// kind's kubeadm configuration does, no disk-based hard eviction: the
+// joined node's disk is this shared host's, which builds and caches keep
+// near kubelet's 15 % imagefs.available default, and DiskPressure would
+// refuse the test's pods (memory.available stays at kubelet's default).
 func KubeadmKubeletConfig(healthzPort, port int) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 authentication:
@@ -205,6 +209,12 @@ clusterDomain: cluster.local
 containerRuntimeEndpoint: ""
 cpuManagerReconcilePeriod: 0s
 crashLoopBackOff: {}
+evictionHard:
+  imagefs.available: 0%%
+  imagefs.inodesFree: 0%%
+  memory.available: 100Mi
+  nodefs.available: 0%%
+  nodefs.inodesFree: 0%%
 evictionPressureTransitionPeriod: 0s
 fileCheckFrequency: 0s
 healthzBindAddress: 127.0.0.1
