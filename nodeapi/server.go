@@ -83,6 +83,11 @@ type Options struct {
 	Containers Containers
 	// Exec runs commands in containers for /exec; nil answers 503.
 	Exec Execer
+	// StreamIdleTimeout closes an exec, attach or port-forward connection
+	// that carried nothing for this long (kubelet's
+	// streamingConnectionIdleTimeout); 0: DefaultStreamIdleTimeout,
+	// negative: never.
+	StreamIdleTimeout time.Duration
 	// Attach copies /attach input to containers' stdin; nil drops the
 	// input (output is still served).
 	Attach StdinAttacher

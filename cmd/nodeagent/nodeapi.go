@@ -54,6 +54,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		Pods:                   &a.apiPods,
 		Containers:             runtimeContainers{a},
 		Exec:                   runtimeContainers{a},
+		StreamIdleTimeout:      streamIdleTimeout(c.StreamingConnectionIdleTimeout.Duration),
 		Attach:                 runtimeContainers{a},
 		LogRoot:                c.PodLogsDir,
 		LegacyLogRoots:         []string{filepath.Join(c.RootDir, "logs")},
@@ -264,4 +265,14 @@ func (r runtimeContainers) AttachStdin(ctx context.Context, id string, o runtime
 		return err
 	}
 	return rt.AttachStdin(ctx, id, o)
+}
+
+// streamIdleTimeout maps streamingConnectionIdleTimeout (0: no idle
+// timeout) to nodeapi's StreamIdleTimeout (0: the default, negative:
+// none).
+func streamIdleTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

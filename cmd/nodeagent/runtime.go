@@ -36,6 +36,7 @@ import (
 // there.
 func (a *agent) connectRuntime(ctx context.Context) {
 	log := a.log.With("component", "runtime", "endpoint", a.cfg.ContainerRuntimeEndpoint)
+	callTimeout, startTimeout := runtimeTimeouts(a.cfg.RuntimeRequestTimeout.Duration)
 	rt, ok := a.dialRuntime(ctx, log, func(ctx context.Context) (*runtime.Runtime, runtime.Version, error) {
 		rt, err := runtime.New(runtime.Options{
 			Address:   a.cfg.ContainerRuntimeEndpoint,
@@ -56,6 +57,8 @@ func (a *agent) connectRuntime(ctx context.Context) {
 			RegistryConfigPath:  a.cfg.RegistryConfigPath,
 			PullProgressTimeout: pullProgressTimeout(a.cfg.ImagePullProgressTimeout.Duration),
 			ContainerLogsDir:    a.cfg.ContainerLogsDir,
+			CallTimeout:         callTimeout,
+			StartTimeout:        startTimeout,
 		})
 		if err != nil {
 			return nil, runtime.Version{}, err
@@ -249,20 +252,23 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 		NodeName:            a.nodeName,
 		Client:              podsClient(a.client),
 		StaticPodPath:       a.cfg.StaticPodPath,
-		RootDir:             a.cfg.RootDir,
-		PodLogsDir:          a.cfg.PodLogsDir,
-		NetNSDir:            a.cfg.NetNSDir(),
-		PodNSDir:            a.cfg.PodNSDir(),
-		MaxPods:             int(a.cfg.MaxPods),
-		Node:                a.ns.Node,
-		NodeAnyway:          a.ns.NodeAnyway,
-		NodeSynced:          a.ns.NodeSynced,
-		Runtime:             rt,
-		PLEG:                p,
-		PodCache:            p.Cache(),
-		Registerer:          a.reg,
-		ProbeRegisterer:     a.probeReg,
-		Logger:              a.base.With("component", "pods"),
+		// kubelet's syncFrequency and fileCheckFrequency.
+		ResyncPeriod:    a.cfg.SyncFrequency.Duration,
+		StaticRescan:    a.cfg.FileCheckFrequency.Duration,
+		RootDir:         a.cfg.RootDir,
+		PodLogsDir:      a.cfg.PodLogsDir,
+		NetNSDir:        a.cfg.NetNSDir(),
+		PodNSDir:        a.cfg.PodNSDir(),
+		MaxPods:         int(a.cfg.MaxPods),
+		Node:            a.ns.Node,
+		NodeAnyway:      a.ns.NodeAnyway,
+		NodeSynced:      a.ns.NodeSynced,
+		Runtime:         rt,
+		PLEG:            p,
+		PodCache:        p.Cache(),
+		Registerer:      a.reg,
+		ProbeRegisterer: a.probeReg,
+		Logger:          a.base.With("component", "pods"),
 		Names: pods.NameSettings{
 			ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, ResolvConf: a.cfg.ResolvConf,
 		},
@@ -350,6 +356,17 @@ func (a *agent) listImages(ctx context.Context) ([]nodestatus.Image, error) {
 		out = append(out, nodestatus.Image{ID: im.ID, Names: im.Names, SizeBytes: im.Size})
 	}
 	return out, nil
+}
+
+// runtimeTimeouts applies kubelet's runtimeRequestTimeout, the bound on
+// one CRI request other than pulls, logs and streams, to nodeagent's
+// containerd calls, which are finer than CRI's: creating and starting a
+// sandbox or a container (CRI's RunPodSandbox, CreateContainer,
+// StartContainer) get all of it; every other call the runtime's own 10s
+// bound, or less when the timeout is shorter, so that a hung containerd
+// still shows within seconds in the PLEG's health and the node status.
+func runtimeTimeouts(requestTimeout time.Duration) (call, start time.Duration) {
+	return min(runtime.DefaultCallTimeout, requestTimeout), requestTimeout
 }
 
 // pullProgressTimeout maps imagePullProgressTimeout (0: never, as

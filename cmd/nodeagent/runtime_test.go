@@ -118,3 +118,25 @@ func TestStatusChecksWaitForTheFirstDial(t *testing.T) {
 		t.Errorf("version check after a failed dial took %s", d)
 	}
 }
+
+// runtimeRequestTimeout bounds the calls kubelet's CRI requests map to:
+// creating and starting get all of it, other containerd calls at most the
+// runtime's 10s; streamingConnectionIdleTimeout 0 means no idle timeout.
+func TestKubeletTimeoutsMapped(t *testing.T) {
+	for _, tc := range []struct {
+		request, call, start time.Duration
+	}{
+		{2 * time.Minute, 10 * time.Second, 2 * time.Minute}, // kubelet's default
+		{5 * time.Minute, 10 * time.Second, 5 * time.Minute},
+		{3 * time.Second, 3 * time.Second, 3 * time.Second},
+	} {
+		if call, start := runtimeTimeouts(tc.request); call != tc.call || start != tc.start {
+			t.Errorf("runtimeRequestTimeout %v: call %v, start %v; want %v, %v", tc.request, call, start, tc.call, tc.start)
+		}
+	}
+	for in, want := range map[time.Duration]time.Duration{0: -1, time.Minute: time.Minute, 4 * time.Hour: 4 * time.Hour} {
+		if got := streamIdleTimeout(in); got != want {
+			t.Errorf("streamIdleTimeout(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
