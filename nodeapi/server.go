@@ -103,6 +103,10 @@ type Options struct {
 	// csi.Mounter.PodVolumeStats), for /stats/summary beside those in
 	// PodsDir; nil: none.
 	PodVolumeStats func(ctx context.Context, podUID string) []statsapi.VolumeStats
+	// VolumeStatsAggPeriod is how long a volume's measured usage is
+	// reused (kubelet's volumeStatsAggPeriod); 0:
+	// DefaultVolumeStatsAggPeriod; negative: no volume stats.
+	VolumeStatsAggPeriod time.Duration
 	// ImageFs is the directory of the runtime's image filesystem and the
 	// bytes its images take, for /stats/summary's runtime.imageFs (and
 	// containerFs, the same filesystem with containerd); nil: none.

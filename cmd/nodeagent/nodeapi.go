@@ -63,6 +63,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		PSI:                    a.cfg.FeatureEnabled(config.FeatureKubeletPSI),
 		PodsDir:                filepath.Join(c.RootDir, "pods"),
 		PodVolumeStats:         a.csi.podVolumeStats(),
+		VolumeStatsAggPeriod:   c.VolumeStatsAggPeriod.Duration,
 		ImageFs:                runtimeContainers{a}.imageFs,
 		Healthy:                a.live,
 		FlushLogs:              a.flushLogs,
