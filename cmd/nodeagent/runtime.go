@@ -235,44 +235,40 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 			return nil, fmt.Errorf("image pull records: %w", err)
 		}
 	}
-	return pods.New(pods.Options{
-		SecretPulledImages:  pulls,
-		UserNamespaces:      pods.NewUserNamespaces(usernsMgr, rt.SupportsUserNamespaces),
-		Volumes:             vols,
-		Tokens:              tokens,
-		CredentialProviders: credProviders,
-		Security:            pods.SecurityOptions{SeccompDefault: a.cfg.SeccompDefault},
-		RuntimeHandlers:     a.cfg.RuntimeHandlers,
-		Cgroups:             cgroups,
-		Devices:             devices,
-		Admission:           a.admissionOptions(),
-		Admit:               a.admitUnderPressure,
-		ShuttingDown:        a.shutdown.ShuttingDown,
-		Network:             podNet,
-		NodeName:            a.nodeName,
-		Client:              podsClient(a.client),
-		StaticPodPath:       a.cfg.StaticPodPath,
+	o := podsSettings(a.cfg)
+	o.SecretPulledImages = pulls
+	o.UserNamespaces = pods.NewUserNamespaces(usernsMgr, rt.SupportsUserNamespaces)
+	o.Volumes, o.Tokens, o.CredentialProviders = vols, tokens, credProviders
+	o.Cgroups, o.Devices = cgroups, devices
+	o.Admission, o.Admit, o.ShuttingDown = a.admissionOptions(), a.admitUnderPressure, a.shutdown.ShuttingDown
+	o.Network = podNet
+	o.NodeName, o.Client = a.nodeName, podsClient(a.client)
+	o.Node, o.NodeAnyway, o.NodeSynced = a.ns.Node, a.ns.NodeAnyway, a.ns.NodeSynced
+	o.Runtime, o.PLEG, o.PodCache = rt, p, p.Cache()
+	o.Registerer, o.ProbeRegisterer = a.reg, a.probeReg
+	o.Logger = a.base.With("component", "pods")
+	return pods.New(o)
+}
+
+// podsSettings are the pod workers' options that come from the
+// configuration alone.
+func podsSettings(cfg *config.NodeAgentConfiguration) pods.Options {
+	return pods.Options{
+		Security:        pods.SecurityOptions{SeccompDefault: cfg.SeccompDefault},
+		RuntimeHandlers: cfg.RuntimeHandlers,
+		StaticPodPath:   cfg.StaticPodPath,
 		// kubelet's syncFrequency and fileCheckFrequency.
-		ResyncPeriod:    a.cfg.SyncFrequency.Duration,
-		StaticRescan:    a.cfg.FileCheckFrequency.Duration,
-		RootDir:         a.cfg.RootDir,
-		PodLogsDir:      a.cfg.PodLogsDir,
-		NetNSDir:        a.cfg.NetNSDir(),
-		PodNSDir:        a.cfg.PodNSDir(),
-		MaxPods:         int(a.cfg.MaxPods),
-		Node:            a.ns.Node,
-		NodeAnyway:      a.ns.NodeAnyway,
-		NodeSynced:      a.ns.NodeSynced,
-		Runtime:         rt,
-		PLEG:            p,
-		PodCache:        p.Cache(),
-		Registerer:      a.reg,
-		ProbeRegisterer: a.probeReg,
-		Logger:          a.base.With("component", "pods"),
+		ResyncPeriod: cfg.SyncFrequency.Duration,
+		StaticRescan: cfg.FileCheckFrequency.Duration,
+		RootDir:      cfg.RootDir,
+		PodLogsDir:   cfg.PodLogsDir,
+		NetNSDir:     cfg.NetNSDir(),
+		PodNSDir:     cfg.PodNSDir(),
+		MaxPods:      int(cfg.MaxPods),
 		Names: pods.NameSettings{
-			ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, ResolvConf: a.cfg.ResolvConf,
+			ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: cfg.ResolvConf,
 		},
-	})
+	}
 }
 
 var errRuntimeNotConnected = errors.New("container runtime not connected")

@@ -140,3 +140,13 @@ func TestKubeletTimeoutsMapped(t *testing.T) {
 		}
 	}
 }
+
+// syncFrequency and fileCheckFrequency reach the pod workers as their
+// resync period and the static pod directory's rescan period.
+func TestPodsSettingsPeriods(t *testing.T) {
+	cfg := config.Default()
+	cfg.SyncFrequency.Duration, cfg.FileCheckFrequency.Duration = 30*time.Second, 7*time.Second
+	if o := podsSettings(cfg); o.ResyncPeriod != 30*time.Second || o.StaticRescan != 7*time.Second {
+		t.Errorf("resync %v, static rescan %v; want 30s, 7s", o.ResyncPeriod, o.StaticRescan)
+	}
+}
