@@ -402,7 +402,7 @@ func TestKubeletSwapFields(t *testing.T) {
 }
 
 // kubelet's periods and timeouts set in a KubeletConfiguration are used,
-// with kubelet's meaning; kubeadm's 0s (TestDecodeKubeadmKubeletConfig)
+// with kubelet's meaning; kubeadm's 0s (TestKubeletConfiguration)
 // means the default.
 func TestKubeletPeriodsAndTimeouts(t *testing.T) {
 	cfg, warnings, err := DecodeBytes("k.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
