@@ -39,7 +39,7 @@ func KubeletConfigz(cfg *NodeAgentConfiguration) ([]byte, error) {
 	}
 	// Checked against kubelet's own type, so that what is served has its
 	// shape; served as it is, since the type would add fields nodeagent
-	// does not have, with zero values (syncFrequency "0s").
+	// does not have, with zero values (httpCheckFrequency "0s").
 	b, err = json.Marshal(shared)
 	if err != nil {
 		return nil, fmt.Errorf("configz: %w", err)

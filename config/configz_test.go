@@ -22,12 +22,15 @@ func TestKubeletConfigz(t *testing.T) {
 	if kc["staticPodPath"] != "/etc/kubernetes/manifests" || kc["nodeStatusUpdateFrequency"] != "10s" || kc["port"] != float64(10250) {
 		t.Errorf("kubeletconfig %s", b)
 	}
+	if kc["syncFrequency"] != "1m0s" || kc["runtimeRequestTimeout"] != "2m0s" || kc["streamingConnectionIdleTimeout"] != "4h0m0s" {
+		t.Errorf("kubeletconfig %s", b)
+	}
 	if a, _ := kc["authentication"].(map[string]any); a == nil || a["webhook"].(map[string]any)["enabled"] != true {
 		t.Errorf("authentication %v", kc["authentication"])
 	}
 	// Only what nodeagent shares with kubelet, without kind/apiVersion
 	// (kubelet's /configz has none).
-	for _, k := range []string{"kind", "apiVersion", "rootDir", "netnsDir", "syncFrequency"} {
+	for _, k := range []string{"kind", "apiVersion", "rootDir", "netnsDir", "httpCheckFrequency", "cpuManagerReconcilePeriod"} {
 		if _, ok := kc[k]; ok {
 			t.Errorf("%s served: %s", k, b)
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const hdr = "apiVersion: config.nodeagent.io/v1alpha1\nkind: NodeAgentConfiguration\n"
@@ -299,23 +300,14 @@ func TestKubeletConfiguration(t *testing.T) {
 	if len(cfg.RegisterWithTaints) != 1 || cfg.RegisterWithTaints[0].Key != "node-role.kubernetes.io/control-plane" || cfg.RegisterWithTaints[0].Effect != "NoSchedule" {
 		t.Errorf("registerWithTaints = %+v", cfg.RegisterWithTaints)
 	}
-	var unsupported []string
+	// kubeadm's file sets nothing nodeagent ignores: its 0s durations
+	// are kubelet's defaults (syncFrequency, runtimeRequestTimeout, ...),
+	// and httpCheckFrequency, cpuManagerReconcilePeriod, crashLoopBackOff
+	// {}, logging.flushFrequency and logging.options at their values
+	// change nothing in kubelet either.
 	for _, w := range warnings {
 		if strings.Contains(w, "KubeletConfiguration fields") {
-			unsupported = append(unsupported, w)
-		}
-	}
-	if len(unsupported) != 1 {
-		t.Fatalf("want one warning about unsupported fields, got %q", warnings)
-	}
-	wantList := "testdata/kubelet-config.yaml: cpuManagerReconcilePeriod, crashLoopBackOff, fileCheckFrequency, httpCheckFrequency, logging.flushFrequency, logging.options, runtimeRequestTimeout, streamingConnectionIdleTimeout, syncFrequency, volumeStatsAggPeriod"
-	if !strings.Contains(unsupported[0], wantList) {
-		t.Errorf("warning %q\ndoes not list %q", unsupported[0], wantList)
-	}
-	// Supported fields are not listed as unsupported.
-	for _, f := range []string{"cgroupDriver", "maxPods", "staticPodPath", "nodeLeaseDurationSeconds", "logging.verbosity", "clusterDNS", "clusterDomain", "resolvConf"} {
-		if strings.Contains(strings.SplitN(unsupported[0], " (nodeagent uses only", 2)[0], " "+f+",") {
-			t.Errorf("supported field %s listed as unsupported: %q", f, unsupported[0])
+			t.Errorf("kubeadm's file gets an unsupported-fields warning: %q", w)
 		}
 	}
 }
@@ -335,15 +327,19 @@ func TestKubeletRefusedFields(t *testing.T) {
 	for _, tc := range []struct {
 		desc, body string
 		want       []string // fields refused
+		quiet      bool     // no unsupported-fields warning
 	}{
-		{"defaults, as kubeadm writes them", "failSwapOn: true\nmemorySwap: {}\ncpuManagerPolicy: none\nmemoryManagerPolicy: None\ntopologyManagerPolicy: none\nfeatureGates: {}\n", nil},
-		{"swap", "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n", nil},
-		{"NoSwap is the default", "memorySwap:\n  swapBehavior: NoSwap\n", nil},
-		{"managers", "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\ntopologyManagerPolicy: single-numa-node\n", []string{"cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy"}},
-		{"feature gates at kubelet's defaults", "featureGates:\n  UserNamespacesSupport: true\n  KubeletInUserNamespace: false\n  SidecarContainers: true\n", nil},
+		{"defaults, as kubeadm writes them", "failSwapOn: true\nmemorySwap: {}\ncpuManagerPolicy: none\nmemoryManagerPolicy: None\ntopologyManagerPolicy: none\nfeatureGates: {}\n", nil, false},
+		{"swap", "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n", nil, false},
+		{"NoSwap is the default", "memorySwap:\n  swapBehavior: NoSwap\n", nil, false},
+		{"managers", "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\ntopologyManagerPolicy: single-numa-node\n", []string{"cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy"}, false},
+		{"feature gates at kubelet's defaults", "featureGates:\n  UserNamespacesSupport: true\n  KubeletInUserNamespace: false\n  SidecarContainers: true\n", nil, false},
 		{"feature gates nodeagent cannot honour, unknown, locked", "featureGates:\n  KubeletInUserNamespace: true\n  UserNamespacesSupport: false\n  NoSuchGate: true\n  SidecarContainers: false\n",
-			[]string{"featureGates.KubeletInUserNamespace", "featureGates.NoSuchGate", "featureGates.SidecarContainers", "featureGates.UserNamespacesSupport"}},
-		{"gates nodeagent honours both ways", "featureGates:\n  PodLevelResources: false\n  ImageVolume: true\n  KubeletPSI: false\n  CSIVolumeHealth: true\n", nil},
+			[]string{"featureGates.KubeletInUserNamespace", "featureGates.NoSuchGate", "featureGates.SidecarContainers", "featureGates.UserNamespacesSupport"}, false},
+		{"no-effect fields at any value, and their nested defaults", "httpCheckFrequency: 5s\ncpuManagerReconcilePeriod: 1m\ncrashLoopBackOff: {}\nlogging:\n  flushFrequency: 1s\n  options:\n    text:\n      infoBufferSize: \"0\"\n      splitStream: false\n    json:\n      infoBufferSize: \"0\"\n", nil, true},
+		{"alpha logging options and the crash-loop maximum, which need gates nodeagent lacks", "crashLoopBackOff:\n  maxContainerRestartPeriod: 30s\nlogging:\n  options:\n    text:\n      splitStream: true\n    json:\n      infoBufferSize: 1Mi\n",
+			[]string{"crashLoopBackOff.maxContainerRestartPeriod", "logging.options.json.infoBufferSize", "logging.options.text.splitStream"}, false},
+		{"gates nodeagent honours both ways", "featureGates:\n  PodLevelResources: false\n  ImageVolume: true\n  KubeletPSI: false\n  CSIVolumeHealth: true\n", nil, false},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			_, warnings, err := DecodeBytes("k.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+tc.body))
@@ -353,6 +349,7 @@ func TestKubeletRefusedFields(t *testing.T) {
 				for _, p := range ce.Problems {
 					got = append(got, p.Field)
 					if !strings.Contains(p.Detail, "not supported") && !strings.Contains(p.Detail, "unrecognized feature gate: NoSuchGate") &&
+						!strings.Contains(p.Detail, "Feature LoggingAlphaOptions is disabled") && !strings.Contains(p.Detail, "FeatureGate KubeletCrashLoopBackOffMax not enabled") &&
 						!strings.Contains(p.Detail, "cannot set feature gate SidecarContainers to false, feature is locked to true") {
 						t.Errorf("%s: detail %q does not say why", p.Field, p.Detail)
 					}
@@ -362,6 +359,11 @@ func TestKubeletRefusedFields(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("refused %v, want %v", got, tc.want)
+			}
+			for _, w := range warnings {
+				if tc.quiet && strings.Contains(w, "KubeletConfiguration fields") {
+					t.Errorf("unexpected unsupported-fields warning %q", w)
+				}
 			}
 			for _, f := range tc.want {
 				for _, w := range warnings {
@@ -396,5 +398,30 @@ func TestKubeletSwapFields(t *testing.T) {
 	_, _, err = DecodeBytes("k.yaml", []byte(head+"memorySwap:\n  swapBehavior: UnlimitedSwap\n"))
 	if err == nil || !strings.Contains(err.Error(), "memorySwap.swapBehavior") || !strings.Contains(err.Error(), `must be one of: "", "LimitedSwap" or "NoSwap"`) {
 		t.Errorf("UnlimitedSwap: error %v, want kubelet's message naming memorySwap.swapBehavior", err)
+	}
+}
+
+// kubelet's periods and timeouts set in a KubeletConfiguration are used,
+// with kubelet's meaning; kubeadm's 0s (TestKubeletConfiguration)
+// means the default.
+func TestKubeletPeriodsAndTimeouts(t *testing.T) {
+	cfg, warnings, err := DecodeBytes("k.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
+		"syncFrequency: 30s\nfileCheckFrequency: 5s\nruntimeRequestTimeout: 45s\nstreamingConnectionIdleTimeout: 5m\nvolumeStatsAggPeriod: -1s\n"))
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("DecodeBytes: %v, warnings %q", err, warnings)
+	}
+	for _, c := range []struct {
+		field     string
+		got, want time.Duration
+	}{
+		{"syncFrequency", cfg.SyncFrequency.Duration, 30 * time.Second},
+		{"fileCheckFrequency", cfg.FileCheckFrequency.Duration, 5 * time.Second},
+		{"runtimeRequestTimeout", cfg.RuntimeRequestTimeout.Duration, 45 * time.Second},
+		{"streamingConnectionIdleTimeout", cfg.StreamingConnectionIdleTimeout.Duration, 5 * time.Minute},
+		{"volumeStatsAggPeriod", cfg.VolumeStatsAggPeriod.Duration, -time.Second},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.field, c.got, c.want)
+		}
 	}
 }

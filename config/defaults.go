@@ -21,6 +21,11 @@ const (
 	DefaultContainerRuntimeEndpoint         = "unix:///run/containerd/containerd.sock"
 	DefaultContainerRuntimeNamespace        = "k8s.io"
 	DefaultMaxPods                          = 110
+	DefaultSyncFrequency                    = time.Minute
+	DefaultFileCheckFrequency               = 20 * time.Second
+	DefaultRuntimeRequestTimeout            = 2 * time.Minute
+	DefaultStreamingConnectionIdleTimeout   = 4 * time.Hour
+	DefaultVolumeStatsAggPeriod             = time.Minute
 	DefaultEvictionPressureTransitionPeriod = 5 * time.Minute
 	DefaultHealthzBindAddress               = "127.0.0.1"
 	DefaultHealthzPort                      = 10266
@@ -91,6 +96,11 @@ func Default() *NodeAgentConfiguration {
 		ContainerRuntimeNamespace:            DefaultContainerRuntimeNamespace,
 		StaticPodPath:                        "",
 		MaxPods:                              DefaultMaxPods,
+		SyncFrequency:                        metav1.Duration{Duration: DefaultSyncFrequency},
+		FileCheckFrequency:                   metav1.Duration{Duration: DefaultFileCheckFrequency},
+		RuntimeRequestTimeout:                metav1.Duration{Duration: DefaultRuntimeRequestTimeout},
+		StreamingConnectionIdleTimeout:       metav1.Duration{Duration: DefaultStreamingConnectionIdleTimeout},
+		VolumeStatsAggPeriod:                 metav1.Duration{Duration: DefaultVolumeStatsAggPeriod},
 		SystemReserved:                       map[string]string{},
 		KubeReserved:                         map[string]string{},
 		EvictionHard:                         evictionapi.DefaultHard(),

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // kubeletSupported are the KubeletConfiguration fields nodeagent uses, with
@@ -21,6 +23,11 @@ var kubeletSupported = map[string]bool{
 	"containerRuntimeEndpoint":               true,
 	"staticPodPath":                          true,
 	"maxPods":                                true,
+	"syncFrequency":                          true,
+	"fileCheckFrequency":                     true,
+	"runtimeRequestTimeout":                  true,
+	"streamingConnectionIdleTimeout":         true,
+	"volumeStatsAggPeriod":                   true,
 	"systemReserved":                         true,
 	"kubeReserved":                           true,
 	"evictionHard":                           true,
@@ -79,6 +86,28 @@ var kubeletSupported = map[string]bool{
 // nodeagent uses.
 var kubeletLoggingSupported = map[string]bool{"format": true, "verbosity": true}
 
+// kubeletNoEffect are KubeletConfiguration fields that are accepted
+// without a warning and not used, because whatever value passes
+// refusedKubeletFields changes nothing in kubelet either, on a node as
+// nodeagent runs it. Each says why.
+var kubeletNoEffect = map[string]string{
+	// kubelet polls staticPodURL at this period; without staticPodURL
+	// (which nodeagent reports unsupported when set) it is unused.
+	"httpCheckFrequency": "staticPodURL",
+	// kubelet's CPU manager reconciles only with the static policy; none
+	// (the only policy nodeagent accepts) starts no reconcile loop.
+	"cpuManagerReconcilePeriod": "cpuManagerPolicy none",
+	// Only maxContainerRestartPeriod, which is refused (it needs the
+	// KubeletCrashLoopBackOffMax gate, which nodeagent does not honour).
+	"crashLoopBackOff": "KubeletCrashLoopBackOffMax",
+}
+
+// kubeletLoggingNoEffect are the same for the logging section: the agent
+// writes every log line at once (it buffers nothing), as kubelet does when
+// its output streams are not split and buffered, which needs the
+// LoggingAlphaOptions gate (refused in options).
+var kubeletLoggingNoEffect = map[string]bool{"flushFrequency": true, "options": true}
+
 // KubeletSupportedFields lists the KubeletConfiguration fields nodeagent
 // uses, sorted.
 func KubeletSupportedFields() []string {
@@ -105,6 +134,9 @@ func fromKubelet(obj map[string]any) (map[string]any, []string) {
 			sub := map[string]any{}
 			lfields := jsonFields(kfields["logging"])
 			for _, lk := range slices.Sorted(maps.Keys(lm)) {
+				if kubeletLoggingNoEffect[lk] {
+					continue
+				}
 				if !kubeletLoggingSupported[lk] {
 					unsupported = append(unsupported, "logging."+lk)
 					continue
@@ -130,6 +162,7 @@ func fromKubelet(obj map[string]any) (map[string]any, []string) {
 					out[k] = kept
 				}
 			}
+		case kubeletNoEffect[k] != "":
 		case kubeletSupported[k]:
 			if m, ok := v.(map[string]any); ok && kfields[k] != nil && kfields[k].Kind() == reflect.Struct {
 				if pruned := pruneKubeletZeros(m, kfields[k]); len(pruned) > 0 {
@@ -204,6 +237,47 @@ var kubeletRefused = map[string]func(v any) string{
 	"topologyManagerPolicy": policyOtherThan("none", "the topology manager"),
 }
 
+// kubeletFieldRefusals are the refusals of nested kubelet fields, each a
+// function of the whole object returning problems with their paths.
+var kubeletFieldRefusals = []func(obj map[string]any) map[string]string{
+	refusedCrashLoopBackOff,
+	refusedLoggingOptions,
+}
+
+// refusedCrashLoopBackOff: kubelet 1.34 refuses
+// crashLoopBackOff.maxContainerRestartPeriod without the
+// KubeletCrashLoopBackOffMax gate, which nodeagent does not honour
+// (featureGateProblems refuses turning it on).
+func refusedCrashLoopBackOff(obj map[string]any) map[string]string {
+	m, _ := obj["crashLoopBackOff"].(map[string]any)
+	if v, ok := m["maxContainerRestartPeriod"]; ok && v != nil {
+		return map[string]string{"crashLoopBackOff.maxContainerRestartPeriod": "FeatureGate KubeletCrashLoopBackOffMax not enabled, CrashLoopBackOff.MaxContainerRestartPeriod must not be set (nodeagent does not implement the gate: its crash-loop back-off is kubelet's default, 10s doubling to 5m)"}
+	}
+	return nil
+}
+
+// refusedLoggingOptions: kubelet 1.34 refuses split streams and info
+// buffers without the LoggingAlphaOptions gate (its messages), which
+// nodeagent does not honour; at their defaults they change nothing.
+func refusedLoggingOptions(obj map[string]any) map[string]string {
+	lm, _ := obj["logging"].(map[string]any)
+	opts, _ := lm["options"].(map[string]any)
+	out := map[string]string{}
+	for _, format := range []string{"text", "json"} {
+		o, _ := opts[format].(map[string]any)
+		p := "logging.options." + format
+		if b, _ := o["splitStream"].(bool); b {
+			out[p+".splitStream"] = "Feature LoggingAlphaOptions is disabled (nodeagent writes its logs to one stream and does not implement the gate)"
+		}
+		if v, ok := o["infoBufferSize"]; ok && v != nil {
+			if q, err := resource.ParseQuantity(fmt.Sprint(v)); err != nil || q.Value() != 0 {
+				out[p+".infoBufferSize"] = "Feature LoggingAlphaOptions is disabled (nodeagent buffers no log lines and does not implement the gate)"
+			}
+		}
+	}
+	return out
+}
+
 func policyOtherThan(def, what string) func(v any) string {
 	return func(v any) string {
 		if s, _ := v.(string); s != "" && s != def {
@@ -222,6 +296,12 @@ func refusedKubeletFields(source string, obj map[string]any) []Problem {
 			if why := kubeletRefused[k](v); why != "" {
 				probs = append(probs, Problem{Source: source, Field: k, Detail: why})
 			}
+		}
+	}
+	for _, refuse := range kubeletFieldRefusals {
+		refused := refuse(obj)
+		for _, f := range slices.Sorted(maps.Keys(refused)) {
+			probs = append(probs, Problem{Source: source, Field: f, Detail: refused[f]})
 		}
 	}
 	return probs

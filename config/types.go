@@ -56,6 +56,21 @@ type NodeAgentConfiguration struct {
 	StaticPodPath string `json:"staticPodPath"`
 	// MaxPods is the pod capacity of the node.
 	MaxPods int32 `json:"maxPods"`
+	// SyncFrequency is the longest a pod worker waits without news before
+	// it syncs its pod again (kubelet's pod resync period).
+	SyncFrequency metav1.Duration `json:"syncFrequency"`
+	// FileCheckFrequency is the period of the full rescan of
+	// StaticPodPath that backs up its inotify watch.
+	FileCheckFrequency metav1.Duration `json:"fileCheckFrequency"`
+	// RuntimeRequestTimeout bounds a container runtime request other than
+	// a pull, logs, exec, attach and port-forward.
+	RuntimeRequestTimeout metav1.Duration `json:"runtimeRequestTimeout"`
+	// StreamingConnectionIdleTimeout closes an exec, attach or
+	// port-forward stream idle this long; 0 never does.
+	StreamingConnectionIdleTimeout metav1.Duration `json:"streamingConnectionIdleTimeout"`
+	// VolumeStatsAggPeriod is how often volume usage is measured (and how
+	// long a measure is reused); negative disables volume stats.
+	VolumeStatsAggPeriod metav1.Duration `json:"volumeStatsAggPeriod"`
 
 	// SystemReserved and KubeReserved are resources (cpu, memory,
 	// ephemeral-storage, pid) subtracted from capacity to compute allocatable.

@@ -98,6 +98,12 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	if c.MaxPods <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("maxPods"), c.MaxPods, "must be greater than 0"))
 	}
+	errs = append(errs, positiveDuration(c.SyncFrequency, field.NewPath("syncFrequency"))...)
+	errs = append(errs, positiveDuration(c.FileCheckFrequency, field.NewPath("fileCheckFrequency"))...)
+	errs = append(errs, positiveDuration(c.RuntimeRequestTimeout, field.NewPath("runtimeRequestTimeout"))...)
+	if d := c.StreamingConnectionIdleTimeout.Duration; d < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("streamingConnectionIdleTimeout"), d.String(), "must be greater than or equal to 0 (no idle timeout)"))
+	}
 	errs = append(errs, validateReserved(c.SystemReserved, field.NewPath("systemReserved"))...)
 	errs = append(errs, validateReserved(c.KubeReserved, field.NewPath("kubeReserved"))...)
 	errs = append(errs, validateEviction(c.EvictionHard, field.NewPath("evictionHard"))...)

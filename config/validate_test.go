@@ -195,6 +195,22 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			desc: "kubelet's periods and timeouts",
+			mutate: func(c *NodeAgentConfiguration) {
+				c.SyncFrequency.Duration = 0
+				c.FileCheckFrequency.Duration = -time.Second
+				c.RuntimeRequestTimeout.Duration = 0
+				c.StreamingConnectionIdleTimeout.Duration = -time.Second
+				c.VolumeStatsAggPeriod.Duration = -time.Second // disables volume stats, as in kubelet
+			},
+			want: []string{
+				`syncFrequency: Invalid value: "0s": must be greater than 0`,
+				`fileCheckFrequency: Invalid value: "-1s": must be greater than 0`,
+				`runtimeRequestTimeout: Invalid value: "0s": must be greater than 0`,
+				`streamingConnectionIdleTimeout: Invalid value: "-1s": must be greater than or equal to 0 (no idle timeout)`,
+			},
+		},
+		{
 			desc: "cgroups",
 			mutate: func(c *NodeAgentConfiguration) {
 				c.CgroupDriver = "cgroupv2"

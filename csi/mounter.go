@@ -104,6 +104,10 @@ type Mounter struct {
 	// and an abnormal one is a VolumeConditionAbnormal Event on the pod
 	// (stats.go).
 	VolumeHealth bool
+	// StatsPeriod is kubelet's volumeStatsAggPeriod: how long a volume's
+	// measured stats are reused, and RunVolumeHealth's period; 0:
+	// DefaultStatsPeriod; negative: no volume stats and no health loop.
+	StatsPeriod time.Duration
 	// Tokens gives the service account tokens of CSIDriver tokenRequests
 	// (*volume.Tokens, shared with projected volumes); nil: a driver with
 	// tokenRequests fails to publish.

@@ -18,10 +18,19 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// volumeStatsAggPeriod is how long a volume's stats are reused (kubelet's
+// DefaultStatsPeriod is how long a volume's stats are reused (kubelet's
 // volumeStatsAggPeriod default: its volume stat calculator measures each
-// pod's volumes once a minute).
-const volumeStatsAggPeriod = time.Minute
+// pod's volumes once a minute); Mounter.StatsPeriod sets it.
+const DefaultStatsPeriod = time.Minute
+
+// statsPeriod is Mounter.StatsPeriod with its default; negative: volume
+// stats are off.
+func (m *Mounter) statsPeriod() time.Duration {
+	if m.StatsPeriod == 0 {
+		return DefaultStatsPeriod
+	}
+	return m.StatsPeriod
+}
 
 // statsTimeout bounds a volume's measurement: it is made while
 // /stats/summary or /metrics is being answered (kubelet measures in the
@@ -98,7 +107,13 @@ func (m *Mounter) clock() clock.Clock {
 // device (kubelet's MetricsBlock: the capacity alone, the other figures
 // zero).
 // hostPath PVs have none (kubelet's hostPath plugin reports none either).
+// A negative StatsPeriod leaves every volume out, as kubelet's negative
+// volumeStatsAggPeriod disables volume calculations.
 func (m *Mounter) PodVolumeStats(ctx context.Context, podUID string) []statsapi.VolumeStats {
+	period := m.statsPeriod()
+	if period < 0 {
+		return nil
+	}
 	m.mu.Lock()
 	vols := make([]setUpVolume, 0, len(m.setUp[podUID]))
 	for _, sv := range m.setUp[podUID] {
@@ -109,7 +124,7 @@ func (m *Mounter) PodVolumeStats(ctx context.Context, podUID string) []statsapi.
 	now := m.clock().Now()
 	var out []statsapi.VolumeStats
 	for _, sv := range vols {
-		if sv.stats != nil && now.Sub(sv.at) < volumeStatsAggPeriod && !now.Before(sv.at) {
+		if sv.stats != nil && now.Sub(sv.at) < period && !now.Before(sv.at) {
 			out = append(out, *sv.stats)
 			continue
 		}
@@ -194,22 +209,24 @@ func (m *Mounter) measure(ctx context.Context, sv *setUpVolume, now time.Time) *
 	return vs
 }
 
-// RunVolumeHealth measures the volumes of every pod every
-// volumeStatsAggPeriod until ctx is done, as kubelet's volume stat
+// RunVolumeHealth measures the volumes of every pod every StatsPeriod
+// (volumeStatsAggPeriod) until ctx is done, as kubelet's volume stat
 // calculators do in the background, so that an abnormal volume condition
 // is a VolumeConditionAbnormal Event without anyone asking for stats.
 // With VolumeHealth only (kubelet's CSIVolumeHealth gate): otherwise
 // volumes are measured when /stats/summary or /metrics asks (at most once
-// per volumeStatsAggPeriod either way, PodVolumeStats).
+// per StatsPeriod either way, PodVolumeStats). A negative StatsPeriod
+// disables it, as it disables kubelet's calculators.
 func (m *Mounter) RunVolumeHealth(ctx context.Context) {
-	if !m.VolumeHealth {
+	period := m.statsPeriod()
+	if !m.VolumeHealth || period < 0 {
 		return
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.clock().After(volumeStatsAggPeriod):
+		case <-m.clock().After(period):
 		}
 		m.mu.Lock()
 		uids := make([]string, 0, len(m.setUp))

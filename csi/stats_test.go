@@ -17,7 +17,7 @@ import (
 
 // A CSI volume's stats come from the driver's NodeGetVolumeStats, named
 // after the pod's volume with the claim as pvcRef, measured once per
-// volumeStatsAggPeriod; the collector gives kubelet's
+// StatsPeriod (volumeStatsAggPeriod, 10s here); the collector gives kubelet's
 // kubelet_volume_stats_* for the claim; a driver without
 // GET_VOLUME_STATS has none; the teardown forgets the pod.
 func TestPodVolumeStats(t *testing.T) {
@@ -27,6 +27,7 @@ func TestPodVolumeStats(t *testing.T) {
 	m := rig.start(t)
 	clk := clocktesting.NewFakeClock(time.Unix(5000, 0))
 	m.Clock = clk
+	m.StatsPeriod = 10 * time.Second
 	pod := claimPod("uid-a", "claim", false)
 	if _, err := m.SetUp(ctx, pod, rig.podDir("uid-a"), &pod.Spec.Volumes[0]); err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func TestPodVolumeStats(t *testing.T) {
 	if again := m.PodVolumeStats(ctx, "uid-a"); *again[0].UsedBytes != 5000 {
 		t.Errorf("re-measured within the period: %d", *again[0].UsedBytes)
 	}
-	clk.Step(volumeStatsAggPeriod)
+	clk.Step(10 * time.Second)
 	if again := m.PodVolumeStats(ctx, "uid-a"); *again[0].UsedBytes != 5002 || *again[0].InodesUsed != 3 {
 		t.Errorf("after the period: %d bytes, %d inodes", *again[0].UsedBytes, *again[0].InodesUsed)
 	}
@@ -185,7 +186,7 @@ func TestPodVolumeHealth(t *testing.T) {
 	if err := unix.Unmount(rig.target("uid-a"), 0); err != nil {
 		t.Fatal(err)
 	}
-	clk.Step(volumeStatsAggPeriod)
+	clk.Step(DefaultStatsPeriod)
 	got = m.PodVolumeStats(ctx, "uid-a")
 	if len(got) != 1 || got[0].VolumeHealthStats == nil || !got[0].VolumeHealthStats.Abnormal {
 		t.Fatalf("stats %+v, want an abnormal volumeHealthStats", got)
@@ -209,7 +210,7 @@ func TestPodVolumeHealth(t *testing.T) {
 
 	// The gate off: no condition, no gauge, no event.
 	m.VolumeHealth = false
-	clk.Step(volumeStatsAggPeriod)
+	clk.Step(DefaultStatsPeriod)
 	got = m.PodVolumeStats(ctx, "uid-a")
 	if len(got) != 1 || got[0].VolumeHealthStats != nil {
 		t.Errorf("stats %+v without the gate", got)
@@ -247,20 +248,20 @@ func TestPodVolumeHealthCapability(t *testing.T) {
 	}
 	rig.f.caps = append(rig.f.caps, csipb.NodeServiceCapability_RPC_VOLUME_CONDITION)
 	rig.f.usage = nil
-	clk.Step(volumeStatsAggPeriod)
+	clk.Step(DefaultStatsPeriod)
 	got := rig.m.PodVolumeStats(ctx, "uid-1")
 	if len(got) != 1 || got[0].VolumeHealthStats == nil || !got[0].VolumeHealthStats.Abnormal || *got[0].UsedBytes != 0 || *got[0].CapacityBytes != 0 {
 		t.Errorf("stats %+v, want zeros and the abnormal condition", got)
 	}
 	rig.m.VolumeHealth = false
-	clk.Step(volumeStatsAggPeriod)
+	clk.Step(DefaultStatsPeriod)
 	if got := rig.m.PodVolumeStats(ctx, "uid-1"); len(got) != 0 {
 		t.Errorf("stats %+v without usage and without the gate, want none (kubelet's error)", got)
 	}
 }
 
 // With the gate on, volumes are measured in the background every
-// volumeStatsAggPeriod, as kubelet's volume stat calculators: an abnormal
+// DefaultStatsPeriod, as kubelet's volume stat calculators: an abnormal
 // volume is an Event though nobody asks for stats.
 func TestRunVolumeHealth(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -287,7 +288,7 @@ func TestRunVolumeHealth(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		clk.Step(volumeStatsAggPeriod)
+		clk.Step(DefaultStatsPeriod)
 		select {
 		case e := <-rec.Events:
 			if !strings.HasPrefix(e, "Warning VolumeConditionAbnormal Volume data: ") {
@@ -301,5 +302,29 @@ func TestRunVolumeHealth(t *testing.T) {
 	<-done
 	if err := m.TearDown(context.Background(), rig.podDir("uid-a")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A negative StatsPeriod (volumeStatsAggPeriod) disables volume stats and
+// the health loop, as kubelet's disables its volume calculations.
+func TestVolumeStatsDisabled(t *testing.T) {
+	ctx := context.Background()
+	pvc, pv := boundClaim("claim", "pv-1", "pvc-uid")
+	rig := newRealRig(t, pvc, pv, csiDriverObj(false))
+	m := rig.start(t)
+	m.Clock, m.VolumeHealth, m.StatsPeriod = clocktesting.NewFakeClock(time.Unix(5000, 0)), true, -time.Second
+	pod := claimPod("uid-a", "claim", false)
+	if _, err := m.SetUp(ctx, pod, rig.podDir("uid-a"), &pod.Spec.Volumes[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.PodVolumeStats(ctx, "uid-a"); got != nil {
+		t.Errorf("stats %+v, want none", got)
+	}
+	done := make(chan struct{})
+	go func() { m.RunVolumeHealth(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunVolumeHealth runs with volume stats disabled")
 	}
 }

@@ -261,3 +261,39 @@ func killStdioLoggers(t *testing.T, dir string) int {
 	}
 	return n
 }
+
+// streamingConnectionIdleTimeout: an exec session through the API server
+// that carries nothing for the agent's idle timeout is closed, while the
+// command still runs; output before it arrives.
+func TestExecStreamIdleTimeout(t *testing.T) {
+	t.Parallel()
+	a, _ := readyPodAgent(t, "streamingConnectionIdleTimeout: 2s\n")
+	ctx := context.Background()
+	a.waitKubeletPort(ctx)
+	name := a.node + "-idle"
+	kubectl(t, a.env, podYAML(name, a.node, fmt.Sprintf(`  containers:
+  - name: app
+    image: %s
+    command: ["sleep", "3600"]
+`, testimage.Ref)), "apply", "-f", "-")
+	a.waitPod(ctx, name, 60*time.Second, "running", running)
+	req := a.env.Admin.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: "app", Command: []string{"sh", "-c", "echo hi; sleep 60; echo late"}, Stdout: true}, scheme.ParameterCodec)
+	exe, err := remotecommand.NewSPDYExecutor(a.env.AdminConfig, "POST", req.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 50*time.Second)
+	defer cancel()
+	var out safeBuffer
+	start := time.Now()
+	err = exe.StreamWithContext(sctx, remotecommand.StreamOptions{Stdout: &out})
+	took := time.Since(start)
+	t.Logf("exec ended after %v: %v, output %q", took, err, out.String())
+	if sctx.Err() != nil || took > 30*time.Second {
+		t.Fatalf("an idle exec session lasted %v with a 2s idle timeout", took)
+	}
+	if took < 2*time.Second || out.String() != "hi\n" {
+		t.Errorf("session ended after %v with output %q; want it idle 2s after \"hi\"", took, out.String())
+	}
+}

@@ -48,7 +48,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	streaming.ServeAttach(w, r, attacher{s: s, pod: pod, c: c}, name, pod.UID, cname, streamOpts,
-		streamIdleTimeout, streamCreationTimeout, remotecommandconsts.SupportedStreamingProtocols)
+		s.streamIdleTimeout(), streamCreationTimeout, remotecommandconsts.SupportedStreamingProtocols)
 }
 
 type attacher struct {

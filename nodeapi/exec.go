@@ -22,12 +22,27 @@ type Execer interface {
 	Exec(ctx context.Context, containerID string, o runtime.ExecOptions) (int, error)
 }
 
-// kubelet's streaming defaults: streamingConnectionIdleTimeout (4h) and
-// the stream creation timeout (30s).
+// kubelet's streaming defaults: streamingConnectionIdleTimeout (4h,
+// Options.StreamIdleTimeout's default) and the stream creation timeout
+// (30s).
 const (
-	streamIdleTimeout     = 4 * time.Hour
-	streamCreationTimeout = 30 * time.Second
+	DefaultStreamIdleTimeout = 4 * time.Hour
+	streamCreationTimeout    = 30 * time.Second
 )
+
+// streamIdleTimeout is how long an exec, attach or port-forward
+// connection may be idle before it is closed; 0 never closes it (the
+// streaming libraries' meaning).
+func (s *Server) streamIdleTimeout() time.Duration {
+	switch d := s.opts.StreamIdleTimeout; {
+	case d == 0:
+		return DefaultStreamIdleTimeout
+	case d < 0:
+		return 0
+	default:
+		return d
+	}
+}
 
 // exec serves /exec/{namespace}/{pod}/{container} (and kubelet's form with
 // the pod UID): SPDY or WebSocket streams, as kubectl 1.34 and the API
@@ -53,7 +68,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	streaming.ServeExec(w, r, executor{s.opts.Exec, c.ID}, name, pod.UID, cname, cmd, streamOpts,
-		streamIdleTimeout, streamCreationTimeout, remotecommandconsts.SupportedStreamingProtocols)
+		s.streamIdleTimeout(), streamCreationTimeout, remotecommandconsts.SupportedStreamingProtocols)
 }
 
 func uidParam(r *http.Request) string { return r.PathValue("uid") }

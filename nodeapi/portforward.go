@@ -35,7 +35,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := forwarder{netnsPath: filepath.Join(s.opts.NetNSDir, string(pod.UID)), hostNetwork: pod.Spec.HostNetwork}
-	portforward.ServePortForward(w, r, f, name, pod.UID, opts, streamIdleTimeout, streamCreationTimeout, portforward.SupportedProtocols)
+	portforward.ServePortForward(w, r, f, name, pod.UID, opts, s.streamIdleTimeout(), streamCreationTimeout, portforward.SupportedProtocols)
 }
 
 // forwarder dials a pod's port for each forwarded connection.

@@ -83,6 +83,11 @@ type Options struct {
 	Containers Containers
 	// Exec runs commands in containers for /exec; nil answers 503.
 	Exec Execer
+	// StreamIdleTimeout closes an exec, attach or port-forward connection
+	// that carried nothing for this long (kubelet's
+	// streamingConnectionIdleTimeout); 0: DefaultStreamIdleTimeout,
+	// negative: never.
+	StreamIdleTimeout time.Duration
 	// Attach copies /attach input to containers' stdin; nil drops the
 	// input (output is still served).
 	Attach StdinAttacher
@@ -98,6 +103,10 @@ type Options struct {
 	// csi.Mounter.PodVolumeStats), for /stats/summary beside those in
 	// PodsDir; nil: none.
 	PodVolumeStats func(ctx context.Context, podUID string) []statsapi.VolumeStats
+	// VolumeStatsAggPeriod is how long a volume's measured usage is
+	// reused (kubelet's volumeStatsAggPeriod); 0:
+	// DefaultVolumeStatsAggPeriod; negative: no volume stats.
+	VolumeStatsAggPeriod time.Duration
 	// ImageFs is the directory of the runtime's image filesystem and the
 	// bytes its images take, for /stats/summary's runtime.imageFs (and
 	// containerFs, the same filesystem with containerd); nil: none.

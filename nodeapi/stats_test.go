@@ -112,6 +112,7 @@ func TestStatsSummaryNetworkVolumesImageFs(t *testing.T) {
 		o.CgroupMounts = []string{root}
 		o.ProcDir = fakeProc(t, 77)
 		o.PodsDir = podsDir
+		o.VolumeStatsAggPeriod = 10 * time.Second
 		o.ImageFs = func(context.Context) (string, uint64, error) { return imageDir, 123456, nil }
 		o.PodVolumeStats = func(_ context.Context, uid string) []statsapi.VolumeStats {
 			if uid != "u1" {
@@ -156,14 +157,19 @@ func TestStatsSummaryNetworkVolumesImageFs(t *testing.T) {
 	if !ok || len(vols) != 4 || *cache.UsedBytes < 10000 || *cache.InodesUsed != 4 || *cache.CapacityBytes == 0 || *cache.AvailableBytes == 0 {
 		t.Fatalf("volumes %+v", s.Pods[0].VolumeStats)
 	}
-	// Measured at most once per volumeStatsAggPeriod, as kubelet.
+	// Measured at most once per volumeStatsAggPeriod (10s here), as kubelet.
 	writeFiles(t, podsDir, map[string]string{"u1/volumes/empty-dir/cache/c": strings.Repeat("z", 100000)})
 	if v := volumeNamed(get(), "cache"); *v.UsedBytes != *cache.UsedBytes {
 		t.Errorf("re-measured within the period: %d", *v.UsedBytes)
 	}
-	e.clock.Step(volumeStatsAggPeriod)
+	e.clock.Step(10 * time.Second)
 	if v := volumeNamed(get(), "cache"); *v.UsedBytes < *cache.UsedBytes+100000 || *v.InodesUsed != 5 {
 		t.Errorf("after the period: %d bytes %d inodes", *v.UsedBytes, *v.InodesUsed)
+	}
+	// A negative volumeStatsAggPeriod disables volume stats, as in kubelet.
+	e.s.opts.VolumeStatsAggPeriod = -time.Second
+	if v := get().Pods[0].VolumeStats; len(v) != 0 {
+		t.Errorf("volume stats %+v with volumeStatsAggPeriod < 0, want none", v)
 	}
 }
 

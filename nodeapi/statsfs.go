@@ -13,9 +13,10 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-// volumeStatsAggPeriod is how long a volume's measured usage is reused
-// (kubelet's volumeStatsAggPeriod default): measuring walks the volume.
-const volumeStatsAggPeriod = time.Minute
+// DefaultVolumeStatsAggPeriod is how long a volume's measured usage is
+// reused (kubelet's volumeStatsAggPeriod default; Options sets it):
+// measuring walks the volume.
+const DefaultVolumeStatsAggPeriod = time.Minute
 
 // duEntry is one directory's measured usage.
 type duEntry struct {
@@ -23,20 +24,20 @@ type duEntry struct {
 	bytes, inodes uint64
 }
 
-// duCache remembers the usage of volume directories for
-// volumeStatsAggPeriod.
+// duCache remembers the usage of volume directories for a period
+// (volumeStatsAggPeriod).
 type duCache struct {
 	mu sync.Mutex
 	m  map[string]duEntry
 }
 
-// usage returns dir's usage, measured at most volumeStatsAggPeriod ago.
-// The walk runs outside the lock; two requests may both measure.
-func (c *duCache) usage(dir string, now time.Time) (bytes, inodes uint64, err error) {
+// usage returns dir's usage, measured at most period ago. The walk runs
+// outside the lock; two requests may both measure.
+func (c *duCache) usage(dir string, now time.Time, period time.Duration) (bytes, inodes uint64, err error) {
 	c.mu.Lock()
 	e, ok := c.m[dir]
 	c.mu.Unlock()
-	if ok && now.Sub(e.at) < volumeStatsAggPeriod && !now.Before(e.at) {
+	if ok && now.Sub(e.at) < period && !now.Before(e.at) {
 		return e.bytes, e.inodes, nil
 	}
 	b, n, err := diskUsage(dir)
@@ -108,8 +109,16 @@ func diskUsage(dir string) (bytes, inodes uint64, err error) {
 // configMap, secret, downwardAPI, projected): the usage of the volume's
 // directory and its filesystem's size, as kubelet's MetricsDu gives them;
 // then those of PodVolumeStats (CSI and local PVs, which kubelet does not
-// measure with du either). seen collects the directories measured.
+// measure with du either). seen collects the directories measured. A
+// negative volumeStatsAggPeriod disables volume stats, as in kubelet.
 func (s *Server) podVolumes(ctx context.Context, uid string, t metav1.Time, seen map[string]bool) []statsapi.VolumeStats {
+	period := s.opts.VolumeStatsAggPeriod
+	if period < 0 {
+		return nil
+	}
+	if period == 0 {
+		period = DefaultVolumeStatsAggPeriod
+	}
 	var out []statsapi.VolumeStats
 	var dirs []string
 	if s.opts.PodsDir != "" {
@@ -123,7 +132,7 @@ func (s *Server) podVolumes(ctx context.Context, uid string, t metav1.Time, seen
 		if fst == nil {
 			continue
 		}
-		used, inodes, err := s.du.usage(dir, t.Time)
+		used, inodes, err := s.du.usage(dir, t.Time, period)
 		if err != nil {
 			continue
 		}

@@ -42,3 +42,10 @@ func (b crashLoop) restartAt(startedAt, finishedAt time.Time) (time.Time, time.D
 	d := next.Step()
 	return finishedAt.Add(d), d, crashLoop{started: true, next: next}
 }
+
+// resyncJitterFactor is kubelet's workerResyncIntervalJitterFactor: after
+// a successful sync a pod worker waits its resync period plus up to half
+// of it, so that pods started together do not resync together.
+const resyncJitterFactor = 0.5
+
+func resyncJitter(d time.Duration) time.Duration { return wait.Jitter(d, resyncJitterFactor) }

@@ -153,6 +153,9 @@ type workerDeps struct {
 	podNSDir   string
 	resync     time.Duration // sync this often without news
 	hostIP     func() string
+	// jitter spreads an idle worker's resync as kubelet's pod workers
+	// do (resyncJitter); nil: none (tests that want exact periods).
+	jitter func(time.Duration) time.Duration
 
 	// Environment and name service (env.go, envsrc.go, namefiles.go).
 	hostIPs    func() []string                         // status.hostIPs

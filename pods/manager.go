@@ -127,7 +127,9 @@ type Options struct {
 	// ShuttingDown reports non-nil while the node shuts down (graceful
 	// node shutdown): new pods are rejected (NodeShutdown). nil: never.
 	ShuttingDown func() error
-	// ResyncPeriod is how often a worker syncs without news (default 1m).
+	// ResyncPeriod is how often a worker syncs without news (kubelet's
+	// syncFrequency, default 1m), plus up to half of it at random after a
+	// successful sync, as kubelet's pod workers.
 	ResyncPeriod time.Duration
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
 	StaticDebounce, StaticRescan time.Duration
@@ -234,7 +236,7 @@ func New(o Options) (*Manager, error) {
 	m := newManager(o, &workerDeps{
 		rt: o.Runtime, cache: o.PodCache, pleg: o.PLEG, status: st, netns: o.NetNS, net: o.Network,
 		clock: o.Clock, met: newMetrics(o.Registerer), nodeName: o.NodeName, rootDir: o.RootDir, podLogsDir: o.PodLogsDir,
-		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, security: o.Security,
+		netnsDir: o.NetNSDir, resync: o.ResyncPeriod, jitter: resyncJitter, security: o.Security,
 	}, st)
 	if o.Client != nil {
 		m.api = source.NewAPISource(o.Client.Pods(""), o.NodeName, m, o.NodeSynced, o.Clock, o.Logger.With("source", "api"))

@@ -424,6 +424,9 @@ func (w *podWorker) syncOnce(ctx context.Context) (time.Duration, bool) {
 		return 0, false
 	}
 	next := w.d.resync
+	if w.d.jitter != nil {
+		next = w.d.jitter(next)
+	}
 	for _, at := range []time.Time{res.wakeAt, w.sync.Deadline(pod)} {
 		if !at.IsZero() && at.Sub(now) < next {
 			next = max(at.Sub(now), time.Millisecond)

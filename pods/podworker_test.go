@@ -420,3 +420,31 @@ func TestPodWorkerErrorBackOffHoldsAgainstEvents(t *testing.T) {
 	e.w.containersChanged()
 	waitFor("the sync after an event", func() bool { return count() == 5 })
 }
+
+// An idle worker resyncs after its resync period (syncFrequency) plus
+// kubelet's jitter, up to half of it; a held-back restart due sooner
+// still wins.
+func TestPodWorkerResyncJitter(t *testing.T) {
+	pod := testPod("jitter", v1.RestartPolicyAlways, ctr("c"))
+	e := newSMEnv(t, pod, kubetypes.SourceAPI)
+	e.w.d.resync, e.w.d.jitter = 30*time.Second, func(d time.Duration) time.Duration { return d + d/3 }
+	if next, _ := e.w.syncOnce(context.Background()); next != 40*time.Second {
+		t.Errorf("idle resync in %v, want 30s + the jitter's 10s", next)
+	}
+	e.s.syncRes = syncResult{wakeAt: e.clk.Now().Add(5 * time.Second)}
+	if next, _ := e.w.syncOnce(context.Background()); next != 5*time.Second {
+		t.Errorf("next sync in %v, want the restart's 5s", next)
+	}
+	// kubelet's factor: [d, 1.5d).
+	seen := map[time.Duration]bool{}
+	for range 100 {
+		j := resyncJitter(time.Minute)
+		if j < time.Minute || j > 90*time.Second {
+			t.Fatalf("resyncJitter(1m) = %v, want within [1m, 1m30s]", j)
+		}
+		seen[j] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("resyncJitter(1m) always %v", seen)
+	}
+}

@@ -47,7 +47,8 @@ type Options struct {
 	// StartTimeout bounds creating or starting one container (snapshot,
 	// shim, runc): under load these take far longer than a plain call, and
 	// giving up throws finished work away; default 2m (kubelet's
-	// runtimeRequestTimeout).
+	// runtimeRequestTimeout default; the agent sets it from that field,
+	// and CallTimeout to at most it).
 	StartTimeout time.Duration
 	// DialTimeout bounds the initial connection; default 10s.
 	DialTimeout time.Duration

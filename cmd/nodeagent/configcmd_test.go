@@ -73,7 +73,9 @@ func TestConfigValidate(t *testing.T) {
 		},
 		{
 			desc: "kubelet configuration", args: []string{"validate", "--config", "../../config/testdata/kubelet-config.yaml"}, code: 0,
-			stderr: []string{"warning: ignoring KubeletConfiguration fields that nodeagent does not support: ../../config/testdata/kubelet-config.yaml: cpuManagerReconcilePeriod"},
+			// kubeadm's file: every field is used or changes nothing.
+			stderr:    []string{"warning: healthzPort: 10248 is the kubelet healthz port"},
+			notStderr: []string{"ignoring KubeletConfiguration fields"},
 		},
 		{desc: "missing file", args: []string{"validate", "--config", filepath.Join(dir, "nope")}, code: 1, stderr: []string{"no such file or directory"}},
 		{desc: "no file", args: []string{"validate"}, code: 2, stderr: []string{"--config FILE or --config-dir DIR is required"}},
@@ -96,6 +98,11 @@ func TestConfigValidate(t *testing.T) {
 			for _, w := range tc.stderr {
 				if !strings.Contains(stderr, w) {
 					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			for _, w := range tc.notStderr {
+				if strings.Contains(stderr, w) {
+					t.Errorf("stderr has %q:\n%s", w, stderr)
 				}
 			}
 			if tc.emptyStdout && stdout != "" {

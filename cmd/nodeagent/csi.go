@@ -53,6 +53,8 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 		Tokens:   tokens,
 		// kubelet's CSIVolumeHealth gate (a restart field, as every gate).
 		VolumeHealth: a.cfg.FeatureEnabled(config.FeatureCSIVolumeHealth),
+		// kubelet's volumeStatsAggPeriod (negative: no volume stats).
+		StatsPeriod: a.cfg.VolumeStatsAggPeriod.Duration,
 	}
 	// kubelet's kubelet_volume_stats_* on /metrics.
 	a.reg.MustRegister(csi.VolumeStatsCollector{M: m})

@@ -54,6 +54,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		Pods:                   &a.apiPods,
 		Containers:             runtimeContainers{a},
 		Exec:                   runtimeContainers{a},
+		StreamIdleTimeout:      streamIdleTimeout(c.StreamingConnectionIdleTimeout.Duration),
 		Attach:                 runtimeContainers{a},
 		LogRoot:                c.PodLogsDir,
 		LegacyLogRoots:         []string{filepath.Join(c.RootDir, "logs")},
@@ -62,6 +63,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		PSI:                    a.cfg.FeatureEnabled(config.FeatureKubeletPSI),
 		PodsDir:                filepath.Join(c.RootDir, "pods"),
 		PodVolumeStats:         a.csi.podVolumeStats(),
+		VolumeStatsAggPeriod:   c.VolumeStatsAggPeriod.Duration,
 		ImageFs:                runtimeContainers{a}.imageFs,
 		Healthy:                a.live,
 		FlushLogs:              a.flushLogs,
@@ -264,4 +266,14 @@ func (r runtimeContainers) AttachStdin(ctx context.Context, id string, o runtime
 		return err
 	}
 	return rt.AttachStdin(ctx, id, o)
+}
+
+// streamIdleTimeout maps streamingConnectionIdleTimeout (0: no idle
+// timeout) to nodeapi's StreamIdleTimeout (0: the default, negative:
+// none).
+func streamIdleTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

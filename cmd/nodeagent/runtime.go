@@ -36,6 +36,7 @@ import (
 // there.
 func (a *agent) connectRuntime(ctx context.Context) {
 	log := a.log.With("component", "runtime", "endpoint", a.cfg.ContainerRuntimeEndpoint)
+	callTimeout, startTimeout := runtimeTimeouts(a.cfg.RuntimeRequestTimeout.Duration)
 	rt, ok := a.dialRuntime(ctx, log, func(ctx context.Context) (*runtime.Runtime, runtime.Version, error) {
 		rt, err := runtime.New(runtime.Options{
 			Address:   a.cfg.ContainerRuntimeEndpoint,
@@ -56,6 +57,8 @@ func (a *agent) connectRuntime(ctx context.Context) {
 			RegistryConfigPath:  a.cfg.RegistryConfigPath,
 			PullProgressTimeout: pullProgressTimeout(a.cfg.ImagePullProgressTimeout.Duration),
 			ContainerLogsDir:    a.cfg.ContainerLogsDir,
+			CallTimeout:         callTimeout,
+			StartTimeout:        startTimeout,
 		})
 		if err != nil {
 			return nil, runtime.Version{}, err
@@ -232,41 +235,40 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 			return nil, fmt.Errorf("image pull records: %w", err)
 		}
 	}
-	return pods.New(pods.Options{
-		SecretPulledImages:  pulls,
-		UserNamespaces:      pods.NewUserNamespaces(usernsMgr, rt.SupportsUserNamespaces),
-		Volumes:             vols,
-		Tokens:              tokens,
-		CredentialProviders: credProviders,
-		Security:            pods.SecurityOptions{SeccompDefault: a.cfg.SeccompDefault},
-		RuntimeHandlers:     a.cfg.RuntimeHandlers,
-		Cgroups:             cgroups,
-		Devices:             devices,
-		Admission:           a.admissionOptions(),
-		Admit:               a.admitUnderPressure,
-		ShuttingDown:        a.shutdown.ShuttingDown,
-		Network:             podNet,
-		NodeName:            a.nodeName,
-		Client:              podsClient(a.client),
-		StaticPodPath:       a.cfg.StaticPodPath,
-		RootDir:             a.cfg.RootDir,
-		PodLogsDir:          a.cfg.PodLogsDir,
-		NetNSDir:            a.cfg.NetNSDir(),
-		PodNSDir:            a.cfg.PodNSDir(),
-		MaxPods:             int(a.cfg.MaxPods),
-		Node:                a.ns.Node,
-		NodeAnyway:          a.ns.NodeAnyway,
-		NodeSynced:          a.ns.NodeSynced,
-		Runtime:             rt,
-		PLEG:                p,
-		PodCache:            p.Cache(),
-		Registerer:          a.reg,
-		ProbeRegisterer:     a.probeReg,
-		Logger:              a.base.With("component", "pods"),
+	o := podsSettings(a.cfg)
+	o.SecretPulledImages = pulls
+	o.UserNamespaces = pods.NewUserNamespaces(usernsMgr, rt.SupportsUserNamespaces)
+	o.Volumes, o.Tokens, o.CredentialProviders = vols, tokens, credProviders
+	o.Cgroups, o.Devices = cgroups, devices
+	o.Admission, o.Admit, o.ShuttingDown = a.admissionOptions(), a.admitUnderPressure, a.shutdown.ShuttingDown
+	o.Network = podNet
+	o.NodeName, o.Client = a.nodeName, podsClient(a.client)
+	o.Node, o.NodeAnyway, o.NodeSynced = a.ns.Node, a.ns.NodeAnyway, a.ns.NodeSynced
+	o.Runtime, o.PLEG, o.PodCache = rt, p, p.Cache()
+	o.Registerer, o.ProbeRegisterer = a.reg, a.probeReg
+	o.Logger = a.base.With("component", "pods")
+	return pods.New(o)
+}
+
+// podsSettings are the pod workers' options that come from the
+// configuration alone.
+func podsSettings(cfg *config.NodeAgentConfiguration) pods.Options {
+	return pods.Options{
+		Security:        pods.SecurityOptions{SeccompDefault: cfg.SeccompDefault},
+		RuntimeHandlers: cfg.RuntimeHandlers,
+		StaticPodPath:   cfg.StaticPodPath,
+		// kubelet's syncFrequency and fileCheckFrequency.
+		ResyncPeriod: cfg.SyncFrequency.Duration,
+		StaticRescan: cfg.FileCheckFrequency.Duration,
+		RootDir:      cfg.RootDir,
+		PodLogsDir:   cfg.PodLogsDir,
+		NetNSDir:     cfg.NetNSDir(),
+		PodNSDir:     cfg.PodNSDir(),
+		MaxPods:      int(cfg.MaxPods),
 		Names: pods.NameSettings{
-			ClusterDNS: a.cfg.ClusterDNS, ClusterDomain: a.cfg.ClusterDomain, ResolvConf: a.cfg.ResolvConf,
+			ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: cfg.ResolvConf,
 		},
-	})
+	}
 }
 
 var errRuntimeNotConnected = errors.New("container runtime not connected")
@@ -350,6 +352,17 @@ func (a *agent) listImages(ctx context.Context) ([]nodestatus.Image, error) {
 		out = append(out, nodestatus.Image{ID: im.ID, Names: im.Names, SizeBytes: im.Size})
 	}
 	return out, nil
+}
+
+// runtimeTimeouts applies kubelet's runtimeRequestTimeout, the bound on
+// one CRI request other than pulls, logs and streams, to nodeagent's
+// containerd calls, which are finer than CRI's: creating and starting a
+// sandbox or a container (CRI's RunPodSandbox, CreateContainer,
+// StartContainer) get all of it; every other call the runtime's own 10s
+// bound, or less when the timeout is shorter, so that a hung containerd
+// still shows within seconds in the PLEG's health and the node status.
+func runtimeTimeouts(requestTimeout time.Duration) (call, start time.Duration) {
+	return min(runtime.DefaultCallTimeout, requestTimeout), requestTimeout
 }
 
 // pullProgressTimeout maps imagePullProgressTimeout (0: never, as

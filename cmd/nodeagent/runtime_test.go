@@ -118,3 +118,35 @@ func TestStatusChecksWaitForTheFirstDial(t *testing.T) {
 		t.Errorf("version check after a failed dial took %s", d)
 	}
 }
+
+// runtimeRequestTimeout bounds the calls kubelet's CRI requests map to:
+// creating and starting get all of it, other containerd calls at most the
+// runtime's 10s; streamingConnectionIdleTimeout 0 means no idle timeout.
+func TestKubeletTimeoutsMapped(t *testing.T) {
+	for _, tc := range []struct {
+		request, call, start time.Duration
+	}{
+		{2 * time.Minute, 10 * time.Second, 2 * time.Minute}, // kubelet's default
+		{5 * time.Minute, 10 * time.Second, 5 * time.Minute},
+		{3 * time.Second, 3 * time.Second, 3 * time.Second},
+	} {
+		if call, start := runtimeTimeouts(tc.request); call != tc.call || start != tc.start {
+			t.Errorf("runtimeRequestTimeout %v: call %v, start %v; want %v, %v", tc.request, call, start, tc.call, tc.start)
+		}
+	}
+	for in, want := range map[time.Duration]time.Duration{0: -1, time.Minute: time.Minute, 4 * time.Hour: 4 * time.Hour} {
+		if got := streamIdleTimeout(in); got != want {
+			t.Errorf("streamIdleTimeout(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// syncFrequency and fileCheckFrequency reach the pod workers as their
+// resync period and the static pod directory's rescan period.
+func TestPodsSettingsPeriods(t *testing.T) {
+	cfg := config.Default()
+	cfg.SyncFrequency.Duration, cfg.FileCheckFrequency.Duration = 30*time.Second, 7*time.Second
+	if o := podsSettings(cfg); o.ResyncPeriod != 30*time.Second || o.StaticRescan != 7*time.Second {
+		t.Errorf("resync %v, static rescan %v; want 30s, 7s", o.ResyncPeriod, o.StaticRescan)
+	}
+}
