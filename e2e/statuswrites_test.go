@@ -37,7 +37,7 @@ import (
 // terminal pod marks it (deletionTimestamp, the generation bump) and
 // removes it in the same request, so that write happened only when the
 // worker synced between the two events, and its PATCH often found no pod:
-// only the agent's count shows it, in about half the runs without the fix
+// only the agent's count shows it, in 2 of 5 runs without the fix
 // (pods' TestWorkerDeletionOfAFinishedPodKeepsItsStatus shows it every
 // time; docs/benchmarks.md).
 func TestPodStatusWrites(t *testing.T) {
