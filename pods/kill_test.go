@@ -4,9 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/kubetypes"
+	"github.com/nodeagent/nodeagent/pods/status"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -109,5 +113,45 @@ func TestPauseOfUnknownStateIsKept(t *testing.T) {
 	}
 	if err := pauseUnknown([]runtime.Pause{running}); err != nil {
 		t.Errorf("pauseUnknown without an unknown pause: %v", err)
+	}
+}
+
+// kubelet's pod worker is done with a finished pod once its sandbox is
+// released: a later deletion (which bumps metadata.generation) writes no
+// status, the API delete follows. The agent's worker computed the status
+// again at the deletion: status.observedGeneration and every condition's
+// went to the new generation and PodReadyToStartContainers flipped back to
+// True with a new lastTransitionTime (the sandbox it says is ready was
+// released), one PATCH (after a GET) per finished pod that kubelet does not
+// send, found counting the writes of a burst (docs/benchmarks.md).
+func TestWorkerDeletionOfAFinishedPodKeepsItsStatus(t *testing.T) {
+	e := newWorkerEnv(t)
+	pod := testPod("job", v1.RestartPolicyNever, ctr("a"))
+	pod.Generation = 1
+	w := e.worker(pod, kubetypes.SourceAPI)
+	e.settle(w)
+	e.rt.exit(e.rt.running()["a"].ID, 0)
+	e.settle(w)
+	final := e.lastStatus(pod.UID)
+	if final.Phase != v1.PodSucceeded || len(e.netns.removed) != 1 {
+		t.Fatalf("phase %s, netns removed %v: want Succeeded and released", final.Phase, e.netns.removed)
+	}
+	if c := findCond(final, v1.PodReadyToStartContainers); c == nil || c.Status != v1.ConditionFalse {
+		t.Fatalf("released sandbox: PodReadyToStartContainers %+v, want False", c)
+	}
+
+	e.clk.Step(3 * time.Second)
+	del := pod.DeepCopy()
+	del.Status = final // as the API has it
+	del.Generation = 2 // the API server bumps it on a graceful delete
+	del.DeletionTimestamp = &metav1.Time{Time: e.clk.Now()}
+	del.DeletionGracePeriodSeconds = utilptr.To[int64](30)
+	w.update(del)
+	e.settle(w)
+	if len(e.status.deleted) != 1 {
+		t.Fatalf("deleted from the API %v, want once", e.status.deleted)
+	}
+	if got := e.lastStatus(pod.UID); !status.Equal(got, final) || got.ObservedGeneration != final.ObservedGeneration {
+		t.Errorf("the deletion of a finished pod changed its status:\n%s", cmp.Diff(final, got))
 	}
 }

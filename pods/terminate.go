@@ -27,6 +27,13 @@ type termState struct {
 	deleted bool
 	// released: the finished pod's sandbox was released (finished.go).
 	released bool
+	// final: the finished pod's status was computed after its sandbox's
+	// release. kubelet's pod worker is done with such a pod and never
+	// computes its status again (a deletion bumps metadata.generation,
+	// which would otherwise be written as status.observedGeneration, with
+	// the released sandbox's PodReadyToStartContainers flipped back to
+	// True): setStatus keeps it as it is.
+	final bool
 	// volumesDown: the pod's volumes were torn down before its API
 	// delete (SyncTerminatedPod); releaseSandbox does not repeat it.
 	volumesDown bool

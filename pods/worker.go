@@ -540,6 +540,9 @@ type statusReport struct {
 
 // setStatus computes the pod's status and hands it to the status manager.
 func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, waiting map[string]status.Waiting, sandboxReady bool, now time.Time) v1.PodStatus {
+	if w.ended.final && w.status != nil {
+		return *w.status
+	}
 	// No exit is reported before its container's log is complete.
 	w.settleExits(ctx, rs)
 	in := status.Input{
@@ -582,6 +585,7 @@ func (w *worker) setStatus(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus, 
 	}
 	w.status = &st
 	w.terminal.Store(status.PodIsTerminal(st))
+	w.ended.final = w.ended.released && status.PodIsTerminal(st)
 	w.d.status.Set(pod, st)
 	return st
 }
