@@ -22,8 +22,8 @@ type healthCheck struct {
 }
 
 // healthChecks are kubelet's: ping (always ok), log (the log output is
-// not blocked) and syncloop (Options.Healthy: the agent's loops make
-// progress).
+// not blocked) and syncloop (Options.Healthy: kubelet's
+// SyncLoopHealthCheck, the pod sync loop passes).
 func (s *Server) healthChecks() []healthCheck {
 	syncloop := func() error { return nil }
 	if s.opts.Healthy != nil {
