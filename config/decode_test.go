@@ -425,3 +425,42 @@ func TestKubeletPeriodsAndTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// docs/joining.md's list of the KubeletConfiguration values that stop
+// the agent agrees with the decoder: each value below is named there as
+// refused exactly when DecodeBytes refuses it (swap fields are taken as
+// kubelet takes them, not refused).
+func TestJoiningDocRefusals(t *testing.T) {
+	b, err := os.ReadFile("../docs/joining.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lead = "Fields that change behaviour a user relies on are refused by name"
+	doc := string(b)
+	i := strings.Index(doc, lead)
+	if i < 0 {
+		t.Fatalf("docs/joining.md lacks the paragraph %q", lead)
+	}
+	para, _, _ := strings.Cut(doc[i:], "\n\n")
+	// The refusals end at "Swap is not among them", if the paragraph says so.
+	refusedPart, _, _ := strings.Cut(para, "Swap is not among them")
+	refusedPart = strings.Join(strings.Fields(refusedPart), " ")
+	const head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	for _, tc := range []struct {
+		field, yaml string
+	}{
+		{"failSwapOn", "failSwapOn: false\n"},
+		{"memorySwap.swapBehavior", "memorySwap:\n  swapBehavior: LimitedSwap\n"},
+		{"cpuManagerPolicy", "cpuManagerPolicy: static\n"},
+		{"memoryManagerPolicy", "memoryManagerPolicy: Static\n"},
+		{"topologyManagerPolicy", "topologyManagerPolicy: single-numa-node\n"},
+		{"crashLoopBackOff.maxContainerRestartPeriod", "crashLoopBackOff:\n  maxContainerRestartPeriod: 30s\n"},
+	} {
+		_, _, err := DecodeBytes("k.yaml", []byte(head+tc.yaml))
+		refused := err != nil && strings.Contains(err.Error(), tc.field)
+		documented := strings.Contains(refusedPart, "`"+tc.field)
+		if refused != documented {
+			t.Errorf("%s: refused by the decoder %v (%v), named as refused in docs/joining.md %v", strings.TrimSpace(tc.yaml), refused, err, documented)
+		}
+	}
+}

@@ -46,7 +46,7 @@ var fieldDocs = []FieldDoc{
 	{"imageMinimumGCAge", "Minimum age of an unused image (since the agent first saw it) before garbage collection may remove it."},
 	{"imageMaximumGCAge", "Images unused for this long are removed whatever the disk usage, once the agent has run that long; 0 disables it. Must be greater than imageMinimumGCAge."},
 	{"healthzBindAddress", "IP address the health and metrics endpoints are served on."},
-	{"healthzPort", "Port of /healthz, /livez, /readyz, /metrics and /events; 0 disables the server. The default is chosen not to collide with kubelet (10248, 10250) or kube-proxy (10249, 10256)."},
+	{"healthzPort", "Port of /healthz (kubelet healthz port's: the ping check alone), /livez (the agent's liveness), /readyz, /metrics and /events; 0 disables the server. The default is chosen not to collide with kubelet (10248, 10250) or kube-proxy (10249, 10256)."},
 	{"address", "IP address the node API (kubelet's HTTPS server: `kubectl logs`, /pods, /healthz; see docs/nodeapi.md) listens on."},
 	{"port", "Port of the node API, advertised in the Node's status.daemonEndpoints.kubeletEndpoint; 0 disables it (nodeagent allows 0; kubelet does not)."},
 	{"tlsCertFile", "Serving certificate (PEM, with intermediates) of the node API. Empty, with tlsPrivateKeyFile empty: a self-signed certificate for the node's name and addresses is created and kept in rootDir/pki (kubelet.crt, kubelet.key), as kubelet does."},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
@@ -21,9 +22,12 @@ type healthCheck struct {
 	check func() error
 }
 
+// pingCheck is apiserver's PingHealthz: always ok.
+var pingCheck = healthCheck{"ping", func() error { return nil }}
+
 // healthChecks are kubelet's: ping (always ok), log (the log output is
-// not blocked) and syncloop (Options.Healthy: the agent's loops make
-// progress).
+// not blocked) and syncloop (Options.Healthy: kubelet's
+// SyncLoopHealthCheck, the pod sync loop passes).
 func (s *Server) healthChecks() []healthCheck {
 	syncloop := func() error { return nil }
 	if s.opts.Healthy != nil {
@@ -35,7 +39,7 @@ func (s *Server) healthChecks() []healthCheck {
 	}
 	lc := &logCheck{clock: s.opts.Clock, flush: flush}
 	return []healthCheck{
-		{"ping", func() error { return nil }},
+		pingCheck,
 		{"log", lc.check},
 		{"syncloop", syncloop},
 	}
@@ -44,10 +48,21 @@ func (s *Server) healthChecks() []healthCheck {
 // installHealthz serves /healthz and /healthz/<check> for every method, as
 // kubelet's healthz.InstallHandler does.
 func (s *Server) installHealthz() {
-	checks := s.healthChecks()
-	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { s.healthzRoot(w, r, checks) })
+	installHealthz(s.mux, s.log, s.healthChecks())
+}
+
+// InstallPingHealthz serves /healthz and /healthz/ping on mux with the
+// ping check alone, in the apiserver healthz format: what kubelet serves
+// on its healthz port (healthzPort; healthz.InstallHandler with no
+// checks, which installs ping), ok while the process serves.
+func InstallPingHealthz(mux *http.ServeMux, log *slog.Logger) {
+	installHealthz(mux, log, []healthCheck{pingCheck})
+}
+
+func installHealthz(mux *http.ServeMux, log *slog.Logger, checks []healthCheck) {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { healthzRoot(w, r, log, checks) })
 	for _, c := range checks {
-		s.mux.HandleFunc("/healthz/"+c.name, func(w http.ResponseWriter, _ *http.Request) {
+		mux.HandleFunc("/healthz/"+c.name, func(w http.ResponseWriter, _ *http.Request) {
 			if err := c.check(); err != nil {
 				http.Error(w, fmt.Sprintf("internal server error: %v", err), http.StatusInternalServerError)
 				return
@@ -61,7 +76,7 @@ func (s *Server) installHealthz() {
 // 500 with each check's line and the reason withheld, ?verbose lists the
 // checks on success. The apiserver healthz package's format, which
 // kubelet serves.
-func (s *Server) healthzRoot(w http.ResponseWriter, r *http.Request, checks []healthCheck) {
+func healthzRoot(w http.ResponseWriter, r *http.Request, log *slog.Logger, checks []healthCheck) {
 	excluded := map[string]bool{}
 	for _, x := range r.URL.Query()["exclude"] {
 		excluded[x] = true
@@ -90,7 +105,7 @@ func (s *Server) healthzRoot(w http.ResponseWriter, r *http.Request, checks []he
 		fmt.Fprintf(&out, "warn: some health checks cannot be excluded: no matches for %s\n", strings.Join(names, ","))
 	}
 	if len(failed) > 0 {
-		s.log.Info("healthz check failed", "checks", strings.Join(failed, ","), "detail", failedLog.String())
+		log.Info("healthz check failed", "checks", strings.Join(failed, ","), "detail", failedLog.String())
 		http.Error(w, out.String()+"healthz check failed", http.StatusInternalServerError)
 		return
 	}

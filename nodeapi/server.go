@@ -132,8 +132,9 @@ type Options struct {
 	// agents kept pod log directories (rootDir/logs), which the loggers
 	// of containers they started still write after an upgrade.
 	LegacyLogRoots []string
-	// Healthy is /healthz's syncloop check (kubelet's: the sync loop
-	// runs); nil means always healthy.
+	// Healthy is /healthz's syncloop check (kubelet's SyncLoopHealthCheck:
+	// the pod sync loop passed within max(2 × syncFrequency, 5 minutes));
+	// nil means always healthy.
 	Healthy func() error
 	// FlushLogs is /healthz's log check: it returns once the log output
 	// takes writes (kubelet's klog.Flush); logging is reported blocked

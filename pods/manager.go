@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,6 +132,12 @@ type Options struct {
 	// syncFrequency, default 1m), plus up to half of it at random after a
 	// successful sync, as kubelet's pod workers.
 	ResyncPeriod time.Duration
+	// RuntimeErrors, when set, is asked on every pass of the sync loop
+	// (dispatch): while it returns an error the pass is not recorded as
+	// a loop entry, as kubelet's sync loop is not entered while its
+	// runtime state has errors (a PLEG not healthy among them), so
+	// SyncLoopHealthCheck fails once that lasts past its bound.
+	RuntimeErrors func() error
 	// StaticDebounce and StaticRescan tune the static source (defaults 100ms, 20s).
 	StaticDebounce, StaticRescan time.Duration
 	// Registerer receives the nodeagent_pods_* metrics (nil: none).
@@ -169,6 +176,11 @@ type Manager struct {
 	workers   map[types.UID]*podWorker
 	staticSet map[types.UID]bool
 	wg        sync.WaitGroup
+
+	// loopEntry is when the sync loop (dispatch) last began or ended a
+	// pass, in clock nanoseconds; 0 until it runs (kubelet's
+	// syncLoopMonitor).
+	loopEntry atomic.Int64
 }
 
 // New validates o and returns a Manager; nothing runs until Run.
@@ -373,12 +385,29 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// dispatch hands PLEG events to the pods' workers.
+// syncLoopTick is how often the sync loop passes without events:
+// kubelet's syncTicker.
+const syncLoopTick = time.Second
+
+// dispatch is the agent's sync loop: it hands PLEG events to the pods'
+// workers (which sync on their own timers) and, as kubelet's syncLoop,
+// records when each pass begins and ends, passing at least every
+// syncLoopTick, so that SyncLoopHealthCheck sees a loop that is stuck.
 func (m *Manager) dispatch(ctx context.Context) {
+	tick := m.opts.Clock.NewTicker(syncLoopTick)
+	defer tick.Stop()
+	mark := func() {
+		if m.opts.RuntimeErrors != nil && m.opts.RuntimeErrors() != nil {
+			return // kubelet skips the pass ("Skipping pod synchronization")
+		}
+		m.loopEntry.Store(m.opts.Clock.Now().UnixNano())
+	}
 	for {
+		mark()
 		select {
 		case <-ctx.Done():
 			return
+		case <-tick.C():
 		case ev := <-m.opts.PLEG.Watch():
 			m.mu.Lock()
 			w := m.workers[ev.PodUID]
@@ -387,7 +416,34 @@ func (m *Manager) dispatch(ctx context.Context) {
 				w.containersChanged()
 			}
 		}
+		mark()
 	}
+}
+
+// LatestLoopEntryTime is when the sync loop last began or ended a pass;
+// zero before it runs (kubelet's).
+func (m *Manager) LatestLoopEntryTime() time.Time {
+	n := m.loopEntry.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// errSyncLoopSlow is kubelet's syncloop health check's failure.
+var errSyncLoopSlow = errors.New("sync Loop took longer than expected")
+
+// SyncLoopHealthCheck is kubelet's syncloop health check (the node
+// API's /healthz/syncloop): it fails once the sync loop has not passed
+// for longer than twice syncFrequency (ResyncPeriod), and never less
+// than 5 minutes. A loop that has not run yet is healthy.
+func (m *Manager) SyncLoopHealthCheck() error {
+	bound := max(2*m.opts.ResyncPeriod, 5*time.Minute)
+	last := m.LatestLoopEntryTime()
+	if !last.IsZero() && m.opts.Clock.Now().After(last.Add(bound)) {
+		return errSyncLoopSlow
+	}
+	return nil
 }
 
 // followStatic applies the static source's snapshots; synced is closed

@@ -2,9 +2,11 @@ package pods
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,5 +217,72 @@ func TestManagerCleanupOrphansAndWorkerDone(t *testing.T) {
 	r.waitFor("the new version woken by the old one's end", func() bool { return r.syncs(next.UID) == 2 })
 	if r.worker(known.UID) != nil {
 		t.Error("the ended worker is still known")
+	}
+}
+
+// The sync loop's health is kubelet's SyncLoopHealthCheck on the fake
+// clock: healthy before the loop runs and while it passes (at least every
+// second without events); once a pass has been stuck for longer than
+// max(2 × syncFrequency, 5 minutes) it fails with kubelet's message, and
+// passes made while RuntimeErrors reports an error do not count.
+func TestManagerSyncLoopHealthCheck(t *testing.T) {
+	for _, tc := range []struct {
+		resync, bound time.Duration
+	}{
+		{time.Minute, 5 * time.Minute},       // kubelet's floor
+		{4 * time.Minute, 8 * time.Minute},   // 2 × syncFrequency
+		{10 * time.Minute, 20 * time.Minute}, // 2 × syncFrequency
+	} {
+		t.Run(tc.resync.String(), func(t *testing.T) {
+			var runtimeErr atomic.Bool
+			var asked atomic.Int64
+			r := newRoutingEnv(t, Options{ResyncPeriod: tc.resync, RuntimeErrors: func() error {
+				asked.Add(1)
+				if runtimeErr.Load() {
+					return errors.New("PLEG is not healthy")
+				}
+				return nil
+			}})
+			if err := r.m.SyncLoopHealthCheck(); err != nil {
+				t.Fatalf("before the loop runs: %v", err)
+			}
+			go r.m.dispatch(r.tctx())
+			r.waitFor("the first pass", func() bool { return r.m.LatestLoopEntryTime().Equal(r.clk.Now()) })
+			// Idle: the loop's ticker makes it pass.
+			r.waitFor("the loop's ticker", func() bool { return r.clk.HasWaiters() })
+			r.clk.Step(tc.bound + time.Minute)
+			r.waitFor("an idle pass", func() bool { return r.m.LatestLoopEntryTime().Equal(r.clk.Now()) })
+			if err := r.m.SyncLoopHealthCheck(); err != nil {
+				t.Fatalf("an idle loop past the bound: %v", err)
+			}
+
+			// A pass stuck (the manager's lock held while an event waits).
+			r.m.mu.Lock()
+			r.pleg.events <- pleg.Event{PodUID: "any"}
+			r.clk.Step(tc.bound)
+			if err := r.m.SyncLoopHealthCheck(); err != nil {
+				r.m.mu.Unlock()
+				t.Fatalf("stuck for exactly the bound: %v", err)
+			}
+			r.clk.Step(time.Millisecond)
+			err := r.m.SyncLoopHealthCheck()
+			r.m.mu.Unlock()
+			if err == nil || err.Error() != "sync Loop took longer than expected" {
+				t.Fatalf("stuck past the bound: %v, want kubelet's %q", err, "sync Loop took longer than expected")
+			}
+			r.waitFor("the pass after the stuck one", func() bool { return r.m.SyncLoopHealthCheck() == nil })
+
+			// Passes while the runtime has errors are not entries.
+			runtimeErr.Store(true)
+			n := asked.Load()
+			r.clk.Step(tc.bound + time.Second)
+			r.waitFor("passes with runtime errors", func() bool { return asked.Load() >= n+2 })
+			if err := r.m.SyncLoopHealthCheck(); err == nil {
+				t.Fatal("healthy after passes made only with runtime errors past the bound")
+			}
+			runtimeErr.Store(false)
+			r.clk.Step(time.Second)
+			r.waitFor("a pass once the runtime is healthy", func() bool { return r.m.SyncLoopHealthCheck() == nil })
+		})
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/nodeagent/nodeagent/network"
 	"github.com/nodeagent/nodeagent/nodestatus"
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/pods/keyring/credprovider"
 	"github.com/nodeagent/nodeagent/pods/volume"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -178,11 +179,14 @@ type agent struct {
 	// disabled).
 	net *network.Network
 
-	rt         atomic.Pointer[runtime.Runtime]
-	handlers   runtimeHandlers // status.runtimeHandlers (handlers.go)
-	rtErr      atomic.Pointer[error]
-	firstDial  event // fired when the first dial of containerd has an outcome
-	pl         atomic.Pointer[pleg.PLEG]
+	rt        atomic.Pointer[runtime.Runtime]
+	handlers  runtimeHandlers // status.runtimeHandlers (handlers.go)
+	rtErr     atomic.Pointer[error]
+	firstDial event // fired when the first dial of containerd has an outcome
+	pl        atomic.Pointer[pleg.PLEG]
+	// pm is the pod workers once they run (their sync loop is /healthz's
+	// syncloop check).
+	pm         atomic.Pointer[pods.Manager]
 	registered atomic.Bool
 	started    time.Time
 	// containerLogger is the agent's own executable, which the shim runs
@@ -586,6 +590,17 @@ func (a *agent) live() error {
 		return err
 	}
 	return a.plegHealthy()
+}
+
+// syncLoopHealthy is kubelet's syncloop health check (/healthz/syncloop
+// on the node API and the healthz port): the pod workers' sync loop has
+// passed within max(2 × syncFrequency, 5 minutes), a pass counting only
+// while the PLEG is healthy, as kubelet's. Healthy before the loop runs.
+func (a *agent) syncLoopHealthy() error {
+	if pm := a.pm.Load(); pm != nil {
+		return pm.SyncLoopHealthCheck()
+	}
+	return nil
 }
 
 func (a *agent) plegHealthy() error {

@@ -65,7 +65,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		PodVolumeStats:         a.csi.podVolumeStats(),
 		VolumeStatsAggPeriod:   c.VolumeStatsAggPeriod.Duration,
 		ImageFs:                runtimeContainers{a}.imageFs,
-		Healthy:                a.live,
+		Healthy:                a.syncLoopHealthy,
 		FlushLogs:              a.flushLogs,
 		Debug: &nodeapi.DebugOptions{
 			Handlers:     c.EnableDebuggingHandlers,

@@ -160,6 +160,7 @@ func (a *agent) runOnRuntime(ctx context.Context, rt *runtime.Runtime) {
 		return
 	}
 	a.apiPods.use(pm)
+	a.pm.Store(pm)
 	a.servePodResources(ctx, pm)
 	// 5. eviction (evStop runs before wg.Wait)
 	evCtx, evStop := context.WithCancel(ctx)
@@ -245,6 +246,7 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 	o.NodeName, o.Client = a.nodeName, podsClient(a.client)
 	o.Node, o.NodeAnyway, o.NodeSynced = a.ns.Node, a.ns.NodeAnyway, a.ns.NodeSynced
 	o.Runtime, o.PLEG, o.PodCache = rt, p, p.Cache()
+	o.RuntimeErrors = a.plegHealthy // kubelet's runtime state includes its PLEG's health
 	o.Registerer, o.ProbeRegisterer = a.reg, a.probeReg
 	o.Logger = a.base.With("component", "pods")
 	return pods.New(o)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/nodeagent/nodeagent/nodeapi"
 	"github.com/nodeagent/nodeagent/pleg"
 )
 
@@ -22,8 +23,30 @@ func (a *agent) startServer() (*http.Server, error) {
 		return nil, nil
 	}
 	addr := net.JoinHostPort(a.cfg.HealthzBindAddress, strconv.Itoa(int(a.cfg.HealthzPort)))
+	mux := a.healthMux()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("health server on %s: %w (set healthzPort to a free port, or 0 to disable)", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("health server stopped", "err", err)
+		}
+	}()
+	a.log.Info("serving health and metrics", "address", "http://"+addr)
+	return srv, nil
+}
+
+// healthMux is the health server's handlers. /healthz (and /healthz/ping)
+// is kubelet's healthz port's: the ping check alone, in the apiserver
+// healthz format (kubelet installs no other check there; its syncloop
+// check is the node API's /healthz), ok while the agent serves. /livez
+// is the agent's liveness (the heartbeat loop and the PLEG, as the
+// systemd watchdog), /readyz its readiness.
+func (a *agent) healthMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/healthz", check(a.live))
+	nodeapi.InstallPingHealthz(mux, a.log)
 	mux.Handle("/livez", check(a.live))
 	mux.Handle("/readyz", check(a.ready))
 	mux.Handle("/metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
@@ -39,18 +62,7 @@ func (a *agent) startServer() (*http.Server, error) {
 		}
 		pleg.EventsHandler(p).ServeHTTP(w, r)
 	})
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("health server on %s: %w (set healthzPort to a free port, or 0 to disable)", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("health server stopped", "err", err)
-		}
-	}()
-	a.log.Info("serving health and metrics", "address", "http://"+addr)
-	return srv, nil
+	return mux
 }
 
 // check serves a health check: 200 "ok", or 500 with the reason.

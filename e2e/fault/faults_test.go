@@ -148,18 +148,18 @@ func TestContainerdKilled(t *testing.T) {
 	}
 	back := time.Now()
 	t.Logf("containerd killed, serving again %s later", back.Sub(killed).Round(time.Millisecond))
-	// Healthy again: /healthz (PLEG relisting within its threshold) and the
+	// Healthy again: /livez (PLEG relisting within its threshold) and the
 	// containerd event source back (no fallback relisting).
 	var healthy time.Time
 	for deadline := back.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if code, _ := a.get("/healthz"); code == http.StatusOK && a.metric("nodeagent_pleg_fallback_active") == 0 {
+		if code, _ := a.get("/livez"); code == http.StatusOK && a.metric("nodeagent_pleg_fallback_active") == 0 {
 			healthy = time.Now()
 			break
 		}
 	}
 	if healthy.IsZero() {
-		_, body := a.get("/healthz")
-		t.Fatalf("PLEG not back in event mode and healthy within 30s of containerd's return: /healthz %s", body)
+		_, body := a.get("/livez")
+		t.Fatalf("PLEG not back in event mode and healthy within 30s of containerd's return: /livez %s", body)
 	}
 	t.Logf("MEASURE containerd-restart: PLEG healthy and back in event mode %s after containerd returned, %d pods", healthy.Sub(back).Round(time.Millisecond), n)
 	if healthy.Sub(back) > 10*time.Second {

@@ -83,8 +83,8 @@ func TestInotifyWatchesExhausted(t *testing.T) {
 	took := waitMetric(fallback, func(v float64) bool { return v == 1 }, 20*time.Second)
 	t.Logf("MEASURE inotify-exhausted: PLEG fell back to relisting %s after its new pod ran (%s after the limit was lowered); %s = %v",
 		took.Round(time.Millisecond), time.Since(exhausted).Round(time.Millisecond), healthy, a.metricOr(healthy))
-	if code, body := a.get("/healthz"); code != http.StatusOK {
-		t.Errorf("/healthz %d with inotify exhausted: %s", code, body)
+	if code, body := a.get("/livez"); code != http.StatusOK {
+		t.Errorf("/livez %d with inotify exhausted: %s", code, body)
 	}
 	// The new pod's container cannot be watched: a relist (every 1s) sees
 	// it die, or the source's retry to watch it, which finds its process
@@ -110,8 +110,8 @@ func TestInotifyWatchesExhausted(t *testing.T) {
 	if seen > 3*time.Second {
 		t.Errorf("death seen %s after the kill, want within the 1s fallback relist period + 2s", seen)
 	}
-	if code, body := a.get("/healthz"); code != http.StatusOK {
-		t.Errorf("/healthz %d with inotify exhausted: %s", code, body)
+	if code, body := a.get("/livez"); code != http.StatusOK {
+		t.Errorf("/livez %d with inotify exhausted: %s", code, body)
 	}
 
 	restore()

@@ -217,9 +217,20 @@ func (s *Manager) Flush(ctx context.Context, uid types.UID) error {
 }
 
 // DeletePod removes a stopped API pod from the API server: zero grace, this
-// UID only (a pod re-created under the same name is not touched).
+// UID only (a pod re-created under the same name is not touched). As
+// kubelet's status manager, which sends no delete for a pod it finds gone
+// or re-created, it sends none for a pod the API server removes by
+// itself: one marked deleted with a grace period of 0 (the API server
+// gives a terminal pod's deletion grace 0 and removes it in the request
+// that marks it, or once its last finalizer goes), one the informer no
+// longer has, or has under another UID. A 404 from a pod removed meanwhile
+// is success.
 func (s *Manager) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	if s.client == nil {
+		return nil
+	}
+	if gone, why := s.goneFromAPI(pod); gone {
+		s.log.Debug("pod delete skipped", "podUID", pod.UID, "reason", why)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
@@ -228,10 +239,40 @@ func (s *Manager) DeletePod(ctx context.Context, pod *v1.Pod) error {
 		GracePeriodSeconds: utilptr.To[int64](0),
 		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
 	})
+	s.log.Debug("pod delete", "podUID", pod.UID, "err", err)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
+}
+
+// goneFromAPI reports whether the API server removes pod without the
+// agent's delete: its deletion's grace period is 0 (in pod or in the
+// informer's copy), or the informer shows it removed (no pod of its name,
+// or one with another UID). Without an informer only pod is known.
+func (s *Manager) goneFromAPI(pod *v1.Pod) (bool, string) {
+	const graceZero = "deleted with grace period 0: the API server removes it"
+	if g := pod.DeletionGracePeriodSeconds; g != nil && *g == 0 {
+		return true, graceZero
+	}
+	s.mu.Lock()
+	l := s.lister
+	s.mu.Unlock()
+	if l == nil {
+		return false, ""
+	}
+	cur, err := l.Pods(pod.Namespace).Get(pod.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, "not in the API server any more"
+	case err != nil:
+		return false, ""
+	case cur.UID != pod.UID:
+		return true, "re-created under another UID"
+	case cur.DeletionGracePeriodSeconds != nil && *cur.DeletionGracePeriodSeconds == 0:
+		return true, graceZero
+	}
+	return false, ""
 }
 
 // target is the API object a pod's status goes to: the pod itself, or a

@@ -14,6 +14,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 )
@@ -131,4 +132,70 @@ func TestStatusManagerNeverPatchesOnePodConcurrently(t *testing.T) {
 // fakePods is the Pods getter of client-go's fake Clientset.
 func fakePods(c *fake.Clientset) PodsGetter {
 	return func(ns string) PodClient { return c.CoreV1().Pods(ns) }
+}
+
+// DeletePod sends the final DELETE (grace 0, the UID precondition) only
+// for a pod the API server does not remove by itself: a pod marked
+// deleted with grace 0 (a terminal pod's deletion, which the API server
+// removes in the same request), gone from the informer or re-created
+// under another UID gets no request, as kubelet's status manager sends
+// none for a pod gone from the API.
+func TestStatusManagerDeletePodOnlyWhileInTheAPI(t *testing.T) {
+	deletes := func(client *fake.Clientset) []clienttesting.DeleteAction {
+		var out []clienttesting.DeleteAction
+		for _, a := range client.Actions() {
+			if d, ok := a.(clienttesting.DeleteAction); ok {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	pod := apiPod("1") // a running pod's graceful deletion
+	pod.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	pod.DeletionGracePeriodSeconds = utilptr.To[int64](30)
+	other := apiPod("2")
+	other.UID = "uid-web-2"
+	// A terminal pod's deletion: the API server gives it grace 0 and
+	// removes it in the same request (or once its last finalizer goes).
+	finished := pod.DeepCopy()
+	finished.Status.Phase = v1.PodSucceeded
+	finished.DeletionGracePeriodSeconds = utilptr.To[int64](0)
+	finished.Finalizers = []string{"example.com/hold"}
+
+	for _, tc := range []struct {
+		name    string
+		pod     *v1.Pod
+		lister  corelisters.PodLister // nil: none set
+		deletes int
+	}{
+		{"in the informer", pod, listerOf(t, pod), 1},
+		{"no informer", pod, nil, 1},
+		{"gone from the informer", pod, listerOf(t), 0},
+		{"re-created under another UID", pod, listerOf(t, other), 0},
+		{"grace 0", finished, listerOf(t, finished), 0},
+		{"grace 0 in the informer only", pod, listerOf(t, finished), 0},
+		{"grace 0, no informer", finished, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(tc.pod)
+			s := NewManager(fakePods(client), testlog.New(t))
+			if tc.lister != nil {
+				s.SetLister(tc.lister)
+			}
+			if err := s.DeletePod(context.Background(), tc.pod); err != nil {
+				t.Fatal(err)
+			}
+			ds := deletes(client)
+			if len(ds) != tc.deletes {
+				t.Fatalf("%d DELETEs, want %d", len(ds), tc.deletes)
+			}
+			for _, d := range ds {
+				o := d.GetDeleteOptions()
+				if d.GetName() != "web" || o.GracePeriodSeconds == nil || *o.GracePeriodSeconds != 0 ||
+					o.Preconditions == nil || o.Preconditions.UID == nil || *o.Preconditions.UID != pod.UID {
+					t.Errorf("DELETE %s %+v, want web with grace 0 and the UID precondition", d.GetName(), o)
+				}
+			}
+		})
+	}
 }

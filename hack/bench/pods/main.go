@@ -24,7 +24,7 @@
 //     /metrics) and CPU over the idle window; delete them, wait -settle,
 //     RSS again;
 //   - with -hold, the many pods are kept that long while the run watches
-//     the agent's Lease renewals, /healthz and memory PSI (pressure.go);
+//     the agent's Lease renewals, /livez and memory PSI (pressure.go);
 //     with -memory-limit every agent runs under that limit from its start
 //     (the pressure test of issue 16: memcg.go says what the limit is on
 //     cgroup v1 and v2);
@@ -155,7 +155,7 @@ func main() {
 	fs.StringVar(&o.logDir, "logs", "", "copy the agents' logs (JSON) to this directory at the end, also after an error")
 	fs.StringVar(&o.baselineAgent, "baseline-agent", "", "a previous nodeagent binary to measure in the same run, as mode \"baseline\" (event-driven; added to -modes)")
 	limit := fs.String("memory-limit", "", "memory limit of each agent's cgroup from its start, e.g. 32M (cgroup v2: memory.high; v1: memory.limit_in_bytes)")
-	fs.DurationVar(&o.hold, "hold", 0, "keep the memory phase's pods running this long, watching Lease renewals, /healthz and memory PSI (0: no hold)")
+	fs.DurationVar(&o.hold, "hold", 0, "keep the memory phase's pods running this long, watching Lease renewals, /livez and memory PSI (0: no hold)")
 	_ = fs.Parse(os.Args[1:])
 	for _, m := range strings.Split(*modes, ",") {
 		if m != modeEvent && m != modeRelist && m != modeCNI && m != modeBaseline {

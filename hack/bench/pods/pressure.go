@@ -18,7 +18,7 @@ import (
 // memory limit from their start (memCgroup says which kind this host has),
 // and with -hold the running pods of the memory phase are kept for that long
 // while the phase watches what must not suffer: the node's Lease renewals,
-// the agent's health (/healthz: the heartbeat loop alive and the PLEG
+// the agent's liveness (/livez: the heartbeat loop alive and the PLEG
 // healthy), the pods still running, and the agent's memory stalls (PSI).
 
 // leaseSchedule is the agent's default heartbeat (40 s Lease renewed every
@@ -71,7 +71,7 @@ func (b *bench) hold(ctx context.Context, a *agentProc, names []string, d time.D
 	if err != nil {
 		return r, err
 	}
-	healthURL := strings.TrimSuffix(a.metricsURL, "/metrics") + "/healthz"
+	healthURL := strings.TrimSuffix(a.metricsURL, "/metrics") + "/livez"
 	hc := &http.Client{Timeout: 2 * time.Second}
 	var renewals []time.Time
 	var last time.Time
@@ -168,7 +168,7 @@ func healthy(ctx context.Context, c *http.Client, url string) error {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/healthz %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		return fmt.Errorf("/livez %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return nil
 }
@@ -177,8 +177,8 @@ func reportPressure(w io.Writer, rs []pressureResult) {
 	if len(rs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nPressure hold (issue 16): the pods kept running under the agent's memory limit (%s); Lease read every 1 s, /healthz (heartbeat loop alive and PLEG healthy) polled every 1 s, PSI \"some\" of the agent's cgroup:\n\n", rs[0].LimitKind)
-	fmt.Fprintln(w, "| agent | pods | hold s | limit MiB | renewals | max gap s | late | missed windows | /healthz failed / polls | pods Running at end | PSI some avg60 end / max % | stalled % of hold | working set max MiB | usage max MiB | limit hits | OOM kills |")
+	fmt.Fprintf(w, "\nPressure hold (issue 16): the pods kept running under the agent's memory limit (%s); Lease read every 1 s, /livez (heartbeat loop alive and PLEG healthy) polled every 1 s, PSI \"some\" of the agent's cgroup:\n\n", rs[0].LimitKind)
+	fmt.Fprintln(w, "| agent | pods | hold s | limit MiB | renewals | max gap s | late | missed windows | /livez failed / polls | pods Running at end | PSI some avg60 end / max % | stalled % of hold | working set max MiB | usage max MiB | limit hits | OOM kills |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range rs {
 		psi := "n/a"
