@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,62 +21,23 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/internal/testing/faketoken"
 	"github.com/nodeagent/nodeagent/pods/volume"
 )
 
 var tokT0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-// tokenAPI answers TokenRequests as the API server: token-<n>, valid for
-// the requested expirationSeconds (its default, an hour, when unset).
-type tokenAPI struct {
-	mu   sync.Mutex
-	reqs []*authenticationv1.TokenRequest
-	sas  []string
-	fail error
-}
-
-func (s *tokenAPI) react(a k8stesting.Action) (bool, runtime.Object, error) {
-	ca := a.(k8stesting.CreateAction)
-	if ca.GetSubresource() != "token" {
-		return false, nil, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fail != nil {
-		return true, nil, s.fail
-	}
-	req := ca.GetObject().(*authenticationv1.TokenRequest).DeepCopy()
-	s.reqs = append(s.reqs, req.DeepCopy())
-	s.sas = append(s.sas, a.(k8stesting.CreateActionImpl).Name)
-	if req.Spec.ExpirationSeconds == nil {
-		req.Spec.ExpirationSeconds = utilptr.To[int64](3600)
-	}
-	req.Status = authenticationv1.TokenRequestStatus{
-		Token:               fmt.Sprintf("token-%d", len(s.reqs)),
-		ExpirationTimestamp: metav1.NewTime(tokT0.Add(time.Duration(*req.Spec.ExpirationSeconds) * time.Second)),
-	}
-	return true, req, nil
-}
-
-func (s *tokenAPI) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.reqs)
-}
-
 // newTokenRig is newMounterRig with the driver's CSIDriver drv, a token
 // cache over the fake API server and an event recorder.
-func newTokenRig(t *testing.T, drv *storagev1.CSIDriver) (*mounterRig, *tokenAPI, *record.FakeRecorder) {
+func newTokenRig(t *testing.T, drv *storagev1.CSIDriver) (*mounterRig, *faketoken.Server, *record.FakeRecorder) {
 	t.Helper()
 	rig := newMounterRig(t, drv)
-	api := &tokenAPI{}
-	rig.client.PrependReactor("create", "serviceaccounts", api.react)
+	api := &faketoken.Server{Clock: testingclock.NewFakeClock(tokT0)}
+	api.Install(rig.client)
 	rig.m.Tokens = volume.NewTokens(func(ns string) volume.ServiceAccountClient { return rig.client.CoreV1().ServiceAccounts(ns) },
 		testingclock.NewFakeClock(tokT0), nil)
 	rec := record.NewFakeRecorder(20)
@@ -139,9 +99,9 @@ func TestMounterServiceAccountTokens(t *testing.T) {
 		{Audiences: []string{"vault"}, ExpirationSeconds: utilptr.To[int64](600), BoundObjectRef: ref},
 		{BoundObjectRef: ref}, // no audience, the server's expiration
 	}
-	for i, r := range api.reqs {
-		if d := cmp.Diff(wantReqs[i], r.Spec); d != "" || api.sas[i] != "sa" {
-			t.Errorf("TokenRequest %d for %s (-want +got):\n%s", i, api.sas[i], d)
+	for i, r := range api.Requests() {
+		if d := cmp.Diff(wantReqs[i], r.Spec); d != "" || api.ServiceAccounts()[i] != "sa" {
+			t.Errorf("TokenRequest %d for %s (-want +got):\n%s", i, api.ServiceAccounts()[i], d)
 		}
 	}
 
@@ -152,8 +112,8 @@ func TestMounterServiceAccountTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	vc = rig2.f.publish[0].VolumeContext
-	if _, ok := vc[ctxServiceAccountTokens]; ok || api2.count() != 0 || vc[ctxPodName] != "p" {
-		t.Errorf("volume context %v after %d token requests; want pod info and no tokens", vc, api2.count())
+	if _, ok := vc[ctxServiceAccountTokens]; ok || api2.Count() != 0 || vc[ctxPodName] != "p" {
+		t.Errorf("volume context %v after %d token requests; want pod info and no tokens", vc, api2.Count())
 	}
 }
 
@@ -162,7 +122,7 @@ func TestMounterServiceAccountTokens(t *testing.T) {
 func TestMounterServiceAccountTokenFails(t *testing.T) {
 	ctx := context.Background()
 	rig, api, _ := newTokenRig(t, tokenDriver(false, false, storagev1.TokenRequest{Audience: "vault"}))
-	api.fail = apierrors.NewForbidden(authenticationv1.Resource("serviceaccounts/token"), "sa", errors.New(`audience "vault" not found in pod spec volume, system:node:n1 is not authorized to request tokens for this audience`))
+	api.SetFail(apierrors.NewForbidden(authenticationv1.Resource("serviceaccounts/token"), "sa", errors.New(`audience "vault" not found in pod spec volume, system:node:n1 is not authorized to request tokens for this audience`)))
 	pod := inlinePod()
 	_, err := rig.m.SetUp(ctx, pod, rig.podDir("uid-t"), &pod.Spec.Volumes[0])
 	want := `MountVolume.SetUp failed for volume "secrets" : kubernetes.io/csi: mounter.SetUpAt failed to get service accoount token attributes: failed to fetch token: serviceaccounts/token.authentication.k8s.io "sa" is forbidden: audience "vault" not found in pod spec volume`
@@ -224,8 +184,8 @@ func TestMounterRepublish(t *testing.T) {
 					t.Errorf("publish %+v", p)
 				}
 			}
-			if api.count() != 1 {
-				t.Errorf("%d token requests, want 1 (cached)", api.count())
+			if api.Count() != 1 {
+				t.Errorf("%d token requests, want 1 (cached)", api.Count())
 			}
 			if !republish {
 				return

@@ -10,6 +10,8 @@
 //   - fleetsim: the fleet simulator's nodes (the agent's own heartbeat and
 //     node status, without containers);
 //   - backofftest: helpers that drive a fake clock through back-offs;
+//   - faketoken: TokenRequests answered on a fake clientset, as the API
+//     server answers them;
 //   - testlog: a *slog.Logger writing to t.Log.
 //
 // The harness may import the product; no product package may import the

@@ -31,6 +31,7 @@ import (
 	utilptr "k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
+	"github.com/nodeagent/nodeagent/internal/testing/faketoken"
 	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 	"github.com/nodeagent/nodeagent/pods/internal/podtest"
 	"github.com/nodeagent/nodeagent/pods/objcache"
@@ -38,67 +39,15 @@ import (
 
 var projT0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
-// tokenServer answers TokenRequests on a fake clientset: token n is
-// tokenText(n), valid for the requested expirationSeconds from the fake
-// clock's now (or for lifetime, when set, as a server that shortens it).
-type tokenServer struct {
-	clk *testingclock.FakeClock
-
-	mu       sync.Mutex
-	requests []*authenticationv1.TokenRequest
-	saNames  []string
-	fail     error
-	lifetime int64
-}
-
 func tokenText(n int) string {
 	// Different lengths, so that a torn read is visible.
 	return fmt.Sprintf("token-%d.", n) + strings.Repeat(string(rune('a'+n%26)), 500+(n*37)%3000)
 }
 
-func (s *tokenServer) react(a k8stesting.Action) (bool, runtime.Object, error) {
-	ca := a.(k8stesting.CreateAction)
-	if ca.GetSubresource() != "token" {
-		return false, nil, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fail != nil {
-		return true, nil, s.fail
-	}
-	req := ca.GetObject().(*authenticationv1.TokenRequest).DeepCopy()
-	s.requests = append(s.requests, req.DeepCopy())
-	s.saNames = append(s.saNames, a.(k8stesting.CreateActionImpl).Name)
-	if req.Spec.ExpirationSeconds == nil {
-		// The API server's default.
-		req.Spec.ExpirationSeconds = utilptr.To[int64](3600)
-	}
-	if s.lifetime != 0 {
-		req.Spec.ExpirationSeconds = &s.lifetime
-	}
-	req.Status = authenticationv1.TokenRequestStatus{
-		Token:               tokenText(len(s.requests)),
-		ExpirationTimestamp: metav1.NewTime(s.clk.Now().Add(time.Duration(*req.Spec.ExpirationSeconds) * time.Second)),
-	}
-	return true, req, nil
-}
-
-func (s *tokenServer) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.requests)
-}
-
-func (s *tokenServer) setFail(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = err
-}
-
 type projFixture struct {
 	clk    *testingclock.FakeClock
 	client *fake.Clientset
-	tokens *tokenServer
+	tokens *faketoken.Server
 	p      *Projector
 	podDir string
 }
@@ -108,8 +57,8 @@ func newProjFixture(t *testing.T, objs ...runtime.Object) *projFixture {
 	needRootForVolumes(t)
 	clk := testingclock.NewFakeClock(projT0)
 	client := fake.NewClientset(objs...)
-	ts := &tokenServer{clk: clk}
-	client.PrependReactor("create", "serviceaccounts", ts.react)
+	ts := &faketoken.Server{Clock: clk, Text: tokenText}
+	ts.Install(client)
 	podDir := filepath.Join(t.TempDir(), "pod")
 	t.Cleanup(func() {
 		if err := TeardownVolumes(podDir); err != nil {
@@ -191,14 +140,14 @@ func TestProjectorKubeAPIAccess(t *testing.T) {
 	}
 
 	// The request: the pod's service account, bound to the pod.
-	if got := f.tokens.saNames; len(got) != 1 || got[0] != "default" {
+	if got := f.tokens.ServiceAccounts(); len(got) != 1 || got[0] != "default" {
 		t.Fatalf("token requests for service accounts %q, want one for default", got)
 	}
 	wantSpec := authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: utilptr.To[int64](3607),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "uid-web"},
 	}
-	if d := cmp.Diff(wantSpec, f.tokens.requests[0].Spec); d != "" {
+	if d := cmp.Diff(wantSpec, f.tokens.Requests()[0].Spec); d != "" {
 		t.Errorf("token request spec (-want +got):\n%s", d)
 	}
 
@@ -224,7 +173,7 @@ func TestProjectorKubeAPIAccess(t *testing.T) {
 	if _, next2, err := f.p.Setup(context.Background(), pod, f.podDir); err != nil || !next2.Equal(next) {
 		t.Fatalf("second Setup = %v, %v; want the same refresh time %v", next2, err, next)
 	}
-	if n := f.tokens.count(); n != 1 {
+	if n := f.tokens.Count(); n != 1 {
 		t.Errorf("%d token requests after the second Setup, want 1", n)
 	}
 	if after := dataDir(t, dir); after != before {
@@ -317,7 +266,7 @@ func TestProjectorAtomicRefresh(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := f.tokens.count(); n != refreshes+1 {
+	if n := f.tokens.Count(); n != refreshes+1 {
 		t.Errorf("%d token requests, want %d", n, refreshes+1)
 	}
 	t.Logf("%d reads, %d between swaps", reads.Load(), gone.Load())
@@ -347,7 +296,7 @@ func TestTokenRefreshAt(t *testing.T) {
 
 func TestProjectorTokenLifetimeShortenedByServer(t *testing.T) {
 	f := newProjFixture(t, rootCA("CA"))
-	f.tokens.lifetime = 600
+	f.tokens.SetLifetime(600)
 	pod := apiPod()
 	pod.Spec.Volumes[0].Projected.Sources[0].ServiceAccountToken.ExpirationSeconds = utilptr.To[int64](7200)
 	_, next, err := f.p.Setup(context.Background(), pod, f.podDir)
@@ -368,7 +317,7 @@ func TestProjectorTokenRefreshFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(f.podDir, "volumes", "projected", "kube-api-access-x2b4k")
-	f.tokens.setFail(apierrors.NewServiceUnavailable("etcd is sad"))
+	f.tokens.SetFail(apierrors.NewServiceUnavailable("etcd is sad"))
 
 	// The current token is kept and the refresh retried soon.
 	f.clk.SetTime(next)
@@ -408,7 +357,7 @@ func TestProjectorTokenRefreshFailure(t *testing.T) {
 		t.Errorf("token after a failed Setup = %.30q, want the old one left in place", got)
 	}
 	// Recovery.
-	f.tokens.setFail(nil)
+	f.tokens.SetFail(nil)
 	if _, _, err := f.p.Setup(ctx, pod, f.podDir); err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +515,7 @@ func TestProjectorConfigMapWatched(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The token was not requested again for the ConfigMap change.
-	if n := f.tokens.count(); n != 2 {
+	if n := f.tokens.Count(); n != 2 {
 		t.Errorf("%d token requests for two pods, want 2", n)
 	}
 }
@@ -610,7 +559,7 @@ func TestProjectorDownwardAPI(t *testing.T) {
 			t.Errorf("%s mode = %v, want %v", name, mode, wantMode)
 		}
 	}
-	if f.tokens.count() != 0 || len(f.client.Actions()) != 0 {
+	if f.tokens.Count() != 0 || len(f.client.Actions()) != 0 {
 		t.Errorf("a downwardAPI-only volume called the API server: %v", f.client.Actions())
 	}
 
@@ -661,7 +610,7 @@ func TestProjectorErrors(t *testing.T) {
 	})
 	t.Run("token forbidden, ConfigMap missing: both named", func(t *testing.T) {
 		f := newProjFixture(t)
-		f.tokens.setFail(apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "default", errors.New("no relationship found between node and this object")))
+		f.tokens.SetFail(apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "default", errors.New("no relationship found between node and this object")))
 		_, _, err := f.p.Setup(ctx, apiPod(), f.podDir)
 		for _, want := range []string{
 			`MountVolume.SetUp failed for volume "kube-api-access-x2b4k" : `,
@@ -706,7 +655,7 @@ func TestProjectorTokenCacheGC(t *testing.T) {
 	if _, _, err := f.p.Setup(ctx, pod, f.podDir); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.tokens.count(); n != 2 {
+	if n := f.tokens.Count(); n != 2 {
 		t.Errorf("%d token requests, want 2 (the forgotten token is requested again)", n)
 	}
 	// Another pod's Setup after the first pod's token expired drops it.
@@ -829,7 +778,7 @@ func TestProjectorConcurrentPods(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if got := f.tokens.count(); got != n {
+	if got := f.tokens.Count(); got != n {
 		t.Errorf("%d token requests for %d pods, want one each", got, n)
 	}
 }

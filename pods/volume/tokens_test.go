@@ -14,14 +14,15 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/internal/testing/faketoken"
 	"github.com/nodeagent/nodeagent/internal/testing/testlog"
 )
 
-func newTokensRig(t *testing.T) (*Tokens, *tokenServer, *testingclock.FakeClock) {
+func newTokensRig(t *testing.T) (*Tokens, *faketoken.Server, *testingclock.FakeClock) {
 	clk := testingclock.NewFakeClock(projT0)
 	client := fake.NewClientset()
-	ts := &tokenServer{clk: clk}
-	client.PrependReactor("create", "serviceaccounts", ts.react)
+	ts := &faketoken.Server{Clock: clk, Text: tokenText}
+	ts.Install(client)
 	sa := func(ns string) ServiceAccountClient { return client.CoreV1().ServiceAccounts(ns) }
 	return NewTokens(sa, clk, testlog.New(t)), ts, clk
 }
@@ -42,11 +43,11 @@ func TestTokensKeyedAsKubelet(t *testing.T) {
 		Audiences:      []string{"vault"},
 		BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "uid-web"},
 	}
-	if d := cmp.Diff(want, ts.requests[0].Spec); d != "" {
+	if d := cmp.Diff(want, ts.Requests()[0].Spec); d != "" {
 		t.Errorf("TokenRequest (-want +got):\n%s", d)
 	}
-	if ts.saNames[0] != "default" {
-		t.Errorf("service account %q", ts.saNames[0])
+	if ts.ServiceAccounts()[0] != "default" {
+		t.Errorf("service account %q", ts.ServiceAccounts()[0])
 	}
 	if tok.Token != tokenText(1) || !tok.ExpiresAt.Equal(projT0.Add(time.Hour)) || !tok.RefreshAt.Equal(projT0.Add(48*time.Minute)) {
 		t.Errorf("token %.20q expires %v refresh %v; want token 1, an hour (the server's default), refresh at 48 min", tok.Token, tok.ExpiresAt, tok.RefreshAt)
@@ -67,11 +68,11 @@ func TestTokensKeyedAsKubelet(t *testing.T) {
 	if _, err := tokens.Get(ctx, other, "vault", nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := ts.count(); n != 4 {
+	if n := ts.Count(); n != 4 {
 		t.Errorf("%d requests, want 4", n)
 	}
-	if ts.requests[1].Spec.Audiences != nil {
-		t.Errorf("no audience asked for %v, want none", ts.requests[1].Spec.Audiences)
+	if ts.Requests()[1].Spec.Audiences != nil {
+		t.Errorf("no audience asked for %v, want none", ts.Requests()[1].Spec.Audiences)
 	}
 	// Due for refresh: a new token.
 	clk.SetTime(projT0.Add(48 * time.Minute))
@@ -91,7 +92,7 @@ func TestTokensErrors(t *testing.T) {
 	tokens, ts, clk := newTokensRig(t)
 	ctx := context.Background()
 	pod := apiPod()
-	ts.setFail(apierrors.NewForbidden(authenticationv1.Resource("serviceaccounts/token"), "default", errors.New(`audience "vault" not found in pod spec volume`)))
+	ts.SetFail(apierrors.NewForbidden(authenticationv1.Resource("serviceaccounts/token"), "default", errors.New(`audience "vault" not found in pod spec volume`)))
 	_, err := tokens.Get(ctx, pod, "vault", nil)
 	if want := `failed to fetch token: serviceaccounts/token.authentication.k8s.io "default" is forbidden: audience "vault" not found in pod spec volume`; err == nil || err.Error() != want {
 		t.Errorf("Get = %v, want %s", err, want)
@@ -99,12 +100,12 @@ func TestTokensErrors(t *testing.T) {
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("%v does not wrap the API error", err)
 	}
-	ts.setFail(nil)
+	ts.SetFail(nil)
 	if _, err := tokens.Get(ctx, pod, "vault", nil); err != nil {
 		t.Fatal(err)
 	}
 	// Refresh fails while valid: the cached token, retried soon.
-	ts.setFail(apierrors.NewServiceUnavailable("etcd is sad"))
+	ts.SetFail(apierrors.NewServiceUnavailable("etcd is sad"))
 	clk.SetTime(projT0.Add(59*time.Minute + 40*time.Second))
 	tok, err := tokens.Get(ctx, pod, "vault", nil)
 	if err != nil || tok.Token != tokenText(1) || !tok.RefreshAt.Equal(clk.Now().Add(tokenRetry)) {
