@@ -23,6 +23,8 @@ import (
 type csiNode struct {
 	registry *csi.Registry
 	mounter  *csi.Mounter
+	// info writes the node's CSINode (and the Node's CSI parts).
+	info *csi.NodeInfo
 	// tokens is the service account token cache of the mounter
 	// (CSIDriver tokenRequests) and of the pods' projected volumes: one,
 	// as kubelet's token manager.
@@ -58,8 +60,12 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 	}
 	// kubelet's kubelet_volume_stats_* on /metrics.
 	a.reg.MustRegister(csi.VolumeStatsCollector{M: m})
-	return &csiNode{registry: reg, mounter: m, tokens: tokens}
+	return &csiNode{registry: reg, mounter: m, tokens: tokens, info: info}
 }
+
+// csiNodeInitBackoff is kubelet's initializeCSINode's: 6 tries from 30 ms,
+// ×8 (about 140 s).
+var csiNodeInitBackoff = wait.Backoff{Steps: 6, Duration: 30 * time.Millisecond, Factor: 8.0, Jitter: 0.1}
 
 // registeredPoll is how often the registration watcher's start checks
 // whether the Node is registered.
@@ -77,6 +83,19 @@ func (a *agent) runCSIRegistration(ctx context.Context) {
 		return a.registered.Load(), nil
 	}); err != nil {
 		return
+	}
+	// kubelet's initializeCSINode: the CSINode with the migrated-plugins
+	// annotation, retried with its back-off (6 tries from 30 ms, ×8); a
+	// failure is logged (kubelet exits) and the registrations still run
+	// (each writes the annotation too).
+	if err := wait.ExponentialBackoffWithContext(ctx, csiNodeInitBackoff, func(ctx context.Context) (bool, error) {
+		err := a.csi.info.Initialize(ctx)
+		if err != nil {
+			a.log.Info("Failed to publish CSINode", "err", err)
+		}
+		return err == nil, nil
+	}); err != nil {
+		a.log.Error("failed to initialize CSINode", "err", err)
 	}
 	if err := a.csi.registry.Run(ctx); err != nil {
 		a.log.Error("CSI plugin registration stopped", "err", err)
