@@ -91,7 +91,7 @@ func (m *Manager) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[st
 			continue
 		}
 		if m.external == nil {
-			errs = append(errs, &MountError{Volume: v.Name, Err: errors.New("persistentVolumeClaim, ephemeral and csi volumes need the API server")})
+			errs = append(errs, &MountError{Volume: v.Name, Err: errors.New("persistentVolumeClaim, ephemeral, csi and CSI-migrated in-tree volumes need the API server")})
 			continue
 		}
 		p, err := m.external.SetUp(ctx, pod, podDir, v)
