@@ -35,6 +35,7 @@ require (
 	k8s.io/apimachinery v0.35.10
 	k8s.io/client-go v0.35.10
 	k8s.io/component-helpers v0.35.10
+	k8s.io/csi-translation-lib v0.35.10
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/kubelet v0.35.10
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4
@@ -118,7 +119,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiserver v0.35.10 // indirect
 	k8s.io/component-base v0.35.10 // indirect
-	k8s.io/csi-translation-lib v0.35.10 // indirect
 	k8s.io/kube-openapi v0.0.0-20250910181357-589584f1c912 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
