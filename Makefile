@@ -82,8 +82,8 @@ metrics-server:
 
 # kubernetes-csi's external-provisioner, external-resizer and
 # external-attacher from their Go modules (hack/csi-sidecars), for e2e
-# TestCSIStatefulSet, TestCSIAttachRequired and the storage conformance
-# specs (cached like metrics-server).
+# TestCSIStatefulSet, TestCSIAttachRequired, TestCSIMigrationAttach and the
+# storage conformance specs (cached like metrics-server).
 csi-sidecars:
 	hack/build-csi-sidecars.sh
 

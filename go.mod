@@ -35,6 +35,7 @@ require (
 	k8s.io/apimachinery v0.35.10
 	k8s.io/client-go v0.35.10
 	k8s.io/component-helpers v0.35.10
+	k8s.io/csi-translation-lib v0.35.10
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/kubelet v0.35.10
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4

@@ -133,7 +133,7 @@ var _ volume.External = (*Mounter)(nil)
 
 // Handles reports whether the Mounter sets up v.
 func Handles(v *v1.Volume) bool {
-	return v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.CSI != nil
+	return v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.CSI != nil || IsMigratedInline(v)
 }
 
 // csiVolume is what a pod's volume resolves to.
@@ -281,6 +281,21 @@ func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiV
 		}
 		return cv, nil, nil
 	}
+	if IsMigratedInline(v) {
+		// An inline in-tree volume of a migrated plugin: translated to the
+		// driver's CSI PV (named by the translation), a persistent volume
+		// of the driver (kubelet's InlineVolumeSpecForCSIMigration; the
+		// attach/detach controller attaches it with the VolumeAttachment's
+		// inlineVolumeSpec).
+		if _, device := podVolumeUse(pod, v.Name); device {
+			return nil, nil, fmt.Errorf("volume %s is an inline volume: only persistentVolumeClaim and ephemeral volumes can be volumeDevices", v.Name)
+		}
+		pv, err := translateInline(v, pod.Namespace)
+		if err != nil {
+			return nil, nil, err
+		}
+		return csiVolumeOf(pv, nil, false, false), nil, nil
+	}
 	src := v.PersistentVolumeClaim
 	if v.Ephemeral != nil {
 		// A generic ephemeral volume is the claim <pod>-<volume> that the
@@ -326,18 +341,32 @@ func (m *Mounter) resolve(ctx context.Context, pod *v1.Pod, v *v1.Volume) (*csiV
 	if pv.Spec.HostPath != nil || pv.Spec.Local != nil {
 		return nil, &directPV{pv: pv, readOnly: src.ReadOnly, block: block}, nil
 	}
-	c := pv.Spec.CSI
-	if c == nil {
-		return nil, nil, fmt.Errorf("PV %s: only csi, hostPath and local persistent volumes are supported", pv.Name)
+	if migratedPlugin(pv, nil) != "" {
+		// CSI migration (kubelet's desired state of world populator): the
+		// PV's in-tree source becomes its driver's CSI source; the PV's
+		// name stays, and so do its paths.
+		if pv, err = translatePV(pv); err != nil {
+			return nil, nil, err
+		}
 	}
+	if pv.Spec.CSI == nil {
+		return nil, nil, fmt.Errorf("PV %s: only csi, hostPath, local and CSI-migrated in-tree (%s) persistent volumes are supported", pv.Name, strings.Join(MigratedPlugins, ", "))
+	}
+	return csiVolumeOf(pv, pvc, src.ReadOnly, block), nil, nil
+}
+
+// csiVolumeOf is the CSI volume of a PV with a csi source (a claim's, or
+// the translation of an inline in-tree volume without a claim).
+func csiVolumeOf(pv *v1.PersistentVolume, pvc *v1.PersistentVolumeClaim, readOnly, block bool) *csiVolume {
+	c := pv.Spec.CSI
 	return &csiVolume{
 		block:  block,
 		driver: c.Driver, handle: c.VolumeHandle, specName: pv.Name,
-		readOnly: src.ReadOnly || c.ReadOnly, fsType: c.FSType, attrs: c.VolumeAttributes,
+		readOnly: readOnly || c.ReadOnly, fsType: c.FSType, attrs: c.VolumeAttributes,
 		mountOptions: pv.Spec.MountOptions, accessModes: pv.Spec.AccessModes,
 		stageSecret: c.NodeStageSecretRef, publishSecret: c.NodePublishSecretRef, expandSecret: c.NodeExpandSecretRef,
 		pvc: pvc, pvSize: pv.Spec.Capacity[v1.ResourceStorage],
-	}, nil, nil
+	}
 }
 
 // setUpLocal is kubelet's local volume plugin (pkg/volume/local SetUpAt)

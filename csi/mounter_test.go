@@ -35,11 +35,17 @@ type mounterRig struct {
 // returns a Mounter over a fake API server holding objs.
 func newMounterRig(t *testing.T, objs ...runtime.Object) *mounterRig {
 	t.Helper()
+	return newNamedMounterRig(t, "fake.csi", objs...)
+}
+
+// newNamedMounterRig is newMounterRig with a driver of that name.
+func newNamedMounterRig(t *testing.T, driver string, objs ...runtime.Object) *mounterRig {
+	t.Helper()
 	rig := newRegistryRig(t, nil)
-	f := newFakeDriver("fake.csi")
+	f := newFakeDriver(driver)
 	f.serve(t, rig.dir, rig.regDir)
 	rig.reg.Sync(context.Background())
-	if _, ok := rig.reg.Driver("fake.csi"); !ok {
+	if _, ok := rig.reg.Driver(driver); !ok {
 		t.Fatal("fake driver not registered")
 	}
 	f.calls = nil

@@ -65,7 +65,10 @@ func (n *NodeInfo) InstallDriver(ctx context.Context, name string, info *csipb.N
 		return fmt.Errorf("error updating Node object with CSI driver node info: %v", err)
 	}
 	if err := n.updateCSINode(ctx, func(c *storagev1.CSINode) bool {
-		return installInCSINode(c, name, info.GetNodeId(), info.GetMaxVolumesPerNode(), topology)
+		// kubelet's installDriverToCSINode sets the migration annotation
+		// too (both evaluated: either change is written).
+		annotated := setMigrationAnnotation(c)
+		return installInCSINode(c, name, info.GetNodeId(), info.GetMaxVolumesPerNode(), topology) || annotated
 	}); err != nil {
 		return fmt.Errorf("error updating CSINode object with CSI driver node info: %v", err)
 	}
@@ -231,7 +234,7 @@ func (n *NodeInfo) updateCSINode(ctx context.Context, f func(*storagev1.CSINode)
 }
 
 // createCSINode is kubelet's CreateCSINode: no drivers, an owner reference
-// to the Node (so it goes with it).
+// to the Node (so it goes with it), the migrated-plugins annotation.
 func (n *NodeInfo) createCSINode(ctx context.Context) (*storagev1.CSINode, error) {
 	node, err := n.Nodes.Get(ctx, n.NodeName, metav1.GetOptions{})
 	if err != nil {
@@ -246,5 +249,18 @@ func (n *NodeInfo) createCSINode(ctx context.Context) (*storagev1.CSINode, error
 		},
 		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{}},
 	}
+	setMigrationAnnotation(c)
 	return n.CSINodes.Create(ctx, c, metav1.CreateOptions{})
+}
+
+// Initialize is kubelet's InitializeCSINodeWithAnnotation, run once the
+// Node is registered: the CSINode is created when missing, and its
+// storage.alpha.kubernetes.io/migrated-plugins annotation set, before any
+// driver registers (the attach/detach controller reads it to attach the
+// node's in-tree volumes through CSI).
+func (n *NodeInfo) Initialize(ctx context.Context) error {
+	if err := n.updateCSINode(ctx, setMigrationAnnotation); err != nil {
+		return fmt.Errorf("error updating CSINode annotation: %v", err)
+	}
+	return nil
 }

@@ -262,6 +262,15 @@ type csiPlugin struct {
 // of the driver (its data directory is /csi-data-dir in its container).
 func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool, driverArgs ...string) csiPlugin {
 	t.Helper()
+	// One driver name per test node: CSIDrivers are cluster-wide.
+	sum := sha256.Sum256([]byte(a.node))
+	return deployNamedCSIPlugin(t, a, rt, fmt.Sprintf("hp-%x.csi.test", sum[:6]), attach, driverArgs...)
+}
+
+// deployNamedCSIPlugin is deployCSIPlugin with the driver's name (a
+// cluster-wide name: one test at a time may use it).
+func deployNamedCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, driver string, attach bool, driverArgs ...string) csiPlugin {
+	t.Helper()
 	ctx := context.Background()
 	admin := a.env.Admin
 	root, err := filepath.EvalSymlinks(a.rootDir())
@@ -296,9 +305,6 @@ func deployCSIPlugin(t *testing.T, a *agent, rt *runtime.Runtime, attach bool, d
 		t.Fatal(err)
 	}
 
-	// One driver name per test node: CSIDrivers are cluster-wide.
-	sum := sha256.Sum256([]byte(a.node))
-	driver := fmt.Sprintf("hp-%x.csi.test", sum[:6])
 	policy := storagev1.FileFSGroupPolicy
 	yes := true
 	if _, err := admin.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{

@@ -12,7 +12,7 @@
 # hack/conformance/ratchet), and kubectl top through metrics-server (e2e
 # TestKubectlTop, its metrics-server build first) with the StatefulSet and
 # the attaching driver on the real CSI sidecars (e2e TestCSIStatefulSet,
-# TestCSIAttachRequired); beside the
+# TestCSIAttachRequired, TestCSIMigrationAttach); beside the
 # phases after the fault suite: the cgroup v2 guest's short form
 # (hack/test-vm.sh --short, qemu, its own control plane), and the
 # multi-node cluster's short form (hack/test-multinode.sh: 3 nodeagent
@@ -92,7 +92,8 @@ _output/bin/localcluster up --dir "$dir" >/dev/null
 # external-attacher (hack/build-csi-sidecars.sh, cached; cold about 4.5
 # minutes for the first two and 6 more for external-attacher, a module of
 # its own, and as much CPU on 2 cores): their users, the conformance phase's
-# storage specs and e2e TestCSIStatefulSet and TestCSIAttachRequired, run
+# storage specs and e2e TestCSIStatefulSet, TestCSIAttachRequired and
+# TestCSIMigrationAttach, run
 # beside the phases after go test, so their cold
 # build starts now, niced, and overlaps lint and go test; those users call
 # the script again, which waits for this build (its lock) or copies the
@@ -226,12 +227,12 @@ conformance_beside() {
 # fault suite, which mostly waits.
 # With it, the e2e tests that run kubernetes-csi's external-provisioner,
 # external-resizer and external-attacher (TestCSIStatefulSet,
-# TestCSIAttachRequired), once their build started at the beginning is
+# TestCSIAttachRequired, TestCSIMigrationAttach), once their build started at the beginning is
 # done.
 metrics_beside() {
   nice -n 10 hack/build-metrics-server.sh >/dev/null || return 1
   nice -n 10 hack/build-csi-sidecars.sh >/dev/null || return 1
-  go test -json -count=1 -timeout 10m -run '^(TestKubectlTop|TestCSIStatefulSet|TestCSIAttachRequired)$' ./e2e | _output/bin/gotestfilter
+  go test -json -count=1 -timeout 10m -run '^(TestKubectlTop|TestCSIStatefulSet|TestCSIAttachRequired|TestCSIMigrationAttach)$' ./e2e | _output/bin/gotestfilter
 }
 # The cgroup v2 guest's short form (hack/test-vm.sh --short, docs/vm.md):
 # a Debian 12 guest under qemu (software emulation), the agent's .deb as its
@@ -265,11 +266,12 @@ phase "go test (unit, integration, e2e)"
 # at go test's default parallelism (GOMAXPROCS, 2 here): at 4, beside the
 # conformance specs on a machine at load 25, timing assertions (a preStop's
 # 2 s, a CNI retry's back-off) failed.
-# TestKubectlTop, TestCSIStatefulSet and TestCSIAttachRequired run later,
+# TestKubectlTop, TestCSIStatefulSet, TestCSIAttachRequired and
+# TestCSIMigrationAttach run later,
 # beside (metrics_beside).
 pkgs=$(go list ./... | grep -v '/pleg$' | grep -v '/e2e/fault$')
 NODEAGENT_CNI_CYCLES=${NODEAGENT_CNI_CYCLES:-60} \
-  go test -json -count=1 -timeout 20m -skip '^(TestKubectlTop|TestCSIStatefulSet|TestCSIAttachRequired)$' $pkgs | _output/bin/gotestfilter || status=1
+  go test -json -count=1 -timeout 20m -skip '^(TestKubectlTop|TestCSIStatefulSet|TestCSIAttachRequired|TestCSIMigrationAttach)$' $pkgs | _output/bin/gotestfilter || status=1
 # The concurrent hearts of the agent also run under the race detector (the
 # pods package drives its manager, workers and static source against a real
 # containerd and PLEG in process).
@@ -282,7 +284,7 @@ CGO_ENABLED=1 go test -json -race -count=1 -timeout 10m ./pods ./heartbeat | _ou
 if [ -z "${SKIP_CONFORMANCE:-}" ]; then
   beside "upstream node conformance (NodeLease, [NodeConformance], feature short form, userns on containerd 2.x; own cluster)" conformance_beside
 fi
-beside "kubectl top through metrics-server and the real CSI sidecars (e2e TestKubectlTop, TestCSIStatefulSet, TestCSIAttachRequired; shared cluster)" metrics_beside
+beside "kubectl top through metrics-server and the real CSI sidecars (e2e TestKubectlTop, TestCSIStatefulSet, TestCSIAttachRequired, TestCSIMigrationAttach; shared cluster)" metrics_beside
 # The fault suite (issue 15) stops the API server, etcd and containerd: it
 # starts a cluster of its own and runs alone (docs/reliability.md).
 # The fuzzer's instrumented build (every package of ./config and the

@@ -34,6 +34,9 @@
 //   - NetworkReady (the CNI network's readiness, an in-memory answer) is
 //     reported without a grace period: with no usable network configuration
 //     Ready is False with kubelet's NetworkPluginNotReady message.
+//   - CSINodeReady (the CSINode's initialization, with the migrated-plugins
+//     annotation; package csi) likewise: until it is done Ready is False
+//     with kubelet's "CSINode is not yet initialized".
 //
 // # What it assumes
 //

@@ -117,6 +117,11 @@ func (m *Manager) gather(now time.Time) {
 			in.readyErrs = append(in.readyErrs, err)
 		}
 	}
+	if f := m.cfg.CSINodeReady; f != nil {
+		if err := f(); err != nil {
+			in.readyErrs = append(in.readyErrs, err)
+		}
+	}
 	if m.images != nil {
 		in.images, in.imagesOK, in.imagesErr = m.images.get(now, grace)
 		if in.imagesErr == nil && in.imagesOK {

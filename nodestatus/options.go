@@ -141,6 +141,12 @@ type Options struct {
 	// node shutdown); its error text ("node is shutting down") is a cause
 	// of Ready False, as kubelet's shutdown manager errors. nil = not wired.
 	ShuttingDown func() error
+	// CSINodeReady returns nil once the node's CSINode is initialized
+	// (created, with the migrated-plugins annotation); until then its
+	// error ("CSINode is not yet initialized", "failed to initialize
+	// CSINode: ...") is a cause of Ready False, as kubelet's CSI plugin
+	// sets it with SetKubeletError. It must not block. nil = not wired.
+	CSINodeReady func() error
 
 	// RuntimeCallTimeout bounds every call above. Default 5s.
 	RuntimeCallTimeout time.Duration

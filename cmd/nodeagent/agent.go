@@ -304,6 +304,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		RuntimeHandlers:                  a.handlers.get,
 		VolumesInUseSynced:               a.csi.volumesSynced(),
 		VolumesReportedInUse:             a.csi.markReported(),
+		CSINodeReady:                     a.csi.initialized(),
 	}
 	if cfg.CNIConfDir != "" {
 		a.net, err = network.New(network.Config{

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -23,6 +26,11 @@ import (
 type csiNode struct {
 	registry *csi.Registry
 	mounter  *csi.Mounter
+	// info writes the node's CSINode (and the Node's CSI parts).
+	info *csi.NodeInfo
+	// initErr is why the CSINode is not initialized yet (nil once it
+	// is): a cause of Ready False, as kubelet's SetKubeletError.
+	initErr atomic.Pointer[error]
 	// tokens is the service account token cache of the mounter
 	// (CSIDriver tokenRequests) and of the pods' projected volumes: one,
 	// as kubelet's token manager.
@@ -58,12 +66,64 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 	}
 	// kubelet's kubelet_volume_stats_* on /metrics.
 	a.reg.MustRegister(csi.VolumeStatsCollector{M: m})
-	return &csiNode{registry: reg, mounter: m, tokens: tokens}
+	n := &csiNode{registry: reg, mounter: m, tokens: tokens, info: info}
+	n.setInitErr(errors.New("CSINode is not yet initialized"))
+	return n
+}
+
+// csiNodeInitBackoff is kubelet's initializeCSINode's: 6 tries from 30 ms,
+// ×8 (about 140 s).
+var csiNodeInitBackoff = wait.Backoff{Steps: 6, Duration: 30 * time.Millisecond, Factor: 8.0, Jitter: 0.1}
+
+// initCSINode initializes the CSINode (bounded by ctx), then has the
+// node status written at once: Ready waited for it.
+func (a *agent) initCSINode(ctx context.Context) {
+	for {
+		err := wait.ExponentialBackoffWithContext(ctx, csiNodeInitBackoff, func(ctx context.Context) (bool, error) {
+			err := a.csi.info.Initialize(ctx)
+			if err != nil {
+				a.csi.setInitErr(fmt.Errorf("failed to initialize CSINode: %v", err))
+				a.log.Error("Failed to initialize CSINode", "err", err)
+			}
+			return err == nil, nil
+		})
+		if err == nil {
+			a.csi.setInitErr(nil)
+			a.ns.SyncSoon()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.log.Error("Failed to initialize CSINode after retrying; trying again", "err", err)
+	}
+}
+
+func (n *csiNode) setInitErr(err error) {
+	if err == nil {
+		n.initErr.Store(nil)
+		return
+	}
+	n.initErr.Store(&err)
+}
+
+// initialized is nodestatus's CSINodeReady; nil without CSI.
+func (n *csiNode) initialized() func() error {
+	if n == nil {
+		return nil
+	}
+	return func() error {
+		if p := n.initErr.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
 }
 
 // registeredPoll is how often the registration watcher's start checks
-// whether the Node is registered.
-const registeredPoll = time.Second
+// whether the Node is registered (short: the Node is not Ready before the
+// CSINode initialization that follows).
+const registeredPoll = 50 * time.Millisecond
 
 // runCSIRegistration runs the plugin registration watcher once the Node
 // is registered (a driver's CSINode entry and labels need the Node; a
@@ -78,6 +138,13 @@ func (a *agent) runCSIRegistration(ctx context.Context) {
 	}); err != nil {
 		return
 	}
+	// kubelet's initializeCSINode: the CSINode with the migrated-plugins
+	// annotation, retried with its back-off (6 tries from 30 ms, ×8);
+	// until it is written the Node is not Ready. Where kubelet exits after
+	// the last try (and is restarted), the agent starts the back-off
+	// again; the registrations run meanwhile (each writes the annotation
+	// too).
+	go a.initCSINode(ctx)
 	if err := a.csi.registry.Run(ctx); err != nil {
 		a.log.Error("CSI plugin registration stopped", "err", err)
 	}

@@ -337,33 +337,29 @@ var (
 // persistentVolumeClaim (claimName, readOnly), ephemeral (its claim, made
 // by the ephemeral volume controller from volumeClaimTemplate) and csi
 // (driver, readOnly, fsType, volumeAttributes, nodePublishSecretRef;
-// package csi) are used whole.
+// package csi) are used whole, and so are the in-tree sources kubelet 1.34
+// mounts through CSI migration (translated to their CSI driver's volume by
+// package csi).
 var volumeSourceAccepted = []string{"hostPath", "emptyDir", "projected", "secret", "configMap", "downwardAPI",
 	"persistentVolumeClaim", "csi", "ephemeral",
+	"awsElasticBlockStore", "gcePersistentDisk", "azureDisk", "azureFile", "vsphereVolume", "cinder", "portworxVolume",
 	// image (reference, pullPolicy): mounted read-only when the ImageVolume
 	// feature gate is on (pods/imagevolumes.go), refused by AdmitFeatures
 	// when it is off.
 	"image"}
 
 var volumeSourceChecks = []check[v1.VolumeSource]{
-	{"gcePersistentDisk", func(s *v1.VolumeSource) bool { return s.GCEPersistentDisk != nil }},
-	{"awsElasticBlockStore", func(s *v1.VolumeSource) bool { return s.AWSElasticBlockStore != nil }},
 	{"gitRepo", func(s *v1.VolumeSource) bool { return s.GitRepo != nil }},
 	{"nfs", func(s *v1.VolumeSource) bool { return s.NFS != nil }},
 	{"iscsi", func(s *v1.VolumeSource) bool { return s.ISCSI != nil }},
 	{"glusterfs", func(s *v1.VolumeSource) bool { return s.Glusterfs != nil }},
 	{"rbd", func(s *v1.VolumeSource) bool { return s.RBD != nil }},
 	{"flexVolume", func(s *v1.VolumeSource) bool { return s.FlexVolume != nil }},
-	{"cinder", func(s *v1.VolumeSource) bool { return s.Cinder != nil }},
 	{"cephfs", func(s *v1.VolumeSource) bool { return s.CephFS != nil }},
 	{"flocker", func(s *v1.VolumeSource) bool { return s.Flocker != nil }},
 	{"fc", func(s *v1.VolumeSource) bool { return s.FC != nil }},
-	{"azureFile", func(s *v1.VolumeSource) bool { return s.AzureFile != nil }},
-	{"vsphereVolume", func(s *v1.VolumeSource) bool { return s.VsphereVolume != nil }},
 	{"quobyte", func(s *v1.VolumeSource) bool { return s.Quobyte != nil }},
-	{"azureDisk", func(s *v1.VolumeSource) bool { return s.AzureDisk != nil }},
 	{"photonPersistentDisk", func(s *v1.VolumeSource) bool { return s.PhotonPersistentDisk != nil }},
-	{"portworxVolume", func(s *v1.VolumeSource) bool { return s.PortworxVolume != nil }},
 	{"scaleIO", func(s *v1.VolumeSource) bool { return s.ScaleIO != nil }},
 	{"storageos", func(s *v1.VolumeSource) bool { return s.StorageOS != nil }},
 }

@@ -913,3 +913,28 @@ func TestPodLevelResources(t *testing.T) {
 		t.Errorf("FitsNode alone = %q %q, want it to fit", reason, msg)
 	}
 }
+
+// The in-tree sources kubelet 1.34 mounts through CSI migration are
+// accepted (package csi translates them); the other in-tree ones are not.
+func TestMigratedInTreeSourcesAccepted(t *testing.T) {
+	for _, src := range []v1.VolumeSource{
+		{GCEPersistentDisk: &v1.GCEPersistentDiskVolumeSource{PDName: "d"}},
+		{AWSElasticBlockStore: &v1.AWSElasticBlockStoreVolumeSource{VolumeID: "vol-1"}},
+		{AzureDisk: &v1.AzureDiskVolumeSource{DiskName: "d", DataDiskURI: "u"}},
+		{AzureFile: &v1.AzureFileVolumeSource{SecretName: "s", ShareName: "sh"}},
+		{VsphereVolume: &v1.VsphereVirtualDiskVolumeSource{VolumePath: "p"}},
+		{Cinder: &v1.CinderVolumeSource{VolumeID: "c"}},
+		{PortworxVolume: &v1.PortworxVolumeSource{VolumeID: "p"}},
+	} {
+		pod := supportedPod()
+		pod.Spec.Volumes[1].VolumeSource = src
+		if u := Unsupported(pod); len(u) != 0 {
+			t.Errorf("%+v: refused %v", src, u)
+		}
+	}
+	pod := supportedPod()
+	pod.Spec.Volumes[1].VolumeSource = v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}
+	if u := Unsupported(pod); !slices.Equal(u, []string{"spec.volumes[1].nfs"}) {
+		t.Errorf("nfs: %v, want it refused", u)
+	}
+}

@@ -27,9 +27,40 @@ type External interface {
 const externalTeardownTimeout = 2 * time.Minute
 
 // isExternalVolume: persistentVolumeClaim, generic ephemeral and csi
-// volumes (set up by the External).
+// volumes, and the in-tree sources mounted through CSI migration (set up
+// by the External).
 func isExternalVolume(v *v1.Volume) bool {
-	return v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.CSI != nil
+	return v.PersistentVolumeClaim != nil || v.Ephemeral != nil || v.CSI != nil || IsMigratedInTree(v)
+}
+
+// IsMigratedInTree reports whether v has one of the in-tree sources kubelet
+// 1.34 mounts through CSI migration (package csi translates them):
+// awsElasticBlockStore, gcePersistentDisk, azureDisk, azureFile,
+// vsphereVolume, cinder, portworxVolume.
+func IsMigratedInTree(v *v1.Volume) bool {
+	return v.AWSElasticBlockStore != nil || v.GCEPersistentDisk != nil || v.AzureDisk != nil || v.AzureFile != nil ||
+		v.VsphereVolume != nil || v.Cinder != nil || v.PortworxVolume != nil
+}
+
+// inTreeReadOnly is the readOnly of a migrated in-tree source: what its
+// translated CSI source's readOnly is, which kubelet's CSI mounter
+// reports (vsphereVolume has none).
+func inTreeReadOnly(v *v1.Volume) bool {
+	switch {
+	case v.AWSElasticBlockStore != nil:
+		return v.AWSElasticBlockStore.ReadOnly
+	case v.GCEPersistentDisk != nil:
+		return v.GCEPersistentDisk.ReadOnly
+	case v.AzureDisk != nil:
+		return v.AzureDisk.ReadOnly != nil && *v.AzureDisk.ReadOnly
+	case v.AzureFile != nil:
+		return v.AzureFile.ReadOnly
+	case v.Cinder != nil:
+		return v.Cinder.ReadOnly
+	case v.PortworxVolume != nil:
+		return v.PortworxVolume.ReadOnly
+	}
+	return false
 }
 
 // Manager sets up and tears down all of a pod's volumes.
@@ -60,7 +91,7 @@ func (m *Manager) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[st
 			continue
 		}
 		if m.external == nil {
-			errs = append(errs, &MountError{Volume: v.Name, Err: errors.New("persistentVolumeClaim, ephemeral and csi volumes need the API server")})
+			errs = append(errs, &MountError{Volume: v.Name, Err: errors.New("persistentVolumeClaim, ephemeral, csi and CSI-migrated in-tree volumes need the API server")})
 			continue
 		}
 		p, err := m.external.SetUp(ctx, pod, podDir, v)
@@ -128,6 +159,8 @@ func MustMountReadOnly(pod *v1.Pod, name string) bool {
 			return v.PersistentVolumeClaim.ReadOnly
 		case v.CSI != nil:
 			return v.CSI.ReadOnly != nil && *v.CSI.ReadOnly
+		case IsMigratedInTree(v):
+			return inTreeReadOnly(v)
 		case v.Image != nil:
 			return true
 		}

@@ -111,3 +111,31 @@ func TestMustMountReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// The in-tree sources kubelet 1.34 migrates to CSI are the External's
+// (package csi translates them); others are not; a read-only one is
+// mounted read-only in the containers.
+func TestMigratedInTreeIsExternal(t *testing.T) {
+	yes := true
+	for _, v := range []v1.Volume{
+		{Name: "gce", VolumeSource: v1.VolumeSource{GCEPersistentDisk: &v1.GCEPersistentDiskVolumeSource{PDName: "d", ReadOnly: true}}},
+		{Name: "ebs", VolumeSource: v1.VolumeSource{AWSElasticBlockStore: &v1.AWSElasticBlockStoreVolumeSource{VolumeID: "vol-1", ReadOnly: true}}},
+		{Name: "azd", VolumeSource: v1.VolumeSource{AzureDisk: &v1.AzureDiskVolumeSource{DiskName: "d", DataDiskURI: "u", ReadOnly: &yes}}},
+		{Name: "azf", VolumeSource: v1.VolumeSource{AzureFile: &v1.AzureFileVolumeSource{SecretName: "s", ShareName: "sh", ReadOnly: true}}},
+		{Name: "cinder", VolumeSource: v1.VolumeSource{Cinder: &v1.CinderVolumeSource{VolumeID: "c", ReadOnly: true}}},
+		{Name: "pxd", VolumeSource: v1.VolumeSource{PortworxVolume: &v1.PortworxVolumeSource{VolumeID: "p", ReadOnly: true}}},
+	} {
+		pod := &v1.Pod{Spec: v1.PodSpec{Volumes: []v1.Volume{v}}}
+		if !isExternalVolume(&v) || !MustMountReadOnly(pod, v.Name) {
+			t.Errorf("%s: external %v, read-only %v; want both", v.Name, isExternalVolume(&v), MustMountReadOnly(pod, v.Name))
+		}
+	}
+	vs := v1.Volume{Name: "vs", VolumeSource: v1.VolumeSource{VsphereVolume: &v1.VsphereVirtualDiskVolumeSource{VolumePath: "p"}}}
+	if !isExternalVolume(&vs) || MustMountReadOnly(&v1.Pod{Spec: v1.PodSpec{Volumes: []v1.Volume{vs}}}, "vs") {
+		t.Error("vsphereVolume: want external, not read-only (it has no readOnly)")
+	}
+	nfs := v1.Volume{Name: "nfs", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}}
+	if isExternalVolume(&nfs) {
+		t.Error("nfs is not migrated, yet the External's")
+	}
+}
