@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 // (*csi.Mounter implements it).
 type External interface {
 	// SetUp returns the volume's host path; an error is a *MountError.
+	// It is called concurrently for the volumes of one pod.
 	SetUp(ctx context.Context, pod *v1.Pod, podDir string, v *v1.Volume) (string, error)
 	// TearDown releases every such volume of the pod in podDir. Until it
 	// succeeds the pod's other volumes stay too.
@@ -84,22 +86,46 @@ func (m *Manager) Setup(ctx context.Context, pod *v1.Pod, podDir string) (map[st
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("volumes: %w", err)
 	}
-	var errs []error
+	// The external volumes are set up side by side, as kubelet's
+	// operation executor mounts a pod's volumes: one waiting for its
+	// attachment or its driver does not hold back the others, and the
+	// attachable ones are listed in volumesInUse together (one node
+	// status write rather than one each). Errors keep the volumes' order.
+	var ext []int
 	for i := range pod.Spec.Volumes {
+		if isExternalVolume(&pod.Spec.Volumes[i]) {
+			ext = append(ext, i)
+		}
+	}
+	type setUp struct {
+		path string
+		err  error
+	}
+	done := make([]setUp, len(pod.Spec.Volumes))
+	one := func(i int) {
 		v := &pod.Spec.Volumes[i]
-		if !isExternalVolume(v) {
-			continue
-		}
 		if m.external == nil {
-			errs = append(errs, &MountError{Volume: v.Name, Err: errors.New("persistentVolumeClaim, ephemeral, csi and CSI-migrated in-tree volumes need the API server")})
+			done[i].err = &MountError{Volume: v.Name, Err: errors.New("persistentVolumeClaim, ephemeral, csi and CSI-migrated in-tree volumes need the API server")}
+			return
+		}
+		done[i].path, done[i].err = m.external.SetUp(ctx, pod, podDir, v)
+	}
+	if len(ext) == 1 {
+		one(ext[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, i := range ext {
+			wg.Go(func() { one(i) })
+		}
+		wg.Wait()
+	}
+	var errs []error
+	for _, i := range ext {
+		if done[i].err != nil {
+			errs = append(errs, done[i].err)
 			continue
 		}
-		p, err := m.external.SetUp(ctx, pod, podDir, v)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		vols[v.Name] = p
+		vols[pod.Spec.Volumes[i].Name] = done[i].path
 	}
 	if len(errs) > 0 {
 		return nil, time.Time{}, errors.Join(errs...)

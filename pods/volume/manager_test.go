@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,14 +17,34 @@ import (
 // fakeExternal sets up persistentVolumeClaim and csi volumes as
 // directories, failing the volumes named in fail.
 type fakeExternal struct {
-	fail     map[string]bool
+	mu   sync.Mutex
+	fail map[string]bool
+	// barrier: each SetUp waits until this many have begun (0: none).
+	barrier  int
+	entered  chan struct{}
 	setUp    []string
 	tornDown []string
 	tearErr  error
 }
 
 func (f *fakeExternal) SetUp(_ context.Context, _ *v1.Pod, podDir string, v *v1.Volume) (string, error) {
+	f.mu.Lock()
 	f.setUp = append(f.setUp, v.Name)
+	if f.barrier > 0 && f.entered == nil {
+		f.entered = make(chan struct{})
+	}
+	if f.barrier > 0 && len(f.setUp) == f.barrier {
+		close(f.entered)
+	}
+	entered := f.entered
+	f.mu.Unlock()
+	if entered != nil {
+		select {
+		case <-entered:
+		case <-time.After(5 * time.Second):
+			return "", &MountError{Volume: v.Name, Err: errors.New("the other volumes were not being set up meanwhile")}
+		}
+	}
 	if f.fail[v.Name] {
 		return "", &MountError{Volume: v.Name, Op: "MountVolume.WaitForAttach", Err: errors.New("not attached")}
 	}
@@ -63,7 +85,7 @@ func TestManagerExternalVolumes(t *testing.T) {
 	if want := `MountVolume.WaitForAttach failed for volume "a" : not attached`; mes[0].Error() != want {
 		t.Errorf("message %q, want %q", mes[0].Error(), want)
 	}
-	if !slices.Equal(f.setUp, []string{"a", "b", "c"}) {
+	if slices.Sort(f.setUp); !slices.Equal(f.setUp, []string{"a", "b", "c"}) {
 		t.Errorf("set up %v, want every external volume tried", f.setUp)
 	}
 
@@ -137,5 +159,24 @@ func TestMigratedInTreeIsExternal(t *testing.T) {
 	nfs := v1.Volume{Name: "nfs", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}}
 	if isExternalVolume(&nfs) {
 		t.Error("nfs is not migrated, yet the External's")
+	}
+}
+
+// A pod's external volumes are set up side by side, as kubelet's
+// operation executor does: one that waits (for its attachment, its
+// driver) does not hold back the others.
+func TestManagerSetsUpExternalVolumesConcurrently(t *testing.T) {
+	podDir := t.TempDir()
+	f := &fakeExternal{barrier: 3, fail: map[string]bool{"c": true}}
+	vols, _, err := NewManager(nil, f).Setup(context.Background(), externalPod(), podDir)
+	if mes := MountErrors(err); len(mes) != 1 || mes[0].Volume != "c" || mes[0].Op != "MountVolume.WaitForAttach" {
+		t.Fatalf("errors %v, want only c's WaitForAttach (each SetUp waits until all three began)", err)
+	}
+	if vols != nil {
+		t.Errorf("paths %v with a failed volume", vols)
+	}
+	f = &fakeExternal{barrier: 3}
+	if _, _, err := NewManager(nil, f).Setup(context.Background(), externalPod(), podDir); err != nil {
+		t.Fatal(err)
 	}
 }
