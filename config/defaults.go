@@ -75,6 +75,19 @@ const (
 	DefaultContainerLogsDir = "/var/log/containers"
 )
 
+// Defaults of the API clients' fields (kubelet's).
+const (
+	DefaultKubeAPIQPS     = 50
+	DefaultKubeAPIBurst   = 100
+	DefaultEventRecordQPS = 50
+	DefaultEventBurst     = 100
+	// ContentTypeProtobuf and ContentTypeJSON are the media types the
+	// agent's clients can send; protobuf is kubelet's default.
+	ContentTypeProtobuf = "application/vnd.kubernetes.protobuf"
+	ContentTypeJSON     = "application/json"
+	DefaultContentType  = ContentTypeProtobuf
+)
+
 // Cgroup defaults and values (kubelet's).
 const (
 	CgroupDriverCgroupfs       = "cgroupfs"
@@ -124,6 +137,11 @@ func Default() *NodeAgentConfiguration {
 		HostnameOverride:                     "",
 		Kubeconfig:                           DefaultKubeconfig,
 		RootDir:                              DefaultRootDir,
+		KubeAPIQPS:                           DefaultKubeAPIQPS,
+		KubeAPIBurst:                         DefaultKubeAPIBurst,
+		EventRecordQPS:                       DefaultEventRecordQPS,
+		EventBurst:                           DefaultEventBurst,
+		ContentType:                          DefaultContentType,
 		ClusterDNS:                           []string{},
 		ClusterDomain:                        "",
 		ResolvConf:                           DefaultResolvConf,

@@ -186,6 +186,18 @@ type NodeAgentConfiguration struct {
 	// RotateCertificates renews the client certificate through the
 	// certificates API before it expires, as kubelet.
 	RotateCertificates bool `json:"rotateCertificates"`
+	// KubeAPIQPS and KubeAPIBurst rate-limit the agent's main API client;
+	// EventRecordQPS and EventBurst the separate client that writes
+	// Events (kubelet's fields). Node status and Lease renewals are not
+	// limited. A QPS of 0 means client-go's default, 5 per second (as in
+	// kubelet, whatever its documentation says of eventRecordQPS).
+	KubeAPIQPS     int32 `json:"kubeAPIQPS"`
+	KubeAPIBurst   int32 `json:"kubeAPIBurst"`
+	EventRecordQPS int32 `json:"eventRecordQPS"`
+	EventBurst     int32 `json:"eventBurst"`
+	// ContentType is the media type of the requests to the API server
+	// (kubelet's contentType): protobuf or JSON.
+	ContentType string `json:"contentType"`
 
 	// ClusterDNS are the cluster DNS server addresses pods with the
 	// ClusterFirst DNS policy use.

@@ -155,6 +155,8 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 		errs = append(errs, absPathRequired(c.CertDir, field.NewPath("certDir"))...)
 	}
 
+	errs = append(errs, validateAPIClients(c)...)
+
 	// Pod networking and DNS.
 	for i, s := range c.ClusterDNS {
 		if net.ParseIP(s) == nil {
@@ -511,6 +513,37 @@ func validateImages(c *NodeAgentConfiguration) field.ErrorList {
 	}
 	if c.ImageCredentialProviderBinDir != "" && !filepath.IsAbs(c.ImageCredentialProviderBinDir) {
 		errs = append(errs, field.Invalid(field.NewPath("imageCredentialProviderBinDir"), c.ImageCredentialProviderBinDir, "must be an absolute path or empty"))
+	}
+	return errs
+}
+
+// validateAPIClients checks the API clients' rates (kubelet's message for
+// a negative one) and content type. A QPS above 0 needs a burst above 0:
+// client-go refuses to build such a client (in a KubeletConfiguration a
+// burst of 0 means the default, so this is reached only from a
+// NodeAgentConfiguration).
+func validateAPIClients(c *NodeAgentConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	for _, r := range []struct {
+		qpsField, burstField string
+		qps, burst           int32
+	}{
+		{"kubeAPIQPS", "kubeAPIBurst", c.KubeAPIQPS, c.KubeAPIBurst},
+		{"eventRecordQPS", "eventBurst", c.EventRecordQPS, c.EventBurst},
+	} {
+		if r.qps < 0 {
+			errs = append(errs, field.Invalid(field.NewPath(r.qpsField), r.qps, "must not be a negative number"))
+		}
+		if r.burst < 0 {
+			errs = append(errs, field.Invalid(field.NewPath(r.burstField), r.burst, "must not be a negative number"))
+		} else if r.burst == 0 && r.qps > 0 {
+			errs = append(errs, field.Invalid(field.NewPath(r.burstField), r.burst, fmt.Sprintf("must be greater than 0 when %s is greater than 0", r.qpsField)))
+		}
+	}
+	switch c.ContentType {
+	case ContentTypeProtobuf, ContentTypeJSON:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("contentType"), c.ContentType, []string{ContentTypeProtobuf, ContentTypeJSON}))
 	}
 	return errs
 }

@@ -169,7 +169,9 @@ type agent struct {
 	// /metrics/probes as kubelet serves them (not on /metrics).
 	probeReg *prometheus.Registry
 
-	client *kubeclient.Clientset
+	// client is the main API client; events writes Events on a rate
+	// limiter of its own (client.go).
+	client, events *kubeclient.Clientset
 	// certs is the client certificate manager; nil when the kubeconfig's
 	// credentials are used as they are (certs.go).
 	certs *certificate.Manager
@@ -239,40 +241,35 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	if err != nil {
 		return nil, err
 	}
-	restCfg, hbCfg, onHeartbeatFailure := clients.main, clients.hb, clients.onHeartbeatFailure
-	restCfg.UserAgent = "nodeagent/" + version
-	// kubelet's defaults for its main client (kubeAPIQPS, kubeAPIBurst).
-	restCfg.QPS, restCfg.Burst = 50, 100
-	client, err := kubeclient.NewForConfig(restCfg)
+	// As kubelet: the main client at kubeAPIQPS/kubeAPIBurst, Events on
+	// their own limiter, node status and Lease unthrottled.
+	kc, err := newKubeClients(cfg, clients, "nodeagent/"+version)
 	if err != nil {
-		return nil, fmt.Errorf("API client: %w", err)
+		return nil, err
 	}
+	client := kc.main
 	if clients.setMain != nil {
 		clients.setMain(client)
 	}
-	hbClient, err := kubeclient.NewForConfig(hbCfg)
-	if err != nil {
-		return nil, fmt.Errorf("heartbeat API client: %w", err)
-	}
 	a := &agent{
 		cfg: cfg, loadOpts: loadOpts, log: log, level: level, clock: clock.RealClock{},
-		base: base, nodeName: nodeName, reg: reg, client: client, started: time.Now(), certs: clients.certs,
+		base: base, nodeName: nodeName, reg: reg, client: client, events: kc.events, started: time.Now(), certs: clients.certs,
 		singleProcessOOMKill: singleProcessOOMKill,
 	}
 	a.apiPods.a = a
 	a.probeReg = probeRegistry(a.started)
-	a.csi = a.newCSINode(client)
+	a.csi = a.newCSINode(client, kc.events)
 	if a.containerLogger, err = containerLogger(); err != nil {
 		return nil, err
 	}
 	a.hb, err = heartbeat.New(heartbeat.Options{
 		NodeName:          nodeName,
-		Leases:            hbClient.Leases(heartbeat.Namespace),
-		Nodes:             hbClient.Nodes(),
+		Leases:            kc.heartbeat.Leases(heartbeat.Namespace),
+		Nodes:             kc.heartbeat.Nodes(),
 		LeaseDuration:     leaseDuration,
 		Logger:            base.With("component", "heartbeat"),
 		Metrics:           heartbeat.NewMetrics(reg),
-		OnRepeatedFailure: onHeartbeatFailure,
+		OnRepeatedFailure: clients.onHeartbeatFailure,
 	})
 	if err != nil {
 		return nil, err
@@ -280,7 +277,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	a.handlers.rt, a.handlers.handlers = a.rt.Load, cfg.RuntimeHandlers
 	nsOpts := nodestatus.Options{
 		NodeName:                         nodeName,
-		Nodes:                            client.Nodes(),
+		Nodes:                            kc.status.Nodes(),
 		Logger:                           base.With("component", "nodestatus"),
 		UpdateFrequency:                  cfg.NodeStatusUpdateFrequency.Duration,
 		ReportFrequency:                  cfg.NodeStatusReportFrequency.Duration,

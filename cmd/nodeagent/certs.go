@@ -26,7 +26,8 @@ import (
 )
 
 // apiClients are the agent's API client configurations: main (informers,
-// status, pods), the heartbeat's own, and the client certificate manager
+// status, pods, Events: newKubeClients builds its clients from copies of
+// it), the heartbeat's own, and the client certificate manager
 // when the agent manages its certificate (nil: the kubeconfig's
 // credentials are used as they are).
 type apiClients struct {
@@ -50,6 +51,7 @@ func newAPIClients(cfg *config.NodeAgentConfiguration, nodeName string, renewInt
 		if err != nil {
 			return nil, err
 		}
+		setContentType(main, cfg.ContentType)
 		hb, onFailure, err := heartbeat.NewClientConfigs(main, renewInterval)
 		if err != nil {
 			return nil, err
@@ -75,6 +77,10 @@ func newAPIClients(cfg *config.NodeAgentConfiguration, nodeName string, renewInt
 			return newAPIClients(&cfg2, nodeName, renewInterval, log, clk, reg)
 		}
 	}
+	// As kubelet: the content type for every client, certificate requests
+	// included.
+	setContentType(cc.User, cfg.ContentType)
+	setContentType(cc.Bootstrap, cfg.ContentType)
 	out := &apiClients{main: cc.User}
 	var (
 		mu        sync.Mutex
@@ -138,10 +144,7 @@ func newAPIClients(cfg *config.NodeAgentConfiguration, nodeName string, renewInt
 	reg.MustRegister(renewErrors)
 	registerCertificateMetrics(reg, m, clk)
 	var closeMain, closeHBIdle func()
-	out.hb, out.onHeartbeatFailure, closeMain, closeHBIdle, err = heartbeat.NewRotatingClientConfigs(out.main, renewInterval, m.GetClientCertificate,
-		func(c *rest.Config, dial func(ctx context.Context, network, address string) (net.Conn, error)) error {
-			return certificate.UseClientCertificate(c, m.GetClientCertificate, dial)
-		})
+	out.hb, out.onHeartbeatFailure, closeMain, closeHBIdle, err = rotatingClientConfigs(out.main, renewInterval, m.GetClientCertificate)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +162,19 @@ func newAPIClients(cfg *config.NodeAgentConfiguration, nodeName string, renewInt
 		}()
 	}
 	return out, nil
+}
+
+// rotatingClientConfigs sets main's transport to present getCert's
+// certificate at every handshake, on a dialer whose connections closeMain
+// closes, and makes the heartbeat's configuration
+// (heartbeat.NewRotatingClientConfigs). Every client built from a copy of
+// main (newKubeClients) shares that transport, so closeMain after a
+// rotation moves them all to the new certificate.
+func rotatingClientConfigs(main *rest.Config, renewInterval time.Duration, getCert func(*tls.CertificateRequestInfo) (*tls.Certificate, error)) (hb *rest.Config, onHeartbeatFailure, closeMain, closeHBIdle func(), err error) {
+	return heartbeat.NewRotatingClientConfigs(main, renewInterval, getCert,
+		func(c *rest.Config, dial func(ctx context.Context, network, address string) (net.Conn, error)) error {
+			return certificate.UseClientCertificate(c, getCert, dial)
+		})
 }
 
 // certificateReady is the client certificate's part of /readyz: without a

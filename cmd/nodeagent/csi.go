@@ -40,7 +40,7 @@ type csiNode struct {
 // newCSINode wires package csi to the agent's client: kubelet's
 // <rootDir>/plugins_registry, the node's CSINode and Node, and the
 // objects a pod's volumes name.
-func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
+func (a *agent) newCSINode(c, events *kubeclient.Clientset) *csiNode {
 	if c == nil {
 		return nil
 	}
@@ -57,7 +57,7 @@ func (a *agent) newCSINode(c *kubeclient.Clientset) *csiNode {
 			PVCStatus: func(ns string) csi.PVCPatcher { return c.PersistentVolumeClaims(ns) },
 		},
 		Log:      a.base.With("component", "csi", "node", a.nodeName),
-		Recorder: csiRecorder(c, a.nodeName),
+		Recorder: csiRecorder(events, a.nodeName),
 		Tokens:   tokens,
 		// kubelet's CSIVolumeHealth gate (a restart field, as every gate).
 		VolumeHealth: a.cfg.FeatureEnabled(config.FeatureCSIVolumeHealth),
@@ -205,8 +205,8 @@ func (n *csiNode) podVolumeStats() func(context.Context, string) []statsapi.Volu
 
 // csiRecorder sends the CSI mounter's Events (volume expansion) as
 // kubelet's; its broadcaster lives as long as the agent.
-func csiRecorder(c *kubeclient.Clientset, nodeName string) record.EventRecorder {
+func csiRecorder(events *kubeclient.Clientset, nodeName string) record.EventRecorder {
 	bc := record.NewBroadcaster()
-	bc.StartRecordingToSink(c.Events())
+	bc.StartRecordingToSink(events.Events())
 	return bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: nodeName})
 }

@@ -105,7 +105,7 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 	}
 	if a.client != nil {
 		bc := record.NewBroadcaster()
-		bc.StartRecordingToSink(a.client.Events())
+		bc.StartRecordingToSink(a.events.Events())
 		defer bc.Shutdown()
 		o.Recorder = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: a.nodeName})
 	}

@@ -43,7 +43,7 @@ func (a *agent) runImageGC(ctx context.Context, rt *runtime.Runtime) {
 	}
 	if a.client != nil && !policy.Disabled() {
 		bc := record.NewBroadcaster()
-		bc.StartRecordingToSink(a.client.Events())
+		bc.StartRecordingToSink(a.events.Events())
 		defer bc.Shutdown()
 		o.Recorder = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: a.nodeName})
 	}

@@ -243,7 +243,7 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 	o.Cgroups, o.Devices = cgroups, devices
 	o.Admission, o.Admit, o.ShuttingDown = a.admissionOptions(), a.admitUnderPressure, a.shutdown.ShuttingDown
 	o.Network = podNet
-	o.NodeName, o.Client = a.nodeName, podsClient(a.client)
+	o.NodeName, o.Client = a.nodeName, podsClient(a.client, a.events)
 	o.Node, o.NodeAnyway, o.NodeSynced = a.ns.Node, a.ns.NodeAnyway, a.ns.NodeSynced
 	o.Runtime, o.PLEG, o.PodCache = rt, p, p.Cache()
 	o.RuntimeErrors = a.plegHealthy // kubelet's runtime state includes its PLEG's health

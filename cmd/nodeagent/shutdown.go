@@ -68,7 +68,7 @@ func (s *nodeShutdown) run(ctx context.Context) {
 	}
 	if s.a.client != nil {
 		bc := record.NewBroadcaster()
-		bc.StartRecordingToSink(s.a.client.Events())
+		bc.StartRecordingToSink(s.a.events.Events())
 		defer bc.Shutdown()
 		s.rec = bc.NewRecorder(kubeclient.Scheme, v1.EventSource{Component: kubetypes.EventComponent, Host: s.a.nodeName})
 	}
