@@ -7,8 +7,8 @@ import (
 )
 
 // kubelet's debugging handler fields: its defaults, read from both file
-// kinds with kubelet's meaning, shown in /configz; the node log query is
-// refused by name.
+// kinds with kubelet's meaning, shown in /configz; the node log query with
+// kubelet's requirements and messages.
 func TestDebuggingHandlerFields(t *testing.T) {
 	d := Default()
 	if !d.EnableDebuggingHandlers || !d.EnableProfilingHandler || !d.EnableDebugFlagsHandler || !d.EnableSystemLogHandler ||
@@ -46,15 +46,29 @@ func TestDebuggingHandlerFields(t *testing.T) {
 		t.Errorf("kubelet file without the fields: %+v", cfg)
 	}
 
+	// The node log query: kubelet's requirements and messages; with the
+	// gate (and the handler, on by default) it is on.
 	for _, head := range []string{kubelet, hdr} {
-		_, _, err := DecodeBytes("c.yaml", []byte(head+"enableSystemLogQuery: true\n"))
-		if err == nil || !strings.Contains(err.Error(), "enableSystemLogQuery") || !strings.Contains(err.Error(), "NodeLogQuery") {
-			t.Errorf("%s enableSystemLogQuery: true: error %v, want one naming the field and the NodeLogQuery gate", head, err)
+		for _, tc := range []struct{ yaml, want string }{
+			{"enableSystemLogQuery: true\n", "enableSystemLogQuery: Forbidden: NodeLogQuery feature gate is required for enableSystemLogHandler"},
+			{"enableSystemLogQuery: true\nenableSystemLogHandler: false\nfeatureGates:\n  NodeLogQuery: true\n", "enableSystemLogQuery: Forbidden: enableSystemLogHandler is required for enableSystemLogQuery"},
+		} {
+			_, _, err := DecodeBytes("c.yaml", []byte(head+tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s%s: error %v, want %q", head, tc.yaml, err, tc.want)
+			}
 		}
-	}
-	_, _, err = DecodeBytes("c.yaml", []byte(kubelet+"featureGates:\n  NodeLogQuery: true\n"))
-	if err == nil || !strings.Contains(err.Error(), "featureGates.NodeLogQuery") {
-		t.Errorf("NodeLogQuery: true: error %v, want it refused by name", err)
+		cfg, _, err := DecodeBytes("c.yaml", []byte(head+"enableSystemLogQuery: true\nfeatureGates:\n  NodeLogQuery: true\n"))
+		if err != nil {
+			t.Fatalf("%s the query with its gate: %v", head, err)
+		}
+		if !cfg.EnableSystemLogQuery || !cfg.EnableSystemLogHandler || !cfg.FeatureEnabled(FeatureNodeLogQuery) {
+			t.Errorf("%s the query with its gate: %+v", head, cfg)
+		}
+		// The gate alone is accepted (and serves nothing more, as in kubelet).
+		if _, _, err := DecodeBytes("c.yaml", []byte(head+"featureGates:\n  NodeLogQuery: true\n")); err != nil {
+			t.Errorf("%s NodeLogQuery: true alone: %v", head, err)
+		}
 	}
 
 	b, err := KubeletConfigz(Default())

@@ -50,6 +50,10 @@ const (
 	// kubelet's VolumeConditionAbnormal Event (alpha, off by default in
 	// 1.34); off, none of them, as kubelet.
 	FeatureCSIVolumeHealth = "CSIVolumeHealth"
+	// FeatureNodeLogQuery: kubelet's node log query on /logs/ (beta, off
+	// by default in 1.34), served with enableSystemLogQuery; the gate
+	// alone changes nothing, as in kubelet.
+	FeatureNodeLogQuery = "NodeLogQuery"
 )
 
 // gatesHonoured are the gates nodeagent implements with both values.
@@ -60,6 +64,7 @@ var gatesHonoured = map[string]bool{
 	FeatureKubeletPSI:          true,
 	FeatureContainerCheckpoint: true,
 	FeatureCSIVolumeHealth:     true,
+	FeatureNodeLogQuery:        true,
 }
 
 // FeatureEnabled reports whether the feature gate name is on: as set in

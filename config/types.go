@@ -140,9 +140,9 @@ type NodeAgentConfiguration struct {
 	// EnableSystemLogHandler serves /var/log under /logs/ (with the
 	// debugging handlers).
 	EnableSystemLogHandler bool `json:"enableSystemLogHandler"`
-	// EnableSystemLogQuery is kubelet's node log query (/logs/?query=,
-	// NodeLogQuery gate), which nodeagent does not implement: true is
-	// refused.
+	// EnableSystemLogQuery is kubelet's node log query (/logs/?query=
+	// <service or file>, journalctl or a file under /var/log); it needs
+	// the NodeLogQuery gate and EnableSystemLogHandler, as in kubelet.
 	EnableSystemLogQuery bool `json:"enableSystemLogQuery"`
 
 	// ContainerLogMaxSize is the largest size of a container log file

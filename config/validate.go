@@ -441,10 +441,15 @@ func validateNodeAPI(c *NodeAgentConfiguration) field.ErrorList {
 		errs = append(errs, field.NotSupported(field.NewPath("authorization", "mode"), c.Authorization.Mode, []string{AuthorizationModeWebhook, AuthorizationModeAlwaysAllow}))
 	}
 	if c.EnableSystemLogQuery {
-		// kubelet requires the NodeLogQuery gate and enableSystemLogHandler;
-		// nodeagent has neither the gate nor the query.
-		errs = append(errs, field.Forbidden(field.NewPath("enableSystemLogQuery"),
-			"nodeagent does not implement kubelet's node log query (`/logs/?query=`, feature gate NodeLogQuery); /logs/ serves the files under /var/log (enableSystemLogHandler). Remove the field or set it to false"))
+		// kubelet's checks and messages (the first names the handler
+		// where it means the query).
+		qp := field.NewPath("enableSystemLogQuery")
+		if !c.FeatureEnabled(FeatureNodeLogQuery) {
+			errs = append(errs, field.Forbidden(qp, "NodeLogQuery feature gate is required for enableSystemLogHandler"))
+		}
+		if !c.EnableSystemLogHandler {
+			errs = append(errs, field.Forbidden(qp, "enableSystemLogHandler is required for enableSystemLogQuery"))
+		}
 	}
 	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("containerLogMaxSize"), c.ContainerLogMaxSize, "must be a quantity such as 10Mi"))

@@ -14,7 +14,9 @@
 #    unconfigured install waits quietly, puts a node kubeconfig in place and
 #    checks: `systemctl start` returns only after READY (the Node and its Lease
 #    exist the moment it returns) and the unit is active; the Node becomes
-#    Ready; SIGSTOP on the agent makes the watchdog (lowered to a few seconds
+#    Ready; kubelet's node log query (/logs/?query=nodeagent through the API
+#    server's node proxy) answers the unit's journal, narrowed by tailLines,
+#    pattern, boot and sinceTime, and /var/log/dpkg.log; SIGSTOP on the agent makes the watchdog (lowered to a few seconds
 #    by a drop-in) kill and restart it (NRestarts goes up, Node Ready again);
 #    `systemctl stop` exits cleanly; an upgrade keeps an edited config.yaml and
 #    restarts the running agent on the new binary; purge removes the state
@@ -316,6 +318,19 @@ printf 'cniConfDir: ""\n' | c tee -a /etc/nodeagent/config.yaml >/dev/null
 # The container's disk is the shared host's, kept near kubelet's 15 % imagefs
 # default by builds and caches: DiskPressure would refuse the steps' pods.
 printf 'evictionHard:\n  memory.available: 100Mi\n  nodefs.available: 1%%\n  imagefs.available: 1%%\n' | c tee -a /etc/nodeagent/config.yaml >/dev/null
+# The node API on a free port (the host's 10250 may be another agent's),
+# trusting the cluster CA that signs the API server's kubelet client
+# certificate, with kubelet's node log query on (the "node log query" step).
+port_free() { ! ss -Htln "sport = :$1" | grep -q .; }
+API_PORT=
+for _ in $(seq 1 50); do
+	p=$((30000 + RANDOM % 2000))
+	port_free "$p" && { API_PORT=$p; break; }
+done
+[[ -n $API_PORT ]] || fail "no free port for the node API in 30000-31999"
+c install -m 0644 /dev/stdin /etc/nodeagent/cluster-ca.crt <"$NODEAGENT_CLUSTER_DIR/pki/ca.crt"
+printf 'port: %s\nauthentication:\n  x509:\n    clientCAFile: /etc/nodeagent/cluster-ca.crt\nenableSystemLogQuery: true\nfeatureGates:\n  NodeLogQuery: true\n' "$API_PORT" |
+	c tee -a /etc/nodeagent/config.yaml >/dev/null
 c sed -i "s|^NODEAGENT_EXTRA_ARGS=.*|NODEAGENT_EXTRA_ARGS=\"--hostname-override=$NODE\"|" /etc/default/nodeagent
 # A short watchdog so the SIGSTOP check below takes seconds, not minutes.
 c mkdir -p /etc/systemd/system/nodeagent.service.d
@@ -336,6 +351,49 @@ PID1=$(prop MainPID)
 RESTARTS0=$(prop NRestarts)
 [[ -n $(c journalctl -u nodeagent --no-pager -o cat) ]] || fail "no nodeagent logs in the journal"
 log "ok: the agent logs to the journal (journalctl -u nodeagent)"
+
+# --- node log query --------------------------------------------------------
+
+step "node log query: the agent's journal through the node API"
+# kubelet's /logs/?query= (NodeLogQuery, enableSystemLogQuery) through the
+# API server's node proxy, answered by journalctl in the container. Every
+# query ends at UNTIL, a second the journal has been written past, so each
+# answer is fixed and can be compared with the container's own journalctl.
+nodelogs() { "$APICHECK" nodelogs "$NODE" "$@"; }
+sleep 1
+UNTIL=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+sleep 1
+full=$(nodelogs "query=nodeagent&untilTime=$UNTIL") || fail "query=nodeagent"
+for want in 'starting nodeagent' 'node registered'; do
+	grep -q "$want" <<<"$full" || fail "query=nodeagent: no '$want' line in: $(head -c 2000 <<<"$full")"
+done
+journal=$(c env TZ=UTC journalctl --utc --no-pager --output=short-precise --until="$(date -u -d "$UNTIL" '+%Y-%m-%d %H:%M:%S')" --unit=nodeagent)
+[[ $full == "$journal" ]] || fail "query=nodeagent differs from journalctl -u nodeagent in the container: $(diff <(echo "$journal") <(echo "$full") | head -20)"
+lines=$(wc -l <<<"$full")
+((lines > 3)) || fail "query=nodeagent: $lines lines"
+grep -Eq '^[A-Z][a-z]{2} [0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6} ' <<<"$full" || fail "query=nodeagent: not journalctl's short-precise output"
+log "ok: query=nodeagent is the unit's journal ($lines lines, short-precise, 'starting nodeagent' and 'node registered' in it)"
+tail=$(nodelogs "query=nodeagent&untilTime=$UNTIL&tailLines=2") || fail "tailLines=2"
+expect_eq "query=nodeagent&tailLines=2: lines" "$(wc -l <<<"$tail")" 2
+[[ $tail == "$(tail -n 2 <<<"$full")" ]] || fail "tailLines=2 is not the last two lines: $tail"
+log "ok: tailLines=2 is the journal's last two lines"
+pat=$(nodelogs "query=nodeagent&untilTime=$UNTIL&pattern=node%20regist") || fail "pattern"
+[[ -n $pat ]] && ! grep -v 'node regist' <<<"$pat" >/dev/null || fail "pattern=node regist: lines without it: $pat"
+((lines > $(wc -l <<<"$pat"))) || fail "pattern=node regist did not narrow the answer"
+log "ok: pattern=node regist keeps only its $(wc -l <<<"$pat") line(s)"
+boot=$(nodelogs "query=nodeagent&untilTime=$UNTIL&boot=0") || fail "boot=0"
+[[ $boot == "$full" ]] || fail "boot=0 differs from the whole journal of this boot: $(head -c 1000 <<<"$boot")"
+none=$(nodelogs "query=nodeagent&sinceTime=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)") || fail "sinceTime in an hour"
+expect_eq "query=nodeagent&sinceTime=<in an hour>" "$none" "-- No entries --"
+out=$(nodelogs "query=nodeagent&boot=1" 406) || fail "boot=1: not 406"
+grep -q 'boot: Invalid value: 1: must be less than 1' <<<"$out" || fail "boot=1: $out"
+log "ok: boot=1 is kubelet's 406: $out"
+# A file under /var/log, named and as a service journald has no unit of.
+dpkglog=$(c cat /var/log/dpkg.log)
+grep -q 'nodeagent' <<<"$dpkglog" || fail "/var/log/dpkg.log does not name nodeagent"
+[[ $(nodelogs "query=/dpkg.log") == "$dpkglog" ]] || fail "query=/dpkg.log is not /var/log/dpkg.log"
+[[ $(nodelogs "query=dpkg") == "$dpkglog" ]] || fail "query=dpkg is not /var/log/dpkg.log"
+log "ok: query=/dpkg.log and query=dpkg are /var/log/dpkg.log ($(wc -l <<<"$dpkglog") lines)"
 
 # --- watchdog --------------------------------------------------------------
 

@@ -32,6 +32,12 @@ type DebugOptions struct {
 	// /var/log) at /logs/.
 	SystemLog    bool
 	SystemLogDir string
+	// LogQuery is kubelet's node log query on /logs/ (enableSystemLogQuery
+	// with the NodeLogQuery gate; needs SystemLog): ?query=<service> is
+	// the service's journal (journalctl), or its file under SystemLogDir,
+	// ?query=/<file> that file. Journal runs journalctl (nil: the host's).
+	LogQuery bool
+	Journal  Journal
 	// Checkpoint serves POST /checkpoint/{namespace}/{pod}/{container}
 	// (the gate ContainerCheckpoint, on by default in 1.34).
 	Checkpoint bool
@@ -89,7 +95,16 @@ func (s *Server) installDebugging(d DebugOptions) {
 		if dir == "" {
 			dir = nodeLogDir
 		}
-		s.mux.Handle("GET "+logsPath, noLogQuery(http.StripPrefix(logsPath, http.FileServer(http.Dir(dir)))))
+		files := http.FileServer(http.Dir(dir))
+		if d.LogQuery {
+			j := d.Journal
+			if j == nil {
+				j = execJournal{}
+			}
+			s.mux.Handle("GET "+logsPath, http.StripPrefix(logsPath, logQueryHandler{dir: dir, files: files, journal: j}))
+		} else {
+			s.mux.Handle("GET "+logsPath, http.StripPrefix(logsPath, files))
+		}
 	} else {
 		s.mux.Handle(logsPath, disabled("logs endpoint is disabled."))
 	}
@@ -164,20 +179,6 @@ func plainText(w http.ResponseWriter, code int, text string) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	fmt.Fprintln(w, text)
-}
-
-// noLogQuery refuses kubelet's node log query (/logs/?query=...), which
-// nodeagent does not implement; kubelet without it (enableSystemLogQuery
-// false, its default) would list /var/log instead, which a caller asking
-// for a service's log would take for an answer.
-func noLogQuery(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := r.URL.Query()["query"]; ok {
-			http.Error(w, "node log query is not supported: nodeagent does not implement kubelet's enableSystemLogQuery (feature gate NodeLogQuery); files under /var/log are served at /logs/<path>", http.StatusBadRequest)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // writeError answers as go-restful's WriteError, which kubelet's handlers

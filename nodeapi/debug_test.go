@@ -76,7 +76,8 @@ func TestDebuggingHandlers(t *testing.T) {
 		{"log file", "GET", "/logs/syslog", "", logReader, 200, "line one\n"},
 		{"missing log file", "GET", "/logs/nothing", "", admin, 404, "404 page not found"},
 		{"logs without nodes/log", "GET", "/logs/", "", nobody, 403, "subresource(s)=[log]"},
-		{"node log query", "GET", "/logs/?query=kubelet", "", admin, 400, "enableSystemLogQuery (feature gate NodeLogQuery)"},
+		// the node log query off (kubelet's default): its parameters are ignored
+		{"node log query off", "GET", "/logs/?query=kubelet", "", admin, 200, `<a href="syslog">syslog</a>`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := e.doBody(tc.method, tc.path, tc.body, tc.who)

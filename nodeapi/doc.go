@@ -46,8 +46,9 @@
 // containers as pods); /configz (Options.Configz); kubelet's debugging
 // handlers (Options.Debug, all on by default as in kubelet): /run (one-shot
 // exec), /debug/pprof/ (Go's profiles), PUT /debug/flags/v
-// (Options.Debug.SetVerbosity), /logs/ (the files under /var/log; the node
-// log query is refused), /checkpoint (checked as kubelet, then the answer
+// (Options.Debug.SetVerbosity), /logs/ (the files under /var/log, and
+// with Options.Debug.LogQuery kubelet's node log query: journalctl or a
+// file), /checkpoint (checked as kubelet, then the answer
 // of a runtime that cannot checkpoint). Each switched off answers kubelet's
 // 405 message; without Options.Debug.Handlers, exec, attach, port-forward,
 // run, containerLogs, runningpods, pprof and logs answer 405 "Debug

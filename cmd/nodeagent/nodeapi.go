@@ -73,6 +73,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 			Flags:        c.EnableDebugFlagsHandler,
 			SetVerbosity: a.setVerbosity,
 			SystemLog:    c.EnableSystemLogHandler,
+			LogQuery:     c.EnableSystemLogQuery && c.FeatureEnabled(config.FeatureNodeLogQuery),
 			Checkpoint:   c.FeatureEnabled(config.FeatureContainerCheckpoint),
 		},
 		Metrics:            promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),

@@ -5,6 +5,9 @@
 //	apicheck ready NODE TIMEOUT        # wait until the Node is Ready=True
 //	apicheck renewed NODE SINCE TIMEOUT # wait until the Lease is renewed after SINCE (RFC 3339)
 //	apicheck delete NODE               # delete the Node and its Lease
+//	apicheck nodelogs NODE QUERY [CODE] # GET /api/v1/nodes/NODE/proxy/logs/?QUERY:
+//	                                    # the body on stdout, exit 1 unless the
+//	                                    # status is CODE (default 200)
 //
 // It exits non-zero with a message on stderr when the answer is no.
 package main
@@ -13,7 +16,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -21,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -121,6 +130,8 @@ func run(args []string) error {
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
+	case "nodelogs":
+		return nodeLogs(ctx, cfg, node, args[2:])
 	case "delete":
 		if err := cs.CoordinationV1().Leases("kube-node-lease").Delete(ctx, node, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
@@ -131,6 +142,46 @@ func run(args []string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// nodeLogs queries the node's /logs/ through the API server's node proxy,
+// as `kubectl get --raw /api/v1/nodes/NODE/proxy/logs/?QUERY` does.
+func nodeLogs(ctx context.Context, cfg *rest.Config, node string, args []string) error {
+	if len(args) < 1 || len(args) > 2 {
+		return errors.New("usage: apicheck nodelogs NODE QUERY [CODE]")
+	}
+	want := http.StatusOK
+	if len(args) == 2 {
+		var err error
+		if want, err = strconv.Atoi(args[1]); err != nil {
+			return err
+		}
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	u := strings.TrimSuffix(cfg.Host, "/") + "/api/v1/nodes/" + url.PathEscape(node) + "/proxy/logs/?" + args[0]
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	_, _ = os.Stdout.Write(body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("GET %s: status %d, want %d: %.500s", u, resp.StatusCode, want, body)
+	}
+	return nil
 }
 
 func deref(s *string) string {
