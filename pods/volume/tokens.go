@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,6 +57,7 @@ type Tokens struct {
 	mu     sync.Mutex
 	cache  map[tokenKey]cachedToken
 	lastGC time.Time
+	flight singleflight.Group // requests in progress, by key
 }
 
 // tokenKey is what kubelet's keyFunc keys a token by.
@@ -131,12 +133,44 @@ func (t *Tokens) Get(ctx context.Context, pod *v1.Pod, audience string, expirati
 
 	now := t.clock.Now()
 	t.gc(now)
+	if tok, ok := t.fresh(key, now); ok {
+		return tok, nil
+	}
+	// One request at a time per key: the volumes of a pod are set up side
+	// by side, and two of them asking for the same token get the same one.
+	v, err, _ := t.flight.Do(key.String(), func() (any, error) {
+		return t.request(ctx, pod, key, spec, expirationSeconds)
+	})
+	if err != nil {
+		return Token{}, err
+	}
+	return v.(Token), nil
+}
+
+// fresh returns the cached token for key if it is not due for refresh at
+// now.
+func (t *Tokens) fresh(key tokenKey, now time.Time) (Token, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cached, ok := t.cache[key]
+	if !ok || !now.Before(cached.refreshAt) {
+		return Token{}, false
+	}
+	return Token{Token: cached.token, ExpiresAt: cached.expiresAt, RefreshAt: cached.refreshAt}, true
+}
+
+// request asks the API server for the token of key (unless a request that
+// just ended cached it) and caches it, or keeps the cached one while it
+// is valid when the request fails.
+func (t *Tokens) request(ctx context.Context, pod *v1.Pod, key tokenKey, spec authenticationv1.TokenRequestSpec, expirationSeconds *int64) (Token, error) {
+	now := t.clock.Now()
+	if tok, ok := t.fresh(key, now); ok {
+		return tok, nil
+	}
+	sa, audience := key.serviceAccount, key.audience
 	t.mu.Lock()
 	cached, ok := t.cache[key]
 	t.mu.Unlock()
-	if ok && now.Before(cached.refreshAt) {
-		return Token{Token: cached.token, ExpiresAt: cached.expiresAt, RefreshAt: cached.refreshAt}, nil
-	}
 
 	tr, err := t.client(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
 	if err == nil {

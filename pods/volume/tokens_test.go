@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
 	utilptr "k8s.io/utils/ptr"
@@ -129,5 +131,72 @@ func TestTokensErrors(t *testing.T) {
 	}
 	if _, err := NewTokens(nil, clk, nil).Get(ctx, apiPod(), "vault", nil); err == nil {
 		t.Error("Get without an API server succeeded")
+	}
+}
+
+// blockingTokens answers CreateToken with a new token each time, once
+// release is closed, counting the requests.
+type blockingTokens struct {
+	mu       sync.Mutex
+	requests int
+	release  chan struct{}
+}
+
+func (b *blockingTokens) CreateToken(ctx context.Context, _ string, tr *authenticationv1.TokenRequest, _ metav1.CreateOptions) (*authenticationv1.TokenRequest, error) {
+	b.mu.Lock()
+	b.requests++
+	n := b.requests
+	b.mu.Unlock()
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	out := tr.DeepCopy()
+	out.Status = authenticationv1.TokenRequestStatus{Token: tokenText(n), ExpirationTimestamp: metav1.NewTime(projT0.Add(time.Hour))}
+	return out, nil
+}
+
+func (b *blockingTokens) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.requests
+}
+
+// Callers asking at once for the same token (a pod's volumes are set up
+// side by side) share one request and get the same token.
+func TestTokensOneRequestPerKeyAtATime(t *testing.T) {
+	b := &blockingTokens{release: make(chan struct{})}
+	tokens := NewTokens(func(string) ServiceAccountClient { return b }, testingclock.NewFakeClock(projT0), testlog.New(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const callers = 5
+	got := make(chan Token, callers)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			tok, err := tokens.Get(ctx, apiPod(), "vault", nil)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- tok
+		})
+	}
+	// Every caller has had the time to reach CreateToken before the
+	// first answer.
+	for b.count() == 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(b.release)
+	wg.Wait()
+	close(got)
+	if n := b.count(); n != 1 {
+		t.Errorf("%d TokenRequests for one key asked for at once, want 1", n)
+	}
+	for tok := range got {
+		if tok.Token != tokenText(1) {
+			t.Errorf("token %.20q, want the one request's", tok.Token)
+		}
 	}
 }
