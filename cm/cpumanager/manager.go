@@ -63,8 +63,8 @@ type Options struct {
 	// (every pod source delivered its pods; nil: always).
 	ActivePods   func() []*v1.Pod
 	SourcesReady func() bool
-	Logger     *slog.Logger
-	Clock      clock.Clock
+	Logger       *slog.Logger
+	Clock        clock.Clock
 }
 
 // Manager is kubelet's CPU manager. With the none policy it only keeps
