@@ -37,10 +37,12 @@ type ContainerUpdater interface {
 // its state is in the store. A nil *podResizer does nothing: the pod's
 // spec is what runs (unit tests without cgroups).
 type podResizer struct {
-	store   *resize.Store
-	cgroups ResizeCgroups    // nil: no pod cgroups, resizes are Infeasible
-	rt      ContainerUpdater // nil: resizes are Infeasible
-	fs      resize.CgroupFS
+	// staticCPUs: the CPU manager's policy is static.
+	staticCPUs bool
+	store      *resize.Store
+	cgroups    ResizeCgroups    // nil: no pod cgroups, resizes are Infeasible
+	rt         ContainerUpdater // nil: resizes are Infeasible
+	fs         resize.CgroupFS
 	// others are the admitted pods but uid, with their allocations.
 	others func(uid types.UID) []*v1.Pod
 	// allocatable is the node's allocatable (nil: unknown).
@@ -60,7 +62,7 @@ func newPodResizer(o Options, m *Manager) *podResizer {
 	if err != nil {
 		o.Logger.Error("cannot read the pod allocation checkpoint; starting empty", "err", err)
 	}
-	r := &podResizer{store: store, fs: resize.HostCgroupFS(), others: m.admittedOthers, event: m.deps.event, log: o.Logger}
+	r := &podResizer{staticCPUs: o.CPUs != nil && o.CPUs.Static(), store: store, fs: resize.HostCgroupFS(), others: m.admittedOthers, event: m.deps.event, log: o.Logger}
 	if c, ok := o.Cgroups.(ResizeCgroups); ok {
 		r.cgroups = c
 	}
@@ -163,7 +165,7 @@ func (r *podResizer) allocate(ctx context.Context, pod *v1.Pod, now time.Time) *
 	if r.allocatable != nil {
 		alloc = r.allocatable(ctx)
 	}
-	d := resize.Decide(pod, allocated, r.others(pod.UID), alloc)
+	d := resize.DecideWith(pod, allocated, r.others(pod.UID), alloc, r.staticCPUs)
 	if d.Resize && alloc == nil {
 		d.Allocate, d.Reason, d.Message = false, resize.ReasonDeferred, "the node's allocatable is not known yet"
 	}

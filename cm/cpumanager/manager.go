@@ -57,14 +57,17 @@ type Options struct {
 	Reserved     resource.Quantity
 	// StateDir holds the checkpoint (kubelet: its root directory).
 	StateDir string
-	Runtime  Runtime
-	// ActivePods are the pods whose containers may run (kubelet's active
-	// pods): assignments of other pods are released, once SourcesReady
-	// (every pod source delivered its pods; nil: always).
-	ActivePods   func() []*v1.Pod
-	SourcesReady func() bool
-	Logger       *slog.Logger
-	Clock        clock.Clock
+	Logger   *slog.Logger
+	Clock    clock.Clock
+}
+
+// Pods are the node's pods as the manager needs them.
+type Pods struct {
+	// Active are the pods whose containers may run (kubelet's active
+	// pods): assignments of other pods are released, once Ready says
+	// every pod source delivered its pods.
+	Active func() []*v1.Pod
+	Ready  func() bool
 }
 
 // Manager is kubelet's CPU manager. With the none policy it only keeps
@@ -78,6 +81,9 @@ type Manager struct {
 	mu     sync.Mutex
 	st     state.State
 	policy *static // nil: none
+	// rt and pods are set by Run; until then nothing is released.
+	rt   Runtime
+	pods Pods
 	// applied is the cpuset last pushed to a container by ID.
 	applied map[string]string
 }
@@ -90,9 +96,6 @@ func New(o Options) (*Manager, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.SourcesReady == nil {
-		o.SourcesReady = func() bool { return true }
 	}
 	m := &Manager{o: o, applied: map[string]string{}, st: state.State{Policy: o.Policy, Assign: state.Assignments{}}}
 	switch o.Policy {
@@ -121,6 +124,9 @@ func New(o Options) (*Manager, error) {
 	return m, nil
 }
 
+// Static: the policy is static.
+func (m *Manager) Static() bool { return m.policy != nil }
+
 // Reserved are the CPUs never given exclusively (static policy).
 func (m *Manager) Reserved() cpuset.CPUSet {
 	if m.policy == nil {
@@ -129,11 +135,10 @@ func (m *Manager) Reserved() cpuset.CPUSet {
 	return m.policy.reserved
 }
 
-// Start restores the checkpoint, refusing one written for another policy
-// or inconsistent with the node's CPUs with kubelet's message, writes it
-// back and, with the static policy, starts the reconcile loop until ctx
-// ends.
-func (m *Manager) Start(ctx context.Context) error {
+// Restore reads the checkpoint, refusing one written for another policy
+// or inconsistent with the node's CPUs with kubelet's message, and writes
+// it back (a new one when there was none).
+func (m *Manager) Restore() error {
 	path := filepath.Join(m.o.StateDir, state.FileName)
 	refuse := func(err error) error {
 		return fmt.Errorf("could not restore state from checkpoint: %v, please drain this node and delete the CPU manager checkpoint file %q before restarting Kubelet", err, path)
@@ -158,10 +163,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.storeLocked(); err != nil {
 		return err
 	}
-	m.o.Logger.Info("CPU manager started", "policy", m.o.Policy, "defaultCpuSet", m.st.Default.String(), "reserved", m.Reserved().String())
-	if m.policy != nil {
-		go m.run(ctx)
-	}
+	m.o.Logger.Info("CPU manager state restored", "policy", m.o.Policy, "defaultCpuSet", m.st.Default.String(), "reserved", m.Reserved().String())
 	return nil
 }
 
@@ -234,7 +236,7 @@ func (m *Manager) Exclusive(uid, name string) cpuset.CPUSet {
 // in an active pod's spec (kubelet's removeStaleState). Until every pod
 // source delivered its pods (after a restart) nothing is released.
 func (m *Manager) removeStaleLocked(active []*v1.Pod) {
-	if !m.o.SourcesReady() {
+	if m.pods.Ready == nil || !m.pods.Ready() {
 		return
 	}
 	keep := map[string][]string{}
@@ -258,7 +260,15 @@ func (m *Manager) removeStaleLocked(active []*v1.Pod) {
 	}
 }
 
-func (m *Manager) run(ctx context.Context) {
+// Run reconciles every ReconcilePeriod (the static policy's loop; it
+// returns at once with the none policy) until ctx ends.
+func (m *Manager) Run(ctx context.Context, rt Runtime, pods Pods) {
+	m.mu.Lock()
+	m.rt, m.pods = rt, pods
+	m.mu.Unlock()
+	if m.policy == nil {
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -274,10 +284,13 @@ func (m *Manager) run(ctx context.Context) {
 // pool) when it differs from what was last pushed (kubelet's
 // reconcileState). A failed update is retried at the next period.
 func (m *Manager) Reconcile(ctx context.Context) {
-	if m.policy == nil {
+	m.mu.Lock()
+	rt, pods := m.rt, m.pods
+	m.mu.Unlock()
+	if m.policy == nil || rt == nil {
 		return
 	}
-	active := m.o.ActivePods()
+	active := pods.Active()
 	m.mu.Lock()
 	before := m.st.Default
 	m.removeStaleLocked(active)
@@ -288,7 +301,7 @@ func (m *Manager) Reconcile(ctx context.Context) {
 	}
 	m.mu.Unlock()
 
-	running, err := m.o.Runtime.RunningContainers(ctx)
+	running, err := rt.RunningContainers(ctx)
 	if err != nil {
 		m.o.Logger.Error("cpu manager reconcile: cannot list containers", "err", err)
 		return
@@ -330,7 +343,7 @@ func (m *Manager) Reconcile(ctx context.Context) {
 	m.mu.Unlock()
 
 	for _, p := range todo {
-		if err := m.o.Runtime.UpdateContainerCPUSet(ctx, p.c.ID, p.cpus); err != nil {
+		if err := rt.UpdateContainerCPUSet(ctx, p.c.ID, p.cpus); err != nil {
 			m.o.Logger.Error("cpu manager reconcile: cannot update the container's cpuset", "podUID", p.c.PodUID, "containerName", p.c.Name, "containerID", p.c.ID, "cpuset", p.cpus, "err", err)
 			continue
 		}

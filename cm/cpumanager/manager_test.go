@@ -130,28 +130,37 @@ func (f *fakeRuntime) UpdateContainerCPUSet(_ context.Context, id, cpus string) 
 type fixture struct {
 	m      *Manager
 	rt     *fakeRuntime
+	clock  *clocktesting.FakeClock
+	mu     sync.Mutex
 	active []*v1.Pod
 	dir    string
+}
+
+func (f *fixture) activePods() []*v1.Pod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*v1.Pod(nil), f.active...)
 }
 
 func newFixture(t *testing.T, dir string, reserved cpuset.CPUSet) *fixture {
 	t.Helper()
 	f := &fixture{rt: &fakeRuntime{cpusets: map[string]string{}}, dir: dir}
+	f.clock = clocktesting.NewFakeClock(time.Unix(0, 0))
 	m, err := New(Options{Policy: PolicyStatic, ReconcilePeriod: 10 * time.Second, Topology: dualSocketHT,
 		ReservedCPUs: reserved, Reserved: *resource.NewQuantity(int64(reserved.Size()), resource.DecimalSI),
-		StateDir: dir, Runtime: f.rt, ActivePods: func() []*v1.Pod { return f.active },
-		Clock: clocktesting.NewFakeClock(time.Unix(0, 0))})
+		StateDir: dir, Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.m = m
-	// A cancelled context: Start's loop reconciles once and ends; tests
-	// call Reconcile themselves.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := m.Start(ctx); err != nil {
+	if err := m.Restore(); err != nil {
 		t.Fatal(err)
 	}
+	// A cancelled context: Run sets its sources and returns; tests call
+	// Reconcile themselves.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.Run(ctx, f.rt, Pods{Active: f.activePods, Ready: func() bool { return true }})
 	return f
 }
 
@@ -302,7 +311,7 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `could not restore state from checkpoint: configured policy "none" differs from state checkpoint policy "static", please drain this node and delete the CPU manager checkpoint file "` + filepath.Join(dir, "cpu_manager_state") + `" before restarting Kubelet`
-	if err := none.Start(context.Background()); err == nil || err.Error() != want {
+	if err := none.Restore(); err == nil || err.Error() != want {
 		t.Errorf("none over a static checkpoint: %v\nwant %s", err, want)
 	}
 
@@ -312,7 +321,7 @@ func TestRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Start(context.Background()); err == nil || !strings.Contains(err.Error(), `not all reserved cpus: "0-1" are present in defaultCpuSet: "0,2-4,6-7"`) {
+	if err := m.Restore(); err == nil || !strings.Contains(err.Error(), `not all reserved cpus: "0-1" are present in defaultCpuSet: "0,2-4,6-7"`) {
 		t.Errorf("grown reservation: %v", err)
 	}
 }
@@ -342,4 +351,74 @@ func TestNewStatic(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The loop reconciles once per period, and releases nothing until every
+// pod source delivered its pods (after a restart the pods are admitted
+// again one by one).
+func TestRunLoop(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, dir, cpuset.New(0))
+	g := pod("g", nil, v1.Container{Name: "app", Resources: cpuReq("1", "1Gi")})
+	if err := f.admit(t, g); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	m, err := New(Options{Policy: PolicyStatic, ReconcilePeriod: 10 * time.Second, Topology: dualSocketHT,
+		ReservedCPUs: cpuset.New(0), Reserved: resource.MustParse("1"), StateDir: dir, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	rt := &fakeRuntime{cpusets: map[string]string{}, running: []Container{{PodUID: "be", Name: "c", ID: "be-c"}}}
+	var mu sync.Mutex
+	ready := false
+	be := pod("be", nil, v1.Container{Name: "c"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx, rt, Pods{Active: func() []*v1.Pod { return []*v1.Pod{be} },
+			Ready: func() bool { mu.Lock(); defer mu.Unlock(); return ready }})
+	}()
+	defer func() { cancel(); <-done }()
+	step := func() {
+		t.Helper()
+		for i := 0; i < 1000 && !clk.HasWaiters(); i++ {
+			time.Sleep(time.Millisecond)
+		}
+		n := len(updates(rt))
+		clk.Step(10 * time.Second)
+		for i := 0; i < 1000 && len(updates(rt)) == n && !clk.HasWaiters(); i++ {
+			time.Sleep(time.Millisecond)
+		}
+		for i := 0; i < 1000 && !clk.HasWaiters(); i++ {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	step()
+	if got := cpusetOf(rt, "be-c"); got != "0-3,5-7" {
+		t.Fatalf("before sources are ready: %q, want the guaranteed pod's CPU kept out", got)
+	}
+	mu.Lock()
+	ready = true
+	mu.Unlock()
+	step()
+	if got := cpusetOf(rt, "be-c"); got != "0-7" {
+		t.Fatalf("after sources are ready: %q, want 0-7", got)
+	}
+}
+
+func updates(f *fakeRuntime) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.updates...)
+}
+
+func cpusetOf(f *fakeRuntime, id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cpusets[id]
 }

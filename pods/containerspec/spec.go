@@ -111,6 +111,9 @@ type Inputs struct {
 	PIDNSPath string
 	// Devices are what device plugins' Allocate gave the container.
 	Devices Devices
+	// CPUSet is the container's cpuset.cpus from the CPU manager ("": the
+	// parent's).
+	CPUSet string
 }
 
 // Devices are a container's device-plugin allocations merged (kubelet's
@@ -177,6 +180,7 @@ func Build(ctx context.Context, pod *v1.Pod, c *v1.Container, in Inputs) (runtim
 		spec.CgroupParent, spec.OOMScoreAdj = parent, &adj
 		spec.Resources.SwapMax = in.Cgroups.SwapMax(pod, c)
 	}
+	spec.Resources.CPUSetCPUs = in.CPUSet
 	spec.Stdin, spec.StdinOnce, spec.TTY = c.Stdin, c.StdinOnce, c.TTY
 	if c.Stdin || c.TTY {
 		spec.StdioDir = filepath.Join(in.PodDir, stdioDirName)
