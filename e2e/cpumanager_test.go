@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/opencontainers/cgroups"
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/nodeagent/nodeagent/cm/cpumanager/state"
 	"github.com/nodeagent/nodeagent/internal/testing/testimage"
@@ -25,7 +27,8 @@ import (
 // shared pool, 0-1, then 0 once the Guaranteed pod holds CPU 1, and 0-1
 // again within the reconcile period after it is deleted; a second
 // Guaranteed cpu: 1 pod is rejected with kubelet's reason and message;
-// the assignments are in rootDir/cpu_manager_state in kubelet's format
+// the pod-resources API reports the exclusive CPU; the assignments are in
+// rootDir/cpu_manager_state in kubelet's format
 // (checksum included) and survive an agent restart.
 func TestCPUManagerStatic(t *testing.T) {
 	t.Parallel()
@@ -98,6 +101,22 @@ func TestCPUManagerStatic(t *testing.T) {
 		if got := cgroupCPUs(t, p); got != "0-1" {
 			t.Errorf("cgroup %s has CPUs %q, want 0-1", p, got)
 		}
+	}
+	// The pod-resources API reports the exclusive CPU, and the CPUs that
+	// may be given exclusively, as kubelet.
+	exclusive, allocatable := podResources(t, a, func(c podresourcesapi.PodResourcesListerClient, ctx context.Context) ([]int64, []int64) {
+		r, err := c.Get(ctx, &podresourcesapi.GetPodResourcesRequest{PodName: g, PodNamespace: "default"}, grpc.WaitForReady(true))
+		if err != nil || len(r.PodResources.Containers) != 1 {
+			t.Fatalf("pod-resources Get: %v %v", r, err)
+		}
+		al, err := c.GetAllocatableResources(ctx, &podresourcesapi.AllocatableResourcesRequest{})
+		if err != nil {
+			t.Fatalf("pod-resources GetAllocatableResources: %v", err)
+		}
+		return r.PodResources.Containers[0].CpuIds, al.CpuIds
+	})
+	if fmt.Sprint(exclusive) != "[1]" || fmt.Sprint(allocatable) != "[1]" {
+		t.Errorf("pod-resources: cpu_ids %v, allocatable %v; want [1] and [1]", exclusive, allocatable)
 	}
 	st := checkpoint()
 	if st.Policy != "static" || st.Default.String() != "0" || len(st.Assign) != 1 || st.Assign[string(gp.UID)]["c"].String() != "1" {

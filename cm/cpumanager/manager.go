@@ -224,6 +224,16 @@ func (m *Manager) cpusetLocked(uid, name string) cpuset.CPUSet {
 	return m.st.Default
 }
 
+// Allocatable are the CPUs that may be given exclusively: all but the
+// reserved ones with the static policy, none with none (kubelet's
+// GetAllocatableCPUs).
+func (m *Manager) Allocatable() cpuset.CPUSet {
+	if m.policy == nil {
+		return cpuset.New()
+	}
+	return m.o.Topology.CPUs().Difference(m.policy.reserved)
+}
+
 // Exclusive are container c's exclusive CPUs (empty: it runs on the
 // shared pool).
 func (m *Manager) Exclusive(uid, name string) cpuset.CPUSet {

@@ -205,6 +205,9 @@ func TestStaticAllocation(t *testing.T) {
 	if want := "not enough cpus available to satisfy request: requested=6, available=5"; err == nil || err.Error() != want {
 		t.Fatalf("Allocate: %v, want %s", err, want)
 	}
+	if got := f.m.Allocatable().String(); got != "1-7" {
+		t.Errorf("allocatable %q, want all but the reserved CPU", got)
+	}
 	st, err := state.Read(f.dir)
 	if err != nil {
 		t.Fatal(err)
