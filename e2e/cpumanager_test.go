@@ -27,6 +27,7 @@ import (
 // shared pool, 0-1, then 0 once the Guaranteed pod holds CPU 1, and 0-1
 // again within the reconcile period after it is deleted; a second
 // Guaranteed cpu: 1 pod is rejected with kubelet's reason and message;
+// the container with exclusive CPUs and its pod cgroup have no CFS quota;
 // the pod-resources API reports the exclusive CPU; the assignments are in
 // rootDir/cpu_manager_state in kubelet's format
 // (checksum included) and survive an agent restart.
@@ -95,6 +96,19 @@ func TestCPUManagerStatic(t *testing.T) {
 		t.Errorf("guaranteed pod runs on %q, want 1", got)
 	}
 	waitCPUs(be, "0", "after the guaranteed pod took CPU 1")
+	// No CFS quota on the container with exclusive CPUs nor on its pod's
+	// cgroup (DisableCPUQuotaWithExclusiveCPUs, on in kubelet 1.34); the
+	// status still says the allocated limit.
+	gid := strings.TrimPrefix(gp.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	if _, q := cgroupLimits(t, string(gp.UID), gid); !strings.HasPrefix(q, "-1 ") && !strings.HasPrefix(q, "max ") {
+		t.Errorf("guaranteed container's CFS quota %q, want none", q)
+	}
+	if q := podCgroupFile(t, "/nodeagent-e2e-"+a.node+"/kubepods/pod"+string(gp.UID), "cpu.max"); q != "-1" && !strings.HasPrefix(q, "max") {
+		t.Errorf("guaranteed pod cgroup's CFS quota %q, want none", q)
+	}
+	if r := gp.Status.ContainerStatuses[0].Resources; r == nil || r.Limits.Cpu().String() != "1" {
+		t.Errorf("guaranteed container's status resources %v, want cpu limit 1", r)
+	}
 	// kubepods and the pod cgroups keep every CPU: only containers are
 	// pinned.
 	for _, p := range []string{"/nodeagent-e2e-" + a.node + "/kubepods", "/nodeagent-e2e-" + a.node + "/kubepods/pod" + string(gp.UID)} {

@@ -214,6 +214,12 @@ type CPUs interface {
 	// Static: the policy gives exclusive CPUs (a Guaranteed pod's CPU
 	// resize is then infeasible, as in kubelet 1.34).
 	Static() bool
+	// ContainerExclusive and PodExclusive: the container, or a container
+	// of the pod, has exclusive CPUs; its CFS quota, or the pod cgroup's,
+	// is then disabled (kubelet's DisableCPUQuotaWithExclusiveCPUs, on by
+	// default in 1.34).
+	ContainerExclusive(pod *v1.Pod, c *v1.Container) bool
+	PodExclusive(pod *v1.Pod) bool
 }
 
 // eventFunc records an Event about a pod (workerDeps.event).

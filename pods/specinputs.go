@@ -41,6 +41,7 @@ func (w *worker) specInputs(ctx context.Context, pod *v1.Pod, s startAction, vol
 	}
 	if w.d.cpus != nil {
 		in.CPUSet = w.d.cpus.CPUSet(pod, c)
+		in.Exclusive = w.d.cpus.ContainerExclusive(pod, c)
 	}
 	if images, ok := w.d.rt.(containerspec.ImageUsers); ok {
 		in.Images = images

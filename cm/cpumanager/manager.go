@@ -234,6 +234,25 @@ func (m *Manager) Allocatable() cpuset.CPUSet {
 	return m.o.Topology.CPUs().Difference(m.policy.reserved)
 }
 
+// ContainerExclusive: c has exclusive CPUs (kubelet's
+// ContainerHasExclusiveCPUs; its CFS quota is then disabled).
+func (m *Manager) ContainerExclusive(pod *v1.Pod, c *v1.Container) bool {
+	return !m.Exclusive(string(pod.UID), c.Name).IsEmpty()
+}
+
+// PodExclusive: a container of pod has exclusive CPUs (kubelet's
+// PodHasExclusiveCPUs; the pod cgroup's CFS quota is then disabled).
+func (m *Manager) PodExclusive(pod *v1.Pod) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, set := range m.st.Assign[string(pod.UID)] {
+		if !set.IsEmpty() {
+			return true
+		}
+	}
+	return false
+}
+
 // Exclusive are container c's exclusive CPUs (empty: it runs on the
 // shared pool).
 func (m *Manager) Exclusive(uid, name string) cpuset.CPUSet {

@@ -41,6 +41,7 @@ func (a *agent) newCgroupManager(ctx context.Context) (*cm.Manager, error) {
 		MemoryCapacity:     memCapacity,
 		Swap:               swapConfig(a.cfg, swapCapacity, a.log),
 		LegacyParent:       runtime.DefaultCgroupParent,
+		PodExclusiveCPUs:   a.cpus.PodExclusive,
 		Logger:             a.base.With("component", "cm"),
 	})
 	if err != nil {
