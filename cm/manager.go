@@ -41,6 +41,10 @@ type Config struct {
 	// LegacyParent is where agents before this layout put pod cgroups
 	// (<LegacyParent>/<uid>); RemovePod removes those too. "" for none.
 	LegacyParent string
+	// PodExclusiveCPUs: a container of the pod has exclusive CPUs; the
+	// pod cgroup then has no CFS quota (kubelet's
+	// DisableCPUQuotaWithExclusiveCPUs). nil: never.
+	PodExclusiveCPUs func(pod *v1.Pod) bool
 	// HugetlbPageSizes lists the page sizes whose hugetlb limits the
 	// host's cgroups take (nil: HugetlbPageSizes, read once in New).
 	HugetlbPageSizes func() []string
@@ -175,7 +179,11 @@ func (m *Manager) EnsurePod(pod *v1.Pod) (string, error) {
 	if n == nil {
 		return m.ContainerParent(m.cfg.Root), nil
 	}
-	if err := m.apply(n, PodResourceConfig(pod, m.cfg.PodPidsLimit)); err != nil {
+	rc := PodResourceConfig(pod, m.cfg.PodPidsLimit)
+	if m.cfg.PodExclusiveCPUs != nil && m.cfg.PodExclusiveCPUs(pod) {
+		rc = WithoutCPUQuota(rc)
+	}
+	if err := m.apply(n, rc); err != nil {
 		return "", fmt.Errorf("pod cgroup %s: %w", m.Path(n), err)
 	}
 	e = podEntry{parent: m.ContainerParent(n), qos: qos, milliCPU: podCPURequest(pod)}

@@ -64,6 +64,17 @@ func SharesToWeight(shares uint64) uint64 {
 	return 1 + ((shares-2)*9999)/262142
 }
 
+// WithoutCPUQuota is rc with its CFS quota, if it has one, removed (-1):
+// the pod cgroup of a pod with exclusive CPUs, as kubelet's
+// ResourceConfigForPod makes it without enforceCPULimits.
+func WithoutCPUQuota(rc ResourceConfig) ResourceConfig {
+	if rc.CPUQuota != nil {
+		none := int64(-1)
+		rc.CPUQuota = &none
+	}
+	return rc
+}
+
 // PodResourceConfig is the pod cgroup's configuration, as kubelet's
 // ResourceConfigForPod: cpu shares from the summed requests (the largest
 // init container's if larger, plus overhead) for every class but

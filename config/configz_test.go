@@ -30,7 +30,7 @@ func TestKubeletConfigz(t *testing.T) {
 	}
 	// Only what nodeagent shares with kubelet, without kind/apiVersion
 	// (kubelet's /configz has none).
-	for _, k := range []string{"kind", "apiVersion", "rootDir", "netnsDir", "httpCheckFrequency", "cpuManagerReconcilePeriod"} {
+	for _, k := range []string{"kind", "apiVersion", "rootDir", "netnsDir", "httpCheckFrequency"} {
 		if _, ok := kc[k]; ok {
 			t.Errorf("%s served: %s", k, b)
 		}

@@ -332,7 +332,7 @@ func TestKubeletRefusedFields(t *testing.T) {
 		{"defaults, as kubeadm writes them", "failSwapOn: true\nmemorySwap: {}\ncpuManagerPolicy: none\nmemoryManagerPolicy: None\ntopologyManagerPolicy: none\nfeatureGates: {}\n", nil, false},
 		{"swap", "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n", nil, false},
 		{"NoSwap is the default", "memorySwap:\n  swapBehavior: NoSwap\n", nil, false},
-		{"managers", "cpuManagerPolicy: static\nmemoryManagerPolicy: Static\ntopologyManagerPolicy: single-numa-node\n", []string{"cpuManagerPolicy", "memoryManagerPolicy", "topologyManagerPolicy"}, false},
+		{"managers", "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\nmemoryManagerPolicy: Static\ntopologyManagerPolicy: single-numa-node\n", []string{"memoryManagerPolicy", "topologyManagerPolicy"}, false},
 		{"feature gates at kubelet's defaults", "featureGates:\n  UserNamespacesSupport: true\n  KubeletInUserNamespace: false\n  SidecarContainers: true\n", nil, false},
 		{"feature gates nodeagent cannot honour, unknown, locked", "featureGates:\n  KubeletInUserNamespace: true\n  UserNamespacesSupport: false\n  NoSuchGate: true\n  SidecarContainers: false\n",
 			[]string{"featureGates.KubeletInUserNamespace", "featureGates.NoSuchGate", "featureGates.SidecarContainers", "featureGates.UserNamespacesSupport"}, false},
@@ -451,7 +451,7 @@ func TestJoiningDocRefusals(t *testing.T) {
 	}{
 		{"failSwapOn", "failSwapOn: false\n"},
 		{"memorySwap.swapBehavior", "memorySwap:\n  swapBehavior: LimitedSwap\n"},
-		{"cpuManagerPolicy", "cpuManagerPolicy: static\n"},
+		{"cpuManagerPolicy", "cpuManagerPolicy: static\nsystemReserved:\n  cpu: 500m\n"},
 		{"memoryManagerPolicy", "memoryManagerPolicy: Static\n"},
 		{"topologyManagerPolicy", "topologyManagerPolicy: single-numa-node\n"},
 		{"crashLoopBackOff.maxContainerRestartPeriod", "crashLoopBackOff:\n  maxContainerRestartPeriod: 30s\n"},

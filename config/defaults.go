@@ -116,6 +116,9 @@ func Default() *NodeAgentConfiguration {
 		VolumeStatsAggPeriod:                 metav1.Duration{Duration: DefaultVolumeStatsAggPeriod},
 		SystemReserved:                       map[string]string{},
 		KubeReserved:                         map[string]string{},
+		CPUManagerPolicy:                     CPUManagerPolicyNone,
+		CPUManagerPolicyOptions:              map[string]string{},
+		CPUManagerReconcilePeriod:            metav1.Duration{Duration: DefaultCPUManagerReconcilePeriod},
 		EvictionHard:                         evictionapi.DefaultHard(),
 		EvictionPressureTransitionPeriod:     metav1.Duration{Duration: DefaultEvictionPressureTransitionPeriod},
 		EvictionSoft:                         map[string]string{},
@@ -226,6 +229,7 @@ func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
 	out := *c
 	out.SystemReserved = copyMap(c.SystemReserved)
 	out.KubeReserved = copyMap(c.KubeReserved)
+	out.CPUManagerPolicyOptions = copyMap(c.CPUManagerPolicyOptions)
 	out.EvictionHard = copyMap(c.EvictionHard)
 	out.EvictionSoft = copyMap(c.EvictionSoft)
 	out.EvictionSoftGracePeriod = copyMap(c.EvictionSoftGracePeriod)

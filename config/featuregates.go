@@ -22,6 +22,8 @@ var gatesImplemented = map[string]string{
 	"UserNamespacesSupport":         "user namespaces (hostUsers: false)",
 	"ProcMountType":                 "procMount Unmasked with hostUsers: false",
 	"SidecarContainers":             "sidecar containers",
+	// With cpuManagerPolicy static; nothing to do with none.
+	"DisableCPUQuotaWithExclusiveCPUs": "no CFS quota for containers with exclusive CPUs (static CPU manager policy)",
 }
 
 // Feature gate names nodeagent reads.

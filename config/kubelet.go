@@ -85,6 +85,10 @@ var kubeletSupported = map[string]bool{
 	"featureGates":                           true,
 	"shutdownGracePeriod":                    true,
 	"shutdownGracePeriodCriticalPods":        true,
+	"cpuManagerPolicy":                       true,
+	"cpuManagerPolicyOptions":                true,
+	"cpuManagerReconcilePeriod":              true,
+	"reservedSystemCPUs":                     true,
 }
 
 // kubeletLoggingSupported are the fields of KubeletConfiguration.logging
@@ -99,9 +103,6 @@ var kubeletNoEffect = map[string]string{
 	// kubelet polls staticPodURL at this period; without staticPodURL
 	// (which nodeagent reports unsupported when set) it is unused.
 	"httpCheckFrequency": "staticPodURL",
-	// kubelet's CPU manager reconciles only with the static policy; none
-	// (the only policy nodeagent accepts) starts no reconcile loop.
-	"cpuManagerReconcilePeriod": "cpuManagerPolicy none",
 	// Only maxContainerRestartPeriod, which is refused (it needs the
 	// KubeletCrashLoopBackOffMax gate, which nodeagent does not honour).
 	"crashLoopBackOff": "KubeletCrashLoopBackOffMax",
@@ -237,7 +238,6 @@ func pruneKubeletZeros(m map[string]any, t reflect.Type) map[string]any {
 // than the value ignored (issue 26). Each returns the reason, or "" for a
 // value that means kubelet's default.
 var kubeletRefused = map[string]func(v any) string{
-	"cpuManagerPolicy":      policyOtherThan("none", "the CPU manager (exclusive CPUs for Guaranteed pods)"),
 	"memoryManagerPolicy":   policyOtherThan("None", "the memory manager (NUMA-pinned memory for Guaranteed pods)"),
 	"topologyManagerPolicy": policyOtherThan("none", "the topology manager"),
 }

@@ -288,6 +288,20 @@ type NodeAgentConfiguration struct {
 	// --image-credential-provider-bin-dir: where the plugins are.
 	ImageCredentialProviderBinDir string `json:"imageCredentialProviderBinDir"`
 
+	// CPUManagerPolicy is kubelet's CPU manager policy: none, or static
+	// (exclusive CPUs for the integer CPU requests of Guaranteed pods).
+	CPUManagerPolicy string `json:"cpuManagerPolicy"`
+	// CPUManagerPolicyOptions are the policy's options; nodeagent
+	// implements none (each is refused by name).
+	CPUManagerPolicyOptions map[string]string `json:"cpuManagerPolicyOptions"`
+	// CPUManagerReconcilePeriod is how often the static policy's cpusets
+	// are pushed to running containers.
+	CPUManagerReconcilePeriod metav1.Duration `json:"cpuManagerReconcilePeriod"`
+	// ReservedSystemCPUs are CPUs (a cpuset, "0,2-3") reserved for the
+	// system: they replace the cpu of systemReserved and kubeReserved and
+	// are the static policy's reserved CPUs.
+	ReservedSystemCPUs string `json:"reservedSystemCPUs"`
+
 	// ShutdownGracePeriod is how long the node's shutdown is delayed (a
 	// systemd-logind delay inhibitor) for its pods to stop; 0 disables
 	// graceful node shutdown (kubelet's).

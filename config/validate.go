@@ -114,6 +114,7 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	errs, warnings = append(errs, softErrs...), append(warnings, softWarnings...)
 	errs = append(errs, validateImageGC(c)...)
 	errs = append(errs, validateShutdown(c)...)
+	errs = append(errs, validateCPUManager(c)...)
 
 	// Endpoints.
 	if c.HealthzPort < 0 || c.HealthzPort > 65535 {

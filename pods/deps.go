@@ -177,6 +177,7 @@ type workerDeps struct {
 	pulls   *pullmanager.Manager
 	cgroups PodCgroups     // nil: the runtime's default cgroup parent
 	devices Devices        // nil: no device plugins
+	cpus    CPUs           // nil: no CPU manager
 	userns  UserNamespaces // nil: hostUsers: false pods are refused
 	// resize is the in-place pod resize (resize.go; nil: none).
 	resize *podResizer
@@ -199,6 +200,26 @@ type Devices interface {
 	// RunOptions are container c's devices, mounts, envs, annotations and
 	// CDI devices, after the plugin's PreStartContainer when it asks for it.
 	RunOptions(ctx context.Context, pod *v1.Pod, c *v1.Container) (containerspec.Devices, error)
+}
+
+// CPUs is the CPU manager (*cpumanager.Manager through an adapter in
+// cmd/nodeagent).
+type CPUs interface {
+	// Allocate assigns the exclusive CPUs of pod's containers at
+	// admission (after the devices, as kubelet's topology manager calls
+	// its providers); active are the pods whose containers may still run.
+	Allocate(pod *v1.Pod, active []*v1.Pod) error
+	// CPUSet is the cpuset container c is created with ("": the parent's).
+	CPUSet(pod *v1.Pod, c *v1.Container) string
+	// Static: the policy gives exclusive CPUs (a Guaranteed pod's CPU
+	// resize is then infeasible, as in kubelet 1.34).
+	Static() bool
+	// ContainerExclusive and PodExclusive: the container, or a container
+	// of the pod, has exclusive CPUs; its CFS quota, or the pod cgroup's,
+	// is then disabled (kubelet's DisableCPUQuotaWithExclusiveCPUs, on by
+	// default in 1.34).
+	ContainerExclusive(pod *v1.Pod, c *v1.Container) bool
+	PodExclusive(pod *v1.Pod) bool
 }
 
 // eventFunc records an Event about a pod (workerDeps.event).

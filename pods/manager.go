@@ -111,6 +111,9 @@ type Options struct {
 	// cm/devicemanager); nil: no device plugins, extended resources are
 	// left to the resource fit as kubelet leaves unknown ones.
 	Devices Devices
+	// CPUs is the CPU manager (package cm/cpumanager); nil: containers
+	// get the runtime's default cpuset.
+	CPUs CPUs
 	// UserNamespaces gives hostUsers: false pods their user namespace
 	// (NewUserNamespaces); nil refuses them as a runtime without user
 	// namespaces would.
@@ -181,6 +184,8 @@ type Manager struct {
 	// pass, in clock nanoseconds; 0 until it runs (kubelet's
 	// syncLoopMonitor).
 	loopEntry atomic.Int64
+	// sourcesReady: every pod source delivered its pods once.
+	sourcesReady atomic.Bool
 }
 
 // New validates o and returns a Manager; nothing runs until Run.
@@ -262,7 +267,7 @@ func New(o Options) (*Manager, error) {
 		m.deps.mirror = m.mirror
 	}
 	m.deps.nodeAnyway, m.deps.names = o.NodeAnyway, o.Names
-	m.deps.cgroups, m.deps.devices = o.Cgroups, o.Devices
+	m.deps.cgroups, m.deps.devices, m.deps.cpus = o.Cgroups, o.Devices, o.CPUs
 	m.deps.userns = o.UserNamespaces
 	m.deps.pulls = o.SecretPulledImages
 	m.deps.resize = newPodResizer(o, m)
@@ -374,6 +379,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 		}
 		m.log.Info("pod sources synced")
+		m.sourcesReady.Store(true)
 		m.cleanupOrphans(ctx)
 		if m.mirror != nil {
 			m.mirror.DeleteOrphans(ctx, m.staticHashes())
@@ -601,17 +607,7 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 	// admits a pod again with what it was allocated).
 	pod = m.deps.resize.withAllocation(pod)
 	admitted := m.admittedLocked(pod.UID)
-	// holding are the pods whose devices stay allocated: kubelet's active
-	// pods, where a pod being deleted or removed stays until its
-	// containers stopped.
-	var holding []*v1.Pod
-	for _, w := range m.workers {
-		p, _ := w.snapshot()
-		if w.rejected() || w.terminal.Load() {
-			continue
-		}
-		holding = append(holding, p)
-	}
+	holding := m.activeLocked()
 	if nodeErr != nil {
 		m.log.Error("cannot get node info to admit a pod", "pod", kubetypes.FullName(pod), "err", nodeErr)
 		return &status.Waiting{Reason: admission.ReasonInvalidNodeInfo, Message: "Kubelet cannot get node info."}
@@ -627,6 +623,13 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 		}
 		allocatable = d.SanitizeAllocatable(allocatable)
 	}
+	if c := m.opts.CPUs; c != nil {
+		// kubelet's active pods include the pod being admitted.
+		if err := c.Allocate(pod, append(holding, pod)); err != nil {
+			return &status.Waiting{Reason: admission.ReasonUnexpectedAdmissionError,
+				Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
+		}
+	}
 	if ok, reason, msg := admission.FitsNode(pod, admitted, allocatable, m.opts.MaxPods); !ok {
 		return &status.Waiting{Reason: reason, Message: msg}
 	}
@@ -635,6 +638,35 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 	}
 	return nil
 }
+
+// activeLocked are the pods whose devices and CPUs stay allocated:
+// kubelet's active pods, where a pod being deleted or removed stays until
+// its containers stopped; m.mu is held.
+func (m *Manager) activeLocked() []*v1.Pod {
+	var holding []*v1.Pod
+	for _, w := range m.workers {
+		p, _ := w.snapshot()
+		if w.rejected() || w.terminal.Load() {
+			continue
+		}
+		holding = append(holding, p)
+	}
+	return holding
+}
+
+// HoldingPods are the pods whose containers may run, those being
+// stopped included (kubelet's active pods as its CPU manager sees them;
+// the reconcile loop releases the CPUs of the others).
+func (m *Manager) HoldingPods() []*v1.Pod {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.activeLocked()
+}
+
+// SourcesReady reports whether every pod source delivered its pods once
+// (kubelet's sourcesReady): before, a pod missing from HoldingPods may
+// just not be known yet.
+func (m *Manager) SourcesReady() bool { return m.sourcesReady.Load() }
 
 // admittedLocked are the pods admitted and not ending but uid, with their
 // allocations, by UID; m.mu is held.

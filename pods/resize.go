@@ -37,10 +37,14 @@ type ContainerUpdater interface {
 // its state is in the store. A nil *podResizer does nothing: the pod's
 // spec is what runs (unit tests without cgroups).
 type podResizer struct {
-	store   *resize.Store
-	cgroups ResizeCgroups    // nil: no pod cgroups, resizes are Infeasible
-	rt      ContainerUpdater // nil: resizes are Infeasible
-	fs      resize.CgroupFS
+	// staticCPUs: the CPU manager's policy is static; cpus is the CPU
+	// manager (nil: none).
+	staticCPUs bool
+	cpus       CPUs
+	store      *resize.Store
+	cgroups    ResizeCgroups    // nil: no pod cgroups, resizes are Infeasible
+	rt         ContainerUpdater // nil: resizes are Infeasible
+	fs         resize.CgroupFS
 	// others are the admitted pods but uid, with their allocations.
 	others func(uid types.UID) []*v1.Pod
 	// allocatable is the node's allocatable (nil: unknown).
@@ -60,7 +64,7 @@ func newPodResizer(o Options, m *Manager) *podResizer {
 	if err != nil {
 		o.Logger.Error("cannot read the pod allocation checkpoint; starting empty", "err", err)
 	}
-	r := &podResizer{store: store, fs: resize.HostCgroupFS(), others: m.admittedOthers, event: m.deps.event, log: o.Logger}
+	r := &podResizer{staticCPUs: o.CPUs != nil && o.CPUs.Static(), cpus: o.CPUs, store: store, fs: resize.HostCgroupFS(), others: m.admittedOthers, event: m.deps.event, log: o.Logger}
 	if c, ok := o.Cgroups.(ResizeCgroups); ok {
 		r.cgroups = c
 	}
@@ -163,7 +167,7 @@ func (r *podResizer) allocate(ctx context.Context, pod *v1.Pod, now time.Time) *
 	if r.allocatable != nil {
 		alloc = r.allocatable(ctx)
 	}
-	d := resize.Decide(pod, allocated, r.others(pod.UID), alloc)
+	d := resize.DecideWith(pod, allocated, r.others(pod.UID), alloc, r.staticCPUs)
 	if d.Resize && alloc == nil {
 		d.Allocate, d.Reason, d.Message = false, resize.ReasonDeferred, "the node's allocatable is not known yet"
 	}
@@ -238,7 +242,8 @@ func (r *podResizer) actuate(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 		}
 	}
 	alloc := resize.AllocationOf(pod)
-	err := resize.Apply(ctx, pod, acts, podCgroupOf{r}, containerCgroupsOf{r}, usage, func(name string, v resize.Values) error {
+	noQuota := r.cpus != nil && r.cpus.PodExclusive(pod)
+	err := resize.ApplyWith(ctx, pod, noQuota, acts, podCgroupOf{r}, containerCgroupsOf{r}, usage, func(name string, v resize.Values) error {
 		return r.store.SetActuated(pod.UID, name, resize.Requirements(alloc[name], v))
 	})
 	if err != nil {
@@ -327,9 +332,19 @@ func (p podCgroupOf) SetPod(pod *v1.Pod, rc cm.ResourceConfig) error {
 // cgroup v1 memory+swap must move with the memory limit).
 type containerCgroupsOf struct{ r *podResizer }
 
-func (c containerCgroupsOf) UpdateContainer(ctx context.Context, pod *v1.Pod, id string, v resize.Values) error {
+func (c containerCgroupsOf) UpdateContainer(ctx context.Context, pod *v1.Pod, name, id string, v resize.Values) error {
 	ct := v1.Container{Resources: resize.Requirements(v1.ResourceRequirements{}, v)}
 	res := containerspec.Resources(&ct)
+	if c.r.cpus != nil {
+		// A container with exclusive CPUs keeps no CFS quota.
+		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				if cs[i].Name == name && c.r.cpus.ContainerExclusive(pod, &cs[i]) {
+					res.CPUQuota, res.CPUPeriod = 0, 0
+				}
+			}
+		}
+	}
 	if c.r.swap != nil {
 		res.SwapMax = c.r.swap(pod, &ct)
 	}

@@ -39,6 +39,10 @@ func (w *worker) specInputs(ctx context.Context, pod *v1.Pod, s startAction, vol
 			return containerspec.Inputs{}, err
 		}
 	}
+	if w.d.cpus != nil {
+		in.CPUSet = w.d.cpus.CPUSet(pod, c)
+		in.Exclusive = w.d.cpus.ContainerExclusive(pod, c)
+	}
 	if images, ok := w.d.rt.(containerspec.ImageUsers); ok {
 		in.Images = images
 	}

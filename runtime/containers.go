@@ -535,6 +535,9 @@ func resourceSpecOpts(res Resources, unified bool) []oci.SpecOpts {
 	if res.MemoryLimitBytes > 0 {
 		sopts = append(sopts, oci.WithMemoryLimit(uint64(res.MemoryLimitBytes)))
 	}
+	if res.CPUSetCPUs != "" {
+		sopts = append(sopts, oci.WithCPUs(res.CPUSetCPUs))
+	}
 	if res.SwapMax != nil {
 		sopts = append(sopts, func(_ context.Context, _ oci.Client, _ *containers.Container, s *specs.Spec) error {
 			if s.Linux == nil {

@@ -136,6 +136,10 @@ type Resources struct {
 	CPUQuota         int64  // microseconds per CPUPeriod
 	CPUPeriod        uint64 // microseconds; default 100000 when CPUQuota is set
 	MemoryLimitBytes int64
+	// CPUSetCPUs is the container's cpuset.cpus ("0-1,4"): the CPU
+	// manager's exclusive CPUs or shared pool; "" leaves the parent's.
+	// Only creation uses it (UpdateContainerCPUSet changes it).
+	CPUSetCPUs string
 	// SwapMax is the swap the container may use beyond its memory: cgroup
 	// v2 memory.swap.max; on v1 only 0 is applied, as memory+swap equal
 	// to the memory limit (none without one). nil leaves the default.

@@ -35,6 +35,28 @@ func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res R
 	return nil
 }
 
+// UpdateContainerCPUSet sets a running container's cpuset.cpus and
+// nothing else (runc update changes only what the update names), as the
+// CPU manager's reconcile loop has kubelet's runtime do.
+// A container without a running task is ErrFailedPrecondition.
+func (r *Runtime) UpdateContainerCPUSet(ctx context.Context, id, cpus string) error {
+	ctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	c, err := r.client.LoadContainer(ctx, id)
+	if err != nil {
+		return fmt.Errorf("runtime: update cpuset of %s: %w", id, convertErr(err))
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runtime: update cpuset of %s: %w: no running task: %w", id, ErrFailedPrecondition, convertErr(err))
+	}
+	lr := &specs.LinuxResources{CPU: &specs.LinuxCPU{Cpus: cpus}}
+	if err := task.Update(ctx, containerd.WithResources(lr)); err != nil {
+		return fmt.Errorf("runtime: update cpuset of %s: %w", id, convertErr(err))
+	}
+	return nil
+}
+
 // linuxResources is the OCI form of res for an update: every field set, so
 // that a limit removed in res is removed from the cgroup (-1).
 func linuxResources(res Resources) *specs.LinuxResources {

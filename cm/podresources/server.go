@@ -2,9 +2,11 @@
 // (k8s.io/kubelet/pkg/apis/podresources/v1) on
 // <rootDir>/pod-resources/kubelet.sock: List (the active pods), Get (a
 // pod by namespace and name) and GetAllocatableResources, with the
-// devices device plugins gave each container. CPUs and memory are
-// reported as kubelet reports them with the none CPU and memory manager
-// policies (no exclusive CPUs, no NUMA memory blocks: empty); dynamic
+// devices device plugins gave each container and its exclusive CPUs
+// (cpu_ids; with the static CPU manager policy, and in
+// GetAllocatableResources the CPUs not reserved, as kubelet; empty with
+// none). Memory is reported as kubelet reports it with the None memory
+// manager policy (no NUMA memory blocks: empty); dynamic
 // resources (DRA) are not reported. Requests beyond kubelet's rate limit
 // (100 per second, bursts of 10) get ResourceExhausted "rejected by rate
 // limit". The v1alpha1 service is not served.
@@ -29,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	api "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"k8s.io/utils/cpuset"
 
 	"github.com/nodeagent/nodeagent/cm/devicemanager"
 	"github.com/nodeagent/nodeagent/kubetypes"
@@ -55,11 +58,20 @@ type Devices interface {
 	AllocatableDevices() map[string][]*pluginapi.Device
 }
 
+// CPUs are the CPU manager's assignments (*cpumanager.Manager).
+type CPUs interface {
+	// Exclusive are a container's exclusive CPUs.
+	Exclusive(uid, container string) cpuset.CPUSet
+	// Allocatable are the CPUs that may be given exclusively.
+	Allocatable() cpuset.CPUSet
+}
+
 // Server implements api.PodResourcesListerServer.
 type Server struct {
 	api.UnimplementedPodResourcesListerServer
 	Pods    Pods
 	Devices Devices // nil: no device plugins
+	CPUs    CPUs    // nil: no CPU manager
 	// Metrics are kubelet's pod-resources endpoint counters (NewMetrics);
 	// nil: none.
 	Metrics *Metrics
@@ -134,6 +146,9 @@ func (s *Server) Get(_ context.Context, req *api.GetPodResourcesRequest) (*api.G
 func (s *Server) GetAllocatableResources(context.Context, *api.AllocatableResourcesRequest) (*api.AllocatableResourcesResponse, error) {
 	s.Metrics.inc(requestsTotal, allocRequests)
 	out := &api.AllocatableResourcesResponse{}
+	if s.CPUs != nil {
+		out.CpuIds = cpuIDs(s.CPUs.Allocatable())
+	}
 	if s.Devices == nil {
 		return out, nil
 	}
@@ -165,6 +180,9 @@ func (s *Server) podResources(p *v1.Pod) *api.PodResources {
 
 func (s *Server) containerResources(uid types.UID, name string) *api.ContainerResources {
 	out := &api.ContainerResources{Name: name}
+	if s.CPUs != nil {
+		out.CpuIds = cpuIDs(s.CPUs.Exclusive(string(uid), name))
+	}
 	if s.Devices == nil {
 		return out
 	}
@@ -178,6 +196,14 @@ func (s *Server) containerResources(uid types.UID, name string) *api.ContainerRe
 				out.Devices = append(out.Devices, d)
 			}
 		}
+	}
+	return out
+}
+
+func cpuIDs(set cpuset.CPUSet) []int64 {
+	var out []int64
+	for _, c := range set.List() {
+		out = append(out, int64(c))
 	}
 	return out
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	api "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"k8s.io/utils/cpuset"
 
 	"github.com/nodeagent/nodeagent/cm/devicemanager"
 )
@@ -52,6 +53,17 @@ func (fakeDevices) AllocatableDevices() map[string][]*pluginapi.Device {
 		{ID: "d1", Health: pluginapi.Healthy}}}
 }
 
+type fakeCPUs struct{}
+
+func (fakeCPUs) Exclusive(uid, c string) cpuset.CPUSet {
+	if uid == "u1" && c == "app" {
+		return cpuset.New(2, 3)
+	}
+	return cpuset.New()
+}
+
+func (fakeCPUs) Allocatable() cpuset.CPUSet { return cpuset.New(1, 2, 3) }
+
 func TestServer(t *testing.T) {
 	always := v1.ContainerRestartPolicyAlways
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Name: "p", Namespace: "ns"}, Spec: v1.PodSpec{
@@ -61,7 +73,7 @@ func TestServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reg := prometheus.NewRegistry()
-	if err := Serve(ctx, dir, &Server{Pods: fakePods{pod}, Devices: fakeDevices{}, Metrics: NewMetrics(reg)}, slog.Default()); err != nil {
+	if err := Serve(ctx, dir, &Server{Pods: fakePods{pod}, Devices: fakeDevices{}, CPUs: fakeCPUs{}, Metrics: NewMetrics(reg)}, slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, SocketName), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -75,7 +87,7 @@ func TestServer(t *testing.T) {
 
 	wantPod := &api.PodResources{Name: "p", Namespace: "ns", Containers: []*api.ContainerResources{
 		{Name: "sidecar"},
-		{Name: "app", Devices: []*api.ContainerDevices{
+		{Name: "app", CpuIds: []int64{2, 3}, Devices: []*api.ContainerDevices{
 			{ResourceName: "example.com/dev", DeviceIds: []string{"d1"}},
 			{ResourceName: "example.com/dev", DeviceIds: []string{"d0"}, Topology: &api.TopologyInfo{Nodes: []*api.NUMANode{{ID: 0}}}},
 		}},
@@ -102,7 +114,7 @@ func TestServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantAlloc := &api.AllocatableResourcesResponse{Devices: []*api.ContainerDevices{
+	wantAlloc := &api.AllocatableResourcesResponse{CpuIds: []int64{1, 2, 3}, Devices: []*api.ContainerDevices{
 		{ResourceName: "example.com/dev", DeviceIds: []string{"d0"}, Topology: &api.TopologyInfo{Nodes: []*api.NUMANode{{ID: 0}}}},
 		{ResourceName: "example.com/dev", DeviceIds: []string{"d1"}},
 	}}

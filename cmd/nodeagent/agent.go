@@ -28,6 +28,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/certificate"
 	"github.com/nodeagent/nodeagent/cm"
+	"github.com/nodeagent/nodeagent/cm/cpumanager"
 	"github.com/nodeagent/nodeagent/cm/devicemanager"
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/heartbeat"
@@ -206,6 +207,9 @@ type agent struct {
 	// devices is the device manager (device plugins); it serves from
 	// runOnRuntime on (devices.go).
 	devices *devicemanager.Manager
+	// cpus is the CPU manager (cpumanager.go), restored at start; its
+	// reconcile loop runs from runOnRuntime on.
+	cpus *cpumanager.Manager
 	// csi is the CSI node side (csi.go); nil without an API client.
 	csi *csiNode
 	// singleProcessOOMKill is the configuration's as kubelet applies it
@@ -275,6 +279,8 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		return nil, err
 	}
 	a.handlers.rt, a.handlers.handlers = a.rt.Load, cfg.RuntimeHandlers
+	// As kubelet: reservedSystemCPUs replaces the reserved cpu.
+	sysReserved, kubeReserved := cfg.Reservations()
 	nsOpts := nodestatus.Options{
 		NodeName:                         nodeName,
 		Nodes:                            kc.status.Nodes(),
@@ -283,8 +289,8 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		ReportFrequency:                  cfg.NodeStatusReportFrequency.Duration,
 		MaxImages:                        cfg.NodeStatusMaxImages,
 		MaxPods:                          cfg.MaxPods,
-		SystemReserved:                   cfg.SystemReserved,
-		KubeReserved:                     cfg.KubeReserved,
+		SystemReserved:                   sysReserved,
+		KubeReserved:                     kubeReserved,
 		EvictionHard:                     cfg.EvictionHard,
 		EvictionPressureTransitionPeriod: cfg.EvictionPressureTransitionPeriod.Duration,
 		EvictionSoft:                     cfg.EvictionSoft,
@@ -348,6 +354,9 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	a.csi.syncStatusOnChange(a.ns)
 	if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	if a.cpus, err = a.newCPUManager(); err != nil {
+		return nil, err
 	}
 	// As kubelet: podLogsDir 0750, the symlink directory 0755.
 	if err := os.MkdirAll(cfg.PodLogsDir, 0o750); err != nil {

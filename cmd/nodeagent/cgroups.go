@@ -30,16 +30,18 @@ func (a *agent) newCgroupManager(ctx context.Context) (*cm.Manager, error) {
 		memCapacity, swapCapacity = int64(mi.Total), int64(mi.SwapTotal)
 		capacity[v1.ResourceMemory] = *resource.NewQuantity(memCapacity, resource.BinarySI)
 	}
+	sysReserved, kubeReserved := a.cfg.Reservations()
 	m, err := cm.New(cm.Config{
 		Systemd:            a.cfg.CgroupDriver == config.CgroupDriverSystemd,
 		Root:               root,
 		CgroupsPerQOS:      a.cfg.CgroupsPerQOS,
 		PodPidsLimit:       a.cfg.PodPidsLimit,
-		Allocatable:        cm.AllocatableForPods(capacity, a.cfg.SystemReserved, a.cfg.KubeReserved),
+		Allocatable:        cm.AllocatableForPods(capacity, sysReserved, kubeReserved),
 		EnforceAllocatable: a.cfg.EnforcePodsAllocatable(),
 		MemoryCapacity:     memCapacity,
 		Swap:               swapConfig(a.cfg, swapCapacity, a.log),
 		LegacyParent:       runtime.DefaultCgroupParent,
+		PodExclusiveCPUs:   a.cpus.PodExclusive,
 		Logger:             a.base.With("component", "cm"),
 	})
 	if err != nil {

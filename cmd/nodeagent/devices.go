@@ -66,7 +66,7 @@ func (a *agent) startDevices(ctx context.Context) pods.Devices {
 
 // servePodResources serves the pod-resources API over pm's pods.
 func (a *agent) servePodResources(ctx context.Context, pm *pods.Manager) {
-	srv := &podresources.Server{Pods: pm, Devices: a.devices, Metrics: podresources.NewMetrics(a.reg)}
+	srv := &podresources.Server{Pods: pm, Devices: a.devices, CPUs: a.cpus, Metrics: podresources.NewMetrics(a.reg)}
 	if err := podresources.Serve(ctx, filepath.Join(a.cfg.RootDir, podResourcesDir), srv,
 		a.base.With("component", "podresources")); err != nil {
 		a.log.Error("pod resources API not served", "err", err)

@@ -122,8 +122,9 @@ func (a *agent) dialRuntime(ctx context.Context, log *slog.Logger, dial func(con
 //     device manager (the device plugins' registration socket);
 //  2. pleg: over rt, watching 1's cgroup parents; its health feeds /livez;
 //  3. imagegc: over rt;
-//  4. pods: the pod workers over rt, 2 and 1; the node API and the
-//     pod-resources API read their pods from then on;
+//  4. pods: the pod workers over rt, 2 and 1 (and the CPU manager,
+//     restored at start); the node API and the pod-resources API read
+//     their pods from then on, the CPU manager's reconcile loop starts;
 //  5. eviction: node-pressure eviction of 4's pods, reclaiming through 4
 //     and 3; it stops when 4 stops;
 //  6. graceful node shutdown gets 4's pods;
@@ -162,6 +163,7 @@ func (a *agent) runOnRuntime(ctx context.Context, rt *runtime.Runtime) {
 	a.apiPods.use(pm)
 	a.pm.Store(pm)
 	a.servePodResources(ctx, pm)
+	goRun(ctx, func(ctx context.Context) { a.runCPUManager(ctx, rt, pm) })
 	// 5. eviction (evStop runs before wg.Wait)
 	evCtx, evStop := context.WithCancel(ctx)
 	defer evStop()
@@ -240,7 +242,7 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 	o.SecretPulledImages = pulls
 	o.UserNamespaces = pods.NewUserNamespaces(usernsMgr, rt.SupportsUserNamespaces)
 	o.Volumes, o.Tokens, o.CredentialProviders = vols, tokens, credProviders
-	o.Cgroups, o.Devices = cgroups, devices
+	o.Cgroups, o.Devices, o.CPUs = cgroups, devices, a.cpus
 	o.Admission, o.Admit, o.ShuttingDown = a.admissionOptions(), a.admitUnderPressure, a.shutdown.ShuttingDown
 	o.Network = podNet
 	o.NodeName, o.Client = a.nodeName, podsClient(a.client, a.events)

@@ -111,6 +111,11 @@ type Inputs struct {
 	PIDNSPath string
 	// Devices are what device plugins' Allocate gave the container.
 	Devices Devices
+	// CPUSet is the container's cpuset.cpus from the CPU manager ("": the
+	// parent's); Exclusive: the CPUs are the container's own, and it runs
+	// without a CFS quota (kubelet's DisableCPUQuotaWithExclusiveCPUs).
+	CPUSet    string
+	Exclusive bool
 }
 
 // Devices are a container's device-plugin allocations merged (kubelet's
@@ -176,6 +181,10 @@ func Build(ctx context.Context, pod *v1.Pod, c *v1.Container, in Inputs) (runtim
 		adj := in.Cgroups.OOMScoreAdj(pod, c)
 		spec.CgroupParent, spec.OOMScoreAdj = parent, &adj
 		spec.Resources.SwapMax = in.Cgroups.SwapMax(pod, c)
+	}
+	spec.Resources.CPUSetCPUs = in.CPUSet
+	if in.Exclusive {
+		spec.Resources.CPUQuota, spec.Resources.CPUPeriod = 0, 0
 	}
 	spec.Stdin, spec.StdinOnce, spec.TTY = c.Stdin, c.StdinOnce, c.TTY
 	if c.Stdin || c.TTY {

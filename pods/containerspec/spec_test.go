@@ -408,6 +408,28 @@ func TestBuildKeepsInputLabels(t *testing.T) {
 
 // Device plugins' allocations go into the spec as kubelet orders them:
 // their envs before the container's own, their mounts before the volumes'.
+// The CPU manager's cpuset is the container's; a container with
+// exclusive CPUs has no CFS quota (DisableCPUQuotaWithExclusiveCPUs).
+func TestBuildCPUSet(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
+	l := v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("64Mi")}
+	c := &v1.Container{Name: "c", Resources: v1.ResourceRequirements{Requests: l, Limits: l}}
+	s, err := Build(context.Background(), pod, c, Inputs{PodDir: t.TempDir(), CPUSet: "0-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Resources.CPUSetCPUs != "0-1" || s.Resources.CPUQuota != 100000 {
+		t.Errorf("shared: cpuset %q quota %d", s.Resources.CPUSetCPUs, s.Resources.CPUQuota)
+	}
+	s, err = Build(context.Background(), pod, c, Inputs{PodDir: t.TempDir(), CPUSet: "1", Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Resources.CPUSetCPUs != "1" || s.Resources.CPUQuota != 0 || s.Resources.CPUShares != 1024 {
+		t.Errorf("exclusive: cpuset %q quota %d shares %d", s.Resources.CPUSetCPUs, s.Resources.CPUQuota, s.Resources.CPUShares)
+	}
+}
+
 func TestBuildDevices(t *testing.T) {
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
 	c := &v1.Container{Name: "c", Env: []v1.EnvVar{{Name: "A", Value: "mine"}}}

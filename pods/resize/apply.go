@@ -21,10 +21,11 @@ type PodCgroup interface {
 }
 
 // ContainerCgroups updates one running container's cgroup (containerd's
-// task update); Values are the container's new CPU and memory (pod is
-// for what follows from them, such as its swap limit).
+// task update); Values are the container's new CPU and memory (pod and
+// the container's name are for what follows from them, such as its swap
+// limit, or no CFS quota for exclusive CPUs).
 type ContainerCgroups interface {
-	UpdateContainer(ctx context.Context, pod *v1.Pod, id string, v Values) error
+	UpdateContainer(ctx context.Context, pod *v1.Pod, name, id string, v Values) error
 }
 
 // Apply is kubelet's doPodResizeAction for the in-place updates of acts
@@ -38,11 +39,20 @@ type ContainerCgroups interface {
 // again). actuated is called after each container update that succeeded,
 // with what the container now has.
 func Apply(ctx context.Context, pod *v1.Pod, acts Actions, pc PodCgroup, cc ContainerCgroups, usage map[string]int64, actuated func(name string, v Values) error) error {
+	return ApplyWith(ctx, pod, false, acts, pc, cc, usage, actuated)
+}
+
+// ApplyWith is Apply for a pod that has exclusive CPUs (noQuota) or not:
+// its cgroup then keeps no CFS quota, as kubelet's resize leaves it.
+func ApplyWith(ctx context.Context, pod *v1.Pod, noQuota bool, acts Actions, pc PodCgroup, cc ContainerCgroups, usage map[string]int64, actuated func(name string, v Values) error) error {
 	cur, err := pc.ReadPod(pod)
 	if err != nil {
 		return fmt.Errorf("unable to get pod cgroup config for pod %q: %w", pod.Namespace+"/"+pod.Name, err)
 	}
 	want := cm.PodResourceConfig(pod, 0)
+	if noQuota {
+		want = cm.WithoutCPUQuota(want)
+	}
 	// The pod's cgroup is reconciled too when no running container needs
 	// an update (a container stopped for a RestartContainer resize starts
 	// again inside it).
@@ -76,7 +86,7 @@ func Apply(ctx context.Context, pod *v1.Pod, acts Actions, pc PodCgroup, cc Cont
 			} else {
 				next.CPULimit, next.CPURequest = u.Desired.CPULimit, u.Desired.CPURequest
 			}
-			if err := cc.UpdateContainer(ctx, pod, u.ID, next); err != nil {
+			if err := cc.UpdateContainer(ctx, pod, u.Name, u.ID, next); err != nil {
 				return fmt.Errorf("update container %q resources: %w", u.Name, err)
 			}
 			now[u.Name] = next
@@ -142,6 +152,9 @@ func sameCPU(want cm.ResourceConfig, cur Cgroup) bool {
 		} else if *want.CPUShares != cur.CPUShares {
 			return false
 		}
+	}
+	if want.CPUQuota != nil && *want.CPUQuota <= 0 {
+		return cur.CPUQuota <= 0 // none either way
 	}
 	return want.CPUQuota == nil || (*want.CPUQuota == cur.CPUQuota && cur.CPUPeriod == cm.QuotaPeriod)
 }

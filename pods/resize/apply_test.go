@@ -42,7 +42,7 @@ func (f *fakeCgroups) SetPod(_ *v1.Pod, rc cm.ResourceConfig) error {
 	return nil
 }
 
-func (f *fakeCgroups) UpdateContainer(_ context.Context, _ *v1.Pod, id string, v Values) error {
+func (f *fakeCgroups) UpdateContainer(_ context.Context, _ *v1.Pod, _, id string, v Values) error {
 	f.calls = append(f.calls, fmt.Sprintf("%s cpu=%d/%d mem=%d", id, v.CPURequest, v.CPULimit, v.MemoryLimit))
 	return nil
 }
@@ -307,5 +307,40 @@ func TestApplyReconcilesThePodCgroup(t *testing.T) {
 	f = &fakeCgroups{pod: Cgroup{CPUWeight: cm.SharesToWeight(256), CPUShares: 255, CPUQuota: 25000, CPUPeriod: 100000, MemoryLimit: 64 << 20}}
 	if err := Apply(context.Background(), pod, Actions{}, f, f, nil, nil); err != nil || len(f.calls) != 0 {
 		t.Errorf("cgroup v2 pod cgroup with its config: calls %v, %v", f.calls, err)
+	}
+}
+
+// A pod with exclusive CPUs keeps no CFS quota on its cgroup (kubelet's
+// DisableCPUQuotaWithExclusiveCPUs): a memory resize does not put one
+// back, a cgroup with one loses it.
+func TestApplyWithoutQuota(t *testing.T) {
+	old := rr("1", "1", "64Mi", "64Mi")
+	pod := podWith("p", rr("1", "1", "128Mi", "128Mi"))
+	f := &fakeCgroups{pod: Cgroup{CPUShares: 1024, CPUQuota: -1, CPUPeriod: 100000, MemoryLimit: 64 << 20}}
+	acts := ComputeActions(pod, map[string]string{"a": "a"}, Allocation{"a": old})
+	if err := ApplyWith(context.Background(), pod, true, acts, f, f, nil, func(string, Values) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"pod memory=134217728", "a cpu=1000/1000 mem=134217728"}; strings.Join(f.calls, ",") != strings.Join(want, ",") {
+		t.Errorf("calls %v, want %v", f.calls, want)
+	}
+	f = &fakeCgroups{pod: Cgroup{CPUShares: 1024, CPUQuota: 100000, CPUPeriod: 100000, MemoryLimit: 128 << 20}}
+	if err := ApplyWith(context.Background(), pod, true, Actions{}, f, f, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"pod quota=-1"}; strings.Join(f.calls, ",") != strings.Join(want, ",") {
+		t.Errorf("calls %v, want %v", f.calls, want)
+	}
+}
+
+// A container without a CFS quota (exclusive CPUs) reports the CPU limit
+// last set, as kubelet, whose runtime then reports none.
+func TestAppliedWithoutQuota(t *testing.T) {
+	alloc := rr("1", "1", "64Mi", "64Mi")
+	for _, q := range []int64{-1, 0} {
+		cg := Cgroup{CPUShares: 1024, CPUQuota: q, CPUPeriod: 100000, MemoryLimit: 64 << 20}
+		if got := Applied(alloc, alloc, cg, false); !resourcesEqual(got, alloc) {
+			t.Errorf("quota %d: Applied = %v, want %v", q, got, alloc)
+		}
 	}
 }

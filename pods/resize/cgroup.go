@@ -129,7 +129,15 @@ func Applied(alloc, actuated v1.ResourceRequirements, cg Cgroup, v2 bool) v1.Res
 	want := ValuesOf(alloc)
 	if out.Limits != nil {
 		if _, ok := out.Limits[v1.ResourceCPU]; ok {
-			if cg.CPUQuota != cm.MilliCPUToQuota(want.CPULimit, int64(cm.QuotaPeriod)) || cg.CPUPeriod != cm.QuotaPeriod {
+			switch {
+			case cg.CPUQuota <= 0:
+				// No quota (a container with exclusive CPUs): as kubelet,
+				// whose runtime then reports no limit, the limit last set
+				// is reported.
+				if q, ok := actuated.Limits[v1.ResourceCPU]; ok {
+					out.Limits[v1.ResourceCPU] = q.DeepCopy()
+				}
+			case cg.CPUQuota != cm.MilliCPUToQuota(want.CPULimit, int64(cm.QuotaPeriod)) || cg.CPUPeriod != cm.QuotaPeriod:
 				out.Limits[v1.ResourceCPU] = *resource.NewMilliQuantity(quotaToMilli(cg.CPUQuota, cg.CPUPeriod), resource.DecimalSI)
 			}
 		}

@@ -31,6 +31,11 @@ const (
 	// change in place; the API server refuses other changes.
 	msgNonResizable = "only cpu and memory resources of containers and restartable init containers are resizable"
 
+	// msgStaticCPUs: kubelet 1.34 refuses a CPU resize of a Guaranteed
+	// pod under the static CPU manager policy (without the alpha gate
+	// InPlacePodVerticalScalingExclusiveCPUs).
+	msgStaticCPUs = `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`
+
 	rejectedPrefix = "Pod was rejected: "
 )
 
@@ -126,6 +131,12 @@ type Decision struct {
 // pod with its allocation (WithAllocation), others the other admitted pods
 // with theirs, allocatable the node's.
 func Decide(desired, allocated *v1.Pod, others []*v1.Pod, allocatable v1.ResourceList) Decision {
+	return DecideWith(desired, allocated, others, allocatable, false)
+}
+
+// DecideWith is Decide on a node whose CPU manager policy is static
+// (staticCPUs) or none.
+func DecideWith(desired, allocated *v1.Pod, others []*v1.Pod, allocatable v1.ResourceList, staticCPUs bool) Decision {
 	if !differs(desired, allocated) {
 		return Decision{}
 	}
@@ -149,6 +160,10 @@ func Decide(desired, allocated *v1.Pod, others []*v1.Pod, allocatable v1.Resourc
 		d.Message = msgQOSChange
 		return d
 	}
+	if staticCPUs && kubetypes.PodQOSClass(desired) == v1.PodQOSGuaranteed && cpuRequestChanged(desired, allocated) {
+		d.Message = msgStaticCPUs
+		return d
+	}
 	reqs := resourcehelper.PodRequests(desired, resourcehelper.PodResourcesOptions{})
 	cpuReq, memReq := reqs.Cpu().MilliValue(), reqs.Memory().Value()
 	cpuCap, memCap := allocatable.Cpu().MilliValue(), allocatable.Memory().Value()
@@ -164,6 +179,27 @@ func Decide(desired, allocated *v1.Pod, others []*v1.Pod, allocatable v1.Resourc
 		return Decision{Resize: true, Reason: ReasonDeferred, Message: strings.TrimPrefix(msg, rejectedPrefix)}
 	}
 	return Decision{Resize: true, Allocate: true}
+}
+
+// cpuRequestChanged: a resizable container's CPU request differs.
+func cpuRequestChanged(desired, allocated *v1.Pod) bool {
+	want := AllocationOf(allocated)
+	for _, init := range []bool{true, false} {
+		cs := desired.Spec.Containers
+		if init {
+			cs = desired.Spec.InitContainers
+		}
+		for i := range cs {
+			if !Resizable(&cs[i], init) {
+				continue
+			}
+			a := want[cs[i].Name].Requests[v1.ResourceCPU]
+			if d := cs[i].Resources.Requests[v1.ResourceCPU]; !d.Equal(a) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // differs: some container's resources differ between the two pods.

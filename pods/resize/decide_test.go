@@ -92,6 +92,36 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// Under the static CPU manager policy a Guaranteed pod's CPU does not
+// change in place (kubelet 1.34's message); its memory does, and other
+// pods' CPU does.
+func TestDecideStaticCPUs(t *testing.T) {
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}
+	guaranteed := rr("1", "1", "128Mi", "128Mi")
+	for _, tc := range []struct {
+		desc               string
+		desired, allocated *v1.Pod
+		want               Decision
+	}{
+		{"guaranteed cpu", podWith("p", rr("2", "2", "128Mi", "128Mi")), podWith("p", guaranteed),
+			Decision{Resize: true, Reason: "Infeasible", Message: `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`}},
+		{"guaranteed memory", podWith("p", rr("1", "1", "256Mi", "256Mi")), podWith("p", guaranteed), Decision{Resize: true, Allocate: true}},
+		{"burstable cpu", podWith("p", rr("500m", "1", "", "")), podWith("p", rr("250m", "1", "", "")), Decision{Resize: true, Allocate: true}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := DecideWith(tc.desired, tc.allocated, nil, alloc, true); got != tc.want {
+				t.Errorf("DecideWith = %+v, want %+v", got, tc.want)
+			}
+			if tc.want.Allocate {
+				return
+			}
+			if got := Decide(tc.desired, tc.allocated, nil, alloc); !got.Allocate {
+				t.Errorf("without the static policy: %+v", got)
+			}
+		})
+	}
+}
+
 func TestWithAllocation(t *testing.T) {
 	spec := podWith("p", rr("1", "1", "1Gi", "1Gi"), rr("100m", "", "", ""))
 	a := Allocation{"a": rr("500m", "500m", "512Mi", "512Mi")}

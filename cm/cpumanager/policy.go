@@ -1,0 +1,126 @@
+package cpumanager
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nodeagent/nodeagent/cm/cpumanager/state"
+	"github.com/nodeagent/nodeagent/kubetypes"
+)
+
+// static is kubelet's static policy over a state: exclusive CPUs for the
+// containers of Guaranteed pods with integer CPU requests, taken from the
+// shared pool (state.Default) and given back when released. The reserved
+// CPUs stay in the shared pool and are never given exclusively.
+type static struct {
+	topo     Topology
+	reserved cpuset.CPUSet
+	st       *state.State
+	// reuse are the CPUs of the init containers of the pod allocated last,
+	// which its later containers may take again (kubelet's cpusToReuse).
+	reuse map[string]cpuset.CPUSet
+}
+
+// validate checks a restored state against the node as kubelet's static
+// policy does at start, and fills an empty state with all CPUs.
+func (p *static) validate() error {
+	all := p.topo.CPUs()
+	def, assign := p.st.Default, p.st.Assign
+	if def.IsEmpty() {
+		if len(assign) != 0 {
+			return fmt.Errorf("default cpuset cannot be empty")
+		}
+		p.st.Default = all
+		return nil
+	}
+	if !p.reserved.Intersection(def).Equals(p.reserved) {
+		return fmt.Errorf("not all reserved cpus: %q are present in defaultCpuSet: %q", p.reserved.String(), def.String())
+	}
+	known := def
+	for pod, cs := range assign {
+		for name, set := range cs {
+			if !def.Intersection(set).IsEmpty() {
+				return fmt.Errorf("pod: %s, container: %s cpuset: %q overlaps with default cpuset %q", pod, name, set.String(), def.String())
+			}
+			known = known.Union(set)
+		}
+	}
+	if !known.Equals(all) {
+		return fmt.Errorf("current set of available CPUs %q doesn't match with CPUs in state %q", all.String(), known.String())
+	}
+	return nil
+}
+
+// guaranteedCPUs is the number of exclusive CPUs c gets: its integer CPU
+// request in a Guaranteed pod without pod-level resources, else 0.
+func guaranteedCPUs(pod *v1.Pod, c *v1.Container) int {
+	if kubetypes.PodQOSClass(pod) != v1.PodQOSGuaranteed || pod.Spec.Resources != nil {
+		return 0
+	}
+	q, ok := c.Resources.Requests[v1.ResourceCPU]
+	if !ok || q.Value()*1000 != q.MilliValue() {
+		return 0
+	}
+	return int(q.Value())
+}
+
+// allocate gives c its exclusive CPUs, if it gets any and has none yet.
+func (p *static) allocate(pod *v1.Pod, c *v1.Container, init bool) error {
+	n := guaranteedCPUs(pod, c)
+	if n == 0 {
+		return nil
+	}
+	uid := string(pod.UID)
+	if set, ok := p.st.Assign[uid][c.Name]; ok {
+		p.updateReuse(uid, set, init)
+		return nil
+	}
+	available := p.st.Default.Difference(p.reserved).Union(p.reuse[uid])
+	set, err := takeByTopology(p.topo, available, n)
+	if err != nil {
+		return err
+	}
+	p.st.Default = p.st.Default.Difference(set)
+	if p.st.Assign[uid] == nil {
+		p.st.Assign[uid] = map[string]cpuset.CPUSet{}
+	}
+	p.st.Assign[uid][c.Name] = set
+	p.updateReuse(uid, set, init)
+	return nil
+}
+
+// updateReuse: the CPUs of a (non-sidecar) init container may be taken
+// again by the pod's next containers, those of an app container or a
+// sidecar not. Only the pod allocated last keeps reusable CPUs.
+func (p *static) updateReuse(uid string, set cpuset.CPUSet, init bool) {
+	for other := range p.reuse {
+		if other != uid {
+			delete(p.reuse, other)
+		}
+	}
+	if init {
+		p.reuse[uid] = p.reuse[uid].Union(set)
+		return
+	}
+	p.reuse[uid] = p.reuse[uid].Difference(set)
+}
+
+// release gives a container's exclusive CPUs back to the shared pool, but
+// those another container of its pod still holds (reused from an init
+// container).
+func (p *static) release(uid, name string) {
+	set, ok := p.st.Assign[uid][name]
+	if !ok {
+		return
+	}
+	delete(p.st.Assign[uid], name)
+	for _, other := range p.st.Assign[uid] {
+		set = set.Difference(other)
+	}
+	if len(p.st.Assign[uid]) == 0 {
+		delete(p.st.Assign, uid)
+	}
+	p.st.Default = p.st.Default.Union(set)
+}
