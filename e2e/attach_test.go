@@ -264,12 +264,10 @@ func killStdioLoggers(t *testing.T, dir string) int {
 
 // streamingConnectionIdleTimeout: an exec session through the API server
 // that carries nothing for the agent's idle timeout is closed, while the
-// command still runs; output before it arrives. The timeout counts from
-// the stream's setup, so it must outlast the exec's start on a loaded
-// machine (2s did not once: the session closed before "hi").
+// command still runs; output before it arrives.
 func TestExecStreamIdleTimeout(t *testing.T) {
 	t.Parallel()
-	a, _ := readyPodAgent(t, "streamingConnectionIdleTimeout: 6s\n")
+	a, _ := readyPodAgent(t, "streamingConnectionIdleTimeout: 2s\n")
 	ctx := context.Background()
 	a.waitKubeletPort(ctx)
 	name := a.node + "-idle"
@@ -293,9 +291,9 @@ func TestExecStreamIdleTimeout(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("exec ended after %v: %v, output %q", took, err, out.String())
 	if sctx.Err() != nil || took > 30*time.Second {
-		t.Fatalf("an idle exec session lasted %v with a 6s idle timeout", took)
+		t.Fatalf("an idle exec session lasted %v with a 2s idle timeout", took)
 	}
-	if took < 6*time.Second || out.String() != "hi\n" {
-		t.Errorf("session ended after %v with output %q; want it idle 6s after \"hi\"", took, out.String())
+	if took < 2*time.Second || out.String() != "hi\n" {
+		t.Errorf("session ended after %v with output %q; want it idle 2s after \"hi\"", took, out.String())
 	}
 }
