@@ -772,11 +772,23 @@ func TestResourceMetricsAndStatsSummary(t *testing.T) {
 `, testimage.Ref)), "apply", "-f", "-")
 	p := a.waitPod(ctx, name, 60*time.Second, "running", running)
 	start := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	cs, err := rt.ListContainers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgroupPath := ""
+	for _, c := range cs {
+		if c.Pod.Name == name && c.State == runtime.StateRunning {
+			cgroupPath = c.CgroupsPath
+		}
+	}
 	time.Sleep(3 * time.Second)
+	cpuBefore := cgroupCPU(t, cgroupPath)
 	out, err := kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/metrics/resource")
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
+	cpuAfter := cgroupCPU(t, cgroupPath)
 	elapsed := time.Since(start).Seconds()
 	// The agent's own metrics are on the node API too, as kubelet's /metrics.
 	if own, err := kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/metrics"); err != nil || !strings.Contains(own, "nodeagent_lease_renew_attempts_total") {
@@ -811,8 +823,16 @@ func TestResourceMetricsAndStatsSummary(t *testing.T) {
 	}
 	cpu := find("container_cpu_usage_seconds_total")
 	t.Logf("after %.1fs: container CPU %.3fs, working set %.0f bytes", elapsed, cpu, find("container_memory_working_set_bytes"))
-	// A busy loop limited to 0.2 CPU: about 0.2 s per second.
-	if cpu < 0.05*elapsed || cpu > 0.3*elapsed {
+	// The container's CPU time is its cgroup's, read live: between two
+	// direct reads around the request (1 µs for the seconds' rounding).
+	// How much the loop got depends on the machine's load (at a load of
+	// 20 on 2 cores 0.09 CPU, at 30 less), so the only bound on the rate
+	// is the limit's: a busy loop limited to 0.2 CPU gets at most about
+	// 0.2 s per second.
+	if ns := cpu * 1e9; cpu == 0 || ns < float64(cpuBefore)-1e3 || ns > float64(cpuAfter)+1e3 {
+		t.Errorf("container CPU %.6fs outside the cgroup's %.6f..%.6fs", cpu, float64(cpuBefore)/1e9, float64(cpuAfter)/1e9)
+	}
+	if cpu > 0.3*elapsed {
 		t.Errorf("container CPU %.3fs after %.1fs under a 200m limit", cpu, elapsed)
 	}
 	if pc := find("pod_cpu_usage_seconds_total"); pc < cpu {
@@ -833,16 +853,6 @@ func TestResourceMetricsAndStatsSummary(t *testing.T) {
 
 	// /stats/summary decodes into the upstream types; the container's CPU
 	// time lies between two direct reads of its cgroup around the request.
-	cs, err := rt.ListContainers(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cgroupPath := ""
-	for _, c := range cs {
-		if c.Pod.Name == name && c.State == runtime.StateRunning {
-			cgroupPath = c.CgroupsPath
-		}
-	}
 	before := cgroupCPU(t, cgroupPath)
 	out, err = kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/stats/summary")
 	if err != nil {
