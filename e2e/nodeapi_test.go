@@ -133,21 +133,28 @@ func TestKubectlLogs(t *testing.T) {
 		t.Errorf("--since=1h: %q", out)
 	}
 	// A crashed, restarted container: its latest attempt, and with
-	// --previous the one before (retried if it restarts in between).
+	// --previous the one before (retried if it restarts in between: a
+	// new attempt's log is empty, or not there yet, until its echo).
 	attemptRE := regexp.MustCompile(`^attempt (\d+)\n$`)
-	num := func(out string) int {
+	crashLog := func(args ...string) (int, string) {
+		out, err := kubectlOut(t, a.env, append([]string{"logs", name, "-c", "crash"}, args...)...)
 		m := attemptRE.FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("crash log %q", out)
+		if err != nil || m == nil {
+			return -1, fmt.Sprintf("%q (%v)", out, err)
 		}
 		n, _ := strconv.Atoi(m[1])
-		return n
+		return n, out
 	}
 	for try := 0; ; try++ {
-		cur := num(logs("-c", "crash"))
-		prev := num(logs("-c", "crash", "--previous"))
-		if again := num(logs("-c", "crash")); again != cur && try < 5 {
+		cur, curOut := crashLog()
+		prev, prevOut := crashLog("--previous")
+		again, _ := crashLog()
+		if (cur < 0 || prev < 0 || again != cur) && try < 5 {
+			time.Sleep(500 * time.Millisecond)
 			continue
+		}
+		if cur < 0 || prev < 0 {
+			t.Fatalf("crash log %s, --previous %s", curOut, prevOut)
 		}
 		if prev != cur-1 {
 			t.Errorf("--previous shows attempt %d, current %d", prev, cur)
