@@ -63,6 +63,23 @@ func waitState(t *testing.T, rt *runtime.Runtime, id string, want runtime.State)
 	}
 }
 
+// exitedOutput returns an exited container's log once all its output is
+// in it. containerd's shim reports the exit without waiting for its copy
+// of the container's output into the file (a read right after Exited can
+// miss the last lines on a loaded machine); releasing the task, which
+// StopContainer does for an exited container, waits for that copy.
+func exitedOutput(t *testing.T, rt *runtime.Runtime, id, logPath string) []byte {
+	t.Helper()
+	if err := rt.StopContainer(context.Background(), id, 0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestRuntimeLifecycle(t *testing.T) {
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
