@@ -347,15 +347,20 @@ func rotated(path string, f *os.File) bool {
 }
 
 // tailStart finds where the last n lines of the files begin: the index of
-// the file and the offset in it.
+// the file and the offset in it. Only whole lines count: the live file is
+// read while its writer appends, and a read can see an append in part (a
+// write that spans pages grows the file a page at a time). A torn last
+// record is no line yet, as under kubelet (FindTailLineStartIndex); a
+// follow reads it once it is whole.
 func tailStart(files []string, n int64) (int, int64, error) {
 	if n == 0 {
-		// Nothing before the end: start at the end of the last file.
-		st, err := os.Stat(files[len(files)-1])
+		// Nothing before the end: start after the last whole line of the
+		// last file.
+		off, _, err := lineStartFromEnd(files[len(files)-1], 0)
 		if err != nil {
-			return len(files), 0, nil
+			return 0, 0, err
 		}
-		return len(files) - 1, st.Size(), nil
+		return len(files) - 1, off, nil
 	}
 	for i := len(files) - 1; i >= 0; i-- {
 		off, found, err := lineStartFromEnd(files[i], n)
@@ -370,8 +375,10 @@ func tailStart(files []string, n int64) (int, int64, error) {
 	return 0, 0, nil
 }
 
-// lineStartFromEnd returns the offset of the n-th complete line from the
-// end of the file, or 0 and the number of lines when it has fewer.
+// lineStartFromEnd returns the offset of the n-th whole line from the end
+// of the file (for n = 0: the end of the last whole line), or 0 and the
+// number of whole lines when it has fewer. A last line without its newline
+// is not counted.
 func lineStartFromEnd(name string, n int64) (int64, int64, error) {
 	f, err := os.Open(name)
 	if errors.Is(err, os.ErrNotExist) {
@@ -385,32 +392,37 @@ func lineStartFromEnd(name string, n int64) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("crilog: %w", err)
 	}
-	end := st.Size()
 	buf := make([]byte, 32<<10)
 	var count int64
-	// The newline that ends the file ends the last line; it starts none.
-	pos := end - 1
-	for pos > 0 {
-		start := pos - int64(len(buf))
-		if start < 0 {
-			start = 0
-		}
+	// The last newline ends the last whole line; it starts none (what
+	// follows it, if anything, is a torn record).
+	ended := false
+	for pos := st.Size(); pos > 0; {
+		start := max(pos-int64(len(buf)), 0)
 		chunk := buf[:pos-start]
 		if _, err := f.ReadAt(chunk, start); err != nil && !errors.Is(err, io.EOF) {
 			return 0, 0, fmt.Errorf("crilog: %w", err)
 		}
 		for j := len(chunk) - 1; j >= 0; j-- {
-			if chunk[j] == '\n' {
-				count++
-				if count == n {
-					return start + int64(j) + 1, n, nil
+			if chunk[j] != '\n' {
+				continue
+			}
+			if !ended {
+				ended = true
+				if n == 0 {
+					return start + int64(j) + 1, 0, nil
 				}
+				continue
+			}
+			count++
+			if count == n {
+				return start + int64(j) + 1, n, nil
 			}
 		}
 		pos = start
 	}
-	if end == 0 {
-		return 0, 0, nil
+	if !ended {
+		return 0, 0, nil // empty, or only a torn record
 	}
 	return 0, count + 1, nil
 }

@@ -83,6 +83,62 @@ func TestReadLogs(t *testing.T) {
 	}
 }
 
+// A read racing the writer's append can see its last record in part: that
+// record is no line yet for --tail (as kubelet's tail counts only whole
+// lines), and a follow from the end starts at its beginning, so that it
+// comes out whole once written, not as a fragment.
+func TestTailIgnoresATornLastRecord(t *testing.T) {
+	p := writeLog(t, 5, Rotation{})
+	whole, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := []byte("2026-11-22T10:00:00.9Z stdout F l05\n")
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(rec[:20]); err != nil { // torn within the timestamp
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tail int64
+		want string
+	}{{1, lines(4, 5)}, {2, lines(3, 5)}, {5, lines(0, 5)}, {9, lines(0, 5)}, {-1, lines(0, 5)}} {
+		var buf bytes.Buffer
+		if err := ReadLogs(context.Background(), p, ReadOptions{TailLines: tc.tail}, &buf, nil); err != nil {
+			t.Fatal(err)
+		}
+		if buf.String() != tc.want {
+			t.Errorf("tail %d with a torn last record: %q, want %q", tc.tail, buf.String(), tc.want)
+		}
+	}
+	if off, n, err := lineStartFromEnd(p, 0); err != nil || off != int64(len(whole)) || n != 0 {
+		t.Errorf("the end of the whole lines: %d %d %v, want %d", off, n, err, len(whole))
+	}
+
+	// Follow from the end (kubectl logs -f --tail=0, attach): the torn
+	// record, completed, is the first line out.
+	out := &testlog.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done, positioned := make(chan error, 1), make(chan struct{})
+	opts := ReadOptions{Follow: true, TailLines: 0, Positioned: func() { close(positioned) }}
+	go func() { done <- ReadLogs(ctx, p, opts, out, func() bool { return true }) }()
+	<-positioned
+	if _, err := f.Write(rec[20:]); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); out.String() != "l05\n"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("followed %q, want the completed record l05", out.String())
+		}
+	}
+	cancel()
+	<-done
+}
+
 func TestReadPartialLines(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "0.log")
 	long := strings.Repeat("y", MaxLineSize+5)

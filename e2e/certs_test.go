@@ -343,9 +343,19 @@ func TestClientCertificateRotation(t *testing.T) {
 		t.Fatalf("kubectl logs -f ended during the rotations (%v):\n%s", err, followed.String())
 	default:
 	}
+	// Both the follow's output and the container's log file are read
+	// while they grow: only their whole lines count (a torn last line is
+	// the next read's).
+	wholeLines := func(text string) []string {
+		text = text[:strings.LastIndexByte(text, '\n')+1]
+		if text == "" {
+			return nil
+		}
+		return strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	}
 	lastTick := func(text string) (last, count int) {
 		last = -1
-		for i, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		for i, l := range wholeLines(text) {
 			var n int
 			if _, err := fmt.Sscanf(l, "tick %d", &n); err != nil {
 				t.Fatalf("line %d: %q", i, l)
@@ -371,7 +381,7 @@ func TestClientCertificateRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	var written int
-	if ls := strings.Split(strings.TrimSpace(string(b)), "\n"); len(ls) > 0 {
+	if ls := wholeLines(string(b)); len(ls) > 0 {
 		if _, err := fmt.Sscanf(ls[len(ls)-1][strings.LastIndex(ls[len(ls)-1], " tick ")+1:], "tick %d", &written); err != nil {
 			t.Fatalf("last log line %q", ls[len(ls)-1])
 		}

@@ -124,30 +124,40 @@ func TestKubectlLogs(t *testing.T) {
 	if out := logs("-c", "talk", "--limit-bytes=6"); len(out) != 6 {
 		t.Errorf("--limit-bytes=6: %q", out)
 	}
-	// --since: the first lines are older than a second by now.
-	time.Sleep(1500 * time.Millisecond)
-	if out := logs("-c", "talk", "--since=1s"); strings.Contains(out, "one\n") || !strings.Contains(out, "tick ") {
-		t.Errorf("--since=1s: %q", out)
+	// --since: the first lines are half a minute old by now (the crash
+	// container restarted twice: back-offs of 10 and 20 s), the ticks a
+	// fifth of a second apart. The window is 5 s, not 1: on a loaded
+	// machine the shell's loop (a fork and exec of sleep a tick) can
+	// leave a second without a tick.
+	if out := logs("-c", "talk", "--since=5s"); strings.Contains(out, "one\n") || !strings.Contains(out, "tick ") {
+		t.Errorf("--since=5s: %q", out)
 	}
 	if out := logs("-c", "talk", "--since=1h"); !strings.Contains(out, "one\n") {
 		t.Errorf("--since=1h: %q", out)
 	}
 	// A crashed, restarted container: its latest attempt, and with
-	// --previous the one before (retried if it restarts in between).
+	// --previous the one before (retried if it restarts in between: a
+	// new attempt's log is empty, or not there yet, until its echo).
 	attemptRE := regexp.MustCompile(`^attempt (\d+)\n$`)
-	num := func(out string) int {
+	crashLog := func(args ...string) (int, string) {
+		out, err := kubectlOut(t, a.env, append([]string{"logs", name, "-c", "crash"}, args...)...)
 		m := attemptRE.FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("crash log %q", out)
+		if err != nil || m == nil {
+			return -1, fmt.Sprintf("%q (%v)", out, err)
 		}
 		n, _ := strconv.Atoi(m[1])
-		return n
+		return n, out
 	}
 	for try := 0; ; try++ {
-		cur := num(logs("-c", "crash"))
-		prev := num(logs("-c", "crash", "--previous"))
-		if again := num(logs("-c", "crash")); again != cur && try < 5 {
+		cur, curOut := crashLog()
+		prev, prevOut := crashLog("--previous")
+		again, _ := crashLog()
+		if (cur < 0 || prev < 0 || again != cur) && try < 5 {
+			time.Sleep(500 * time.Millisecond)
 			continue
+		}
+		if cur < 0 || prev < 0 {
+			t.Fatalf("crash log %s, --previous %s", curOut, prevOut)
 		}
 		if prev != cur-1 {
 			t.Errorf("--previous shows attempt %d, current %d", prev, cur)
@@ -772,11 +782,23 @@ func TestResourceMetricsAndStatsSummary(t *testing.T) {
 `, testimage.Ref)), "apply", "-f", "-")
 	p := a.waitPod(ctx, name, 60*time.Second, "running", running)
 	start := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	cs, err := rt.ListContainers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgroupPath := ""
+	for _, c := range cs {
+		if c.Pod.Name == name && c.State == runtime.StateRunning {
+			cgroupPath = c.CgroupsPath
+		}
+	}
 	time.Sleep(3 * time.Second)
+	cpuBefore := cgroupCPU(t, cgroupPath)
 	out, err := kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/metrics/resource")
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
+	cpuAfter := cgroupCPU(t, cgroupPath)
 	elapsed := time.Since(start).Seconds()
 	// The agent's own metrics are on the node API too, as kubelet's /metrics.
 	if own, err := kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/metrics"); err != nil || !strings.Contains(own, "nodeagent_lease_renew_attempts_total") {
@@ -811,8 +833,16 @@ func TestResourceMetricsAndStatsSummary(t *testing.T) {
 	}
 	cpu := find("container_cpu_usage_seconds_total")
 	t.Logf("after %.1fs: container CPU %.3fs, working set %.0f bytes", elapsed, cpu, find("container_memory_working_set_bytes"))
-	// A busy loop limited to 0.2 CPU: about 0.2 s per second.
-	if cpu < 0.05*elapsed || cpu > 0.3*elapsed {
+	// The container's CPU time is its cgroup's, read live: between two
+	// direct reads around the request (1 µs for the seconds' rounding).
+	// How much the loop got depends on the machine's load (at a load of
+	// 20 on 2 cores 0.09 CPU, at 30 less), so the only bound on the rate
+	// is the limit's: a busy loop limited to 0.2 CPU gets at most about
+	// 0.2 s per second.
+	if ns := cpu * 1e9; cpu == 0 || ns < float64(cpuBefore)-1e3 || ns > float64(cpuAfter)+1e3 {
+		t.Errorf("container CPU %.6fs outside the cgroup's %.6f..%.6fs", cpu, float64(cpuBefore)/1e9, float64(cpuAfter)/1e9)
+	}
+	if cpu > 0.3*elapsed {
 		t.Errorf("container CPU %.3fs after %.1fs under a 200m limit", cpu, elapsed)
 	}
 	if pc := find("pod_cpu_usage_seconds_total"); pc < cpu {
@@ -833,16 +863,6 @@ func TestResourceMetricsAndStatsSummary(t *testing.T) {
 
 	// /stats/summary decodes into the upstream types; the container's CPU
 	// time lies between two direct reads of its cgroup around the request.
-	cs, err := rt.ListContainers(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cgroupPath := ""
-	for _, c := range cs {
-		if c.Pod.Name == name && c.State == runtime.StateRunning {
-			cgroupPath = c.CgroupsPath
-		}
-	}
 	before := cgroupCPU(t, cgroupPath)
 	out, err = kubectlOut(t, a.env, "get", "--raw", "/api/v1/nodes/"+a.node+"/proxy/stats/summary")
 	if err != nil {
@@ -872,11 +892,14 @@ func TestResourceMetricsAndStatsSummary(t *testing.T) {
 	// has it to give (at a load of 20 on 2 cores it got 0.09): bounded
 	// above by twice the limit (a cgroup seen the first time is sampled
 	// over 100 ms, one CFS period; a window that straddles two periods can
-	// hold both periods' quota: 318m was measured), and below by a fraction
-	// of the container's mean rate so far, which catches a zero or a unit
-	// error without depending on the machine's load.
+	// hold both periods' quota: 318m was measured), and below by a
+	// hundredth of the container's mean rate so far, which catches a zero
+	// or a unit error (a factor of 1,000) without depending on the load:
+	// over a 100 ms window a loaded machine can give the loop far less
+	// than its mean (a third of it was asked before, which a load spike
+	// can undercut).
 	mean := cpu / elapsed * 1e9
-	if r := *cst.CPU.UsageNanoCores; r == 0 || float64(r) < 0.3*mean || r > 400_000_000 {
+	if r := *cst.CPU.UsageNanoCores; r == 0 || float64(r) < 0.01*mean || r > 400_000_000 {
 		t.Errorf("usageNanoCores %d under a 200m limit (mean so far %.0f)", r, mean)
 	}
 	if ws := *cst.Memory.WorkingSetBytes; ws < 4e6 {

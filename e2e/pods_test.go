@@ -443,7 +443,7 @@ func TestDeletedPodStopsWithinGracePeriod(t *testing.T) {
   containers:
   - name: c
     image: %s
-    command: ["sh", "-c", "trap 'echo got TERM > /host/term; exit 0' TERM; while true; do sleep 0.2; done"]
+    command: ["sh", "-c", "trap 'echo got TERM > /host/term; exit 0' TERM; touch /host/trapped; while true; do sleep 0.2; done"]
     volumeMounts: [{name: host, mountPath: /host}]
 `, hostDir, testimage.Ref)), "apply", "-f", "-")
 	kubectl(t, a.env, podYAML(stubborn, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 3
@@ -457,11 +457,16 @@ func TestDeletedPodStopsWithinGracePeriod(t *testing.T) {
 		t.Fatalf("no log file %s", a.logPath(p1, "c", 0))
 	}
 	a.waitPod(ctx, stubborn, 30*time.Second, "running", running)
+	// Running is the container's start, not its shell's trap: a SIGTERM
+	// before the trap is ignored (the shell is its PID namespace's init)
+	// and the polite pod would look stubborn. The shell says when the
+	// trap is in place.
+	waitFor(t, 20*time.Second, func() bool { return fileExists(filepath.Join(hostDir, "trapped")) }, "the polite container's TERM trap")
 
 	for _, tc := range []struct {
 		name     string
 		min, max time.Duration
-	}{{polite, 0, 10 * time.Second}, {stubborn, 3 * time.Second, 15 * time.Second}} {
+	}{{polite, 0, 20 * time.Second}, {stubborn, 3 * time.Second, 15 * time.Second}} { // polite: well within its 30s grace
 		start := time.Now()
 		kubectl(t, a.env, "", "delete", "pod", "-n", "default", tc.name, "--wait=true", "--timeout=60s")
 		took := time.Since(start)

@@ -175,13 +175,17 @@ func TestLifecycleHooks(t *testing.T) {
 	waitFile("poststart", 10*time.Second)
 	start := time.Now()
 	kubectl(t, a.env, "", "delete", "pod", name, "--wait=false")
-	got := waitFile("term", 15*time.Second)
+	got := waitFile("term", 18*time.Second)
 	took := time.Since(start)
 	lines := strings.Fields(got)
 	if len(lines) != 4 || lines[2] != "prestop" || lines[3] != "term" {
 		t.Errorf("hook order %q, want main and poststart, then prestop, then term", lines)
 	}
-	if took < 2*time.Second || took > 10*time.Second {
+	// The upper bound tells a SIGTERM sent after the hook from the grace
+	// period's end (20 s); what comes before it (kubectl's start, the
+	// deletion reaching the agent, the exec of the hook) is the machine's,
+	// up to a few seconds under load.
+	if took < 2*time.Second || took > 15*time.Second {
 		t.Errorf("SIGTERM %v after the delete; want after the 2s preStop, well within the 20s grace", took)
 	}
 }

@@ -145,7 +145,10 @@ func TestSidecarReadinessRestartAndShutdownOrder(t *testing.T) {
 	if order := strings.Join(strings.Fields(got), " "); order != "main s2 s1" {
 		t.Errorf("SIGTERM order %q, want main, then s2, then s1", order)
 	}
-	if took := time.Since(start); took > 10*time.Second {
+	// Within the grace period with room for a loaded machine (kubectl's
+	// start, the deletion reaching the agent): a container killed at the
+	// grace period's end would not have written its name.
+	if took := time.Since(start); took > 15*time.Second {
 		t.Errorf("shutdown took %v, want well within the 20s grace period", took)
 	}
 }

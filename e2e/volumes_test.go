@@ -91,7 +91,10 @@ func TestSecretConfigMapDownwardAPIVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpu := node.Status.Allocatable.Cpu().MilliValue() // no cpu limit: the node's allocatable
-	log := a.waitLog(p, "c", 0, "round:")
+	// A whole round (" end" and its record's newline): the log is read
+	// while the container appends, and a torn first round would lack
+	// what the checks below want.
+	log := a.waitLog(p, "c", 0, "round:", " end\n")
 	for _, want := range []string{
 		"mount: tmpfs /sec tmpfs", "modes: 400 644 440", "app.conf: conf-v1", "bin: BIN",
 		"all: sub " + name + " ",

@@ -116,7 +116,7 @@ if [ -z "${SKIP_VM:-}" ]; then
     (
       rc=0
       nice -n 10 hack/vm/image.sh --base-only >"$dir/vm-base.log" 2>&1 </dev/null || rc=$?
-      echo "$rc" >"$dir/vm-base.rc"
+      echo "$rc" >"$dir/vm-base.rc.tmp" && mv "$dir/vm-base.rc.tmp" "$dir/vm-base.rc"
     ) &
     echo $! >"$dir/vm-base.pgid"
   )
@@ -132,7 +132,7 @@ if [ -z "${SKIP_SYSTEMD:-}" ] || [ -z "${SKIP_JOIN:-}" ]; then
     (
       rc=0
       nice -n 10 hack/systemd-test/rootfs.sh >/dev/null 2>"$dir/rootfs.log" </dev/null || rc=$?
-      echo "$rc" >"$dir/rootfs.rc"
+      echo "$rc" >"$dir/rootfs.rc.tmp" && mv "$dir/rootfs.rc.tmp" "$dir/rootfs.rc"
     ) &
     echo $! >"$dir/rootfs.pgid"
   )

@@ -69,11 +69,13 @@ func TestStatsSummary(t *testing.T) {
 		*c.Memory.WorkingSetBytes != 7168 || *c.Memory.RSSBytes != 4096 || *c.Logs.UsedBytes != 10 {
 		t.Errorf("container cpu %+v memory %+v logs %+v", c.CPU, c.Memory, c.Logs)
 	}
-	// One more core-second between two requests: a positive rate.
+	// A minute of CPU time more between two requests: a rate of at least
+	// a core as long as the two requests are less than a minute apart (a
+	// single core-second made it a race with a loaded machine's second).
 	time.Sleep(50 * time.Millisecond)
-	writeFiles(t, root, map[string]string{"nodeagent/u1/c1/cpu.stat": "usage_usec 3000000\n"})
+	writeFiles(t, root, map[string]string{"nodeagent/u1/c1/cpu.stat": "usage_usec 62000000\n"})
 	if r := *get().Pods[0].Containers[0].CPU.UsageNanoCores; r < 1e9 {
-		t.Errorf("usageNanoCores %d after a core-second in well under a second", r)
+		t.Errorf("usageNanoCores %d after 60 core-seconds in well under a minute", r)
 	}
 	// Samples of containers that are gone are forgotten.
 	e.conts.cs = nil

@@ -43,7 +43,7 @@ devices:
 		t.Fatal(err)
 	}
 	c := waitState(t, rt, id, runtime.StateExited)
-	b, _ := os.ReadFile(logPath)
+	b := exitedOutput(t, rt, id, logPath)
 	if c.ExitCode != 0 || !strings.Contains(string(b), "env=one") || !strings.Contains(string(b), "wrote the device") {
 		t.Errorf("exit %d, log %q: want the CDI device's variable and a writable /dev/cdi-null", c.ExitCode, b)
 	}

@@ -58,7 +58,22 @@ func (r *Runtime) Exec(ctx context.Context, id string, o ExecOptions) (int, erro
 	if o.Stdin != nil {
 		stdin = &eofNotifier{r: o.Stdin, eof: stdinEOF}
 	}
-	opts = append(opts, cio.WithStreams(stdin, o.Stdout, o.Stderr))
+	// Without a terminal, containerd's shim copies stdout and stderr as a
+	// pair: with one of them set and the other not, it tries to open the
+	// missing one's fifo at "" and the exec fails to start ("opening file
+	// \"\" failed"), though its process may have written some output
+	// already (kubectl exec with stdout only, as the API server may ask for
+	// it). As containerd's CRI, which makes both fifos always, the stream
+	// nobody asked for is read and dropped.
+	stdout, stderr := o.Stdout, o.Stderr
+	if !o.TTY && (stdout == nil) != (stderr == nil) {
+		if stdout == nil {
+			stdout = io.Discard
+		} else {
+			stderr = io.Discard
+		}
+	}
+	opts = append(opts, cio.WithStreams(stdin, stdout, stderr))
 	if o.TTY {
 		opts = append(opts, cio.WithTerminal)
 	}

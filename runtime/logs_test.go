@@ -70,6 +70,12 @@ func startAndHang() int {
 // floodLines × 130 bytes ≈ 52 MB (50 MiB).
 const floodLines = 404000
 
+// lastFloodRecord ends the log of floodCommand(floodLines): the whole
+// record, newline included. Its prefix alone can be read before the rest
+// of the write that holds it (a read racing the writer's append sees a
+// torn record), and checkLines then fails on the short content.
+var lastFloodRecord = fmt.Sprintf(" stdout F %08d %0120d\n", floodLines-1, 0)
+
 func waitExited(t *testing.T, rt *runtime.Runtime, id string, within time.Duration) runtime.Container {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -165,7 +171,7 @@ func TestContainerLogRotation(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		b, _ := os.ReadFile(logPath)
-		if strings.Contains(string(b), fmt.Sprintf(" stdout F %08d ", floodLines-1)) || time.Now().After(deadline) {
+		if strings.Contains(string(b), lastFloodRecord) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -237,7 +243,7 @@ func TestContainerLogSurvivesAgentKill(t *testing.T) {
 	deadline = time.Now().Add(20 * time.Second)
 	for {
 		b, _ := os.ReadFile(logPath)
-		if strings.Contains(string(b), fmt.Sprintf(" stdout F %08d ", floodLines-1)) || time.Now().After(deadline) {
+		if strings.Contains(string(b), lastFloodRecord) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

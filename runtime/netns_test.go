@@ -34,13 +34,10 @@ func runProbe(t *testing.T, rt *runtime.Runtime, name string, mod func(*runtime.
 	if err := rt.StartContainer(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if c := waitState(t, rt, id, runtime.StateExited); c.ExitCode != 0 {
-		b, _ := os.ReadFile(s.LogPath)
+	c := waitState(t, rt, id, runtime.StateExited)
+	b := exitedOutput(t, rt, id, s.LogPath)
+	if c.ExitCode != 0 {
 		t.Fatalf("probe %s exited %d: %s", name, c.ExitCode, b)
-	}
-	b, err := os.ReadFile(s.LogPath)
-	if err != nil {
-		t.Fatal(err)
 	}
 	t.Logf("%s:\n%s", name, b)
 	return string(b)

@@ -63,6 +63,23 @@ func waitState(t *testing.T, rt *runtime.Runtime, id string, want runtime.State)
 	}
 }
 
+// exitedOutput returns an exited container's log once all its output is
+// in it. containerd's shim reports the exit without waiting for its copy
+// of the container's output into the file (a read right after Exited can
+// miss the last lines on a loaded machine); releasing the task, which
+// StopContainer does for an exited container, waits for that copy.
+func exitedOutput(t *testing.T, rt *runtime.Runtime, id, logPath string) []byte {
+	t.Helper()
+	if err := rt.StopContainer(context.Background(), id, 0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestRuntimeLifecycle(t *testing.T) {
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
@@ -184,7 +201,13 @@ func TestRuntimeLifecycle(t *testing.T) {
 func TestStopHonoursSIGTERM(t *testing.T) {
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	id, err := rt.CreateContainer(ctx, spec("p2", "main", "sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"))
+	// The shell says when its trap is in place: a SIGTERM before that
+	// is ignored (it is its PID namespace's init), and the stop would end
+	// in SIGKILL after the grace period. A fixed wait after Running was
+	// too short for a loaded machine.
+	s := spec("p2", "main", "sh", "-c", "trap 'exit 0' TERM; echo trapped; while true; do sleep 0.1; done")
+	s.LogPath = filepath.Join(t.TempDir(), "main.log")
+	id, err := rt.CreateContainer(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +215,14 @@ func TestStopHonoursSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, rt, id, runtime.StateRunning)
-	time.Sleep(200 * time.Millisecond) // let the shell install its trap
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(s.LogPath); strings.Contains(string(b), "trapped\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shell did not install its TERM trap within 20s")
+		}
+	}
 	if err := rt.StopContainer(ctx, id, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}

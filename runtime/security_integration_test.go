@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,7 +36,7 @@ func TestSecurityUserAgainstContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, rt, id, runtime.StateExited)
-	b, _ := os.ReadFile(s.LogPath)
+	b := exitedOutput(t, rt, id, s.LogPath)
 	for _, w := range []string{"Uid:\t0\t0\t0\t0", "Gid:\t0\t0\t0\t0", "Groups:\t0 5", "NoNewPrivs:\t1"} {
 		if !strings.Contains(string(b), w) {
 			t.Errorf("%q missing from\n%s", w, b)

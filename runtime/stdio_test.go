@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -13,13 +14,16 @@ import (
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
-// readLog returns the records of a CRI log file as "stream content" lines.
+// readLog returns the records of a CRI log file as "stream content" lines:
+// its whole records only, for the logger may be appending one as the file
+// is read (a torn last record is the next read's).
 func readLog(t *testing.T, p string) []string {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
+	b = b[:bytes.LastIndexByte(b, '\n')+1]
 	var out []string
 	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
 		if l == "" {
