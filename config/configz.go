@@ -28,6 +28,9 @@ func KubeletConfigz(cfg *NodeAgentConfiguration) ([]byte, error) {
 			shared[k] = v
 		}
 	}
+	// Unset in the file, serializeImagePulls is kubelet's default for
+	// maxParallelImagePulls, which kubelet's configz shows.
+	shared["serializeImagePulls"] = cfg.ImagePullsSerialized()
 	if lm, ok := all["logging"].(map[string]any); ok {
 		sub := map[string]any{}
 		for k := range kubeletLoggingSupported {

@@ -28,6 +28,21 @@ func TestKubeletConfigz(t *testing.T) {
 	if a, _ := kc["authentication"].(map[string]any); a == nil || a["webhook"].(map[string]any)["enabled"] != true {
 		t.Errorf("authentication %v", kc["authentication"])
 	}
+	// The image pull settings with kubelet's defaults; serializeImagePulls
+	// unset is shown as kubelet's defaulting sets it.
+	if kc["serializeImagePulls"] != true || kc["registryPullQPS"] != float64(5) || kc["registryBurst"] != float64(10) {
+		t.Errorf("image pulls in %s", b)
+	}
+	if _, ok := kc["maxParallelImagePulls"]; ok {
+		t.Errorf("maxParallelImagePulls served while unset: %s", b)
+	}
+	par := Default()
+	par.MaxParallelImagePulls = new(int32)
+	*par.MaxParallelImagePulls = 3
+	if b, err := KubeletConfigz(par); err != nil || json.Unmarshal(b, &got) != nil ||
+		got.KubeletConfig["serializeImagePulls"] != false || got.KubeletConfig["maxParallelImagePulls"] != float64(3) {
+		t.Errorf("with maxParallelImagePulls 3: %s, %v", b, err)
+	}
 	// Only what nodeagent shares with kubelet, without kind/apiVersion
 	// (kubelet's /configz has none).
 	for _, k := range []string{"kind", "apiVersion", "rootDir", "netnsDir", "httpCheckFrequency"} {

@@ -88,6 +88,13 @@ const (
 	DefaultContentType  = ContentTypeProtobuf
 )
 
+// Defaults of the image pull limits (kubelet's): pulls are serialized
+// unless maxParallelImagePulls is 2 or more (ImagePullsSerialized).
+const (
+	DefaultRegistryPullQPS = 5
+	DefaultRegistryBurst   = 10
+)
+
 // Cgroup defaults and values (kubelet's).
 const (
 	CgroupDriverCgroupfs       = "cgroupfs"
@@ -164,6 +171,8 @@ func Default() *NodeAgentConfiguration {
 		RuntimeHandlers:                      map[string]string{"runc": "io.containerd.runc.v2"},
 		RegistryConfigPath:                   DefaultRegistryConfigPath,
 		ImagePullProgressTimeout:             metav1.Duration{Duration: DefaultImagePullProgressTimeout},
+		RegistryPullQPS:                      DefaultRegistryPullQPS,
+		RegistryBurst:                        DefaultRegistryBurst,
 		Logging: LoggingConfiguration{
 			Format:    DefaultLoggingFormat,
 			Verbosity: 0,

@@ -279,6 +279,18 @@ type NodeAgentConfiguration struct {
 	// this long (nodeagent; containerd CRI's image_pull_progress_timeout);
 	// 0 means never.
 	ImagePullProgressTimeout metav1.Duration `json:"imagePullProgressTimeout"`
+	// SerializeImagePulls pulls one image at a time on the node
+	// (kubelet's serializeImagePulls); nil means kubelet's default, true
+	// unless MaxParallelImagePulls is 2 or more (ImagePullsSerialized).
+	SerializeImagePulls *bool `json:"serializeImagePulls,omitempty"`
+	// MaxParallelImagePulls bounds the pulls in progress when they are
+	// not serialized (kubelet's); nil means no bound.
+	MaxParallelImagePulls *int32 `json:"maxParallelImagePulls,omitempty"`
+	// RegistryPullQPS and RegistryBurst are kubelet's token bucket on
+	// image pulls: a pull that finds it empty fails at once (ErrImagePull).
+	// A QPS of 0 means no limit.
+	RegistryPullQPS int32 `json:"registryPullQPS"`
+	RegistryBurst   int32 `json:"registryBurst"`
 	// ImageCredentialProviderConfig is kubelet's
 	// --image-credential-provider-config: a CredentialProviderConfig file
 	// or directory; "" means no plugins (nodeagent field; flag of the same

@@ -517,6 +517,7 @@ func validateImages(c *NodeAgentConfiguration) field.ErrorList {
 			errs = append(errs, field.Required(field.NewPath("imageCredentialProviderBinDir"), "the plugins' directory is required with imageCredentialProviderConfig"))
 		}
 	}
+	errs = append(errs, validateImagePulls(c)...)
 	if c.ImageCredentialProviderBinDir != "" && !filepath.IsAbs(c.ImageCredentialProviderBinDir) {
 		errs = append(errs, field.Invalid(field.NewPath("imageCredentialProviderBinDir"), c.ImageCredentialProviderBinDir, "must be an absolute path or empty"))
 	}
@@ -552,4 +553,38 @@ func validateAPIClients(c *NodeAgentConfiguration) field.ErrorList {
 		errs = append(errs, field.NotSupported(field.NewPath("contentType"), c.ContentType, []string{ContentTypeProtobuf, ContentTypeJSON}))
 	}
 	return errs
+}
+
+// validateImagePulls checks the image pull limits with kubelet's rules and
+// wording (pkg/kubelet/apis/config/validation), naming the field. A burst
+// of 0 under a QPS above 0 would let no pull through; kubelet's
+// defaulting makes it unreachable there (0 means the default in a
+// KubeletConfiguration), so it is refused here.
+func validateImagePulls(c *NodeAgentConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	if c.RegistryBurst < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("registryBurst"), c.RegistryBurst, "must not be a negative number"))
+	} else if c.RegistryBurst == 0 && c.RegistryPullQPS > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("registryBurst"), c.RegistryBurst, "must be greater than 0 when registryPullQPS is greater than 0"))
+	}
+	if c.RegistryPullQPS < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("registryPullQPS"), c.RegistryPullQPS, "must not be a negative number"))
+	}
+	if n := c.MaxParallelImagePulls; n != nil {
+		if *n < 1 {
+			errs = append(errs, field.Invalid(field.NewPath("maxParallelImagePulls"), *n, "must be a positive number"))
+		} else if *n > 1 && c.ImagePullsSerialized() {
+			errs = append(errs, field.Invalid(field.NewPath("maxParallelImagePulls"), *n, "cannot be larger than 1 unless serializeImagePulls is set to false"))
+		}
+	}
+	return errs
+}
+
+// ImagePullsSerialized is serializeImagePulls, or kubelet's default for
+// it when unset (true unless maxParallelImagePulls is 2 or more).
+func (c *NodeAgentConfiguration) ImagePullsSerialized() bool {
+	if c.SerializeImagePulls != nil {
+		return *c.SerializeImagePulls
+	}
+	return c.MaxParallelImagePulls == nil || *c.MaxParallelImagePulls < 2
 }

@@ -274,7 +274,7 @@ func TestWatcherReload(t *testing.T) {
 	}
 	// So is a configuration warning: the caller's own at start (kubeadm's
 	// unsupported KubeletConfiguration fields) is not repeated by reloads.
-	kc := writeFile(t, dir, "kubelet.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nregistryPullQPS: 5\n")
+	kc := writeFile(t, dir, "kubelet.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodURL: http://127.0.0.1:1/pods\n")
 	_, startWarnings, err := Load(LoadOptions{Path: kc})
 	if err != nil || len(startWarnings) != 1 {
 		t.Fatalf("Load: %v, warnings %q; want one", err, startWarnings)
@@ -283,13 +283,13 @@ func TestWatcherReload(t *testing.T) {
 	kw.LoggedWarnings = startWarnings
 	kw.Reload()
 	kw.Reload()
-	if n := strings.Count(logs.String(), "registryPullQPS"); n != 0 {
+	if n := strings.Count(logs.String(), "staticPodURL"); n != 0 {
 		t.Errorf("the start-up warning was logged %d more times by reloads, want 0:\n%s", n, logs)
 	}
-	writeFile(t, dir, "kubelet.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nregistryPullQPS: 5\nregistryBurst: 10\n")
+	writeFile(t, dir, "kubelet.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodURL: http://127.0.0.1:1/pods\nstaticPodURLHeader:\n  X-Node: [a]\n")
 	kw.Reload()
 	kw.Reload()
-	if n := strings.Count(logs.String(), "registryBurst"); n != 1 {
+	if n := strings.Count(logs.String(), "staticPodURLHeader"); n != 1 {
 		t.Errorf("a changed warning was logged %d times, want 1:\n%s", n, logs)
 	}
 	writeFile(t, dir, "config.yaml", "garbage")

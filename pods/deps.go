@@ -174,7 +174,10 @@ type workerDeps struct {
 	// nodeKeyring is the node's registry credentials (nil: none).
 	nodeKeyring NodeKeyring
 	// pulls is KubeletEnsureSecretPulledImages (nil: off).
-	pulls   *pullmanager.Manager
+	pulls *pullmanager.Manager
+	// puller is the node's image pulls under kubelet's limits
+	// (imagepulls.go); nil: each pod pulls without limits.
+	puller  *imagePuller
 	cgroups PodCgroups     // nil: the runtime's default cgroup parent
 	devices Devices        // nil: no device plugins
 	cpus    CPUs           // nil: no CPU manager

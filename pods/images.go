@@ -89,6 +89,8 @@ type podImages struct {
 	// pulls is KubeletEnsureSecretPulledImages (nil: the gate is off and
 	// an image on the node is served to any pod).
 	pulls *pullmanager.Manager
+	// puller is the node's pulls (serialized, bounded, rate-limited).
+	puller *imagePuller
 
 	ids     map[string]string    // image ID by image reference, for the status
 	backoff *flowcontrol.Backoff // per image, since its last failed pull
@@ -99,8 +101,12 @@ type podImages struct {
 }
 
 func newPodImages(d *workerDeps, uid types.UID, source string, log *slog.Logger) podImages {
+	puller := d.puller
+	if puller == nil {
+		puller = newImagePuller(ImagePullLimits{}, d.clock)
+	}
 	return podImages{uid: uid, source: source, rt: d.rt, clock: d.clock, event: d.event, log: log,
-		secrets: d.secrets, node: d.nodeKeyring, pulls: d.pulls, ids: map[string]string{}}
+		secrets: d.secrets, node: d.nodeKeyring, pulls: d.pulls, puller: puller, ids: map[string]string{}}
 }
 
 // ensure applies the image pull policy and returns the reference to
@@ -213,9 +219,17 @@ func (im *podImages) pull(ctx context.Context, pod *v1.Pod, c *v1.Container) (st
 			return "", status.ReasonErrImagePull, fmt.Errorf("Failed to record image pull intent for container image %q: %w", c.Image, err)
 		}
 	}
-	im.event(pod, v1.EventTypeNormal, reasonPulling, fmt.Sprintf(msgPullingFmt, c.Image))
+	// As in kubelet, the Pulling event is sent before the pull waits for
+	// its turn (serializeImagePulls, maxParallelImagePulls), and the
+	// Pulled event gives both the pull's own time and the time since.
 	start := im.clock.Now()
-	img, used, err := im.pullWith(ctx, c.Image, creds)
+	im.event(pod, v1.EventTypeNormal, reasonPulling, fmt.Sprintf(msgPullingFmt, c.Image))
+	var img runtime.Image
+	var used *keyring.Cred
+	pulling, err := im.puller.do(ctx, func(ctx context.Context) (err error) {
+		img, used, err = im.pullWith(ctx, c.Image, creds)
+		return err
+	})
 	if im.pulls != nil {
 		if err != nil {
 			im.pulls.RecordFailed(c.Image)
@@ -232,7 +246,7 @@ func (im *podImages) pull(ctx context.Context, pod *v1.Pod, c *v1.Container) (st
 	}
 	d := im.clock.Since(start).Truncate(time.Millisecond)
 	im.ids[c.Image] = img.ID
-	im.event(pod, v1.EventTypeNormal, reasonPulled, fmt.Sprintf(msgPulledFmt, c.Image, d, d, img.Size))
+	im.event(pod, v1.EventTypeNormal, reasonPulled, fmt.Sprintf(msgPulledFmt, c.Image, pulling.Truncate(time.Millisecond), d, img.Size))
 	im.backoff.GC()
 	return c.Image, "", nil
 }

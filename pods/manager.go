@@ -122,6 +122,10 @@ type Options struct {
 	// pullmanager); nil leaves it off: an image on the node is served to
 	// every pod, as a kubelet 1.34 does by default.
 	SecretPulledImages *pullmanager.Manager
+	// ImagePulls are kubelet's serializeImagePulls, maxParallelImagePulls,
+	// registryPullQPS and registryBurst, for every pod's pulls (image
+	// volumes' included). The zero value pulls in parallel without limits.
+	ImagePulls ImagePullLimits
 	// Admission is the node's pod security admission settings
 	// (allowedUnsafeSysctls, host AppArmor and SELinux).
 	Admission admission.SecurityOptions
@@ -270,6 +274,7 @@ func New(o Options) (*Manager, error) {
 	m.deps.cgroups, m.deps.devices, m.deps.cpus = o.Cgroups, o.Devices, o.CPUs
 	m.deps.userns = o.UserNamespaces
 	m.deps.pulls = o.SecretPulledImages
+	m.deps.puller = newImagePuller(o.ImagePulls, o.Clock)
 	m.deps.resize = newPodResizer(o, m)
 	m.deps.podNS, m.deps.podNSDir = o.PodNS, o.PodNSDir
 	if p, ok := o.Runtime.(PauseRuntime); ok {

@@ -51,6 +51,9 @@ type fakeRuntime struct {
 	// auths records each pull's username ("" anonymous).
 	pullFail func(*runtime.RegistryAuth) error
 	auths    []string
+	// pullHook runs at each PullImageWithAuth before it acts, outside
+	// the runtime's lock (so that pulls may overlap in it).
+	pullHook func(ctx context.Context, ref string)
 	// onStop runs at each StopContainer, before it acts.
 	onStop func(id string)
 	// drainErr is DrainOutput's answer (nil: drained); onDrain runs at
@@ -138,7 +141,10 @@ func (r *fakeRuntime) GetImage(_ context.Context, ref string) (runtime.Image, er
 	return runtime.Image{ID: "sha256:" + ref, Names: []string{ref}}, nil
 }
 
-func (r *fakeRuntime) PullImageWithAuth(_ context.Context, ref string, auth *runtime.RegistryAuth) (runtime.Image, error) {
+func (r *fakeRuntime) PullImageWithAuth(ctx context.Context, ref string, auth *runtime.RegistryAuth) (runtime.Image, error) {
+	if r.pullHook != nil {
+		r.pullHook(ctx, ref)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pulls++

@@ -272,7 +272,17 @@ func podsSettings(cfg *config.NodeAgentConfiguration) pods.Options {
 		Names: pods.NameSettings{
 			ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: cfg.ResolvConf,
 		},
+		ImagePulls: imagePullLimits(cfg),
 	}
+}
+
+// imagePullLimits are kubelet's image pull settings of cfg.
+func imagePullLimits(cfg *config.NodeAgentConfiguration) pods.ImagePullLimits {
+	l := pods.ImagePullLimits{Serialize: cfg.ImagePullsSerialized(), QPS: float32(cfg.RegistryPullQPS), Burst: int(cfg.RegistryBurst)}
+	if cfg.MaxParallelImagePulls != nil {
+		l.MaxParallel = *cfg.MaxParallelImagePulls
+	}
+	return l
 }
 
 var errRuntimeNotConnected = errors.New("container runtime not connected")

@@ -15,6 +15,7 @@ import (
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/internal/testing/backofftest"
 	"github.com/nodeagent/nodeagent/pleg"
+	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
@@ -148,5 +149,20 @@ func TestPodsSettingsPeriods(t *testing.T) {
 	cfg.SyncFrequency.Duration, cfg.FileCheckFrequency.Duration = 30*time.Second, 7*time.Second
 	if o := podsSettings(cfg); o.ResyncPeriod != 30*time.Second || o.StaticRescan != 7*time.Second {
 		t.Errorf("resync %v, static rescan %v; want 30s, 7s", o.ResyncPeriod, o.StaticRescan)
+	}
+}
+
+// The image pull settings reach the pod workers: kubelet's defaults
+// (serialized, 5 a second, burst 10), and maxParallelImagePulls alone
+// turning serialization off as kubelet's defaulting does.
+func TestPodsSettingsImagePulls(t *testing.T) {
+	cfg := config.Default()
+	if got, want := podsSettings(cfg).ImagePulls, (pods.ImagePullLimits{Serialize: true, QPS: 5, Burst: 10}); got != want {
+		t.Errorf("defaults: %+v, want %+v", got, want)
+	}
+	three := int32(3)
+	cfg.MaxParallelImagePulls, cfg.RegistryPullQPS, cfg.RegistryBurst = &three, 0, 4
+	if got, want := podsSettings(cfg).ImagePulls, (pods.ImagePullLimits{MaxParallel: 3, Burst: 4}); got != want {
+		t.Errorf("maxParallelImagePulls 3, no rate: %+v, want %+v", got, want)
 	}
 }
