@@ -222,6 +222,15 @@ type CPUs interface {
 	PodExclusive(pod *v1.Pod) bool
 }
 
+// Topology is kubelet's topology manager (*topologymanager.Manager):
+// Admit runs allocate, the devices' and CPUs' allocation of pod at
+// admission, whose providers ask it with each container's NUMA hints; an
+// error with a Type() (TopologyAffinityError) rejects the pod with that
+// reason and message.
+type Topology interface {
+	Admit(pod *v1.Pod, allocate func() error) error
+}
+
 // eventFunc records an Event about a pod (workerDeps.event).
 type eventFunc func(pod *v1.Pod, typ, reason, msg string)
 

@@ -17,6 +17,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/nodeagent/nodeagent/cm/devicemanager/checkpoint"
+	"github.com/nodeagent/nodeagent/cm/topologymanager"
 	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -179,8 +180,17 @@ func (m *Manager) isPluginResource(res string) bool {
 	return m.pods.hasResource(res)
 }
 
-// allocateContainer is kubelet's allocateContainerResources.
+// allocateContainer is kubelet's allocateContainerResources, after the
+// topology manager accepted the container's hints.
 func (m *Manager) allocateContainer(pod *v1.Pod, c *v1.Container, reuse map[string]sets.Set[string]) error {
+	if m.opts.Align != nil {
+		m.mu.Lock()
+		h := m.hintsLocked(pod, c, reuse)
+		m.mu.Unlock()
+		if err := m.opts.Align.Check(h); err != nil {
+			return err
+		}
+	}
 	names := slices.Sorted(maps.Keys(c.Resources.Limits))
 	changed := false
 	defer func() {
@@ -536,4 +546,98 @@ func ensureHostPath(p string) {
 	if _, err := os.Stat(p); os.IsNotExist(err) {
 		_ = os.MkdirAll(p, 0o755)
 	}
+}
+
+// TopologyHints are container c's device hints now, as kubelet's device
+// manager gives them on a machine with one NUMA node (hintsLocked).
+func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) topologymanager.Hints {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hintsLocked(pod, c, nil)
+}
+
+// hintsLocked are kubelet's device hints for c on a machine with one NUMA
+// node, by plugin resource c's limits ask for: nil (no preference) when
+// none of the resource's devices reports a NUMA node; node 0 when c has
+// its devices already and as many as it asks (an empty list when not), or
+// when enough of the free devices, with those reusable from the pod's init
+// containers, report node 0; an empty list otherwise. A device reporting
+// another node (one this machine lacks) does not count, as in kubelet,
+// where it counts only for a mask holding that node. m.mu is held.
+func (m *Manager) hintsLocked(pod *v1.Pod, c *v1.Container, reuse map[string]sets.Set[string]) topologymanager.Hints {
+	h := topologymanager.Hints{}
+	onNode0 := func(res, id string) (bool, bool) { // on node 0, has topology
+		d := m.devices[res][id]
+		if d == nil || d.Topology == nil || len(d.Topology.Nodes) == 0 {
+			return false, false
+		}
+		for _, n := range d.Topology.Nodes {
+			if n != nil && n.ID == 0 {
+				return true, true
+			}
+		}
+		return false, true
+	}
+	for name, q := range c.Resources.Limits {
+		res := string(name)
+		if !m.isPluginResource(res) {
+			continue
+		}
+		requested := int(q.Value())
+		aligned := false
+		for _, d := range m.devices[res] {
+			if d.Topology != nil && len(d.Topology.Nodes) > 0 {
+				aligned = true
+				break
+			}
+		}
+		if !aligned {
+			h[res] = nil
+			continue
+		}
+		count := func(ids sets.Set[string]) int {
+			n := 0
+			for id := range ids {
+				if ok, _ := onNode0(res, id); ok {
+					n++
+				}
+			}
+			return n
+		}
+		if a := m.pods.get(pod.UID, c.Name, res); a != nil && a.set().Len() > 0 {
+			have := a.set()
+			if have.Len() != requested || count(have) < requested {
+				h[res] = []topologymanager.Hint{}
+			} else {
+				h[res] = topologymanager.NodeHint()
+			}
+			continue
+		}
+		available := m.healthy[res].Difference(m.allocated[res])
+		reusable := reuse[res]
+		if available.Union(reusable).Len() < requested {
+			h[res] = []topologymanager.Hint{}
+			continue
+		}
+		matching := 0
+		fits := true
+		for id := range reusable {
+			on, topo := onNode0(res, id)
+			if !topo {
+				continue
+			}
+			if !on {
+				fits = false
+				break
+			}
+			matching++
+		}
+		matching += count(available)
+		if !fits || matching < requested {
+			h[res] = []topologymanager.Hint{}
+			continue
+		}
+		h[res] = topologymanager.NodeHint()
+	}
+	return h
 }

@@ -1,0 +1,79 @@
+package devicemanager
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodeagent/nodeagent/cm/topologymanager"
+)
+
+func onNUMA(d *pluginapi.Device, node int64) *pluginapi.Device {
+	d.Topology = &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: node}}}
+	return d
+}
+
+func aligned(t *testing.T, e *env, policy string) {
+	t.Helper()
+	tm, err := topologymanager.New(policy, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m.opts.Align = tm
+}
+
+// On one NUMA node, kubelet's device hints count only the free devices
+// reporting node 0: a device reporting a node the machine lacks (or none,
+// beside ones that report one) does not satisfy restricted or
+// single-numa-node, which reject with TopologyAffinityError where
+// best-effort allocates it.
+func TestDeviceHintsOneNUMANode(t *testing.T) {
+	for _, policy := range []string{topologymanager.PolicyBestEffort, topologymanager.PolicyRestricted, topologymanager.PolicySingleNumaNode} {
+		t.Run(policy, func(t *testing.T) {
+			e := newEnv(t, t.TempDir())
+			aligned(t, e, policy)
+			d := devs(pluginapi.Healthy, pluginapi.Healthy, pluginapi.Healthy)
+			onNUMA(d[0], 0)
+			onNUMA(d[1], 1)
+			e.plugin("p.sock", &pluginapi.DevicePluginOptions{}, d)
+			a := pod("a", nil, 1)
+			if h := e.m.TopologyHints(a, &a.Spec.Containers[0]); len(h[res]) != 1 || !h[res][0].Preferred {
+				t.Errorf("hints %v, want node 0 preferred", h)
+			}
+			if err := e.m.Allocate(a, nil); err != nil {
+				t.Fatal(err)
+			}
+			b := pod("b", nil, 1)
+			if h := e.m.TopologyHints(b, &b.Spec.Containers[0]); h[res] == nil || len(h[res]) != 0 {
+				t.Errorf("hints %v, want an empty list: d1 is on node 1, d2 reports no node", h)
+			}
+			err := e.m.Allocate(b, []*v1.Pod{a})
+			if policy == topologymanager.PolicyBestEffort {
+				if err != nil {
+					t.Errorf("best-effort: %v, want d1 or d2 allocated", err)
+				}
+				return
+			}
+			if !topologymanager.IsAffinityError(err) {
+				t.Errorf("Allocate = %v, want TopologyAffinityError", err)
+			}
+		})
+	}
+}
+
+// Devices without any topology give no preference: the device manager's
+// own error rejects a request they cannot meet, as with kubelet.
+func TestDeviceHintsWithoutTopology(t *testing.T) {
+	e := newEnv(t, t.TempDir())
+	aligned(t, e, topologymanager.PolicySingleNumaNode)
+	e.plugin("p.sock", &pluginapi.DevicePluginOptions{}, devs(pluginapi.Healthy))
+	a := pod("a", nil, 2)
+	if h := e.m.TopologyHints(a, &a.Spec.Containers[0]); h[res] != nil {
+		t.Errorf("hints %v, want no preference", h)
+	}
+	const msg = "requested number of devices unavailable for example.com/dev. Requested: 2, Available: 1"
+	if err := e.m.Allocate(a, nil); err == nil || err.Error() != msg {
+		t.Errorf("Allocate = %v, want %s", err, msg)
+	}
+}
