@@ -113,10 +113,6 @@ func validateTopologyManager(c *NodeAgentConfiguration) field.ErrorList {
 			errs = append(errs, field.Invalid(op.Key(k), v, fmt.Sprintf("unknown Topology Manager Policy option: %q", k)))
 		}
 	}
-	if c.TopologyManagerScope == TopologyManagerScopePod {
-		errs = append(errs, field.Invalid(sp, c.TopologyManagerScope,
-			"nodeagent implements the topology manager's container scope only; remove the field or set it to container"))
-	}
 	n, err := NUMANodes(SysNodeDir)
 	switch {
 	case err != nil:

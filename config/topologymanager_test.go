@@ -66,7 +66,7 @@ func TestValidateTopologyManager(t *testing.T) {
 			want: []string{`topologyManagerPolicy: Invalid value: "single-numa-node": nodeagent implements the topology manager on machines with one NUMA node only, and this one has 2 (`}},
 		{desc: "pod scope", nodes: 1, set: func(c *NodeAgentConfiguration) {
 			c.TopologyManagerPolicy, c.TopologyManagerScope = "restricted", "pod"
-		}, want: []string{`topologyManagerScope: Invalid value: "pod": nodeagent implements the topology manager's container scope only; remove the field or set it to container`}},
+		}},
 		{desc: "bad and unknown options", nodes: 1, set: func(c *NodeAgentConfiguration) {
 			c.TopologyManagerPolicy = "restricted"
 			c.TopologyManagerPolicyOptions = map[string]string{"prefer-closest-numa-nodes": "yes", "max-allowable-numa-nodes": "4", "bogus": "1"}

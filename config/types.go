@@ -298,8 +298,7 @@ type NodeAgentConfiguration struct {
 	// best-effort, restricted or single-numa-node (on machines with one
 	// NUMA node only).
 	TopologyManagerPolicy string `json:"topologyManagerPolicy"`
-	// TopologyManagerScope is the policy's scope: container (pod is
-	// refused).
+	// TopologyManagerScope is the policy's scope: container or pod.
 	TopologyManagerScope string `json:"topologyManagerScope"`
 	// TopologyManagerPolicyOptions are the policy's options
 	// (prefer-closest-numa-nodes, max-allowable-numa-nodes).

@@ -224,11 +224,13 @@ type CPUs interface {
 
 // Topology is kubelet's topology manager (*topologymanager.Manager):
 // Admit runs allocate, the devices' and CPUs' allocation of pod at
-// admission, whose providers ask it with each container's NUMA hints; an
-// error with a Type() (TopologyAffinityError) rejects the pod with that
-// reason and message.
+// admission, whose providers ask it with each container's NUMA hints
+// (with the pod scope it asks them for the pod's first); active are the
+// pods whose resources stay allocated, pod included. An error with a
+// Type() (TopologyAffinityError) rejects the pod with that reason and
+// message.
 type Topology interface {
-	Admit(pod *v1.Pod, allocate func() error) error
+	Admit(pod *v1.Pod, active []*v1.Pod, allocate func() error) error
 }
 
 // eventFunc records an Event about a pod (workerDeps.event).

@@ -637,7 +637,7 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 	}
 	var err error
 	if t := m.opts.Topology; t != nil {
-		err = t.Admit(pod, allocate)
+		err = t.Admit(pod, append(holding[:len(holding):len(holding)], pod), allocate)
 	} else {
 		err = allocate()
 	}

@@ -25,7 +25,7 @@ func TestAdmissionThroughTopologyManager(t *testing.T) {
 	pod.Spec.Containers[0].Resources.Requests = v1.ResourceList{"example.com/dev": resource.MustParse("1")}
 
 	reg := prometheus.NewRegistry()
-	tm, err := topologymanager.New(topologymanager.PolicySingleNumaNode, 1, reg)
+	tm, err := topologymanager.New(topologymanager.PolicySingleNumaNode, topologymanager.ScopeContainer, 1, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

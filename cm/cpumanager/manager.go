@@ -222,6 +222,19 @@ func (m *Manager) allocateLocked(pod *v1.Pod, c *v1.Container, init bool) error 
 	return m.policy.allocate(pod, c, init)
 }
 
+// PodTopologyHints are pod's CPU hints for the topology manager's pod
+// scope, after the assignments of pods not in active are released (as
+// kubelet's CPU manager before giving hints).
+func (m *Manager) PodTopologyHints(pod *v1.Pod, active []*v1.Pod) topologymanager.Hints {
+	if m.policy == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removeStaleLocked(active)
+	return m.policy.podHints(pod)
+}
+
 // TopologyHints are container c's CPU hints as the static policy gives
 // them now on a machine with one NUMA node (nil with none).
 func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) topologymanager.Hints {

@@ -93,6 +93,52 @@ func (p *static) hints(pod *v1.Pod, c *v1.Container) topologymanager.Hints {
 	return topologymanager.Hints{string(v1.ResourceCPU): topologymanager.NodeHint()}
 }
 
+// podGuaranteedCPUs is kubelet's: the exclusive CPUs the pod holds at
+// most at once, the larger of its app containers' and sidecars' sum and
+// of each init container's with the sidecars started before it.
+func podGuaranteedCPUs(pod *v1.Pod) int {
+	inits, sidecars := 0, 0
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		n := guaranteedCPUs(pod, c)
+		if kubetypes.IsSidecar(c) {
+			sidecars += n
+		} else if sidecars+n > inits {
+			inits = sidecars + n
+		}
+	}
+	apps := 0
+	for i := range pod.Spec.Containers {
+		apps += guaranteedCPUs(pod, &pod.Spec.Containers[i])
+	}
+	return max(inits, apps+sidecars)
+}
+
+// podHints are kubelet's pod-scope hints on one NUMA node: as hints, for
+// the pod's podGuaranteedCPUs, counting the CPUs its containers hold
+// already (an empty list when one holds other than its request).
+func (p *static) podHints(pod *v1.Pod) topologymanager.Hints {
+	n := podGuaranteedCPUs(pod)
+	if n == 0 {
+		return nil
+	}
+	uid := string(pod.UID)
+	assigned := cpuset.New()
+	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if set, ok := p.st.Assign[uid][c.Name]; ok {
+			if set.Size() != guaranteedCPUs(pod, &c) {
+				return topologymanager.Hints{string(v1.ResourceCPU): {}}
+			}
+			assigned = assigned.Union(set)
+		}
+	}
+	available := p.st.Default.Difference(p.reserved).Union(p.reuse[uid]).Union(assigned)
+	if assigned.Size() != n && available.Size() < n {
+		return topologymanager.Hints{string(v1.ResourceCPU): {}}
+	}
+	return topologymanager.Hints{string(v1.ResourceCPU): topologymanager.NodeHint()}
+}
+
 // allocate gives c its exclusive CPUs, if it gets any and has none yet.
 func (p *static) allocate(pod *v1.Pod, c *v1.Container, init bool) error {
 	n := guaranteedCPUs(pod, c)

@@ -17,7 +17,7 @@ var singleNUMA = Topology{0: {0, 0, 0}, 1: {0, 1, 0}, 2: {0, 2, 0}, 3: {0, 3, 0}
 
 func newAligned(t *testing.T, policy string, dir string) *Manager {
 	t.Helper()
-	tm, err := topologymanager.New(policy, 1, nil)
+	tm, err := topologymanager.New(policy, topologymanager.ScopeContainer, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +93,36 @@ func TestTopologyHintsChangedRequest(t *testing.T) {
 		err := m.Allocate(a, []*v1.Pod{a})
 		if topologymanager.IsAffinityError(err) != tc.reject || (!tc.reject && err != nil) {
 			t.Errorf("%s: Allocate = %v, want rejection %v", tc.policy, err, tc.reject)
+		}
+	}
+}
+
+// The pod scope's hints are for the CPUs the pod holds at most at once:
+// init containers run one at a time, so a pod whose 2-CPU init container
+// precedes 1-CPU app containers needs 2, with a sidecar's CPU added to
+// both.
+func TestPodTopologyHints(t *testing.T) {
+	m := newAligned(t, topologymanager.PolicyRestricted, t.TempDir())
+	c := func(name, cpu string) v1.Container { return v1.Container{Name: name, Resources: cpuReq(cpu, "1Gi")} }
+	always := v1.ContainerRestartPolicyAlways
+	sidecar := c("side", "1")
+	sidecar.RestartPolicy = &always
+	for _, tc := range []struct {
+		desc string
+		p    *v1.Pod
+		n    int
+		fits bool
+	}{
+		{"init larger than the apps", pod("a", []v1.Container{c("i", "3")}, c("x", "1"), c("y", "1")), 3, true},
+		{"apps larger than the init", pod("b", []v1.Container{c("i", "1")}, c("x", "2"), c("y", "2")), 4, false},
+		{"a sidecar adds to both", pod("c", []v1.Container{sidecar, c("i", "2")}, c("x", "1")), 3, true},
+	} {
+		if got := podGuaranteedCPUs(tc.p); got != tc.n {
+			t.Errorf("%s: podGuaranteedCPUs %d, want %d", tc.desc, got, tc.n)
+		}
+		h := m.PodTopologyHints(tc.p, nil)
+		if fits := len(h["cpu"]) == 1; fits != tc.fits {
+			t.Errorf("%s: hints %v, want fits %v (3 CPUs outside the reserved one)", tc.desc, h, tc.fits)
 		}
 	}
 }

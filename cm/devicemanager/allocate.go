@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	resourcehelper "k8s.io/component-helpers/resource"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/nodeagent/nodeagent/cm/devicemanager/checkpoint"
@@ -548,6 +549,32 @@ func ensureHostPath(p string) {
 	}
 }
 
+// PodTopologyHints are pod's device hints for the topology manager's pod
+// scope, after the devices of pods neither pod nor in active are freed:
+// kubelet's, by plugin resource of the pod's limits (the most its
+// containers hold at once), counting the devices the pod holds already
+// (an empty list when they are not its request) and no reusable ones.
+func (m *Manager) PodTopologyHints(pod *v1.Pod, active []*v1.Pod) topologymanager.Hints {
+	m.freeInactive(pod, active)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := topologymanager.Hints{}
+	for name, q := range resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{ExcludeOverhead: true}) {
+		res := string(name)
+		if !m.isPluginResource(res) {
+			continue
+		}
+		have := sets.New[string]()
+		for _, byRes := range m.pods[pod.UID] {
+			if a := byRes[res]; a != nil {
+				have = have.Union(a.set())
+			}
+		}
+		h[res] = m.resourceHintLocked(res, int(q.Value()), have, m.healthy[res].Difference(m.allocated[res]), nil)
+	}
+	return h
+}
+
 // TopologyHints are container c's device hints now, as kubelet's device
 // manager gives them on a machine with one NUMA node (hintsLocked).
 func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) topologymanager.Hints {
@@ -566,7 +593,25 @@ func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) topologymanager.Hi
 // where it counts only for a mask holding that node. m.mu is held.
 func (m *Manager) hintsLocked(pod *v1.Pod, c *v1.Container, reuse map[string]sets.Set[string]) topologymanager.Hints {
 	h := topologymanager.Hints{}
-	onNode0 := func(res, id string) (bool, bool) { // on node 0, has topology
+	for name, q := range c.Resources.Limits {
+		res := string(name)
+		if !m.isPluginResource(res) {
+			continue
+		}
+		var have sets.Set[string]
+		if a := m.pods.get(pod.UID, c.Name, res); a != nil {
+			have = a.set()
+		}
+		h[res] = m.resourceHintLocked(res, int(q.Value()), have, m.healthy[res].Difference(m.allocated[res]), reuse[res])
+	}
+	return h
+}
+
+// resourceHintLocked is kubelet's hint list for requested devices of res
+// on one NUMA node, given those held already, the available and the
+// reusable ones (hintsLocked); m.mu is held.
+func (m *Manager) resourceHintLocked(res string, requested int, have, available, reusable sets.Set[string]) []topologymanager.Hint {
+	onNode0 := func(id string) (bool, bool) { // on node 0, has topology
 		d := m.devices[res][id]
 		if d == nil || d.Topology == nil || len(d.Topology.Nodes) == 0 {
 			return false, false
@@ -578,66 +623,47 @@ func (m *Manager) hintsLocked(pod *v1.Pod, c *v1.Container, reuse map[string]set
 		}
 		return false, true
 	}
-	for name, q := range c.Resources.Limits {
-		res := string(name)
-		if !m.isPluginResource(res) {
-			continue
+	aligned := false
+	for _, d := range m.devices[res] {
+		if d.Topology != nil && len(d.Topology.Nodes) > 0 {
+			aligned = true
+			break
 		}
-		requested := int(q.Value())
-		aligned := false
-		for _, d := range m.devices[res] {
-			if d.Topology != nil && len(d.Topology.Nodes) > 0 {
-				aligned = true
-				break
-			}
-		}
-		if !aligned {
-			h[res] = nil
-			continue
-		}
-		count := func(ids sets.Set[string]) int {
-			n := 0
-			for id := range ids {
-				if ok, _ := onNode0(res, id); ok {
-					n++
-				}
-			}
-			return n
-		}
-		if a := m.pods.get(pod.UID, c.Name, res); a != nil && a.set().Len() > 0 {
-			have := a.set()
-			if have.Len() != requested || count(have) < requested {
-				h[res] = []topologymanager.Hint{}
-			} else {
-				h[res] = topologymanager.NodeHint()
-			}
-			continue
-		}
-		available := m.healthy[res].Difference(m.allocated[res])
-		reusable := reuse[res]
-		if available.Union(reusable).Len() < requested {
-			h[res] = []topologymanager.Hint{}
-			continue
-		}
-		matching := 0
-		fits := true
-		for id := range reusable {
-			on, topo := onNode0(res, id)
-			if !topo {
-				continue
-			}
-			if !on {
-				fits = false
-				break
-			}
-			matching++
-		}
-		matching += count(available)
-		if !fits || matching < requested {
-			h[res] = []topologymanager.Hint{}
-			continue
-		}
-		h[res] = topologymanager.NodeHint()
 	}
-	return h
+	if !aligned {
+		return nil
+	}
+	count := func(ids sets.Set[string]) int {
+		n := 0
+		for id := range ids {
+			if ok, _ := onNode0(id); ok {
+				n++
+			}
+		}
+		return n
+	}
+	if have.Len() > 0 {
+		if have.Len() != requested || count(have) < requested {
+			return []topologymanager.Hint{}
+		}
+		return topologymanager.NodeHint()
+	}
+	if available.Union(reusable).Len() < requested {
+		return []topologymanager.Hint{}
+	}
+	matching := 0
+	for id := range reusable {
+		on, topo := onNode0(id)
+		if !topo {
+			continue
+		}
+		if !on {
+			return []topologymanager.Hint{}
+		}
+		matching++
+	}
+	if matching+count(available) < requested {
+		return []topologymanager.Hint{}
+	}
+	return topologymanager.NodeHint()
 }

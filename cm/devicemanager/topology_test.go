@@ -16,7 +16,7 @@ func onNUMA(d *pluginapi.Device, node int64) *pluginapi.Device {
 
 func aligned(t *testing.T, e *env, policy string) {
 	t.Helper()
-	tm, err := topologymanager.New(policy, 1, nil)
+	tm, err := topologymanager.New(policy, topologymanager.ScopeContainer, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,5 +75,24 @@ func TestDeviceHintsWithoutTopology(t *testing.T) {
 	const msg = "requested number of devices unavailable for example.com/dev. Requested: 2, Available: 1"
 	if err := e.m.Allocate(a, nil); err == nil || err.Error() != msg {
 		t.Errorf("Allocate = %v, want %s", err, msg)
+	}
+}
+
+// The pod scope's device hints are for the pod's limits (the most its
+// containers hold at once), counting only the free devices on node 0.
+func TestDevicePodTopologyHints(t *testing.T) {
+	e := newEnv(t, t.TempDir())
+	d := devs(pluginapi.Healthy, pluginapi.Healthy, pluginapi.Healthy)
+	onNUMA(d[0], 0)
+	onNUMA(d[1], 0)
+	onNUMA(d[2], 1)
+	e.plugin("p.sock", &pluginapi.DevicePluginOptions{}, d)
+	// Init 2, apps 1+1: the pod needs 2, both free on node 0.
+	if h := e.m.PodTopologyHints(pod("a", []int64{2}, 1, 1), nil); len(h[res]) != 1 {
+		t.Errorf("hints %v, want node 0", h)
+	}
+	// Apps 2+1: 3, but d2 is on node 1.
+	if h := e.m.PodTopologyHints(pod("b", []int64{1}, 2, 1), nil); h[res] == nil || len(h[res]) != 0 {
+		t.Errorf("hints %v, want none possible", h)
 	}
 }

@@ -17,8 +17,12 @@
 // never reject on hints; the providers' own allocation errors then reject
 // the pod (UnexpectedAdmissionError).
 //
-// Differences from kubelet: the container scope only (config refuses
-// pod); the providers run one after the other over all the pod's
+// With the pod scope, the providers' hints for the whole pod (PodHints:
+// the CPUs and devices the pod asks at most at once) are checked before
+// any allocation, and the containers are then allocated without further
+// checks, as in kubelet.
+//
+// Differences from kubelet: the providers run one after the other over all the pod's
 // containers (devices, then CPUs) where kubelet runs all providers per
 // container, which changes only which of two failures is reported for a
 // pod that fails both; container_aligned_compute_resources_count counts
@@ -80,20 +84,40 @@ func NodeHint() []Hint { return []Hint{{NUMANodes: []int{0}, Preferred: true}} }
 // Checker is what a hint provider asks before allocating a container.
 type Checker interface {
 	// Check returns TopologyAffinityError when the policy rejects
-	// a container with these hints.
+	// a container with these hints (never with the pod scope, checked
+	// at Admit).
 	Check(h Hints) error
 }
+
+// PodHintProvider gives a pod's hints for the pod scope; active are the
+// pods whose resources stay allocated (the others' are released first, as
+// kubelet's providers do before giving hints).
+type PodHintProvider interface {
+	PodTopologyHints(pod *v1.Pod, active []*v1.Pod) Hints
+}
+
+// Kubelet's scopes (topologyManagerScope).
+const (
+	ScopeContainer = "container"
+	ScopePod       = "pod"
+)
 
 // Manager is the topology manager: its policy over the hint providers and
 // kubelet's kubelet_topology_manager_admission_* metrics.
 type Manager struct {
-	policy string
-	met    *metrics
+	policy, scope string
+	providers     []PodHintProvider
+	met           *metrics
 }
 
-// New is the manager for policy on a machine with numaNodes NUMA nodes;
-// a policy other than none needs exactly one.
-func New(policy string, numaNodes int, reg prometheus.Registerer) (*Manager, error) {
+// New is the manager for policy and scope on a machine with numaNodes
+// NUMA nodes; a policy other than none needs exactly one.
+func New(policy, scope string, numaNodes int, reg prometheus.Registerer) (*Manager, error) {
+	switch scope {
+	case ScopeContainer, ScopePod:
+	default:
+		return nil, fmt.Errorf("unknown scope: %q", scope)
+	}
 	switch policy {
 	case PolicyNone:
 	case PolicyBestEffort, PolicyRestricted, PolicySingleNumaNode:
@@ -103,7 +127,7 @@ func New(policy string, numaNodes int, reg prometheus.Registerer) (*Manager, err
 	default:
 		return nil, fmt.Errorf("unknown policy: %q", policy)
 	}
-	m := &Manager{policy: policy, met: newMetrics(reg)}
+	m := &Manager{policy: policy, scope: scope, met: newMetrics(reg)}
 	if policy != PolicyNone {
 		// As kubelet, the aligned counts exist from the start.
 		for _, scope := range []string{"container", "pod"} {
@@ -117,11 +141,22 @@ func New(policy string, numaNodes int, reg prometheus.Registerer) (*Manager, err
 // Policy is the policy's name.
 func (m *Manager) Policy() string { return m.policy }
 
+// AddHintProvider adds a provider of pod hints (the pod scope's).
+func (m *Manager) AddHintProvider(p PodHintProvider) { m.providers = append(m.providers, p) }
+
 // Check is the policy's merge of one provider's hints for one container
-// on one NUMA node: restricted and single-numa-node reject a resource
-// without any preferred hint.
+// on one NUMA node (container scope).
 func (m *Manager) Check(h Hints) error {
-	if m == nil || (m.policy != PolicyRestricted && m.policy != PolicySingleNumaNode) {
+	if m == nil || m.scope != ScopeContainer {
+		return nil
+	}
+	return m.merge(h)
+}
+
+// merge: restricted and single-numa-node reject a resource without any
+// preferred hint.
+func (m *Manager) merge(h Hints) error {
+	if m.policy != PolicyRestricted && m.policy != PolicySingleNumaNode {
 		return nil
 	}
 	for _, hints := range h {
@@ -143,12 +178,24 @@ func (m *Manager) Check(h Hints) error {
 
 // Admit is kubelet's topology manager admit handler around the
 // providers' allocation of pod (allocate, whose providers Check each
-// container): it counts the request, its duration, and its failure. The
-// error is allocate's.
-func (m *Manager) Admit(pod *v1.Pod, allocate func() error) error {
+// container with the container scope; with the pod scope the providers'
+// pod hints are checked first, and allocate does not run when the policy
+// rejects them): it counts the request, its duration, and its failure.
+// active are the pods whose resources stay allocated, pod included.
+func (m *Manager) Admit(pod *v1.Pod, active []*v1.Pod, allocate func() error) error {
 	m.met.requests.Inc()
 	start := time.Now()
-	err := allocate()
+	var err error
+	if m.scope == ScopePod && m.policy != PolicyNone {
+		for _, p := range m.providers {
+			if err = m.merge(p.PodTopologyHints(pod, active)); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = allocate()
+	}
 	m.met.duration.Observe(float64(time.Since(start).Milliseconds()))
 	if m.policy == PolicyNone {
 		return err // kubelet's none scope counts no errors
@@ -156,13 +203,16 @@ func (m *Manager) Admit(pod *v1.Pod, allocate func() error) error {
 	if err != nil {
 		m.met.errors.Inc()
 		if m.policy == PolicySingleNumaNode && IsAffinityError(err) {
-			m.met.alignedFailure.WithLabelValues("container", "numa_node").Inc()
+			m.met.alignedFailure.WithLabelValues(m.scope, "numa_node").Inc()
 		}
 		return err
 	}
 	if m.policy == PolicySingleNumaNode {
-		n := len(pod.Spec.InitContainers) + len(pod.Spec.Containers)
-		m.met.aligned.WithLabelValues("container", "numa_node").Add(float64(n))
+		n := 1 // the pod scope counts the pod
+		if m.scope == ScopeContainer {
+			n = len(pod.Spec.InitContainers) + len(pod.Spec.Containers)
+		}
+		m.met.aligned.WithLabelValues(m.scope, "numa_node").Add(float64(n))
 	}
 	return nil
 }

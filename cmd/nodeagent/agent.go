@@ -354,6 +354,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		return nil, err
 	}
 	a.devices = a.newDevices()
+	a.topology.AddHintProvider(a.devices)
 	nsOpts.DevicePlugins = a.devices.Capacity
 	if a.ns, err = nodestatus.New(nsOpts); err != nil {
 		return nil, err
@@ -365,6 +366,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	if a.cpus, err = a.newCPUManager(); err != nil {
 		return nil, err
 	}
+	a.topology.AddHintProvider(a.cpus)
 	// As kubelet: podLogsDir 0750, the symlink directory 0755.
 	if err := os.MkdirAll(cfg.PodLogsDir, 0o750); err != nil {
 		return nil, fmt.Errorf("pod logs directory (podLogsDir): %w", err)

@@ -59,7 +59,7 @@ func (a *agent) newTopologyManager() (*topologymanager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("topology manager: cannot discover NUMA topology: %w", err)
 	}
-	m, err := topologymanager.New(a.cfg.TopologyManagerPolicy, n, a.reg)
+	m, err := topologymanager.New(a.cfg.TopologyManagerPolicy, a.cfg.TopologyManagerScope, n, a.reg)
 	if err != nil {
 		return nil, fmt.Errorf("topology manager: %w", err)
 	}
