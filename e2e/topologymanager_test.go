@@ -13,16 +13,26 @@ import (
 )
 
 // The topology manager's single-numa-node policy with the static CPU
-// manager on this host's one NUMA node, CPU 0 reserved: a Guaranteed
-// cpu: 1 pod runs on CPU 1 alone; a second finds no CPU, so the CPU
-// manager's hints are empty and the pod is rejected as kubelet rejects it
-// there, with TopologyAffinityError (not the CPU manager's
-// UnexpectedAdmissionError, as without the topology manager); /metrics
-// counts both admissions and the error under kubelet's names.
+// manager on this host's one NUMA node, CPU 0 reserved, in both scopes (an
+// agent each, in parallel): a Guaranteed cpu: 1 pod runs on CPU 1 alone; a
+// second finds no CPU, so the CPU manager's hints are empty and the pod
+// is rejected as kubelet rejects it there, with TopologyAffinityError
+// (not the CPU manager's UnexpectedAdmissionError, as without the
+// topology manager); /metrics counts both admissions and the error under
+// kubelet's names.
 func TestTopologyManagerSingleNUMANode(t *testing.T) {
 	t.Parallel()
+	for _, scope := range []string{"container", "pod"} {
+		t.Run(scope, func(t *testing.T) {
+			t.Parallel()
+			testTopologyManager(t, scope)
+		})
+	}
+}
+
+func testTopologyManager(t *testing.T, scope string) {
 	start := time.Now()
-	a, _ := readyPodAgent(t, "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ntopologyManagerPolicy: single-numa-node\ntopologyManagerScope: container\n")
+	a, _ := readyPodAgent(t, "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ntopologyManagerPolicy: single-numa-node\ntopologyManagerScope: "+scope+"\n")
 	ctx := context.Background()
 	guaranteed := func(name string) string {
 		return podYAML(name, a.node, fmt.Sprintf(`  terminationGracePeriodSeconds: 0
@@ -54,8 +64,8 @@ func TestTopologyManagerSingleNUMANode(t *testing.T) {
 		"kubelet_topology_manager_admission_requests_total 2",
 		"kubelet_topology_manager_admission_errors_total 1",
 		"kubelet_topology_manager_admission_duration_ms_count 2",
-		`kubelet_container_aligned_compute_resources_count{boundary="numa_node",scope="container"} 1`,
-		`kubelet_container_aligned_compute_resources_failure_count{boundary="numa_node",scope="container"} 1`,
+		`kubelet_container_aligned_compute_resources_count{boundary="numa_node",scope="` + scope + `"} 1`,
+		`kubelet_container_aligned_compute_resources_failure_count{boundary="numa_node",scope="` + scope + `"} 1`,
 	} {
 		if !strings.Contains(metrics, m+"\n") {
 			t.Errorf("/metrics lacks %q", m)
