@@ -17,16 +17,19 @@
 // never reject on hints; the providers' own allocation errors then reject
 // the pod (UnexpectedAdmissionError).
 //
-// With the pod scope, the providers' hints for the whole pod (PodHints:
-// the CPUs and devices the pod asks at most at once) are checked before
-// any allocation, and the containers are then allocated without further
-// checks, as in kubelet.
+// With the pod scope, the providers' hints for the whole pod
+// (PodTopologyHints: the CPUs and devices the pod holds at most at once)
+// are checked before any allocation, and the containers are then
+// allocated without further checks, as in kubelet.
 //
-// Differences from kubelet: the providers run one after the other over all the pod's
-// containers (devices, then CPUs) where kubelet runs all providers per
-// container, which changes only which of two failures is reported for a
-// pod that fails both; container_aligned_compute_resources_count counts
-// the containers of an admitted pod only.
+// Differences from kubelet: the providers run one after the other over
+// all the pod's containers (devices, then CPUs) where kubelet runs all
+// providers per container, which changes only which of two failures is
+// reported for a pod that fails both; the device manager does not prefer
+// the devices reporting node 0 when it picks (kubelet takes them first
+// under best-effort); there is no memory manager (memory has no hints, as
+// with kubelet's None policy); container_aligned_compute_resources_count
+// counts the containers of an admitted pod only.
 package topologymanager
 
 import (
