@@ -328,11 +328,30 @@ func (m *Manager) devicesToAllocate(uid types.UID, container, res string, requir
 	if available.Len() < needed {
 		return nil, fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d", res, needed, available.Len())
 	}
+	// With an affinity (the topology manager's best-effort and
+	// restricted on one NUMA node: node 0), kubelet's filterByAffinity:
+	// the devices on it first, the plugin's preference among them when
+	// they are more than needed, then the others on a NUMA node, then
+	// those without one.
+	aligned, unaligned, noAffinity := m.filterByAffinityLocked(res, available)
+	if aligned.Len() > 0 && needed < aligned.Len() {
+		preferred, err := m.preferredLocked(res, aligned.Union(picked), picked, required)
+		if err != nil {
+			return nil, err
+		}
+		if take(preferred.Intersection(aligned)) || take(aligned) {
+			return picked, nil
+		}
+		return nil, fmt.Errorf("unexpectedly allocated less resources than required. Requested: %d, Got: %d", required, required-needed)
+	}
+	if take(aligned) {
+		return picked, nil
+	}
 	preferred, err := m.preferredLocked(res, available.Union(picked), picked, required)
 	if err != nil {
 		return nil, err
 	}
-	if take(preferred.Intersection(available)) || take(available) {
+	if take(preferred.Intersection(available)) || take(unaligned) || take(noAffinity) {
 		return picked, nil
 	}
 	return nil, fmt.Errorf("unexpectedly allocated less resources than required. Requested: %d, Got: %d", required, required-needed)
@@ -666,4 +685,46 @@ func (m *Manager) resourceHintLocked(res string, requested int, have, available,
 		return []topologymanager.Hint{}
 	}
 	return topologymanager.NodeHint()
+}
+
+// filterByAffinityLocked splits available devices of res as kubelet's
+// filterByAffinity: those on a NUMA node of the topology manager's
+// affinity, those on other nodes, those without a node. Without an
+// affinity, or when no device of res reports a node, all are in the last
+// set. m.mu is held.
+func (m *Manager) filterByAffinityLocked(res string, available sets.Set[string]) (aligned, unaligned, noAffinity sets.Set[string]) {
+	aligned, unaligned, noAffinity = sets.New[string](), sets.New[string](), sets.New[string]()
+	var affinity []int
+	if m.opts.Align != nil {
+		affinity = m.opts.Align.Affinity()
+	}
+	hasTopology := false
+	for _, d := range m.devices[res] {
+		if d.Topology != nil && len(d.Topology.Nodes) > 0 {
+			hasTopology = true
+			break
+		}
+	}
+	if affinity == nil || !hasTopology {
+		return aligned, unaligned, available.Clone()
+	}
+	for id := range available {
+		d := m.devices[res][id]
+		if d == nil || d.Topology == nil || len(d.Topology.Nodes) == 0 {
+			noAffinity.Insert(id)
+			continue
+		}
+		in := false
+		for _, n := range d.Topology.Nodes {
+			if n != nil && slices.Contains(affinity, int(n.ID)) {
+				in = true
+			}
+		}
+		if in {
+			aligned.Insert(id)
+		} else {
+			unaligned.Insert(id)
+		}
+	}
+	return aligned, unaligned, noAffinity
 }

@@ -96,3 +96,30 @@ func TestDevicePodTopologyHints(t *testing.T) {
 		t.Errorf("hints %v, want none possible", h)
 	}
 }
+
+// With best-effort and restricted, kubelet's affinity on one NUMA node is
+// node 0 and the devices reporting it are picked first; single-numa-node
+// drops an affinity covering every node, so the devices are picked as
+// without a topology manager (here the first by ID).
+func TestDevicesPickedByAffinity(t *testing.T) {
+	for _, tc := range []struct{ policy, want string }{
+		{topologymanager.PolicyBestEffort, "d1"},
+		{topologymanager.PolicyRestricted, "d1"},
+		{topologymanager.PolicySingleNumaNode, "d0"},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			e := newEnv(t, t.TempDir())
+			aligned(t, e, tc.policy)
+			d := devs(pluginapi.Healthy, pluginapi.Healthy)
+			onNUMA(d[0], 1)
+			onNUMA(d[1], 0)
+			p := e.plugin("p.sock", &pluginapi.DevicePluginOptions{}, d)
+			if err := e.m.Allocate(pod("a", nil, 1), nil); err != nil {
+				t.Fatal(err)
+			}
+			if allocated, _ := p.calls(); len(allocated) != 1 || len(allocated[0]) != 1 || allocated[0][0] != tc.want {
+				t.Errorf("Allocate calls = %v, want [[%s]]", allocated, tc.want)
+			}
+		})
+	}
+}

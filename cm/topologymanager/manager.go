@@ -25,9 +25,7 @@
 // Differences from kubelet: the providers run one after the other over
 // all the pod's containers (devices, then CPUs) where kubelet runs all
 // providers per container, which changes only which of two failures is
-// reported for a pod that fails both; the device manager does not prefer
-// the devices reporting node 0 when it picks (kubelet takes them first
-// under best-effort); there is no memory manager (memory has no hints, as
+// reported for a pod that fails both; there is no memory manager (memory has no hints, as
 // with kubelet's None policy); container_aligned_compute_resources_count
 // counts the containers of an admitted pod only.
 package topologymanager
@@ -90,6 +88,12 @@ type Checker interface {
 	// a container with these hints (never with the pod scope, checked
 	// at Admit).
 	Check(h Hints) error
+	// Affinity are the NUMA nodes an admitted container's resources
+	// should come from first (nil: any): kubelet's stored best hint,
+	// which on one NUMA node is node 0 with best-effort and restricted,
+	// and nil with none and single-numa-node (whose policy drops a hint
+	// covering every node).
+	Affinity() []int
 }
 
 // PodHintProvider gives a pod's hints for the pod scope; active are the
@@ -154,6 +158,14 @@ func (m *Manager) Check(h Hints) error {
 		return nil
 	}
 	return m.merge(h)
+}
+
+// Affinity: see Checker.
+func (m *Manager) Affinity() []int {
+	if m == nil || (m.policy != PolicyBestEffort && m.policy != PolicyRestricted) {
+		return nil
+	}
+	return []int{0}
 }
 
 // merge: restricted and single-numa-node reject a resource without any
