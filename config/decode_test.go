@@ -324,6 +324,7 @@ func TestDecodeNeverPanicsOnOddYAML(t *testing.T) {
 // KubeletConfiguration fields whose non-default values change behaviour a
 // user relies on are refused by name; their defaults are accepted.
 func TestKubeletRefusedFields(t *testing.T) {
+	numaNodes(t, 1)
 	for _, tc := range []struct {
 		desc, body string
 		want       []string // fields refused
@@ -332,7 +333,7 @@ func TestKubeletRefusedFields(t *testing.T) {
 		{"defaults, as kubeadm writes them", "failSwapOn: true\nmemorySwap: {}\ncpuManagerPolicy: none\nmemoryManagerPolicy: None\ntopologyManagerPolicy: none\nfeatureGates: {}\n", nil, false},
 		{"swap", "failSwapOn: false\nmemorySwap:\n  swapBehavior: LimitedSwap\n", nil, false},
 		{"NoSwap is the default", "memorySwap:\n  swapBehavior: NoSwap\n", nil, false},
-		{"managers", "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\nmemoryManagerPolicy: Static\ntopologyManagerPolicy: single-numa-node\n", []string{"memoryManagerPolicy", "topologyManagerPolicy"}, false},
+		{"managers", "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\nmemoryManagerPolicy: Static\ntopologyManagerPolicy: single-numa-node\n", []string{"memoryManagerPolicy"}, false},
 		{"feature gates at kubelet's defaults", "featureGates:\n  UserNamespacesSupport: true\n  KubeletInUserNamespace: false\n  SidecarContainers: true\n", nil, false},
 		{"feature gates nodeagent cannot honour, unknown, locked", "featureGates:\n  KubeletInUserNamespace: true\n  UserNamespacesSupport: false\n  NoSuchGate: true\n  SidecarContainers: false\n",
 			[]string{"featureGates.KubeletInUserNamespace", "featureGates.NoSuchGate", "featureGates.SidecarContainers", "featureGates.UserNamespacesSupport"}, false},
@@ -431,6 +432,9 @@ func TestKubeletPeriodsAndTimeouts(t *testing.T) {
 // refused exactly when DecodeBytes refuses it (swap fields are taken as
 // kubelet takes them, not refused).
 func TestJoiningDocRefusals(t *testing.T) {
+	// The topology manager is refused on machines with more than one
+	// NUMA node, as docs/joining.md says.
+	numaNodes(t, 2)
 	b, err := os.ReadFile("../docs/joining.md")
 	if err != nil {
 		t.Fatal(err)

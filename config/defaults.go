@@ -125,6 +125,9 @@ func Default() *NodeAgentConfiguration {
 		KubeReserved:                         map[string]string{},
 		CPUManagerPolicy:                     CPUManagerPolicyNone,
 		CPUManagerPolicyOptions:              map[string]string{},
+		TopologyManagerPolicy:                TopologyManagerPolicyNone,
+		TopologyManagerScope:                 TopologyManagerScopeContainer,
+		TopologyManagerPolicyOptions:         map[string]string{},
 		CPUManagerReconcilePeriod:            metav1.Duration{Duration: DefaultCPUManagerReconcilePeriod},
 		EvictionHard:                         evictionapi.DefaultHard(),
 		EvictionPressureTransitionPeriod:     metav1.Duration{Duration: DefaultEvictionPressureTransitionPeriod},
@@ -239,6 +242,7 @@ func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
 	out.SystemReserved = copyMap(c.SystemReserved)
 	out.KubeReserved = copyMap(c.KubeReserved)
 	out.CPUManagerPolicyOptions = copyMap(c.CPUManagerPolicyOptions)
+	out.TopologyManagerPolicyOptions = copyMap(c.TopologyManagerPolicyOptions)
 	out.EvictionHard = copyMap(c.EvictionHard)
 	out.EvictionSoft = copyMap(c.EvictionSoft)
 	out.EvictionSoftGracePeriod = copyMap(c.EvictionSoftGracePeriod)

@@ -93,6 +93,9 @@ var kubeletSupported = map[string]bool{
 	"cpuManagerPolicyOptions":                true,
 	"cpuManagerReconcilePeriod":              true,
 	"reservedSystemCPUs":                     true,
+	"topologyManagerPolicy":                  true,
+	"topologyManagerScope":                   true,
+	"topologyManagerPolicyOptions":           true,
 }
 
 // kubeletLoggingSupported are the fields of KubeletConfiguration.logging
@@ -242,8 +245,7 @@ func pruneKubeletZeros(m map[string]any, t reflect.Type) map[string]any {
 // than the value ignored (issue 26). Each returns the reason, or "" for a
 // value that means kubelet's default.
 var kubeletRefused = map[string]func(v any) string{
-	"memoryManagerPolicy":   policyOtherThan("None", "the memory manager (NUMA-pinned memory for Guaranteed pods)"),
-	"topologyManagerPolicy": policyOtherThan("none", "the topology manager"),
+	"memoryManagerPolicy": policyOtherThan("None", "the memory manager (NUMA-pinned memory for Guaranteed pods)"),
 }
 
 // kubeletFieldRefusals are the refusals of nested kubelet fields, each a

@@ -306,6 +306,15 @@ type NodeAgentConfiguration struct {
 	// CPUManagerPolicyOptions are the policy's options; nodeagent
 	// implements none (each is refused by name).
 	CPUManagerPolicyOptions map[string]string `json:"cpuManagerPolicyOptions"`
+	// TopologyManagerPolicy is kubelet's topology manager policy: none,
+	// best-effort, restricted or single-numa-node (on machines with one
+	// NUMA node only).
+	TopologyManagerPolicy string `json:"topologyManagerPolicy"`
+	// TopologyManagerScope is the policy's scope: container or pod.
+	TopologyManagerScope string `json:"topologyManagerScope"`
+	// TopologyManagerPolicyOptions are the policy's options
+	// (prefer-closest-numa-nodes, max-allowable-numa-nodes).
+	TopologyManagerPolicyOptions map[string]string `json:"topologyManagerPolicyOptions"`
 	// CPUManagerReconcilePeriod is how often the static policy's cpusets
 	// are pushed to running containers.
 	CPUManagerReconcilePeriod metav1.Duration `json:"cpuManagerReconcilePeriod"`

@@ -225,6 +225,17 @@ type CPUs interface {
 	PodExclusive(pod *v1.Pod) bool
 }
 
+// Topology is kubelet's topology manager (*topologymanager.Manager):
+// Admit runs allocate, the devices' and CPUs' allocation of pod at
+// admission, whose providers ask it with each container's NUMA hints
+// (with the pod scope it asks them for the pod's first); active are the
+// pods whose resources stay allocated, pod included. An error with a
+// Type() (TopologyAffinityError) rejects the pod with that reason and
+// message.
+type Topology interface {
+	Admit(pod *v1.Pod, active []*v1.Pod, allocate func() error) error
+}
+
 // eventFunc records an Event about a pod (workerDeps.event).
 type eventFunc func(pod *v1.Pod, typ, reason, msg string)
 

@@ -114,6 +114,9 @@ type Options struct {
 	// CPUs is the CPU manager (package cm/cpumanager); nil: containers
 	// get the runtime's default cpuset.
 	CPUs CPUs
+	// Topology is the topology manager (package cm/topologymanager) the
+	// devices and CPUs are allocated through; nil: allocated directly.
+	Topology Topology
 	// UserNamespaces gives hostUsers: false pods their user namespace
 	// (NewUserNamespaces); nil refuses them as a runtime without user
 	// namespaces would.
@@ -618,22 +621,43 @@ func (m *Manager) admitLocked(pod *v1.Pod, node *v1.Node, nodeErr error) *status
 		return &status.Waiting{Reason: admission.ReasonInvalidNodeInfo, Message: "Kubelet cannot get node info."}
 	}
 	allocatable := node.Status.Allocatable
-	if d := m.opts.Devices; d != nil {
-		// kubelet's resource allocator admit handler runs before its
-		// predicates: devices are allocated (the plugin's Allocate) at
-		// admission, and the fit sees at least what is allocated.
-		if err := d.Allocate(pod, holding); err != nil {
-			return &status.Waiting{Reason: admission.ReasonUnexpectedAdmissionError,
-				Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
+	// kubelet's resource allocator admit handler (its topology manager)
+	// runs before its predicates: devices (the plugin's Allocate) and
+	// CPUs are allocated at admission, and the fit sees at least what is
+	// allocated.
+	allocate := func() error {
+		if d := m.opts.Devices; d != nil {
+			if err := d.Allocate(pod, holding); err != nil {
+				return err
+			}
+			allocatable = d.SanitizeAllocatable(allocatable)
 		}
-		allocatable = d.SanitizeAllocatable(allocatable)
+		if c := m.opts.CPUs; c != nil {
+			// kubelet's active pods include the pod being admitted.
+			if err := c.Allocate(pod, append(holding, pod)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	if c := m.opts.CPUs; c != nil {
-		// kubelet's active pods include the pod being admitted.
-		if err := c.Allocate(pod, append(holding, pod)); err != nil {
-			return &status.Waiting{Reason: admission.ReasonUnexpectedAdmissionError,
-				Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
+	var err error
+	if t := m.opts.Topology; t != nil {
+		err = t.Admit(pod, append(holding[:len(holding):len(holding)], pod), allocate)
+	} else {
+		err = allocate()
+	}
+	if err != nil {
+		// kubelet's GetPodAdmitResult: an error with its own reason
+		// (TopologyAffinityError) keeps it and its message.
+		var typed interface {
+			error
+			Type() string
 		}
+		if errors.As(err, &typed) {
+			return &status.Waiting{Reason: typed.Type(), Message: typed.Error()}
+		}
+		return &status.Waiting{Reason: admission.ReasonUnexpectedAdmissionError,
+			Message: fmt.Sprintf("Allocate failed due to %v, which is unexpected", err)}
 	}
 	if ok, reason, msg := admission.FitsNode(pod, admitted, allocatable, m.opts.MaxPods); !ok {
 		return &status.Waiting{Reason: reason, Message: msg}

@@ -27,8 +27,14 @@
 // refuses the start with kubelet's message (drain the node, delete the
 // file). The none policy writes its checkpoint too, as kubelet does.
 //
-// Not done, as kubelet does it: the topology manager's NUMA hints, the
-// NUMA-first order on machines whose NUMA nodes are smaller than their
+// With a topology manager (Options.Align), each container's hints are
+// checked before its CPUs are allocated: on one NUMA node, node 0 when the
+// free CPUs can hold its request, none when they cannot (the topology
+// manager's restricted and single-numa-node policies then reject the pod
+// with TopologyAffinityError).
+//
+// Not done, as kubelet does it: NUMA hints on machines with more than one
+// NUMA node, the NUMA-first order on machines whose NUMA nodes are smaller than their
 // sockets, and every cpuManagerPolicyOptions option (refused by config).
 // CPU allocation packs sockets, then whole cores, then threads, as
 // kubelet's takeByTopology on a machine with a NUMA node per socket.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nodeagent/nodeagent/cm/cpumanager/state"
+	"github.com/nodeagent/nodeagent/cm/topologymanager"
 	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
@@ -57,8 +58,11 @@ type Options struct {
 	Reserved     resource.Quantity
 	// StateDir holds the checkpoint (kubelet: its root directory).
 	StateDir string
-	Logger   *slog.Logger
-	Clock    clock.Clock
+	// Align is the topology manager, asked with each container's hints
+	// before its CPUs are allocated (nil: none).
+	Align  topologymanager.Checker
+	Logger *slog.Logger
+	Clock  clock.Clock
 }
 
 // Pods are the node's pods as the manager needs them.
@@ -194,16 +198,52 @@ func (m *Manager) Allocate(pod *v1.Pod, active []*v1.Pod) error {
 	}()
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if err := m.policy.allocate(pod, c, !kubetypes.IsSidecar(c)); err != nil {
+		if err := m.allocateLocked(pod, c, !kubetypes.IsSidecar(c)); err != nil {
 			return err
 		}
 	}
 	for i := range pod.Spec.Containers {
-		if err := m.policy.allocate(pod, &pod.Spec.Containers[i], false); err != nil {
+		if err := m.allocateLocked(pod, &pod.Spec.Containers[i], false); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// allocateLocked asks the topology manager with c's hints, as kubelet's
+// topology manager does before the CPU manager allocates c, then
+// allocates; m.mu is held.
+func (m *Manager) allocateLocked(pod *v1.Pod, c *v1.Container, init bool) error {
+	if m.o.Align != nil {
+		if err := m.o.Align.Check(m.policy.hints(pod, c)); err != nil {
+			return err
+		}
+	}
+	return m.policy.allocate(pod, c, init)
+}
+
+// PodTopologyHints are pod's CPU hints for the topology manager's pod
+// scope, after the assignments of pods not in active are released (as
+// kubelet's CPU manager before giving hints).
+func (m *Manager) PodTopologyHints(pod *v1.Pod, active []*v1.Pod) topologymanager.Hints {
+	if m.policy == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removeStaleLocked(active)
+	return m.policy.podHints(pod)
+}
+
+// TopologyHints are container c's CPU hints as the static policy gives
+// them now on a machine with one NUMA node (nil with none).
+func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) topologymanager.Hints {
+	if m.policy == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.policy.hints(pod, c)
 }
 
 // CPUSet is the cpuset container c is created with: its exclusive CPUs,

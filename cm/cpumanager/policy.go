@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nodeagent/nodeagent/cm/cpumanager/state"
+	"github.com/nodeagent/nodeagent/cm/topologymanager"
 	"github.com/nodeagent/nodeagent/kubetypes"
 )
 
@@ -64,6 +65,78 @@ func guaranteedCPUs(pod *v1.Pod, c *v1.Container) int {
 		return 0
 	}
 	return int(q.Value())
+}
+
+// hints are kubelet's static policy hints for c on a machine with one
+// NUMA node: none (nil) for a container without exclusive CPUs; node 0
+// when c has its CPUs already (an empty list when their number is not its
+// request: kubelet rejects a changed request under restricted and
+// single-numa-node) or when the free CPUs outside the reserved set, with
+// those the pod may reuse from its init containers, can hold the request;
+// an empty list when they cannot.
+func (p *static) hints(pod *v1.Pod, c *v1.Container) topologymanager.Hints {
+	n := guaranteedCPUs(pod, c)
+	if n == 0 {
+		return nil
+	}
+	uid := string(pod.UID)
+	if set, ok := p.st.Assign[uid][c.Name]; ok {
+		if set.Size() != n {
+			return topologymanager.Hints{string(v1.ResourceCPU): {}}
+		}
+		return topologymanager.Hints{string(v1.ResourceCPU): topologymanager.NodeHint()}
+	}
+	available := p.st.Default.Difference(p.reserved).Union(p.reuse[uid])
+	if available.Size() < n {
+		return topologymanager.Hints{string(v1.ResourceCPU): {}}
+	}
+	return topologymanager.Hints{string(v1.ResourceCPU): topologymanager.NodeHint()}
+}
+
+// podGuaranteedCPUs is kubelet's: the exclusive CPUs the pod holds at
+// most at once, the larger of its app containers' and sidecars' sum and
+// of each init container's with the sidecars started before it.
+func podGuaranteedCPUs(pod *v1.Pod) int {
+	inits, sidecars := 0, 0
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		n := guaranteedCPUs(pod, c)
+		if kubetypes.IsSidecar(c) {
+			sidecars += n
+		} else if sidecars+n > inits {
+			inits = sidecars + n
+		}
+	}
+	apps := 0
+	for i := range pod.Spec.Containers {
+		apps += guaranteedCPUs(pod, &pod.Spec.Containers[i])
+	}
+	return max(inits, apps+sidecars)
+}
+
+// podHints are kubelet's pod-scope hints on one NUMA node: as hints, for
+// the pod's podGuaranteedCPUs, counting the CPUs its containers hold
+// already (an empty list when one holds other than its request).
+func (p *static) podHints(pod *v1.Pod) topologymanager.Hints {
+	n := podGuaranteedCPUs(pod)
+	if n == 0 {
+		return nil
+	}
+	uid := string(pod.UID)
+	assigned := cpuset.New()
+	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if set, ok := p.st.Assign[uid][c.Name]; ok {
+			if set.Size() != guaranteedCPUs(pod, &c) {
+				return topologymanager.Hints{string(v1.ResourceCPU): {}}
+			}
+			assigned = assigned.Union(set)
+		}
+	}
+	available := p.st.Default.Difference(p.reserved).Union(p.reuse[uid]).Union(assigned)
+	if assigned.Size() != n && available.Size() < n {
+		return topologymanager.Hints{string(v1.ResourceCPU): {}}
+	}
+	return topologymanager.Hints{string(v1.ResourceCPU): topologymanager.NodeHint()}
 }
 
 // allocate gives c its exclusive CPUs, if it gets any and has none yet.

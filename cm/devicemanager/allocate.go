@@ -14,9 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	resourcehelper "k8s.io/component-helpers/resource"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/nodeagent/nodeagent/cm/devicemanager/checkpoint"
+	"github.com/nodeagent/nodeagent/cm/topologymanager"
 	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/runtime"
 )
@@ -179,8 +181,17 @@ func (m *Manager) isPluginResource(res string) bool {
 	return m.pods.hasResource(res)
 }
 
-// allocateContainer is kubelet's allocateContainerResources.
+// allocateContainer is kubelet's allocateContainerResources, after the
+// topology manager accepted the container's hints.
 func (m *Manager) allocateContainer(pod *v1.Pod, c *v1.Container, reuse map[string]sets.Set[string]) error {
+	if m.opts.Align != nil {
+		m.mu.Lock()
+		h := m.hintsLocked(pod, c, reuse)
+		m.mu.Unlock()
+		if err := m.opts.Align.Check(h); err != nil {
+			return err
+		}
+	}
 	names := slices.Sorted(maps.Keys(c.Resources.Limits))
 	changed := false
 	defer func() {
@@ -317,11 +328,30 @@ func (m *Manager) devicesToAllocate(uid types.UID, container, res string, requir
 	if available.Len() < needed {
 		return nil, fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d", res, needed, available.Len())
 	}
+	// With an affinity (the topology manager's best-effort and
+	// restricted on one NUMA node: node 0), kubelet's filterByAffinity:
+	// the devices on it first, the plugin's preference among them when
+	// they are more than needed, then the others on a NUMA node, then
+	// those without one.
+	aligned, unaligned, noAffinity := m.filterByAffinityLocked(res, available)
+	if aligned.Len() > 0 && needed < aligned.Len() {
+		preferred, err := m.preferredLocked(res, aligned.Union(picked), picked, required)
+		if err != nil {
+			return nil, err
+		}
+		if take(preferred.Intersection(aligned)) || take(aligned) {
+			return picked, nil
+		}
+		return nil, fmt.Errorf("unexpectedly allocated less resources than required. Requested: %d, Got: %d", required, required-needed)
+	}
+	if take(aligned) {
+		return picked, nil
+	}
 	preferred, err := m.preferredLocked(res, available.Union(picked), picked, required)
 	if err != nil {
 		return nil, err
 	}
-	if take(preferred.Intersection(available)) || take(available) {
+	if take(preferred.Intersection(available)) || take(unaligned) || take(noAffinity) {
 		return picked, nil
 	}
 	return nil, fmt.Errorf("unexpectedly allocated less resources than required. Requested: %d, Got: %d", required, required-needed)
@@ -536,4 +566,165 @@ func ensureHostPath(p string) {
 	if _, err := os.Stat(p); os.IsNotExist(err) {
 		_ = os.MkdirAll(p, 0o755)
 	}
+}
+
+// PodTopologyHints are pod's device hints for the topology manager's pod
+// scope, after the devices of pods neither pod nor in active are freed:
+// kubelet's, by plugin resource of the pod's limits (the most its
+// containers hold at once), counting the devices the pod holds already
+// (an empty list when they are not its request) and no reusable ones.
+func (m *Manager) PodTopologyHints(pod *v1.Pod, active []*v1.Pod) topologymanager.Hints {
+	m.freeInactive(pod, active)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := topologymanager.Hints{}
+	for name, q := range resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{ExcludeOverhead: true}) {
+		res := string(name)
+		if !m.isPluginResource(res) {
+			continue
+		}
+		have := sets.New[string]()
+		for _, byRes := range m.pods[pod.UID] {
+			if a := byRes[res]; a != nil {
+				have = have.Union(a.set())
+			}
+		}
+		h[res] = m.resourceHintLocked(res, int(q.Value()), have, m.healthy[res].Difference(m.allocated[res]), nil)
+	}
+	return h
+}
+
+// TopologyHints are container c's device hints now, as kubelet's device
+// manager gives them on a machine with one NUMA node (hintsLocked).
+func (m *Manager) TopologyHints(pod *v1.Pod, c *v1.Container) topologymanager.Hints {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hintsLocked(pod, c, nil)
+}
+
+// hintsLocked are kubelet's device hints for c on a machine with one NUMA
+// node, by plugin resource c's limits ask for: nil (no preference) when
+// none of the resource's devices reports a NUMA node; node 0 when c has
+// its devices already and as many as it asks (an empty list when not), or
+// when enough of the free devices, with those reusable from the pod's init
+// containers, report node 0; an empty list otherwise. A device reporting
+// another node (one this machine lacks) does not count, as in kubelet,
+// where it counts only for a mask holding that node. m.mu is held.
+func (m *Manager) hintsLocked(pod *v1.Pod, c *v1.Container, reuse map[string]sets.Set[string]) topologymanager.Hints {
+	h := topologymanager.Hints{}
+	for name, q := range c.Resources.Limits {
+		res := string(name)
+		if !m.isPluginResource(res) {
+			continue
+		}
+		var have sets.Set[string]
+		if a := m.pods.get(pod.UID, c.Name, res); a != nil {
+			have = a.set()
+		}
+		h[res] = m.resourceHintLocked(res, int(q.Value()), have, m.healthy[res].Difference(m.allocated[res]), reuse[res])
+	}
+	return h
+}
+
+// resourceHintLocked is kubelet's hint list for requested devices of res
+// on one NUMA node, given those held already, the available and the
+// reusable ones (hintsLocked); m.mu is held.
+func (m *Manager) resourceHintLocked(res string, requested int, have, available, reusable sets.Set[string]) []topologymanager.Hint {
+	onNode0 := func(id string) (bool, bool) { // on node 0, has topology
+		d := m.devices[res][id]
+		if d == nil || d.Topology == nil || len(d.Topology.Nodes) == 0 {
+			return false, false
+		}
+		for _, n := range d.Topology.Nodes {
+			if n != nil && n.ID == 0 {
+				return true, true
+			}
+		}
+		return false, true
+	}
+	aligned := false
+	for _, d := range m.devices[res] {
+		if d.Topology != nil && len(d.Topology.Nodes) > 0 {
+			aligned = true
+			break
+		}
+	}
+	if !aligned {
+		return nil
+	}
+	count := func(ids sets.Set[string]) int {
+		n := 0
+		for id := range ids {
+			if ok, _ := onNode0(id); ok {
+				n++
+			}
+		}
+		return n
+	}
+	if have.Len() > 0 {
+		if have.Len() != requested || count(have) < requested {
+			return []topologymanager.Hint{}
+		}
+		return topologymanager.NodeHint()
+	}
+	if available.Union(reusable).Len() < requested {
+		return []topologymanager.Hint{}
+	}
+	matching := 0
+	for id := range reusable {
+		on, topo := onNode0(id)
+		if !topo {
+			continue
+		}
+		if !on {
+			return []topologymanager.Hint{}
+		}
+		matching++
+	}
+	if matching+count(available) < requested {
+		return []topologymanager.Hint{}
+	}
+	return topologymanager.NodeHint()
+}
+
+// filterByAffinityLocked splits available devices of res as kubelet's
+// filterByAffinity: those on a NUMA node of the topology manager's
+// affinity, those on other nodes, those without a node. Without an
+// affinity, or when no device of res reports a node, all are in the last
+// set. m.mu is held.
+func (m *Manager) filterByAffinityLocked(res string, available sets.Set[string]) (aligned, unaligned, noAffinity sets.Set[string]) {
+	aligned, unaligned, noAffinity = sets.New[string](), sets.New[string](), sets.New[string]()
+	var affinity []int
+	if m.opts.Align != nil {
+		affinity = m.opts.Align.Affinity()
+	}
+	hasTopology := false
+	for _, d := range m.devices[res] {
+		if d.Topology != nil && len(d.Topology.Nodes) > 0 {
+			hasTopology = true
+			break
+		}
+	}
+	if affinity == nil || !hasTopology {
+		return aligned, unaligned, available.Clone()
+	}
+	for id := range available {
+		d := m.devices[res][id]
+		if d == nil || d.Topology == nil || len(d.Topology.Nodes) == 0 {
+			noAffinity.Insert(id)
+			continue
+		}
+		in := false
+		for _, n := range d.Topology.Nodes {
+			if n != nil && slices.Contains(affinity, int(n.ID)) {
+				in = true
+			}
+		}
+		if in {
+			aligned.Insert(id)
+		} else {
+			unaligned.Insert(id)
+		}
+	}
+	return aligned, unaligned, noAffinity
 }

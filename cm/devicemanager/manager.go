@@ -23,6 +23,8 @@ import (
 
 	"github.com/nodeagent/nodeagent/cm/devicemanager/checkpoint"
 	"github.com/nodeagent/nodeagent/kubetypes"
+
+	"github.com/nodeagent/nodeagent/cm/topologymanager"
 )
 
 // Kubelet's constants.
@@ -57,6 +59,9 @@ type Options struct {
 	// Changed, when set, is called after the devices of a resource
 	// changed (node status may want to report); it must not block.
 	Changed func()
+	// Align is the topology manager, asked with each container's hints
+	// before its devices are allocated (nil: none).
+	Align topologymanager.Checker
 	// Registerer gets kubelet's device plugin metrics
 	// (kubelet_device_plugin_registration_total,
 	// kubelet_device_plugin_alloc_duration_seconds); nil: not registered.

@@ -30,6 +30,7 @@ import (
 	"github.com/nodeagent/nodeagent/cm"
 	"github.com/nodeagent/nodeagent/cm/cpumanager"
 	"github.com/nodeagent/nodeagent/cm/devicemanager"
+	"github.com/nodeagent/nodeagent/cm/topologymanager"
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/heartbeat"
 	"github.com/nodeagent/nodeagent/imagegc"
@@ -210,6 +211,9 @@ type agent struct {
 	// cpus is the CPU manager (cpumanager.go), restored at start; its
 	// reconcile loop runs from runOnRuntime on.
 	cpus *cpumanager.Manager
+	// topology is the topology manager (cpumanager.go) the devices and
+	// CPUs are allocated through.
+	topology *topologymanager.Manager
 	// csi is the CSI node side (csi.go); nil without an API client.
 	csi *csiNode
 	// singleProcessOOMKill is the configuration's as kubelet applies it
@@ -346,7 +350,11 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		return nil, err
 	}
 	nsOpts.ShuttingDown = a.shutdown.ShuttingDown
+	if a.topology, err = a.newTopologyManager(); err != nil {
+		return nil, err
+	}
 	a.devices = a.newDevices()
+	a.topology.AddHintProvider(a.devices)
 	nsOpts.DevicePlugins = a.devices.Capacity
 	if a.ns, err = nodestatus.New(nsOpts); err != nil {
 		return nil, err
@@ -358,6 +366,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	if a.cpus, err = a.newCPUManager(); err != nil {
 		return nil, err
 	}
+	a.topology.AddHintProvider(a.cpus)
 	// As kubelet: podLogsDir 0750, the symlink directory 0755.
 	if err := os.MkdirAll(cfg.PodLogsDir, 0o750); err != nil {
 		return nil, fmt.Errorf("pod logs directory (podLogsDir): %w", err)

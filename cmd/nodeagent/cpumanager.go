@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodeagent/nodeagent/cm/cpumanager"
+	"github.com/nodeagent/nodeagent/cm/topologymanager"
 	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/pods"
 	"github.com/nodeagent/nodeagent/runtime"
@@ -24,6 +25,7 @@ func (a *agent) newCPUManager() (*cpumanager.Manager, error) {
 		ReconcilePeriod: a.cfg.CPUManagerReconcilePeriod.Duration,
 		ReservedCPUs:    a.cfg.ReservedCPUSet(),
 		StateDir:        a.cfg.RootDir,
+		Align:           a.topology,
 		Logger:          a.base.With("component", "cpumanager", "node", a.nodeName),
 	}
 	if o.Policy == config.CPUManagerPolicyStatic {
@@ -45,6 +47,21 @@ func (a *agent) newCPUManager() (*cpumanager.Manager, error) {
 	}
 	if err := m.Restore(); err != nil {
 		return nil, fmt.Errorf("start cpu manager error: %w", err)
+	}
+	return m, nil
+}
+
+// newTopologyManager is kubelet's topology manager for
+// topologyManagerPolicy, on the NUMA nodes under config.SysNodeDir (config
+// refuses a policy other than none on a machine with more than one).
+func (a *agent) newTopologyManager() (*topologymanager.Manager, error) {
+	n, err := config.NUMANodes(config.SysNodeDir)
+	if err != nil {
+		return nil, fmt.Errorf("topology manager: cannot discover NUMA topology: %w", err)
+	}
+	m, err := topologymanager.New(a.cfg.TopologyManagerPolicy, a.cfg.TopologyManagerScope, n, a.reg)
+	if err != nil {
+		return nil, fmt.Errorf("topology manager: %w", err)
 	}
 	return m, nil
 }

@@ -29,6 +29,7 @@ func (a *agent) newDevices() *devicemanager.Manager {
 		Logger:           a.base.With("component", "devicemanager", "node", a.nodeName),
 		ContainerRunning: a.containerRunning,
 		Registerer:       a.reg,
+		Align:            a.topology,
 	})
 }
 

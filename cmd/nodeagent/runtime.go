@@ -242,7 +242,7 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 	o.SecretPulledImages = pulls
 	o.UserNamespaces = pods.NewUserNamespaces(usernsMgr, rt.SupportsUserNamespaces)
 	o.Volumes, o.Tokens, o.CredentialProviders = vols, tokens, credProviders
-	o.Cgroups, o.Devices, o.CPUs = cgroups, devices, a.cpus
+	o.Cgroups, o.Devices, o.CPUs, o.Topology = cgroups, devices, a.cpus, a.topology
 	o.Admission, o.Admit, o.ShuttingDown = a.admissionOptions(), a.admitUnderPressure, a.shutdown.ShuttingDown
 	o.Network = podNet
 	o.NodeName, o.Client = a.nodeName, podsClient(a.client, a.events)
