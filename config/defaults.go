@@ -156,6 +156,7 @@ func Default() *NodeAgentConfiguration {
 		EventBurst:                           DefaultEventBurst,
 		ContentType:                          DefaultContentType,
 		ClusterDNS:                           []string{},
+		TLSCipherSuites:                      []string{},
 		ClusterDomain:                        "",
 		ResolvConf:                           DefaultResolvConf,
 		CNIConfDir:                           DefaultCNIConfDir,
@@ -253,6 +254,9 @@ func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
 	}
 	if c.ClusterDNS != nil {
 		out.ClusterDNS = append([]string{}, c.ClusterDNS...)
+	}
+	if c.TLSCipherSuites != nil {
+		out.TLSCipherSuites = append([]string{}, c.TLSCipherSuites...)
 	}
 	if c.RegisterWithTaints != nil {
 		out.RegisterWithTaints = make([]v1.Taint, len(c.RegisterWithTaints))

@@ -52,6 +52,8 @@ var kubeletSupported = map[string]bool{
 	"tlsCertFile":                            true,
 	"tlsPrivateKeyFile":                      true,
 	"serverTLSBootstrap":                     true,
+	"tlsCipherSuites":                        true,
+	"tlsMinVersion":                          true,
 	"rotateCertificates":                     true,
 	"kubeAPIQPS":                             true,
 	"kubeAPIBurst":                           true,

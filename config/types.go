@@ -120,6 +120,11 @@ type NodeAgentConfiguration struct {
 	// ServerTLSBootstrap requests the serving certificate from the
 	// certificates API (when tlsCertFile is not set).
 	ServerTLSBootstrap bool `json:"serverTLSBootstrap"`
+	// TLSCipherSuites and TLSMinVersion restrict the node API's TLS, as
+	// kubelet's: Go's cipher suite names (TLS 1.2 and below) and
+	// VersionTLS10 to VersionTLS13; empty: Go's suites and TLS 1.2.
+	TLSCipherSuites []string `json:"tlsCipherSuites"`
+	TLSMinVersion   string   `json:"tlsMinVersion"`
 	// Authentication and Authorization of node API requests, as kubelet's.
 	Authentication NodeAPIAuthentication `json:"authentication"`
 	Authorization  NodeAPIAuthorization  `json:"authorization"`

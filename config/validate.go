@@ -112,6 +112,8 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	}
 	softErrs, softWarnings := validateSoftEviction(c)
 	errs, warnings = append(errs, softErrs...), append(warnings, softWarnings...)
+	tlsErrs, tlsWarnings := validateTLS(c)
+	errs, warnings = append(errs, tlsErrs...), append(warnings, tlsWarnings...)
 	errs = append(errs, validateImageGC(c)...)
 	errs = append(errs, validateShutdown(c)...)
 	errs = append(errs, validateCPUManager(c)...)
