@@ -14,13 +14,17 @@ import (
 
 // Default values; the kubelet's where the field has the same meaning.
 const (
-	DefaultNodeLeaseDurationSeconds         = 40
-	DefaultNodeStatusUpdateFrequency        = 10 * time.Second
-	DefaultNodeStatusReportFrequency        = 5 * time.Minute
-	DefaultNodeStatusMaxImages              = 50
-	DefaultContainerRuntimeEndpoint         = "unix:///run/containerd/containerd.sock"
-	DefaultContainerRuntimeNamespace        = "k8s.io"
-	DefaultMaxPods                          = 110
+	DefaultNodeLeaseDurationSeconds  = 40
+	DefaultNodeStatusUpdateFrequency = 10 * time.Second
+	DefaultNodeStatusReportFrequency = 5 * time.Minute
+	DefaultNodeStatusMaxImages       = 50
+	DefaultContainerRuntimeEndpoint  = "unix:///run/containerd/containerd.sock"
+	DefaultContainerRuntimeNamespace = "k8s.io"
+	DefaultMaxPods                   = 110
+	// kubelet's maxOpenFiles and oomScoreAdj (KubeletOOMScoreAdj: below
+	// every pod's, so that the kernel's OOM killer takes pods first).
+	DefaultMaxOpenFiles                     = 1000000
+	DefaultOOMScoreAdj                      = -999
 	DefaultSyncFrequency                    = time.Minute
 	DefaultFileCheckFrequency               = 20 * time.Second
 	DefaultRuntimeRequestTimeout            = 2 * time.Minute
@@ -172,6 +176,8 @@ func Default() *NodeAgentConfiguration {
 		EnforceNodeAllocatable:               []string{EnforceNodeAllocatablePods},
 		PodPidsLimit:                         -1,
 		FailSwapOn:                           true,
+		MaxOpenFiles:                         DefaultMaxOpenFiles,
+		OOMScoreAdj:                          DefaultOOMScoreAdj,
 		RuntimeHandlers:                      map[string]string{"runc": "io.containerd.runc.v2"},
 		RegistryConfigPath:                   DefaultRegistryConfigPath,
 		ImagePullProgressTimeout:             metav1.Duration{Duration: DefaultImagePullProgressTimeout},
