@@ -3,12 +3,9 @@ package cm
 import (
 	"os"
 	"strconv"
-)
 
-// AgentOOMScoreAdj is the agent's own oom_score_adj (kubelet's
-// KubeletOOMScoreAdj, its default oomScoreAdj): below every pod's, so the
-// kernel's OOM killer takes pods before the agent.
-const AgentOOMScoreAdj = -999
+	"golang.org/x/sys/unix"
+)
 
 // SetOOMScoreAdj writes v to an oom_score_adj file
 // (/proc/<pid>/oom_score_adj; /proc/self/oom_score_adj for the agent).
@@ -22,4 +19,13 @@ func SetOOMScoreAdj(path string, v int) error {
 		err = cerr
 	}
 	return err
+}
+
+// SetMaxOpenFiles sets this process's RLIMIT_NOFILE, soft and hard, to n
+// (kubelet's maxOpenFiles); n 0 changes nothing.
+func SetMaxOpenFiles(n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	return unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)})
 }

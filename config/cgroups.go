@@ -71,6 +71,27 @@ func (c *NodeAgentConfiguration) EnforcePodsAllocatable() bool {
 // set to false on a cgroup v1 host, which has no memory.oom.group.
 var ErrSingleProcessOOMKillV1 = errors.New("invalid configuration: singleProcessOOMKill must not be explicitly set to false when using cgroup v1")
 
+// ErrFailCgroupV1 is kubelet's error for failCgroupV1 on a cgroup v1 host.
+var ErrFailCgroupV1 = errors.New("kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is in maintenance mode")
+
+// CheckCgroupV1 is kubelet's check of failCgroupV1 on a host with
+// (unified) or without the cgroup v2 unified hierarchy.
+func (c *NodeAgentConfiguration) CheckCgroupV1(unified bool) error {
+	if c.FailCgroupV1 && !unified {
+		return ErrFailCgroupV1
+	}
+	return nil
+}
+
+// PodCapacity is the node's pods capacity as kubelet computes it: maxPods,
+// capped at podsPerCore × numCPU when podsPerCore is greater than 0.
+func (c *NodeAgentConfiguration) PodCapacity(numCPU int) int32 {
+	if c.PodsPerCore > 0 && int64(c.PodsPerCore)*int64(numCPU) < int64(c.MaxPods) {
+		return c.PodsPerCore * int32(numCPU)
+	}
+	return c.MaxPods
+}
+
 // EffectiveSingleProcessOOMKill is singleProcessOOMKill as kubelet applies
 // it on a host with (unified) or without the cgroup v2 unified hierarchy:
 // unset is false on v2 and true on v1, where false is refused with

@@ -14,13 +14,17 @@ import (
 
 // Default values; the kubelet's where the field has the same meaning.
 const (
-	DefaultNodeLeaseDurationSeconds         = 40
-	DefaultNodeStatusUpdateFrequency        = 10 * time.Second
-	DefaultNodeStatusReportFrequency        = 5 * time.Minute
-	DefaultNodeStatusMaxImages              = 50
-	DefaultContainerRuntimeEndpoint         = "unix:///run/containerd/containerd.sock"
-	DefaultContainerRuntimeNamespace        = "k8s.io"
-	DefaultMaxPods                          = 110
+	DefaultNodeLeaseDurationSeconds  = 40
+	DefaultNodeStatusUpdateFrequency = 10 * time.Second
+	DefaultNodeStatusReportFrequency = 5 * time.Minute
+	DefaultNodeStatusMaxImages       = 50
+	DefaultContainerRuntimeEndpoint  = "unix:///run/containerd/containerd.sock"
+	DefaultContainerRuntimeNamespace = "k8s.io"
+	DefaultMaxPods                   = 110
+	// kubelet's maxOpenFiles and oomScoreAdj (KubeletOOMScoreAdj: below
+	// every pod's, so that the kernel's OOM killer takes pods first).
+	DefaultMaxOpenFiles                     = 1000000
+	DefaultOOMScoreAdj                      = -999
 	DefaultSyncFrequency                    = time.Minute
 	DefaultFileCheckFrequency               = 20 * time.Second
 	DefaultRuntimeRequestTimeout            = 2 * time.Minute
@@ -156,6 +160,7 @@ func Default() *NodeAgentConfiguration {
 		EventBurst:                           DefaultEventBurst,
 		ContentType:                          DefaultContentType,
 		ClusterDNS:                           []string{},
+		TLSCipherSuites:                      []string{},
 		ClusterDomain:                        "",
 		ResolvConf:                           DefaultResolvConf,
 		CNIConfDir:                           DefaultCNIConfDir,
@@ -171,6 +176,8 @@ func Default() *NodeAgentConfiguration {
 		EnforceNodeAllocatable:               []string{EnforceNodeAllocatablePods},
 		PodPidsLimit:                         -1,
 		FailSwapOn:                           true,
+		MaxOpenFiles:                         DefaultMaxOpenFiles,
+		OOMScoreAdj:                          DefaultOOMScoreAdj,
 		RuntimeHandlers:                      map[string]string{"runc": "io.containerd.runc.v2"},
 		RegistryConfigPath:                   DefaultRegistryConfigPath,
 		ImagePullProgressTimeout:             metav1.Duration{Duration: DefaultImagePullProgressTimeout},
@@ -253,6 +260,9 @@ func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
 	}
 	if c.ClusterDNS != nil {
 		out.ClusterDNS = append([]string{}, c.ClusterDNS...)
+	}
+	if c.TLSCipherSuites != nil {
+		out.TLSCipherSuites = append([]string{}, c.TLSCipherSuites...)
 	}
 	if c.RegisterWithTaints != nil {
 		out.RegisterWithTaints = make([]v1.Taint, len(c.RegisterWithTaints))

@@ -120,6 +120,11 @@ type NodeAgentConfiguration struct {
 	// ServerTLSBootstrap requests the serving certificate from the
 	// certificates API (when tlsCertFile is not set).
 	ServerTLSBootstrap bool `json:"serverTLSBootstrap"`
+	// TLSCipherSuites and TLSMinVersion restrict the node API's TLS, as
+	// kubelet's: Go's cipher suite names (TLS 1.2 and below) and
+	// VersionTLS10 to VersionTLS13; empty: Go's suites and TLS 1.2.
+	TLSCipherSuites []string `json:"tlsCipherSuites"`
+	TLSMinVersion   string   `json:"tlsMinVersion"`
 	// Authentication and Authorization of node API requests, as kubelet's.
 	Authentication NodeAPIAuthentication `json:"authentication"`
 	Authorization  NodeAPIAuthorization  `json:"authorization"`
@@ -256,6 +261,21 @@ type NodeAgentConfiguration struct {
 	// FailSwapOn stops the agent at start when the host has swap on
 	// (kubelet's failSwapOn, default true).
 	FailSwapOn bool `json:"failSwapOn"`
+	// ProtectKernelDefaults makes kernel tunables that differ from
+	// kubelet's an error at start; false sets them (kubelet's field).
+	ProtectKernelDefaults bool `json:"protectKernelDefaults"`
+	// MaxOpenFiles is the agent's own RLIMIT_NOFILE, soft and hard, set
+	// at start (kubelet's maxOpenFiles); 0 keeps the inherited limit.
+	MaxOpenFiles int64 `json:"maxOpenFiles"`
+	// OOMScoreAdj is the agent's own oom_score_adj (kubelet's), -1000 to
+	// 1000.
+	OOMScoreAdj int32 `json:"oomScoreAdj"`
+	// FailCgroupV1 stops the agent at start on a cgroup v1 host
+	// (kubelet's failCgroupV1).
+	FailCgroupV1 bool `json:"failCgroupV1"`
+	// PodsPerCore caps the pods capacity at this many pods per CPU when
+	// greater than 0 (kubelet's podsPerCore; PodCapacity).
+	PodsPerCore int32 `json:"podsPerCore"`
 	// MemorySwap is how containers may use the host's swap (kubelet's
 	// memorySwap).
 	MemorySwap MemorySwapConfiguration `json:"memorySwap"`

@@ -95,6 +95,16 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	if c.StaticPodPath != "" && !filepath.IsAbs(c.StaticPodPath) {
 		errs = append(errs, field.Invalid(field.NewPath("staticPodPath"), c.StaticPodPath, "must be an absolute path or empty (disabled)"))
 	}
+	// kubelet's checks and messages (pkg/kubelet/apis/config/validation).
+	if c.MaxOpenFiles < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("maxOpenFiles"), c.MaxOpenFiles, "must not be a negative number"))
+	}
+	if c.OOMScoreAdj < -1000 || c.OOMScoreAdj > 1000 {
+		errs = append(errs, field.Invalid(field.NewPath("oomScoreAdj"), c.OOMScoreAdj, "must be between -1000 and 1000, inclusive"))
+	}
+	if c.PodsPerCore < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("podsPerCore"), c.PodsPerCore, "must not be a negative number"))
+	}
 	if c.MaxPods <= 0 {
 		errs = append(errs, field.Invalid(field.NewPath("maxPods"), c.MaxPods, "must be greater than 0"))
 	}
@@ -112,6 +122,8 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	}
 	softErrs, softWarnings := validateSoftEviction(c)
 	errs, warnings = append(errs, softErrs...), append(warnings, softWarnings...)
+	tlsErrs, tlsWarnings := validateTLS(c)
+	errs, warnings = append(errs, tlsErrs...), append(warnings, tlsWarnings...)
 	errs = append(errs, validateImageGC(c)...)
 	errs = append(errs, validateShutdown(c)...)
 	errs = append(errs, validateCPUManager(c)...)

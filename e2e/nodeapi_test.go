@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -676,7 +677,11 @@ func TestServingCertificateBootstrap(t *testing.T) {
 	t.Parallel()
 	env := testenv.Cluster(t)
 	ctx := context.Background()
-	a := newAgent(t, env, agentOpts{noRuntime: true, config: "serverTLSBootstrap: true\n"})
+	// With tlsCipherSuites: the restriction holds on the self-signed
+	// certificate and on the bootstrapped one that replaces it.
+	allowed, other := tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+	a := newAgent(t, env, agentOpts{noRuntime: true, config: "serverTLSBootstrap: true\n" +
+		"tlsCipherSuites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305]\ntlsMinVersion: VersionTLS12\n"})
 	a.start()
 	a.waitKubeletPort(ctx)
 	user := "system:node:" + a.node
@@ -690,11 +695,33 @@ func TestServingCertificateBootstrap(t *testing.T) {
 		defer conn.Close()
 		return conn.ConnectionState().PeerCertificates[0]
 	}
+	checkSuites := func(when string) {
+		for _, tc := range []struct {
+			cfg *tls.Config
+			ok  bool
+		}{
+			{&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{allowed}}, true},
+			{&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{other}}, false},
+			{&tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}, false},
+			{&tls.Config{MinVersion: tls.VersionTLS13}, true},
+		} {
+			tc.cfg.InsecureSkipVerify = true
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", fmt.Sprintf("127.0.0.1:%d", a.apiPort), tc.cfg)
+			if err == nil {
+				conn.Close()
+			}
+			if (err == nil) != tc.ok {
+				t.Errorf("%s: suites %v, versions %x-%x: handshake error %v, want success %v", when, tc.cfg.CipherSuites, tc.cfg.MinVersion, tc.cfg.MaxVersion, err, tc.ok)
+			}
+		}
+	}
 	if c := peer(); c.Issuer.String() != c.Subject.String() {
 		t.Fatalf("before approval: issuer %s", c.Issuer)
 	}
+	checkSuites("self-signed")
 	kubectl(t, env, "", "certificate", "approve", csrName)
 	got := a.waitServingCertFromCA(t)
+	checkSuites("bootstrapped")
 	if got.Subject.CommonName != user || len(got.IPAddresses) == 0 {
 		t.Errorf("issued certificate: subject %s, IPs %v", got.Subject, got.IPAddresses)
 	}

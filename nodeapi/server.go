@@ -64,7 +64,12 @@ type Options struct {
 	// is served until the first is issued. Node returns the Node as last
 	// seen.
 	ServerTLSBootstrap bool
-	Node               func() *v1.Node
+	// TLSCipherSuites are the suites offered for TLS 1.2 and below (nil:
+	// Go's defaults); TLSMinVersion the lowest version (0: TLS 1.2),
+	// kubelet's tlsCipherSuites and tlsMinVersion.
+	TLSCipherSuites []uint16
+	TLSMinVersion   uint16
+	Node            func() *v1.Node
 
 	// ClientCAFile verifies client certificates; "" accepts none.
 	ClientCAFile string
@@ -256,13 +261,20 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("nodeapi: %w", err)
 		}
 	}
+	minTLS := opts.TLSMinVersion
+	if minTLS == 0 {
+		minTLS = tls.VersionTLS12 // kubelet's default
+	}
+	// One config for the server's life: a rotated serving certificate
+	// (GetCertificate) keeps these restrictions.
 	s.tls = &tls.Config{
 		GetCertificate: s.certs.get,
 		// Verified by the authenticator, so that a bad certificate gets
 		// a 401 like kubelet's rather than a failed handshake.
-		ClientAuth: tls.RequestClientCert,
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"h2", "http/1.1"},
+		ClientAuth:   tls.RequestClientCert,
+		MinVersion:   minTLS,
+		CipherSuites: opts.TLSCipherSuites,
+		NextProtos:   []string{"h2", "http/1.1"},
 	}
 
 	s.mux = http.NewServeMux()

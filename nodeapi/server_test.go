@@ -580,3 +580,66 @@ func TestContainerLogsAcrossLayouts(t *testing.T) {
 		}
 	}
 }
+
+// tlsCipherSuites and tlsMinVersion are applied to the listening server:
+// a Go TLS client on 127.0.0.1 that offers only a suite outside the list,
+// or only versions below the minimum, fails the handshake; one that offers
+// an allowed suite, or the minimum version, completes it.
+func TestServeTLSCipherSuitesAndMinVersion(t *testing.T) {
+	allowed := tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+	other := tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+	for _, tc := range []struct {
+		name   string
+		suites []uint16
+		min    uint16
+		client *tls.Config
+		ok     bool
+	}{
+		{"allowed suite", []uint16{allowed}, 0, &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{allowed}}, true},
+		{"suite not in the list", []uint16{allowed}, 0, &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{other}}, false},
+		{"default list takes the other suite", nil, 0, &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{other}}, true},
+		{"TLS 1.2 below minimum 1.3", nil, tls.VersionTLS13, &tls.Config{MaxVersion: tls.VersionTLS12}, false},
+		{"TLS 1.3 at minimum 1.3", nil, tls.VersionTLS13, &tls.Config{MinVersion: tls.VersionTLS13}, true},
+		{"TLS 1.1 below the default minimum", nil, 0, &tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}, false},
+		{"TLS 1.1 at minimum 1.1", nil, tls.VersionTLS11, &tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t, func(o *Options) { o.TLSCipherSuites = tc.suites; o.TLSMinVersion = tc.min })
+			ctx, cancel := context.WithCancel(context.Background())
+			addrC := make(chan net.Addr, 1)
+			done := make(chan error, 1)
+			go func() { done <- e.s.Run(ctx, func(a net.Addr) { addrC <- a }) }()
+			addr := (<-addrC).String()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			cfg := tc.client.Clone()
+			cfg.InsecureSkipVerify = true
+			d := &net.Dialer{Timeout: 5 * time.Second}
+			conn, err := tls.DialWithDialer(d, "tcp", addr, cfg)
+			if !tc.ok {
+				if err == nil {
+					st := conn.ConnectionState()
+					conn.Close()
+					t.Fatalf("handshake succeeded: version %x suite %s", st.Version, tls.CipherSuiteName(st.CipherSuite))
+				}
+				t.Logf("refused: %v", err)
+				return
+			}
+			if err != nil {
+				t.Fatalf("handshake: %v", err)
+			}
+			defer conn.Close()
+			st := conn.ConnectionState()
+			if len(tc.client.CipherSuites) == 1 && st.CipherSuite != tc.client.CipherSuites[0] {
+				t.Errorf("suite %s", tls.CipherSuiteName(st.CipherSuite))
+			}
+			if tc.min != 0 && st.Version < tc.min {
+				t.Errorf("version %x below %x", st.Version, tc.min)
+			}
+		})
+	}
+}

@@ -231,6 +231,15 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 	if err := checkSwap(cfg.FailSwapOn, cm.HostSwapOn); err != nil {
 		return nil, err
 	}
+	// As kubelet's container manager at start: kernel tunables checked
+	// (protectKernelDefaults) or set.
+	if err := cm.SetupKernelTunables(cm.Sysctls{Root: cm.ProcSys}, cfg.ProtectKernelDefaults, log.With("node", nodeName)); err != nil {
+		return nil, fmt.Errorf("Failed to start ContainerManager: %w", err)
+	}
+	// As kubelet: failCgroupV1 refuses a cgroup v1 host.
+	if err := cfg.CheckCgroupV1(cgroups.IsCgroup2UnifiedMode()); err != nil {
+		return nil, err
+	}
 	// As kubelet: singleProcessOOMKill false is refused on cgroup v1.
 	singleProcessOOMKill, err := cfg.EffectiveSingleProcessOOMKill(cgroups.IsCgroup2UnifiedMode())
 	if err != nil {
@@ -292,7 +301,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		UpdateFrequency:                  cfg.NodeStatusUpdateFrequency.Duration,
 		ReportFrequency:                  cfg.NodeStatusReportFrequency.Duration,
 		MaxImages:                        cfg.NodeStatusMaxImages,
-		MaxPods:                          cfg.MaxPods,
+		MaxPods:                          podCapacity(cfg),
 		SystemReserved:                   sysReserved,
 		KubeReserved:                     kubeReserved,
 		EvictionHard:                     cfg.EvictionHard,
@@ -475,6 +484,7 @@ func (a *agent) run(ctx context.Context) error {
 		"statusUpdate", a.cfg.NodeStatusUpdateFrequency.Duration, "statusReport", a.cfg.NodeStatusReportFrequency.Duration)
 	// 1.
 	a.protectFromOOMKiller()
+	a.setMaxOpenFiles()
 	a.limitGoMemory()
 	// 2.
 	srv, err := a.startServer()

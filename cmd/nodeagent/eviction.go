@@ -17,19 +17,20 @@ import (
 	"github.com/nodeagent/nodeagent/runtime"
 )
 
-// protectFromOOMKiller sets the agent's own oom_score_adj (kubelet's
-// -999, cm.AgentOOMScoreAdj): the kernel's OOM killer takes pods first.
+// protectFromOOMKiller sets the agent's own oom_score_adj (oomScoreAdj,
+// kubelet's -999 by default): the kernel's OOM killer takes pods first.
 func (a *agent) protectFromOOMKiller() {
 	defer func() {
 		if msg, floor := oomFloorWarning(runtime.OOMScoreAdjFloor()); msg != "" {
 			a.log.Warn(msg, "floor", floor)
 		}
 	}()
-	if err := cm.SetOOMScoreAdj("/proc/self/oom_score_adj", cm.AgentOOMScoreAdj); err != nil {
-		a.log.Warn("cannot set the agent's oom_score_adj; the OOM killer may choose it before pods", "oomScoreAdj", cm.AgentOOMScoreAdj, "err", err)
+	v := int(a.cfg.OOMScoreAdj)
+	if err := cm.SetOOMScoreAdj("/proc/self/oom_score_adj", v); err != nil {
+		a.log.Warn("cannot set the agent's oom_score_adj; the OOM killer may choose it before pods", "oomScoreAdj", v, "err", err)
 		return
 	}
-	a.log.Info("set the agent's oom_score_adj", "oomScoreAdj", cm.AgentOOMScoreAdj)
+	a.log.Info("set the agent's oom_score_adj", "oomScoreAdj", v)
 }
 
 // guaranteedOOMScoreAdj is kubelet's score for Guaranteed and critical
@@ -115,4 +116,13 @@ func (a *agent) runEviction(ctx context.Context, rt *runtime.Runtime, pm *pods.M
 		return
 	}
 	m.Run(ctx)
+}
+
+// setMaxOpenFiles sets the agent's open files limit, soft and hard, to
+// maxOpenFiles (kubelet's rlimit.SetNumFiles); 0 keeps the inherited one.
+// As in kubelet, a failure is logged and the start goes on.
+func (a *agent) setMaxOpenFiles() {
+	if err := cm.SetMaxOpenFiles(a.cfg.MaxOpenFiles); err != nil {
+		a.log.Error("Failed to set rlimit on max file handles", "maxOpenFiles", a.cfg.MaxOpenFiles, "err", err)
+	}
 }

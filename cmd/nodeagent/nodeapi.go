@@ -33,6 +33,7 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 	if c.NodeIP != "" {
 		hosts = append(hosts, c.NodeIP)
 	}
+	suites, minTLS := c.NodeAPITLS()
 	s, err := nodeapi.New(nodeapi.Options{
 		NodeName:               a.nodeName,
 		Address:                c.Address,
@@ -40,6 +41,8 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 		TLSCertFile:            c.TLSCertFile,
 		TLSPrivateKeyFile:      c.TLSPrivateKeyFile,
 		ServerTLSBootstrap:     c.ServerTLSBootstrap,
+		TLSCipherSuites:        suites,
+		TLSMinVersion:          minTLS,
 		Node:                   a.ns.Node,
 		CertDir:                c.CertDirectory(),
 		Hosts:                  hosts,

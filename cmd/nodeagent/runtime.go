@@ -256,6 +256,20 @@ func (a *agent) newPods(rt *runtime.Runtime, p *pleg.PLEG, cgroups *cm.Manager, 
 
 // podsSettings are the pod workers' options that come from the
 // configuration alone.
+// podCapacity is the node's pods capacity, maxPods capped by podsPerCore
+// × the host's online CPUs as kubelet caps it (maxPods if they cannot be
+// read).
+func podCapacity(cfg *config.NodeAgentConfiguration) int32 {
+	if cfg.PodsPerCore <= 0 {
+		return cfg.MaxPods
+	}
+	n, err := (&nodestatus.Host{}).NumCPU()
+	if err != nil {
+		return cfg.MaxPods
+	}
+	return cfg.PodCapacity(n)
+}
+
 func podsSettings(cfg *config.NodeAgentConfiguration) pods.Options {
 	return pods.Options{
 		Security:        pods.SecurityOptions{SeccompDefault: cfg.SeccompDefault},
@@ -268,7 +282,7 @@ func podsSettings(cfg *config.NodeAgentConfiguration) pods.Options {
 		PodLogsDir:   cfg.PodLogsDir,
 		NetNSDir:     cfg.NetNSDir(),
 		PodNSDir:     cfg.PodNSDir(),
-		MaxPods:      int(cfg.MaxPods),
+		MaxPods:      int(podCapacity(cfg)),
 		Names: pods.NameSettings{
 			ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: cfg.ResolvConf,
 		},
