@@ -3,6 +3,7 @@ package config
 import (
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,6 +163,7 @@ func Default() *NodeAgentConfiguration {
 		CNIBinDir:                            DefaultCNIBinDir,
 		SeccompDefault:                       false,
 		AllowedUnsafeSysctls:                 []string{},
+		ShutdownGracePeriodByPodPriority:     []ShutdownGracePeriodByPodPriority{},
 		FeatureGates:                         map[string]bool{},
 		UserNamespaces:                       UserNamespacesConfiguration{IDsPerPod: 65536},
 		PreloadedImagesVerificationAllowlist: []string{},
@@ -259,6 +261,9 @@ func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
 		for i := range c.RegisterWithTaints {
 			c.RegisterWithTaints[i].DeepCopyInto(&out.RegisterWithTaints[i])
 		}
+	}
+	if c.ShutdownGracePeriodByPodPriority != nil {
+		out.ShutdownGracePeriodByPodPriority = slices.Clone(c.ShutdownGracePeriodByPodPriority)
 	}
 	if c.EnforceNodeAllocatable != nil {
 		out.EnforceNodeAllocatable = append([]string{}, c.EnforceNodeAllocatable...)

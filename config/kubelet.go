@@ -89,6 +89,7 @@ var kubeletSupported = map[string]bool{
 	"featureGates":                           true,
 	"shutdownGracePeriod":                    true,
 	"shutdownGracePeriodCriticalPods":        true,
+	"shutdownGracePeriodByPodPriority":       true,
 	"cpuManagerPolicy":                       true,
 	"cpuManagerPolicyOptions":                true,
 	"cpuManagerReconcilePeriod":              true,

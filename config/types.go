@@ -330,11 +330,23 @@ type NodeAgentConfiguration struct {
 	// ShutdownGracePeriodCriticalPods is the part of ShutdownGracePeriod
 	// kept for critical pods, which stop after the others (kubelet's).
 	ShutdownGracePeriodCriticalPods metav1.Duration `json:"shutdownGracePeriodCriticalPods"`
+	// ShutdownGracePeriodByPodPriority replaces the two fields above with
+	// priority bands, each with its grace period; the shutdown is delayed
+	// by their sum (kubelet's, GracefulNodeShutdownBasedOnPodPriority).
+	ShutdownGracePeriodByPodPriority []ShutdownGracePeriodByPodPriority `json:"shutdownGracePeriodByPodPriority"`
 
 	// Logging configures the agent's logs, like kubelet's logging section.
 	Logging LoggingConfiguration `json:"logging"`
 	// PLEG tunes the pod lifecycle event generator (nodeagent).
 	PLEG PLEGConfiguration `json:"pleg"`
+}
+
+// ShutdownGracePeriodByPodPriority is kubelet's: pods whose priority is at
+// least Priority (and below the next band's) are stopped together with at
+// most ShutdownGracePeriodSeconds.
+type ShutdownGracePeriodByPodPriority struct {
+	Priority                   int32 `json:"priority"`
+	ShutdownGracePeriodSeconds int64 `json:"shutdownGracePeriodSeconds"`
 }
 
 // NodeAPIAuthentication is kubelet's KubeletAuthentication.
