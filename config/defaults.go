@@ -125,6 +125,8 @@ func Default() *NodeAgentConfiguration {
 		SystemReserved:                       map[string]string{},
 		KubeReserved:                         map[string]string{},
 		CPUManagerPolicy:                     CPUManagerPolicyNone,
+		CPUCFSQuota:                          true,
+		CPUCFSQuotaPeriod:                    metav1.Duration{Duration: DefaultCPUCFSQuotaPeriod},
 		CPUManagerPolicyOptions:              map[string]string{},
 		TopologyManagerPolicy:                TopologyManagerPolicyNone,
 		TopologyManagerScope:                 TopologyManagerScopeContainer,

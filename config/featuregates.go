@@ -42,6 +42,9 @@ const (
 	// FeatureGracefulNodeShutdownBasedOnPodPriority:
 	// shutdownGracePeriodByPodPriority (beta, on by default in 1.34).
 	FeatureGracefulNodeShutdownBasedOnPodPriority = "GracefulNodeShutdownBasedOnPodPriority"
+	// FeatureCustomCPUCFSQuotaPeriod: a cpuCFSQuotaPeriod other than
+	// 100ms (alpha, off); nodeagent does not implement it.
+	FeatureCustomCPUCFSQuotaPeriod = "CustomCPUCFSQuotaPeriod"
 	// FeatureKubeletPSI: pressure stall information in /stats/summary and
 	// cAdvisor's container_pressure_* metrics (beta, on by default in
 	// 1.34); off, neither, as kubelet.

@@ -91,6 +91,8 @@ var kubeletSupported = map[string]bool{
 	"shutdownGracePeriodCriticalPods":        true,
 	"shutdownGracePeriodByPodPriority":       true,
 	"cpuManagerPolicy":                       true,
+	"cpuCFSQuota":                            true,
+	"cpuCFSQuotaPeriod":                      true,
 	"cpuManagerPolicyOptions":                true,
 	"cpuManagerReconcilePeriod":              true,
 	"reservedSystemCPUs":                     true,

@@ -300,6 +300,15 @@ type NodeAgentConfiguration struct {
 	// --image-credential-provider-bin-dir: where the plugins are.
 	ImageCredentialProviderBinDir string `json:"imageCredentialProviderBinDir"`
 
+	// CPUCFSQuota is kubelet's: containers with a cpu limit get a CFS
+	// quota (and so does their pod's cgroup); false: none, the limit is
+	// only in the spec and status.
+	CPUCFSQuota bool `json:"cpuCFSQuota"`
+	// CPUCFSQuotaPeriod is kubelet's CFS period; only its default (100ms)
+	// is accepted: another needs the CustomCPUCFSQuotaPeriod gate, which
+	// nodeagent does not implement.
+	CPUCFSQuotaPeriod metav1.Duration `json:"cpuCFSQuotaPeriod"`
+
 	// CPUManagerPolicy is kubelet's CPU manager policy: none, or static
 	// (exclusive CPUs for the integer CPU requests of Guaranteed pods).
 	CPUManagerPolicy string `json:"cpuManagerPolicy"`
