@@ -36,6 +36,7 @@ var kubeletSupported = map[string]bool{
 	"evictionSoftGracePeriod":                true,
 	"evictionMaxPodGracePeriod":              true,
 	"evictionMinimumReclaim":                 true,
+	"mergeDefaultEvictionSettings":           true,
 	"imageGCHighThresholdPercent":            true,
 	"imageGCLowThresholdPercent":             true,
 	"imageMinimumGCAge":                      true,

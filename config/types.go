@@ -77,8 +77,13 @@ type NodeAgentConfiguration struct {
 	SystemReserved map[string]string `json:"systemReserved"`
 	KubeReserved   map[string]string `json:"kubeReserved"`
 	// EvictionHard maps eviction signals to thresholds (a quantity or a
-	// percentage). A present map replaces the default map.
+	// percentage). A present map replaces the default map, unless
+	// MergeDefaultEvictionSettings.
 	EvictionHard map[string]string `json:"evictionHard"`
+	// MergeDefaultEvictionSettings is kubelet's (1.34): the main file's
+	// evictionHard gets the default thresholds of the signals it does not
+	// name (evictionSoft and evictionMinimumReclaim have no defaults).
+	MergeDefaultEvictionSettings bool `json:"mergeDefaultEvictionSettings"`
 	// EvictionPressureTransitionPeriod is how long a pressure condition stays
 	// true after its signal went below the threshold.
 	EvictionPressureTransitionPeriod metav1.Duration `json:"evictionPressureTransitionPeriod"`
