@@ -45,6 +45,9 @@ type Config struct {
 	// pod cgroup then has no CFS quota (kubelet's
 	// DisableCPUQuotaWithExclusiveCPUs). nil: never.
 	PodExclusiveCPUs func(pod *v1.Pod) bool
+	// NoCPUQuota is kubelet's cpuCFSQuota: false (its EnforceCPULimits
+	// false): no pod cgroup gets a CFS quota.
+	NoCPUQuota bool
 	// HugetlbPageSizes lists the page sizes whose hugetlb limits the
 	// host's cgroups take (nil: HugetlbPageSizes, read once in New).
 	HugetlbPageSizes func() []string
@@ -180,7 +183,7 @@ func (m *Manager) EnsurePod(pod *v1.Pod) (string, error) {
 		return m.ContainerParent(m.cfg.Root), nil
 	}
 	rc := PodResourceConfig(pod, m.cfg.PodPidsLimit)
-	if m.cfg.PodExclusiveCPUs != nil && m.cfg.PodExclusiveCPUs(pod) {
+	if m.cfg.NoCPUQuota || (m.cfg.PodExclusiveCPUs != nil && m.cfg.PodExclusiveCPUs(pod)) {
 		rc = WithoutCPUQuota(rc)
 	}
 	if err := m.apply(n, rc); err != nil {

@@ -157,3 +157,37 @@ func TestManagerLaysOutKubepods(t *testing.T) {
 		t.Error("RemovePod accepted a UID with a slash")
 	}
 }
+
+// cpuCFSQuota false (NoCPUQuota): a pod cgroup gets no CFS quota whatever
+// its containers' limits, as kubelet's ResourceConfigForPod without
+// enforceCPULimits; the rest of its configuration is unchanged.
+func TestManagerNoCPUQuota(t *testing.T) {
+	m, root := testManager(t)
+	m.cfg.NoCPUQuota = true
+	if err := m.Setup(); err != nil {
+		t.Fatal(err)
+	}
+	kp := root.ToCgroupfs() + "/kubepods"
+	v2 := cgroups.IsCgroup2UnifiedMode()
+	guaranteed := podOf(ctr("a", res("cpu", "500m", "memory", "64Mi"), res("cpu", "500m", "memory", "64Mi")))
+	guaranteed.UID = "g-1"
+	burstable := podOf(ctr("a", res("cpu", "250m", "memory", "10Mi"), res("cpu", "1")))
+	burstable.UID = "b-1"
+	for _, tc := range []struct {
+		pod    *v1.Pod
+		path   string
+		checks map[string]string
+	}{
+		{guaranteed, kp + "/podg-1", map[string]string{"memory.max": "67108864", "cpu.max": map[bool]string{false: "-1", true: "max 100000"}[v2], "pids.max": "64"}},
+		{burstable, kp + "/burstable/podb-1", map[string]string{"cpu.max": map[bool]string{false: "-1", true: "max 100000"}[v2], "cpu.weight": map[bool]string{false: "256", true: "10"}[v2]}},
+	} {
+		if _, err := m.EnsurePod(tc.pod); err != nil {
+			t.Fatal(err)
+		}
+		for f, want := range tc.checks {
+			if got := cgroupFile(t, tc.path, f); got != want {
+				t.Errorf("pod %s: %s = %s, want %s", tc.pod.UID, f, got, want)
+			}
+		}
+	}
+}

@@ -65,8 +65,9 @@ func SharesToWeight(shares uint64) uint64 {
 }
 
 // WithoutCPUQuota is rc with its CFS quota, if it has one, removed (-1):
-// the pod cgroup of a pod with exclusive CPUs, as kubelet's
-// ResourceConfigForPod makes it without enforceCPULimits.
+// the pod cgroup of a pod with exclusive CPUs, and every pod cgroup with
+// cpuCFSQuota false, as kubelet's ResourceConfigForPod makes it without
+// enforceCPULimits.
 func WithoutCPUQuota(rc ResourceConfig) ResourceConfig {
 	if rc.CPUQuota != nil {
 		none := int64(-1)

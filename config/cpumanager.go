@@ -28,6 +28,21 @@ var staticPolicyOptions = []string{
 	"full-pcpus-only", "prefer-align-cpus-by-uncorecache", "strict-cpu-reservation",
 }
 
+// DefaultCPUCFSQuotaPeriod is kubelet's CFS period, the only one
+// nodeagent uses (cm.QuotaPeriod).
+const DefaultCPUCFSQuotaPeriod = 100 * time.Millisecond
+
+// validateCPUCFSQuota checks cpuCFSQuotaPeriod as kubelet does without
+// the CustomCPUCFSQuotaPeriod gate (its message), which nodeagent does not
+// implement: any other period than 100ms is refused.
+func validateCPUCFSQuota(c *NodeAgentConfiguration) field.ErrorList {
+	if d := c.CPUCFSQuotaPeriod.Duration; d != DefaultCPUCFSQuotaPeriod {
+		return field.ErrorList{field.Invalid(field.NewPath("cpuCFSQuotaPeriod"), d.String(),
+			"requires feature gate "+FeatureCustomCPUCFSQuotaPeriod+" (nodeagent does not implement the gate: its CFS period is 100ms)")}
+	}
+	return nil
+}
+
 // validateCPUManager checks the CPU manager fields as kubelet does at
 // start (its messages): a known policy; options refused (none is
 // implemented, and kubelet's none policy takes none); reservedSystemCPUs

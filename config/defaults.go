@@ -3,6 +3,7 @@ package config
 import (
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,6 +129,8 @@ func Default() *NodeAgentConfiguration {
 		SystemReserved:                       map[string]string{},
 		KubeReserved:                         map[string]string{},
 		CPUManagerPolicy:                     CPUManagerPolicyNone,
+		CPUCFSQuota:                          true,
+		CPUCFSQuotaPeriod:                    metav1.Duration{Duration: DefaultCPUCFSQuotaPeriod},
 		CPUManagerPolicyOptions:              map[string]string{},
 		TopologyManagerPolicy:                TopologyManagerPolicyNone,
 		TopologyManagerScope:                 TopologyManagerScopeContainer,
@@ -167,6 +170,7 @@ func Default() *NodeAgentConfiguration {
 		CNIBinDir:                            DefaultCNIBinDir,
 		SeccompDefault:                       false,
 		AllowedUnsafeSysctls:                 []string{},
+		ShutdownGracePeriodByPodPriority:     []ShutdownGracePeriodByPodPriority{},
 		FeatureGates:                         map[string]bool{},
 		UserNamespaces:                       UserNamespacesConfiguration{IDsPerPod: 65536},
 		PreloadedImagesVerificationAllowlist: []string{},
@@ -269,6 +273,9 @@ func (c *NodeAgentConfiguration) DeepCopy() *NodeAgentConfiguration {
 		for i := range c.RegisterWithTaints {
 			c.RegisterWithTaints[i].DeepCopyInto(&out.RegisterWithTaints[i])
 		}
+	}
+	if c.ShutdownGracePeriodByPodPriority != nil {
+		out.ShutdownGracePeriodByPodPriority = slices.Clone(c.ShutdownGracePeriodByPodPriority)
 	}
 	if c.EnforceNodeAllocatable != nil {
 		out.EnforceNodeAllocatable = append([]string{}, c.EnforceNodeAllocatable...)

@@ -39,6 +39,12 @@ const (
 	// FeatureSecretPulledImages: off (1.34's default), cached images are
 	// served to any pod; on, package pods/pullmanager checks credentials.
 	FeatureSecretPulledImages = "KubeletEnsureSecretPulledImages"
+	// FeatureGracefulNodeShutdownBasedOnPodPriority:
+	// shutdownGracePeriodByPodPriority (beta, on by default in 1.34).
+	FeatureGracefulNodeShutdownBasedOnPodPriority = "GracefulNodeShutdownBasedOnPodPriority"
+	// FeatureCustomCPUCFSQuotaPeriod: a cpuCFSQuotaPeriod other than
+	// 100ms (alpha, off); nodeagent does not implement it.
+	FeatureCustomCPUCFSQuotaPeriod = "CustomCPUCFSQuotaPeriod"
 	// FeatureKubeletPSI: pressure stall information in /stats/summary and
 	// cAdvisor's container_pressure_* metrics (beta, on by default in
 	// 1.34); off, neither, as kubelet.
@@ -67,6 +73,8 @@ var gatesHonoured = map[string]bool{
 	FeatureContainerCheckpoint: true,
 	FeatureCSIVolumeHealth:     true,
 	FeatureNodeLogQuery:        true,
+	// Off, shutdownGracePeriodByPodPriority is refused, as in kubelet.
+	FeatureGracefulNodeShutdownBasedOnPodPriority: true,
 }
 
 // FeatureEnabled reports whether the feature gate name is on: as set in

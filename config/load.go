@@ -111,6 +111,7 @@ func LoadDetailed(o LoadOptions) (*Result, error) {
 	if err != nil {
 		return res, &Error{Problems: []Problem{{Source: o.Path, Detail: err.Error(), Err: err}}}
 	}
+	mergeDefaultEviction(cfg, mainObj)
 	// The drop-ins, in lexical order, merged over the defaulted main
 	// configuration as JSON merge patches (RFC 7386), as kubelet does:
 	// scalars and lists replace, mappings merge key by key, null resets.
@@ -172,6 +173,7 @@ func DecodeBytes(source string, data []byte) (*NodeAgentConfiguration, []string,
 	if err != nil {
 		return nil, warnings, &Error{Problems: []Problem{{Source: source, Detail: err.Error(), Err: err}}}
 	}
+	mergeDefaultEviction(cfg, doc.obj)
 	normalize(cfg)
 	errs, w := Validate(cfg)
 	warnings = append(warnings, w...)

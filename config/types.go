@@ -77,8 +77,13 @@ type NodeAgentConfiguration struct {
 	SystemReserved map[string]string `json:"systemReserved"`
 	KubeReserved   map[string]string `json:"kubeReserved"`
 	// EvictionHard maps eviction signals to thresholds (a quantity or a
-	// percentage). A present map replaces the default map.
+	// percentage). A present map replaces the default map, unless
+	// MergeDefaultEvictionSettings.
 	EvictionHard map[string]string `json:"evictionHard"`
+	// MergeDefaultEvictionSettings is kubelet's (1.34): the main file's
+	// evictionHard gets the default thresholds of the signals it does not
+	// name (evictionSoft and evictionMinimumReclaim have no defaults).
+	MergeDefaultEvictionSettings bool `json:"mergeDefaultEvictionSettings"`
 	// EvictionPressureTransitionPeriod is how long a pressure condition stays
 	// true after its signal went below the threshold.
 	EvictionPressureTransitionPeriod metav1.Duration `json:"evictionPressureTransitionPeriod"`
@@ -320,6 +325,15 @@ type NodeAgentConfiguration struct {
 	// --image-credential-provider-bin-dir: where the plugins are.
 	ImageCredentialProviderBinDir string `json:"imageCredentialProviderBinDir"`
 
+	// CPUCFSQuota is kubelet's: containers with a cpu limit get a CFS
+	// quota (and so does their pod's cgroup); false: none, the limit is
+	// only in the spec and status.
+	CPUCFSQuota bool `json:"cpuCFSQuota"`
+	// CPUCFSQuotaPeriod is kubelet's CFS period; only its default (100ms)
+	// is accepted: another needs the CustomCPUCFSQuotaPeriod gate, which
+	// nodeagent does not implement.
+	CPUCFSQuotaPeriod metav1.Duration `json:"cpuCFSQuotaPeriod"`
+
 	// CPUManagerPolicy is kubelet's CPU manager policy: none, or static
 	// (exclusive CPUs for the integer CPU requests of Guaranteed pods).
 	CPUManagerPolicy string `json:"cpuManagerPolicy"`
@@ -350,11 +364,23 @@ type NodeAgentConfiguration struct {
 	// ShutdownGracePeriodCriticalPods is the part of ShutdownGracePeriod
 	// kept for critical pods, which stop after the others (kubelet's).
 	ShutdownGracePeriodCriticalPods metav1.Duration `json:"shutdownGracePeriodCriticalPods"`
+	// ShutdownGracePeriodByPodPriority replaces the two fields above with
+	// priority bands, each with its grace period; the shutdown is delayed
+	// by their sum (kubelet's, GracefulNodeShutdownBasedOnPodPriority).
+	ShutdownGracePeriodByPodPriority []ShutdownGracePeriodByPodPriority `json:"shutdownGracePeriodByPodPriority"`
 
 	// Logging configures the agent's logs, like kubelet's logging section.
 	Logging LoggingConfiguration `json:"logging"`
 	// PLEG tunes the pod lifecycle event generator (nodeagent).
 	PLEG PLEGConfiguration `json:"pleg"`
+}
+
+// ShutdownGracePeriodByPodPriority is kubelet's: pods whose priority is at
+// least Priority (and below the next band's) are stopped together with at
+// most ShutdownGracePeriodSeconds.
+type ShutdownGracePeriodByPodPriority struct {
+	Priority                   int32 `json:"priority"`
+	ShutdownGracePeriodSeconds int64 `json:"shutdownGracePeriodSeconds"`
 }
 
 // NodeAPIAuthentication is kubelet's KubeletAuthentication.

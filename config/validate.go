@@ -127,6 +127,7 @@ func Validate(c *NodeAgentConfiguration) (field.ErrorList, []string) {
 	errs = append(errs, validateImageGC(c)...)
 	errs = append(errs, validateShutdown(c)...)
 	errs = append(errs, validateCPUManager(c)...)
+	errs = append(errs, validateCPUCFSQuota(c)...)
 	errs = append(errs, validateTopologyManager(c)...)
 
 	// Endpoints.

@@ -178,10 +178,12 @@ type workerDeps struct {
 	// puller is the node's image pulls under kubelet's limits
 	// (imagepulls.go); nil: each pod pulls without limits.
 	puller  *imagePuller
-	cgroups PodCgroups     // nil: the runtime's default cgroup parent
-	devices Devices        // nil: no device plugins
-	cpus    CPUs           // nil: no CPU manager
-	userns  UserNamespaces // nil: hostUsers: false pods are refused
+	cgroups PodCgroups // nil: the runtime's default cgroup parent
+	devices Devices    // nil: no device plugins
+	cpus    CPUs       // nil: no CPU manager
+	// noCPUQuota: cpuCFSQuota is false (Options.NoCPUQuota).
+	noCPUQuota bool
+	userns     UserNamespaces // nil: hostUsers: false pods are refused
 	// resize is the in-place pod resize (resize.go; nil: none).
 	resize *podResizer
 	// imageVols mounts image volumes (imagevolumes.go; nil: the runtime

@@ -114,6 +114,11 @@ type Options struct {
 	// CPUs is the CPU manager (package cm/cpumanager); nil: containers
 	// get the runtime's default cpuset.
 	CPUs CPUs
+	// NoCPUQuota is kubelet's cpuCFSQuota: false: no container gets a CFS
+	// quota, at creation or in an in-place resize (the pod cgroups are
+	// package cm's: its Config.NoCPUQuota). The limits stay in the spec
+	// and status.
+	NoCPUQuota bool
 	// Topology is the topology manager (package cm/topologymanager) the
 	// devices and CPUs are allocated through; nil: allocated directly.
 	Topology Topology
@@ -275,6 +280,7 @@ func New(o Options) (*Manager, error) {
 	}
 	m.deps.nodeAnyway, m.deps.names = o.NodeAnyway, o.Names
 	m.deps.cgroups, m.deps.devices, m.deps.cpus = o.Cgroups, o.Devices, o.CPUs
+	m.deps.noCPUQuota = o.NoCPUQuota
 	m.deps.userns = o.UserNamespaces
 	m.deps.pulls = o.SecretPulledImages
 	m.deps.puller = newImagePuller(o.ImagePulls, o.Clock)

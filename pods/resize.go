@@ -41,6 +41,9 @@ type podResizer struct {
 	// manager (nil: none).
 	staticCPUs bool
 	cpus       CPUs
+	// noCPUQuota: cpuCFSQuota is false; no container or pod cgroup gets
+	// a CFS quota in a resize either.
+	noCPUQuota bool
 	store      *resize.Store
 	cgroups    ResizeCgroups    // nil: no pod cgroups, resizes are Infeasible
 	rt         ContainerUpdater // nil: resizes are Infeasible
@@ -64,7 +67,7 @@ func newPodResizer(o Options, m *Manager) *podResizer {
 	if err != nil {
 		o.Logger.Error("cannot read the pod allocation checkpoint; starting empty", "err", err)
 	}
-	r := &podResizer{staticCPUs: o.CPUs != nil && o.CPUs.Static(), cpus: o.CPUs, store: store, fs: resize.HostCgroupFS(), others: m.admittedOthers, event: m.deps.event, log: o.Logger}
+	r := &podResizer{staticCPUs: o.CPUs != nil && o.CPUs.Static(), cpus: o.CPUs, noCPUQuota: o.NoCPUQuota, store: store, fs: resize.HostCgroupFS(), others: m.admittedOthers, event: m.deps.event, log: o.Logger}
 	if c, ok := o.Cgroups.(ResizeCgroups); ok {
 		r.cgroups = c
 	}
@@ -242,7 +245,7 @@ func (r *podResizer) actuate(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 		}
 	}
 	alloc := resize.AllocationOf(pod)
-	noQuota := r.cpus != nil && r.cpus.PodExclusive(pod)
+	noQuota := r.noCPUQuota || (r.cpus != nil && r.cpus.PodExclusive(pod))
 	err := resize.ApplyWith(ctx, pod, noQuota, acts, podCgroupOf{r}, containerCgroupsOf{r}, usage, func(name string, v resize.Values) error {
 		return r.store.SetActuated(pod.UID, name, resize.Requirements(alloc[name], v))
 	})
@@ -335,7 +338,9 @@ type containerCgroupsOf struct{ r *podResizer }
 func (c containerCgroupsOf) UpdateContainer(ctx context.Context, pod *v1.Pod, name, id string, v resize.Values) error {
 	ct := v1.Container{Resources: resize.Requirements(v1.ResourceRequirements{}, v)}
 	res := containerspec.Resources(&ct)
-	if c.r.cpus != nil {
+	if c.r.noCPUQuota {
+		res.CPUQuota, res.CPUPeriod = 0, 0 // cpuCFSQuota: false
+	} else if c.r.cpus != nil {
 		// A container with exclusive CPUs keeps no CFS quota.
 		for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 			for i := range cs {

@@ -138,3 +138,22 @@ func TestPodResizer(t *testing.T) {
 		t.Errorf("conditions %+v", conds)
 	}
 }
+
+// cpuCFSQuota false: a container's resize update carries its new shares
+// and memory limit but no CFS quota.
+func TestResizeContainerUpdateWithoutQuota(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a"}}}}
+	v := resize.Values{CPURequest: 250, CPULimit: 1000, MemoryLimit: 64 << 20}
+	for _, noQuota := range []bool{false, true} {
+		up := &fakeUpdater{got: map[string]runtime.Resources{}}
+		c := containerCgroupsOf{&podResizer{rt: up, noCPUQuota: noQuota}}
+		if err := c.UpdateContainer(context.Background(), pod, "a", "id", v); err != nil {
+			t.Fatal(err)
+		}
+		got := up.got["id"]
+		wantQuota := map[bool]int64{false: 100000, true: 0}[noQuota]
+		if got.CPUQuota != wantQuota || got.CPUShares != 256 || got.MemoryLimitBytes != 64<<20 {
+			t.Errorf("noCPUQuota %v: update %+v, want quota %d, shares 256, memory 64Mi", noQuota, got, wantQuota)
+		}
+	}
+}

@@ -43,6 +43,7 @@ func (w *worker) specInputs(ctx context.Context, pod *v1.Pod, s startAction, vol
 		in.CPUSet = w.d.cpus.CPUSet(pod, c)
 		in.Exclusive = w.d.cpus.ContainerExclusive(pod, c)
 	}
+	in.NoCPUQuota = w.d.noCPUQuota
 	if images, ok := w.d.rt.(containerspec.ImageUsers); ok {
 		in.Images = images
 	}

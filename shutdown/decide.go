@@ -1,7 +1,9 @@
 package shutdown
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nodeagent/nodeagent/kubetypes"
@@ -14,36 +16,93 @@ import (
 // priority is stopped with the regular pods.
 const SystemCriticalPriority = kubetypes.SystemCriticalPriority
 
-// Group is a set of pods stopped together, with at most Grace each; the
-// group is waited for at most Grace.
+// Band is one entry of shutdownGracePeriodByPodPriority: the pods whose
+// priority is at least Priority, and below the next band's, are stopped
+// together with at most Grace (whole seconds).
+type Band struct {
+	Priority int32
+	Grace    time.Duration
+}
+
+// MigrateBands turns shutdownGracePeriod and
+// shutdownGracePeriodCriticalPods into bands, as kubelet's migrateConfig
+// does: priority 0 with total - critical, SystemCriticalPriority with
+// critical, each in whole seconds. total 0, or critical above total, gives
+// none (the feature is off).
+func MigrateBands(total, critical time.Duration) []Band {
+	if total <= 0 || critical < 0 || critical > total {
+		return nil
+	}
+	regular := total - critical
+	return []Band{
+		{Priority: 0, Grace: regular.Truncate(time.Second)},
+		{Priority: SystemCriticalPriority, Grace: (total - regular).Truncate(time.Second)},
+	}
+}
+
+// TotalGrace is how long the node's shutdown is delayed for bands: the sum
+// of their grace periods (kubelet's periodRequested).
+func TotalGrace(bands []Band) time.Duration {
+	var sum time.Duration
+	for _, b := range bands {
+		sum += b.Grace
+	}
+	return sum
+}
+
+// sortedBands returns bands sorted by priority, lowest first (the order
+// they are stopped in); bands of the same priority keep their order.
+func sortedBands(bands []Band) []Band {
+	out := slices.Clone(bands)
+	slices.SortStableFunc(out, func(a, b Band) int { return cmp.Compare(a.Priority, b.Priority) })
+	return out
+}
+
+// Group is the pods of one band, stopped together with at most Grace
+// each; the group is waited for at most Grace.
 type Group struct {
-	Critical bool
+	Priority int32 // the band's
 	Grace    time.Duration
 	Pods     []*v1.Pod
 }
 
+// Critical reports whether the group's band is of critical pods.
+func (g Group) Critical() bool { return g.Priority >= SystemCriticalPriority }
+
 // Groups splits pods into the order they are stopped in, as kubelet's
-// migrateConfig and groupByPriority do for shutdownGracePeriod and
-// shutdownGracePeriodCriticalPods: first the regular pods (priority below
-// SystemCriticalPriority, no priority counting as 0) with total -
-// critical, then the critical pods with critical. Grace periods are whole
-// seconds, as kubelet's. Empty groups are left out; total 0 or critical
-// above total gives no groups (the feature is off).
-func Groups(pods []*v1.Pod, total, critical time.Duration) []Group {
-	if total <= 0 || critical < 0 || critical > total {
+// groupByPriority does: bands from the lowest priority upward, a pod (no
+// priority counting as 0) in the band with the highest priority not above
+// its own, a pod below every band in the lowest. Unlike eviction, shutdown
+// goes by priority alone: a static pod without a critical priority is not
+// critical here. Empty groups are left out (kubelet does not wait for
+// them); no bands gives no groups.
+func Groups(pods []*v1.Pod, bands []Band) []Group {
+	if len(bands) == 0 {
 		return nil
 	}
-	regular := Group{Grace: (total - critical).Truncate(time.Second)}
-	crit := Group{Critical: true, Grace: critical.Truncate(time.Second)}
+	bands = sortedBands(bands)
+	groups := make([]Group, len(bands))
+	for i, b := range bands {
+		groups[i] = Group{Priority: b.Priority, Grace: b.Grace}
+	}
 	for _, p := range pods {
-		if kubetypes.Priority(p) >= SystemCriticalPriority {
-			crit.Pods = append(crit.Pods, p)
-		} else {
-			regular.Pods = append(regular.Pods, p)
+		prio := kubetypes.Priority(p)
+		// The first band at or above the pod's priority: that band if
+		// equal, else the one below it (the last band if none is at or
+		// above, the lowest if all are above). Bands sharing a priority
+		// thus split as in kubelet: the first takes pods of exactly that
+		// priority, the last those above it.
+		i := slices.IndexFunc(groups, func(g Group) bool { return g.Priority >= prio })
+		switch {
+		case i < 0:
+			i = len(groups) - 1
+		case i > 0 && groups[i].Priority > prio:
+			i--
 		}
+		groups[i].Pods = append(groups[i].Pods, p)
 	}
 	var out []Group
-	for _, g := range []Group{regular, crit} {
+	for _, g := range groups {
 		if len(g.Pods) > 0 {
 			out = append(out, g)
 		}
@@ -60,7 +119,7 @@ const (
 )
 
 // decideDelay compares logind's current maximum inhibitor delay with the
-// wanted one (shutdownGracePeriod), as kubelet's start does.
+// wanted one (the bands' total), as kubelet's start does.
 func decideDelay(current, wanted time.Duration) delayAction {
 	if wanted > current {
 		return delayRaise
@@ -77,5 +136,5 @@ const dropInName = "99-nodeagent.conf"
 // to d (whole seconds, rounded up).
 func dropIn(d time.Duration) string {
 	secs := int64((d + time.Second - 1) / time.Second)
-	return fmt.Sprintf("# Written by nodeagent for graceful node shutdown (shutdownGracePeriod).\n[Login]\nInhibitDelayMaxSec=%d\n", secs)
+	return fmt.Sprintf("# Written by nodeagent for graceful node shutdown (shutdownGracePeriod, or the sum of shutdownGracePeriodByPodPriority).\n[Login]\nInhibitDelayMaxSec=%d\n", secs)
 }

@@ -73,8 +73,12 @@ type Pods interface {
 // Options configure a Manager.
 type Options struct {
 	// GracePeriod and CriticalGracePeriod are shutdownGracePeriod and
-	// shutdownGracePeriodCriticalPods; GracePeriod 0 disables the manager.
+	// shutdownGracePeriodCriticalPods, used when ByPodPriority is empty;
+	// GracePeriod 0 then disables the manager.
 	GracePeriod, CriticalGracePeriod time.Duration
+	// ByPodPriority is shutdownGracePeriodByPodPriority; exclusive with
+	// the two above.
+	ByPodPriority []Band
 	// Connect opens a connection to logind (required; SystemBus on Linux).
 	Connect func() (Logind, error)
 	Pods    Pods // required
@@ -93,6 +97,8 @@ type Options struct {
 // package doc.
 type Manager struct {
 	o            Options
+	bands        []Band        // sorted, lowest priority first
+	total        time.Duration // the bands' sum: the inhibitor delay wanted
 	log          *slog.Logger
 	clock        clock.Clock
 	shuttingDown atomic.Bool
@@ -100,13 +106,27 @@ type Manager struct {
 	lock io.Closer
 }
 
-// New returns a Manager, or nil when GracePeriod is 0 (disabled).
+// New returns a Manager, or nil when graceful node shutdown is disabled:
+// no ByPodPriority and GracePeriod 0.
 func New(o Options) (*Manager, error) {
-	if o.GracePeriod <= 0 {
-		return nil, nil
-	}
-	if o.CriticalGracePeriod < 0 || o.CriticalGracePeriod > o.GracePeriod {
-		return nil, fmt.Errorf("shutdownGracePeriodCriticalPods %v must be between 0 and shutdownGracePeriod %v", o.CriticalGracePeriod, o.GracePeriod)
+	bands := o.ByPodPriority
+	if len(bands) > 0 {
+		if o.GracePeriod > 0 || o.CriticalGracePeriod > 0 {
+			return nil, errors.New("cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time")
+		}
+		for _, b := range bands {
+			if b.Grace < 0 {
+				return nil, fmt.Errorf("shutdownGracePeriodByPodPriority: priority %d has a negative grace period %v", b.Priority, b.Grace)
+			}
+		}
+	} else {
+		if o.GracePeriod <= 0 {
+			return nil, nil
+		}
+		if o.CriticalGracePeriod < 0 || o.CriticalGracePeriod > o.GracePeriod {
+			return nil, fmt.Errorf("shutdownGracePeriodCriticalPods %v must be between 0 and shutdownGracePeriod %v", o.CriticalGracePeriod, o.GracePeriod)
+		}
+		bands = MigrateBands(o.GracePeriod, o.CriticalGracePeriod)
 	}
 	if o.Connect == nil || o.Pods == nil {
 		return nil, errors.New("shutdown: Connect and Pods are required")
@@ -120,7 +140,8 @@ func New(o Options) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Manager{o: o, log: o.Logger, clock: o.Clock}, nil
+	bands = sortedBands(bands)
+	return &Manager{o: o, bands: bands, total: TotalGrace(bands), log: o.Logger, clock: o.Clock}, nil
 }
 
 // ShuttingDown is ErrShuttingDown from PrepareForShutdown(true) until the
@@ -137,7 +158,7 @@ func (m *Manager) ShuttingDown() error {
 // be reached at first, it logs why and returns: the node works without
 // graceful shutdown. A connection lost later is made again every second.
 func (m *Manager) Run(ctx context.Context) {
-	m.log.Info("graceful node shutdown", "shutdownGracePeriod", m.o.GracePeriod, "shutdownGracePeriodCriticalPods", m.o.CriticalGracePeriod)
+	m.log.Info("graceful node shutdown", "inhibitDelay", m.total, "bands", m.bandsAttr())
 	for first := true; ; first = false {
 		watching, err := m.session(ctx)
 		if ctx.Err() != nil {
@@ -203,20 +224,20 @@ func (m *Manager) session(ctx context.Context) (bool, error) {
 	}
 }
 
-// ensureDelay raises logind's InhibitDelayMaxSec to the grace period when
+// ensureDelay raises logind's InhibitDelayMaxSec to the bands' total when
 // it is smaller, and logs when it still is.
 func (m *Manager) ensureDelay(ctx context.Context, l Logind) error {
 	cur, err := l.InhibitDelayMax()
 	if err != nil {
 		return fmt.Errorf("read logind's InhibitDelayMaxUSec: %w", err)
 	}
-	want := m.o.GracePeriod
+	want := m.total
 	if decideDelay(cur, want) == delayEnough {
-		m.log.Info("logind's inhibitor delay covers shutdownGracePeriod", "inhibitDelayMax", cur)
+		m.log.Info("logind's inhibitor delay covers the shutdown grace period", "inhibitDelayMax", cur, "want", want)
 		return nil
 	}
 	path := filepath.Join(m.o.DropInDir, dropInName)
-	m.log.Info("raising logind's InhibitDelayMaxSec to shutdownGracePeriod", "inhibitDelayMax", cur, "want", want, "dropIn", path)
+	m.log.Info("raising logind's InhibitDelayMaxSec to the shutdown grace period", "inhibitDelayMax", cur, "want", want, "dropIn", path)
 	if err := os.MkdirAll(m.o.DropInDir, 0o755); err != nil {
 		return fmt.Errorf("logind drop-in: %w", err)
 	}
@@ -241,8 +262,8 @@ func (m *Manager) ensureDelay(ctx context.Context, l Logind) error {
 		}
 	}
 	if cur < want {
-		m.log.Error("logind's InhibitDelayMaxSec is still below shutdownGracePeriod: the shutdown goes on after it even if pods have not stopped",
-			"inhibitDelayMax", cur, "shutdownGracePeriod", want, "dropIn", path)
+		m.log.Error("logind's InhibitDelayMaxSec is still below the shutdown grace period: the shutdown goes on after it even if pods have not stopped",
+			"inhibitDelayMax", cur, "want", want, "dropIn", path)
 	} else {
 		m.log.Info("logind's inhibitor delay raised", "inhibitDelayMax", cur)
 	}
@@ -270,16 +291,16 @@ func (m *Manager) release() {
 	m.lock = nil
 }
 
-// handleShutdown turns the node NotReady and stops its pods, regular ones
-// first, within the grace periods.
+// handleShutdown turns the node NotReady and stops its pods band by band,
+// lowest priority first, within the grace periods.
 func (m *Manager) handleShutdown(ctx context.Context) {
 	start := m.clock.Now()
-	m.log.Info("node is shutting down: stopping pods", "shutdownGracePeriod", m.o.GracePeriod, "shutdownGracePeriodCriticalPods", m.o.CriticalGracePeriod)
+	m.log.Info("node is shutting down: stopping pods", "gracePeriod", m.total, "bands", m.bandsAttr())
 	m.shuttingDown.Store(true)
 	m.event(v1.EventTypeNormal, ReasonShutdown, messageShutdownEvent)
-	// The whole procedure fits in the grace period: logind does not wait
+	// The whole procedure fits in the bands' total: logind does not wait
 	// longer.
-	budget, cancel := m.withTimeout(ctx, m.o.GracePeriod)
+	budget, cancel := m.withTimeout(ctx, m.total)
 	defer cancel()
 	statusDone := make(chan struct{})
 	go func() {
@@ -291,7 +312,7 @@ func (m *Manager) handleShutdown(ctx context.Context) {
 			m.log.Warn("cannot report the node's shutdown", "err", err)
 		}
 	}()
-	for _, g := range Groups(m.o.Pods.ActivePods(), m.o.GracePeriod, m.o.CriticalGracePeriod) {
+	for _, g := range Groups(m.o.Pods.ActivePods(), m.bands) {
 		uids := make([]types.UID, 0, len(g.Pods))
 		names := make([]string, 0, len(g.Pods))
 		for _, p := range g.Pods {
@@ -299,14 +320,14 @@ func (m *Manager) handleShutdown(ctx context.Context) {
 			names = append(names, p.Namespace+"/"+p.Name)
 		}
 		t := m.clock.Now()
-		m.log.Info("stopping pods", "critical", g.Critical, "gracePeriod", g.Grace, "pods", names)
+		m.log.Info("stopping pods", "priority", g.Priority, "gracePeriod", g.Grace, "pods", names)
 		gctx, gcancel := m.withTimeout(budget, g.Grace)
 		err := m.o.Pods.StopPods(gctx, uids, g.Grace)
 		gcancel()
 		if err != nil {
-			m.log.Warn("pods not stopped within their group's grace period; going on", "critical", g.Critical, "gracePeriod", g.Grace, "err", err)
+			m.log.Warn("pods not stopped within their group's grace period; going on", "priority", g.Priority, "gracePeriod", g.Grace, "err", err)
 		} else {
-			m.log.Info("pods stopped", "critical", g.Critical, "took", m.clock.Since(t))
+			m.log.Info("pods stopped", "priority", g.Priority, "took", m.clock.Since(t))
 		}
 	}
 	select {
@@ -314,6 +335,15 @@ func (m *Manager) handleShutdown(ctx context.Context) {
 	case <-budget.Done():
 	}
 	m.log.Info("node shutdown handled", "took", m.clock.Since(start))
+}
+
+// bandsAttr shows the bands for the logs, "priority:grace" lowest first.
+func (m *Manager) bandsAttr() []string {
+	out := make([]string, 0, len(m.bands))
+	for _, b := range m.bands {
+		out = append(out, fmt.Sprintf("%d:%v", b.Priority, b.Grace))
+	}
+	return out
 }
 
 // withTimeout is context.WithTimeout on the manager's clock.

@@ -162,12 +162,12 @@ type env struct {
 	connect int
 }
 
-func newEnv(t *testing.T, grace, critical time.Duration) *env {
+func newEnv(t *testing.T, grace, critical time.Duration, bands ...Band) *env {
 	dir := t.TempDir()
 	e := &env{logind: &fakeLogind{delay: 5 * time.Second, dropIns: dir, events: make(chan bool)}}
 	e.pods = &fakePods{takes: map[types.UID]time.Duration{}, locked: func() bool { _, h := e.logind.held(); return h }}
 	m, err := New(Options{
-		GracePeriod: grace, CriticalGracePeriod: critical,
+		GracePeriod: grace, CriticalGracePeriod: critical, ByPodPriority: bands,
 		Connect: func() (Logind, error) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
@@ -206,6 +206,12 @@ func TestNewDisabled(t *testing.T) {
 	}
 	if _, err := New(Options{GracePeriod: time.Second, CriticalGracePeriod: 2 * time.Second}); err == nil {
 		t.Error("critical above the whole accepted")
+	}
+	if _, err := New(Options{GracePeriod: time.Second, ByPodPriority: []Band{{0, time.Second}}}); err == nil {
+		t.Error("shutdownGracePeriod with shutdownGracePeriodByPodPriority accepted")
+	}
+	if _, err := New(Options{ByPodPriority: []Band{{0, -time.Second}}}); err == nil {
+		t.Error("negative band accepted")
 	}
 }
 
@@ -323,6 +329,75 @@ func TestShutdownWithinBudget(t *testing.T) {
 		}
 		if len(e.pods.calls) != 2 || e.pods.calls[1].at.Sub(start) != 15*time.Second {
 			t.Errorf("calls %+v: want the critical group started at 15s", e.pods.calls)
+		}
+	})
+}
+
+// shutdownGracePeriodByPodPriority: logind's delay is raised to the
+// bands' sum; the pods are stopped band by band from the lowest priority,
+// each band with its own grace period and started once the band below has
+// stopped or its grace period passed; a band without pods is not waited
+// for; the lock is released once the last band is done.
+func TestShutdownByPodPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 0, 0,
+			Band{Priority: 1000, Grace: 10 * time.Second},
+			Band{Priority: SystemCriticalPriority, Grace: 3 * time.Second},
+			Band{Priority: 500, Grace: 4 * time.Second}, // empty
+			Band{Priority: 0, Grace: 5 * time.Second})
+		e.pods.pods = []*v1.Pod{
+			testPod("dns", SystemCriticalPriority), testPod("web", 0), testPod("batch", -10),
+			testPod("db", 1000), testPod("cache", 5000),
+		}
+		e.pods.takes["web"] = 2 * time.Second
+		e.pods.takes["batch"] = time.Second
+		e.pods.takes["db"] = time.Hour // does not stop: given up at 10s
+		e.pods.takes["dns"] = time.Second
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go e.m.Run(ctx)
+		synctest.Wait()
+		if e.logind.reloads != 1 || e.logind.delay != 22*time.Second {
+			t.Errorf("reloads %d, delay %v: want logind raised to the bands' sum, 22s", e.logind.reloads, e.logind.delay)
+		}
+		start := time.Now()
+		e.logind.events <- true
+		for {
+			synctest.Wait()
+			if _, held := e.logind.held(); !held {
+				break
+			}
+			if time.Since(start) > time.Minute {
+				t.Fatal("lock still held a minute after PrepareForShutdown")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if took := time.Since(start); took != 13*time.Second {
+			t.Errorf("lock released after %v, want 13s (2s, then 10s given up, then 1s)", took)
+		}
+		type call struct {
+			at    time.Duration
+			uids  []types.UID
+			grace time.Duration
+			err   bool
+		}
+		var got []call
+		for _, c := range e.pods.calls {
+			got = append(got, call{c.at.Sub(start), c.uids, c.grace, c.err != nil})
+			if !c.locked {
+				t.Errorf("%v stopped without the lock held", c.uids)
+			}
+		}
+		want := []call{
+			{0, []types.UID{"web", "batch"}, 5 * time.Second, false},
+			{2 * time.Second, []types.UID{"db", "cache"}, 10 * time.Second, true},
+			{12 * time.Second, []types.UID{"dns"}, 3 * time.Second, false},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("StopPods calls %+v\nwant %+v", got, want)
+		}
+		if err := e.m.ShuttingDown(); !errors.Is(err, ErrShuttingDown) {
+			t.Errorf("ShuttingDown = %v", err)
 		}
 	})
 }

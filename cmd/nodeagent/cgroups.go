@@ -42,6 +42,7 @@ func (a *agent) newCgroupManager(ctx context.Context) (*cm.Manager, error) {
 		Swap:               swapConfig(a.cfg, swapCapacity, a.log),
 		LegacyParent:       runtime.DefaultCgroupParent,
 		PodExclusiveCPUs:   a.cpus.PodExclusive,
+		NoCPUQuota:         !a.cfg.CPUCFSQuota,
 		Logger:             a.base.With("component", "cm"),
 	})
 	if err != nil {

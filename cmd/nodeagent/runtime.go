@@ -287,6 +287,7 @@ func podsSettings(cfg *config.NodeAgentConfiguration) pods.Options {
 			ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: cfg.ResolvConf,
 		},
 		ImagePulls: imagePullLimits(cfg),
+		NoCPUQuota: !cfg.CPUCFSQuota,
 	}
 }
 

@@ -166,3 +166,15 @@ func TestPodsSettingsImagePulls(t *testing.T) {
 		t.Errorf("maxParallelImagePulls 3, no rate: %+v, want %+v", got, want)
 	}
 }
+
+// cpuCFSQuota reaches the pod workers: false, no container gets a quota.
+func TestPodsSettingsCPUCFSQuota(t *testing.T) {
+	cfg := config.Default()
+	if podsSettings(cfg).NoCPUQuota {
+		t.Error("default: containers without CFS quota")
+	}
+	cfg.CPUCFSQuota = false
+	if !podsSettings(cfg).NoCPUQuota {
+		t.Error("cpuCFSQuota false: containers still get a CFS quota")
+	}
+}

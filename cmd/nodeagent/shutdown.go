@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodeagent/nodeagent/config"
 	"github.com/nodeagent/nodeagent/internal/kubeclient"
 	"github.com/nodeagent/nodeagent/kubetypes"
 	"github.com/nodeagent/nodeagent/pods"
@@ -25,12 +26,14 @@ type nodeShutdown struct {
 	rec record.EventRecorder         // set by run before the manager runs
 }
 
-// newShutdown makes the shutdown manager; nil when shutdownGracePeriod is 0.
+// newShutdown makes the shutdown manager; nil when shutdownGracePeriod is 0
+// and shutdownGracePeriodByPodPriority empty.
 func (a *agent) newShutdown() (*nodeShutdown, error) {
 	s := &nodeShutdown{a: a}
 	m, err := shutdown.New(shutdown.Options{
 		GracePeriod:         a.cfg.ShutdownGracePeriod.Duration,
 		CriticalGracePeriod: a.cfg.ShutdownGracePeriodCriticalPods.Duration,
+		ByPodPriority:       shutdownBands(a.cfg.ShutdownGracePeriodByPodPriority),
 		Connect:             shutdown.SystemBus,
 		Pods:                s,
 		SyncNodeStatus:      func(ctx context.Context) error { return a.ns.SyncOnce(ctx) },
@@ -43,6 +46,15 @@ func (a *agent) newShutdown() (*nodeShutdown, error) {
 	}
 	s.m = m
 	return s, nil
+}
+
+// shutdownBands are shutdownGracePeriodByPodPriority's bands.
+func shutdownBands(c []config.ShutdownGracePeriodByPodPriority) []shutdown.Band {
+	out := make([]shutdown.Band, 0, len(c))
+	for _, b := range c {
+		out = append(out, shutdown.Band{Priority: b.Priority, Grace: time.Duration(b.ShutdownGracePeriodSeconds) * time.Second})
+	}
+	return out
 }
 
 // ShuttingDown is the manager's verdict (nil when the feature is off).

@@ -116,6 +116,9 @@ type Inputs struct {
 	// without a CFS quota (kubelet's DisableCPUQuotaWithExclusiveCPUs).
 	CPUSet    string
 	Exclusive bool
+	// NoCPUQuota: kubelet's cpuCFSQuota is false; the container gets no
+	// CFS quota whatever its limit.
+	NoCPUQuota bool
 }
 
 // Devices are a container's device-plugin allocations merged (kubelet's
@@ -183,7 +186,7 @@ func Build(ctx context.Context, pod *v1.Pod, c *v1.Container, in Inputs) (runtim
 		spec.Resources.SwapMax = in.Cgroups.SwapMax(pod, c)
 	}
 	spec.Resources.CPUSetCPUs = in.CPUSet
-	if in.Exclusive {
+	if in.Exclusive || in.NoCPUQuota {
 		spec.Resources.CPUQuota, spec.Resources.CPUPeriod = 0, 0
 	}
 	spec.Stdin, spec.StdinOnce, spec.TTY = c.Stdin, c.StdinOnce, c.TTY

@@ -428,6 +428,14 @@ func TestBuildCPUSet(t *testing.T) {
 	if s.Resources.CPUSetCPUs != "1" || s.Resources.CPUQuota != 0 || s.Resources.CPUShares != 1024 {
 		t.Errorf("exclusive: cpuset %q quota %d shares %d", s.Resources.CPUSetCPUs, s.Resources.CPUQuota, s.Resources.CPUShares)
 	}
+	// cpuCFSQuota false: no quota, whatever the limit; the rest stays.
+	s, err = Build(context.Background(), pod, c, Inputs{PodDir: t.TempDir(), CPUSet: "0-1", NoCPUQuota: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Resources.CPUSetCPUs != "0-1" || s.Resources.CPUQuota != 0 || s.Resources.CPUPeriod != 0 || s.Resources.CPUShares != 1024 || s.Resources.MemoryLimitBytes != 64<<20 {
+		t.Errorf("no CFS quota: %+v", s.Resources)
+	}
 }
 
 func TestBuildDevices(t *testing.T) {

@@ -333,6 +333,27 @@ func TestApplyWithoutQuota(t *testing.T) {
 	}
 }
 
+// cpuCFSQuota false: a CPU limit resize updates the container (which
+// leaves it without a quota, containerCgroupsOf) and never gives the pod
+// cgroup a quota, in either direction.
+func TestApplyCPULimitWithoutQuota(t *testing.T) {
+	for _, tc := range []struct{ from, to string }{{"500m", "1"}, {"1", "500m"}} {
+		pod := podWith("p", rr("250m", tc.to, "64Mi", "64Mi"))
+		f := &fakeCgroups{pod: Cgroup{CPUShares: 256, CPUQuota: -1, CPUPeriod: 100000, MemoryLimit: 64 << 20}}
+		acts := ComputeActions(pod, map[string]string{"a": "a"}, Allocation{"a": rr("250m", tc.from, "64Mi", "64Mi")})
+		if len(acts.Update[v1.ResourceCPU]) != 1 {
+			t.Fatalf("%s → %s: actions %+v", tc.from, tc.to, acts)
+		}
+		if err := ApplyWith(context.Background(), pod, true, acts, f, f, nil, func(string, Values) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		want := "a cpu=250/" + map[string]string{"1": "1000", "500m": "500"}[tc.to] + " mem=67108864"
+		if strings.Join(f.calls, ",") != want {
+			t.Errorf("%s → %s: calls %v, want [%s]", tc.from, tc.to, f.calls, want)
+		}
+	}
+}
+
 // A container without a CFS quota (exclusive CPUs) reports the CPU limit
 // last set, as kubelet, whose runtime then reports none.
 func TestAppliedWithoutQuota(t *testing.T) {
