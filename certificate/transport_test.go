@@ -27,15 +27,11 @@ func TestUseClientCertificateSwitches(t *testing.T) {
 		t.Fatal(err)
 	}
 	pair := func(cn string) *tls.Certificate {
-		c, k, err := ca.Issue(cn, nil, nil)
+		p, err := ca.IssueTLS(cn, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := tls.X509KeyPair(c, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &p
+		return p
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(r.TLS.PeerCertificates) == 0 {

@@ -264,15 +264,11 @@ func TestAgentClientsFollowTheRotatingCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	pair := func(cn string) *tls.Certificate {
-		c, k, err := ca.Issue(cn, nil, nil)
+		p, err := ca.IssueTLS(cn, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := tls.X509KeyPair(c, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &p
+		return p
 	}
 	srv := httptest.NewUnstartedServer(&fakeAPIServer{})
 	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}

@@ -8,6 +8,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -141,6 +142,20 @@ func (ca *CA) Issue(commonName string, orgs []string, hosts []string) (certPEM, 
 		return nil, nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+}
+
+// IssueTLS is Issue returning the pair as a tls.Certificate, ready for a
+// tls.Config.
+func (ca *CA) IssueTLS(commonName string, orgs []string, hosts []string) (*tls.Certificate, error) {
+	certPEM, keyPEM, err := ca.Issue(commonName, orgs, hosts)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &pair, nil
 }
 
 // EncodeKey PEM-encodes a private key in PKCS#8.
