@@ -50,6 +50,8 @@ var kubeletSupported = map[string]bool{
 	"resolvConf":                             true,
 	"address":                                true,
 	"port":                                   true,
+	"enableServer":                           true,
+	"readOnlyPort":                           true,
 	"tlsCertFile":                            true,
 	"tlsPrivateKeyFile":                      true,
 	"serverTLSBootstrap":                     true,

@@ -491,7 +491,7 @@ func (a *agent) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	api, apiListener, err := a.newNodeAPI()
+	api, apiListener, roListener, err := a.newNodeAPI()
 	if err != nil {
 		if srv != nil {
 			_ = srv.Close()
@@ -539,10 +539,17 @@ func (a *agent) run(ctx context.Context) error {
 		goLoop(a.net.Run)
 	}
 	// 10.
-	if api != nil {
+	if apiListener != nil {
 		goLoop(func(ctx context.Context) {
 			if err := api.Serve(ctx, apiListener); err != nil {
 				a.log.Error("node API stopped", "err", err)
+			}
+		})
+	}
+	if roListener != nil {
+		goLoop(func(ctx context.Context) {
+			if err := api.ServeReadOnly(ctx, roListener); err != nil {
+				a.log.Error("node API read-only server stopped", "err", err)
 			}
 		})
 	}
