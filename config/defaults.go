@@ -206,6 +206,7 @@ func Default() *NodeAgentConfiguration {
 func setNodeAPIDefaults(c *NodeAgentConfiguration) {
 	c.Address, c.Port = DefaultAddress, DefaultPort
 	c.EnableServer = true // kubelet's default; readOnlyPort's is 0
+	c.RegisterNode = true // kubelet's
 	c.Authentication = NodeAPIAuthentication{
 		Webhook: NodeAPIWebhookAuthentication{Enabled: true, CacheTTL: metav1.Duration{Duration: DefaultAuthenticationWebhookCacheTTL}},
 	}

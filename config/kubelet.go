@@ -44,6 +44,7 @@ var kubeletSupported = map[string]bool{
 	"healthzBindAddress":                     true,
 	"healthzPort":                            true,
 	"registerWithTaints":                     true,
+	"registerNode":                           true,
 	"providerID":                             true,
 	"clusterDNS":                             true,
 	"clusterDomain":                          true,

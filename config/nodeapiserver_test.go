@@ -6,21 +6,22 @@ import (
 	"testing"
 )
 
-// readOnlyPort and enableServer are read from both kinds of file by
-// kubelet's names, with kubelet's defaults (0, true), without the
-// unsupported warning.
+// readOnlyPort, enableServer and registerNode are read from both kinds
+// of file by kubelet's names, with kubelet's defaults (0, true, true),
+// without the unsupported warning.
 func TestNodeAPIServerFields(t *testing.T) {
 	for _, tc := range []struct {
 		desc, content string
 		readOnlyPort  int32
 		enableServer  bool
+		registerNode  bool
 	}{
-		{"nodeagent defaults", hdr, 0, true},
-		{"kubelet defaults", kubeletHdr, 0, true},
-		{"kubeadm's zero", kubeletHdr + "readOnlyPort: 0\n", 0, true},
-		{"kubelet values", kubeletHdr + "readOnlyPort: 10255\nenableServer: false\n", 10255, false},
-		{"nodeagent values", hdr + "readOnlyPort: 10255\nenableServer: false\n", 10255, false},
-		{"enableServer true", kubeletHdr + "enableServer: true\n", 0, true},
+		{"nodeagent defaults", hdr, 0, true, true},
+		{"kubelet defaults", kubeletHdr, 0, true, true},
+		{"kubeadm's zero", kubeletHdr + "readOnlyPort: 0\n", 0, true, true},
+		{"kubelet values", kubeletHdr + "readOnlyPort: 10255\nenableServer: false\nregisterNode: false\n", 10255, false, false},
+		{"nodeagent values", hdr + "readOnlyPort: 10255\nenableServer: false\nregisterNode: false\n", 10255, false, false},
+		{"true", kubeletHdr + "enableServer: true\nregisterNode: true\n", 0, true, true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			cfg, warnings, err := DecodeBytes("c.yaml", []byte(tc.content))
@@ -30,8 +31,9 @@ func TestNodeAPIServerFields(t *testing.T) {
 			if len(warnings) != 0 {
 				t.Errorf("warnings %q", warnings)
 			}
-			if cfg.ReadOnlyPort != tc.readOnlyPort || cfg.EnableServer != tc.enableServer {
-				t.Errorf("readOnlyPort %d enableServer %v, want %d %v", cfg.ReadOnlyPort, cfg.EnableServer, tc.readOnlyPort, tc.enableServer)
+			if cfg.ReadOnlyPort != tc.readOnlyPort || cfg.EnableServer != tc.enableServer || cfg.RegisterNode != tc.registerNode {
+				t.Errorf("readOnlyPort %d enableServer %v registerNode %v, want %d %v %v", cfg.ReadOnlyPort, cfg.EnableServer, cfg.RegisterNode,
+					tc.readOnlyPort, tc.enableServer, tc.registerNode)
 			}
 		})
 	}

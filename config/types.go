@@ -124,6 +124,9 @@ type NodeAgentConfiguration struct {
 	// Address: plain HTTP without authentication, /healthz, /pods,
 	// /stats/summary and the metrics endpoints.
 	ReadOnlyPort int32 `json:"readOnlyPort"`
+	// RegisterNode false: the agent does not create its Node; it waits
+	// for it to exist (kubelet's registerNode).
+	RegisterNode bool `json:"registerNode"`
 	// TLSCertFile and TLSPrivateKeyFile are the node API's serving
 	// certificate and key; empty: a self-signed certificate kept in
 	// rootDir/pki.

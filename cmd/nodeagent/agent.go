@@ -313,6 +313,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		Labels:                           cfg.NodeLabels,
 		Taints:                           cfg.RegisterWithTaints,
 		ProviderID:                       cfg.ProviderID,
+		NoRegister:                       !cfg.RegisterNode,
 		AgentVersion:                     version,
 		KubeletPort:                      cfg.Port,
 		PLEGHealthy:                      a.plegHealthy,
