@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/nodeagent/nodeagent/internal/testing/testenv"
 )
 
@@ -85,16 +83,22 @@ func listeningPorts(t *testing.T, pid int) []int {
 // /pods, /metrics and /healthz, and answers kubelet's debugging paths with
 // 405 "Debug endpoints are disabled." (no exec, container logs, run or
 // pprof without authentication), /configz 404. With enableServer false
-// and readOnlyPort 0 the agent listens on no port but healthzPort, while
-// the Node still advertises port, as kubelet's.
+// only the read-only server listens, and the Node still advertises port,
+// as kubelet's; with readOnlyPort 0 (the default) it does not listen.
 func TestReadOnlyPort(t *testing.T) {
 	t.Parallel()
 	env := testenv.Cluster(t)
 	ctx := context.Background()
-	roPort := freePort(t)
+	roPort, bROPort := freePort(t), freePort(t)
 	a := newAgent(t, env, agentOpts{noRuntime: true, config: fmt.Sprintf("readOnlyPort: %d\n", roPort)})
+	b := newAgent(t, env, agentOpts{noRuntime: true, config: fmt.Sprintf("enableServer: false\nreadOnlyPort: %d\n", bROPort)})
+	c := newAgent(t, env, agentOpts{noRuntime: true}) // defaults: readOnlyPort 0
 	a.start()
+	b.start()
+	c.start()
 	a.waitKubeletPort(ctx)
+	b.waitKubeletPort(ctx) // advertised all the same
+	c.waitKubeletPort(ctx)
 	base := "http://127.0.0.1:" + strconv.Itoa(roPort)
 
 	code, body := plainGet(t, "GET", base+"/pods")
@@ -124,28 +128,34 @@ func TestReadOnlyPort(t *testing.T) {
 	if code, _ := a.nodeGet(t, a.nodeClient(t, nil), "/pods", ""); code != http.StatusUnauthorized {
 		t.Errorf("node API: GET /pods without credentials = %d, want 401", code)
 	}
-
-	// enableServer false, readOnlyPort 0.
-	b := newAgent(t, env, agentOpts{noRuntime: true, config: "enableServer: false\n"})
-	b.start()
-	b.waitKubeletPort(ctx) // advertised all the same
-	b.waitNode(ctx, 30*time.Second, "registered", func(*corev1.Node) bool { return true })
-	healthz, err := strconv.Atoi(b.healthURL[strings.LastIndex(b.healthURL, ":")+1:])
-	if err != nil {
-		t.Fatal(err)
+	// enableServer false: the read-only server alone.
+	if code, body := plainGet(t, "GET", "http://127.0.0.1:"+strconv.Itoa(bROPort)+"/pods"); code != http.StatusOK || !strings.Contains(body, `"kind":"PodList"`) {
+		t.Errorf("enableServer false: GET /pods on readOnlyPort = %d %q, want 200 with a PodList", code, body)
 	}
-	if got := listeningPorts(t, b.cmd.Process.Pid); !slices.Equal(got, []int{healthz}) {
-		t.Errorf("enableServer false: the agent listens on %v, want only healthzPort %d", got, healthz)
-	}
-	if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(b.apiPort)), 5*time.Second); err == nil {
-		c.Close()
+	if conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(b.apiPort)), 5*time.Second); err == nil {
+		conn.Close()
 		t.Errorf("enableServer false: port %d accepts connections", b.apiPort)
 	}
-	// The first agent, for comparison: healthzPort, port and readOnlyPort.
-	aHealthz, _ := strconv.Atoi(a.healthURL[strings.LastIndex(a.healthURL, ":")+1:])
-	want := []int{aHealthz, a.apiPort, roPort}
-	slices.Sort(want)
-	if got := listeningPorts(t, a.cmd.Process.Pid); !slices.Equal(got, want) {
-		t.Errorf("readOnlyPort %d: the agent listens on %v, want %v", roPort, got, want)
+
+	healthzPort := func(x *agent) int {
+		p, err := strconv.Atoi(x.healthURL[strings.LastIndex(x.healthURL, ":")+1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		x    *agent
+		want []int
+	}{
+		{"readOnlyPort set", a, []int{healthzPort(a), a.apiPort, roPort}},
+		{"enableServer false", b, []int{healthzPort(b), bROPort}},
+		{"readOnlyPort 0", c, []int{healthzPort(c), c.apiPort}},
+	} {
+		slices.Sort(tc.want)
+		if got := listeningPorts(t, tc.x.cmd.Process.Pid); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: the agent listens on %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
