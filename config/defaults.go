@@ -205,6 +205,8 @@ func Default() *NodeAgentConfiguration {
 // setNodeAPIDefaults sets the node API's and the container logs' defaults.
 func setNodeAPIDefaults(c *NodeAgentConfiguration) {
 	c.Address, c.Port = DefaultAddress, DefaultPort
+	c.EnableServer = true // kubelet's default; readOnlyPort's is 0
+	c.RegisterNode = true // kubelet's
 	c.Authentication = NodeAPIAuthentication{
 		Webhook: NodeAPIWebhookAuthentication{Enabled: true, CacheTTL: metav1.Duration{Duration: DefaultAuthenticationWebhookCacheTTL}},
 	}

@@ -44,12 +44,15 @@ var kubeletSupported = map[string]bool{
 	"healthzBindAddress":                     true,
 	"healthzPort":                            true,
 	"registerWithTaints":                     true,
+	"registerNode":                           true,
 	"providerID":                             true,
 	"clusterDNS":                             true,
 	"clusterDomain":                          true,
 	"resolvConf":                             true,
 	"address":                                true,
 	"port":                                   true,
+	"enableServer":                           true,
+	"readOnlyPort":                           true,
 	"tlsCertFile":                            true,
 	"tlsPrivateKeyFile":                      true,
 	"serverTLSBootstrap":                     true,
@@ -116,8 +119,21 @@ var kubeletLoggingSupported = map[string]bool{"format": true, "verbosity": true}
 // kubeletNoEffect are KubeletConfiguration fields that are accepted
 // without a warning and not used, because whatever value passes
 // refusedKubeletFields changes nothing in kubelet either, on a node as
-// nodeagent runs it. Each says why.
+// nodeagent runs it, or tunes a mechanism nodeagent does not need, so
+// that no value changes what nodeagent does. Each says why.
 var kubeletNoEffect = map[string]string{
+	// kubelet rotates container logs from a periodic pass: every
+	// containerLogMonitorInterval it lists the running containers and
+	// rotates, with containerLogMaxWorkers in parallel, the log files
+	// that have grown past containerLogMaxSize, which they may overshoot
+	// until the next pass. nodeagent has no such pass: each container's
+	// logger process rotates its file as it writes it, at the record that
+	// would make it exceed containerLogMaxSize (crilog.Writer), so at
+	// any valid value of either field the files and the rotations are
+	// the same. Invalid values are refused as kubelet refuses them
+	// (kubeletRefused).
+	"containerLogMaxWorkers":      "rotation by the container's logger",
+	"containerLogMonitorInterval": "rotation by the container's logger",
 	// kubelet polls staticPodURL at this period; without staticPodURL
 	// (which nodeagent reports unsupported when set) it is unused.
 	"httpCheckFrequency": "staticPodURL",
@@ -254,9 +270,12 @@ func pruneKubeletZeros(m map[string]any, t reflect.Type) map[string]any {
 // change behaviour a user relies on and that nodeagent does not implement:
 // set to such a value, the file is refused with the field's path rather
 // than the value ignored (issue 26). Each returns the reason, or "" for a
-// value that means kubelet's default.
+// value that means kubelet's default. Also here: kubelet's validation of
+// fields in kubeletNoEffect, which nodeagent does not otherwise decode.
 var kubeletRefused = map[string]func(v any) string{
-	"memoryManagerPolicy": policyOtherThan("None", "the memory manager (NUMA-pinned memory for Guaranteed pods)"),
+	"containerLogMaxWorkers":      containerLogMaxWorkersInvalid,
+	"containerLogMonitorInterval": containerLogMonitorIntervalInvalid,
+	"memoryManagerPolicy":         policyOtherThan("None", "the memory manager (NUMA-pinned memory for Guaranteed pods)"),
 }
 
 // kubeletFieldRefusals are the refusals of nested kubelet fields, each a
@@ -298,6 +317,36 @@ func refusedLoggingOptions(obj map[string]any) map[string]string {
 		}
 	}
 	return out
+}
+
+// containerLogMaxWorkersInvalid refuses what kubelet's validation refuses
+// (with its message): a count under 1. Unset (null) is kubelet's default, 1.
+func containerLogMaxWorkersInvalid(v any) string {
+	if v == nil {
+		return ""
+	}
+	if n, ok := v.(json.Number); ok {
+		if i, err := n.Int64(); err == nil && i >= 1 {
+			return ""
+		}
+	}
+	return fmt.Sprintf("Invalid value: %v: containerLogMaxWorkers must be greater than or equal to 1", v)
+}
+
+// containerLogMonitorIntervalInvalid refuses what kubelet's validation
+// refuses (with its message): an interval under 3s, 0s included (the
+// field is a pointer, so 0s is not "unset"). Unset (null) is kubelet's
+// default, 10s.
+func containerLogMonitorIntervalInvalid(v any) string {
+	if v == nil {
+		return ""
+	}
+	if s, ok := v.(string); ok {
+		if d, err := time.ParseDuration(s); err == nil && d >= 3*time.Second {
+			return ""
+		}
+	}
+	return fmt.Sprintf("Invalid value: %q: containerLogMonitorInterval must be a positive time duration greater than or equal to 3s", fmt.Sprint(v))
 }
 
 func policyOtherThan(def, what string) func(v any) string {

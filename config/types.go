@@ -117,6 +117,16 @@ type NodeAgentConfiguration struct {
 	// (nodeagent; kubelet requires a port).
 	Address string `json:"address"`
 	Port    int32  `json:"port"`
+	// EnableServer false serves no node API at all (kubelet's
+	// enableServer); the port is still advertised, as kubelet's.
+	EnableServer bool `json:"enableServer"`
+	// ReadOnlyPort, when not 0, serves kubelet's read-only server on
+	// Address: plain HTTP without authentication, /healthz, /pods,
+	// /stats/summary and the metrics endpoints.
+	ReadOnlyPort int32 `json:"readOnlyPort"`
+	// RegisterNode false: the agent does not create its Node; it waits
+	// for it to exist (kubelet's registerNode).
+	RegisterNode bool `json:"registerNode"`
 	// TLSCertFile and TLSPrivateKeyFile are the node API's serving
 	// certificate and key; empty: a self-signed certificate kept in
 	// rootDir/pki.

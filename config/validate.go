@@ -424,7 +424,15 @@ func validateNodeAPI(c *NodeAgentConfiguration) field.ErrorList {
 	} else if c.Port != 0 && c.Port == c.HealthzPort {
 		errs = append(errs, field.Invalid(field.NewPath("port"), c.Port, "must differ from healthzPort"))
 	}
-	if c.Port != 0 && net.ParseIP(c.Address) == nil {
+	if c.ReadOnlyPort < 0 || c.ReadOnlyPort > 65535 {
+		// kubelet's message, without its flag.
+		errs = append(errs, field.Invalid(field.NewPath("readOnlyPort"), c.ReadOnlyPort, "must be between 0 and 65535, inclusive"))
+	} else if c.ReadOnlyPort != 0 && c.ReadOnlyPort == c.HealthzPort {
+		errs = append(errs, field.Invalid(field.NewPath("readOnlyPort"), c.ReadOnlyPort, "must differ from healthzPort"))
+	} else if c.ReadOnlyPort != 0 && c.EnableServer && c.ReadOnlyPort == c.Port {
+		errs = append(errs, field.Invalid(field.NewPath("readOnlyPort"), c.ReadOnlyPort, "must differ from port"))
+	}
+	if (c.Port != 0 || c.ReadOnlyPort != 0) && net.ParseIP(c.Address) == nil {
 		errs = append(errs, field.Invalid(field.NewPath("address"), c.Address, "must be an IP address"))
 	}
 	if (c.TLSCertFile == "") != (c.TLSPrivateKeyFile == "") {

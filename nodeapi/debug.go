@@ -63,31 +63,31 @@ const (
 // flags handlers, each answering 405 with its message when its own field
 // is off; without, 405 "Debug endpoints are disabled." on kubelet's list
 // of paths (configz, checkpoint and flags are then 404).
-func (s *Server) installDebugging(d DebugOptions) {
+func (s *Server) installDebugging(mux *http.ServeMux, d DebugOptions) {
 	if !d.Handlers {
 		off := disabled("Debug endpoints are disabled.")
 		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", pprofBasePath, logsPath} {
-			s.mux.Handle(p, off)
+			mux.Handle(p, off)
 		}
 		return
 	}
 	for _, m := range []string{"GET", "POST"} {
-		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
-		s.mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
-		s.mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.attach)
-		s.mux.HandleFunc(m+" /attach/{namespace}/{pod}/{uid}/{container}", s.attach)
-		s.mux.HandleFunc(m+" /portForward/{namespace}/{pod}", s.portForward)
-		s.mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
+		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{container}", s.exec)
+		mux.HandleFunc(m+" /exec/{namespace}/{pod}/{uid}/{container}", s.exec)
+		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{container}", s.attach)
+		mux.HandleFunc(m+" /attach/{namespace}/{pod}/{uid}/{container}", s.attach)
+		mux.HandleFunc(m+" /portForward/{namespace}/{pod}", s.portForward)
+		mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
 	}
-	s.mux.HandleFunc("POST /run/{namespace}/{pod}/{container}", s.run)
-	s.mux.HandleFunc("POST /run/{namespace}/{pod}/{uid}/{container}", s.run)
-	s.mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	mux.HandleFunc("POST /run/{namespace}/{pod}/{container}", s.run)
+	mux.HandleFunc("POST /run/{namespace}/{pod}/{uid}/{container}", s.run)
+	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	if s.opts.Configz != nil {
-		s.mux.HandleFunc("GET /configz", s.configz)
+		mux.HandleFunc("GET /configz", s.configz)
 	}
-	s.mux.HandleFunc("GET /runningpods/", s.runningPods)
+	mux.HandleFunc("GET /runningpods/", s.runningPods)
 	if d.Checkpoint {
-		s.mux.HandleFunc("POST /checkpoint/{namespace}/{pod}/{container}", s.checkpoint)
+		mux.HandleFunc("POST /checkpoint/{namespace}/{pod}/{container}", s.checkpoint)
 	}
 
 	if d.SystemLog {
@@ -101,22 +101,22 @@ func (s *Server) installDebugging(d DebugOptions) {
 			if j == nil {
 				j = execJournal{}
 			}
-			s.mux.Handle("GET "+logsPath, http.StripPrefix(logsPath, logQueryHandler{dir: dir, files: files, journal: j}))
+			mux.Handle("GET "+logsPath, http.StripPrefix(logsPath, logQueryHandler{dir: dir, files: files, journal: j}))
 		} else {
-			s.mux.Handle("GET "+logsPath, http.StripPrefix(logsPath, files))
+			mux.Handle("GET "+logsPath, http.StripPrefix(logsPath, files))
 		}
 	} else {
-		s.mux.Handle(logsPath, disabled("logs endpoint is disabled."))
+		mux.Handle(logsPath, disabled("logs endpoint is disabled."))
 	}
 	if d.Profiling {
-		s.mux.HandleFunc("GET "+pprofBasePath, servePprof)
+		mux.HandleFunc("GET "+pprofBasePath, servePprof)
 	} else {
-		s.mux.Handle(pprofBasePath, disabled("profiling endpoint is disabled."))
+		mux.Handle(pprofBasePath, disabled("profiling endpoint is disabled."))
 	}
 	if d.Flags && d.SetVerbosity != nil {
-		s.mux.Handle(debugFlagPath, verbosityHandler(d.SetVerbosity))
+		mux.Handle(debugFlagPath, verbosityHandler(d.SetVerbosity))
 	} else {
-		s.mux.Handle(debugFlagPath, disabled("flags endpoint is disabled."))
+		mux.Handle(debugFlagPath, disabled("flags endpoint is disabled."))
 	}
 }
 

@@ -45,12 +45,6 @@ func (s *Server) healthChecks() []healthCheck {
 	}
 }
 
-// installHealthz serves /healthz and /healthz/<check> for every method, as
-// kubelet's healthz.InstallHandler does.
-func (s *Server) installHealthz() {
-	installHealthz(s.mux, s.log, s.healthChecks())
-}
-
 // InstallPingHealthz serves /healthz and /healthz/ping on mux with the
 // ping check alone, in the apiserver healthz format: what kubelet serves
 // on its healthz port (healthzPort; healthz.InstallHandler with no
@@ -59,6 +53,8 @@ func InstallPingHealthz(mux *http.ServeMux, log *slog.Logger) {
 	installHealthz(mux, log, []healthCheck{pingCheck})
 }
 
+// installHealthz serves /healthz and /healthz/<check> for every method, as
+// kubelet's healthz.InstallHandler does.
 func installHealthz(mux *http.ServeMux, log *slog.Logger, checks []healthCheck) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { healthzRoot(w, r, log, checks) })
 	for _, c := range checks {

@@ -173,17 +173,21 @@ type Server struct {
 	authn *authenticator
 	authz *authorizer
 	mux   *http.ServeMux
-	tls   *tls.Config
-	certs *servingCerts
-	rates cpuRates // for /stats/summary's usageNanoCores
+	// readOnly is kubelet's read-only server's (readOnlyPort): plain HTTP,
+	// no authentication, no debugging handlers.
+	readOnly *http.ServeMux
+	tls      *tls.Config
+	certs    *servingCerts
+	rates    cpuRates // for /stats/summary's usageNanoCores
 
 	cadvisor cadvisorState
 	du       duCache // volume usage for /stats/summary
 }
 
-// New validates the options, loads or creates the serving certificate and
-// the client CA bundle, and returns a server ready to Run.
-func New(opts Options) (*Server, error) {
+// NewReadOnly validates the options a server needs to answer requests and
+// returns a server that can only ServeReadOnly (kubelet's readOnlyPort
+// without its authenticated server: enableServer false).
+func NewReadOnly(opts Options) (*Server, error) {
 	if opts.NodeName == "" {
 		return nil, errors.New("nodeapi: node name is required")
 	}
@@ -200,6 +204,22 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("nodeapi: pods are required")
 	}
 	s := &Server{opts: opts, log: opts.Logger}
+	s.readOnly = http.NewServeMux()
+	s.installUnauthenticated(s.readOnly)
+	// kubelet's read-only server is its server without authentication
+	// and without the debugging handlers (enableDebuggingHandlers off).
+	s.installDebugging(s.readOnly, DebugOptions{})
+	return s, nil
+}
+
+// New validates the options, loads or creates the serving certificate and
+// the client CA bundle, and returns a server ready to Run.
+func New(opts Options) (*Server, error) {
+	s, err := NewReadOnly(opts)
+	if err != nil {
+		return nil, err
+	}
+	opts = s.opts
 	s.authn = &authenticator{anonymous: opts.Anonymous, clock: opts.Clock}
 	if opts.ClientCAFile != "" {
 		b, err := os.ReadFile(opts.ClientCAFile)
@@ -236,7 +256,6 @@ func New(opts Options) (*Server, error) {
 	}
 
 	var cert tls.Certificate
-	var err error
 	if opts.TLSCertFile != "" {
 		cert, err = tls.LoadX509KeyPair(opts.TLSCertFile, opts.TLSPrivateKeyFile)
 		if err != nil {
@@ -278,24 +297,31 @@ func New(opts Options) (*Server, error) {
 	}
 
 	s.mux = http.NewServeMux()
-	s.installHealthz()
-	s.mux.HandleFunc("GET /pods", s.pods)
-	s.mux.HandleFunc("GET /pods/{$}", s.pods)
-	s.mux.HandleFunc("GET /metrics/resource", s.metricsResource)
-	s.mux.HandleFunc("GET /metrics/cadvisor", s.metricsCadvisor)
-	s.mux.HandleFunc("GET /stats/summary", s.statsSummary)
-	if opts.Metrics != nil {
-		s.mux.Handle("GET /metrics", opts.Metrics)
-	}
-	if opts.ProbeMetrics != nil {
-		s.mux.Handle("GET /metrics/probes", opts.ProbeMetrics)
-	}
+	s.installUnauthenticated(s.mux)
 	debug := DefaultDebugOptions()
 	if opts.Debug != nil {
 		debug = *opts.Debug
 	}
-	s.installDebugging(debug)
+	s.installDebugging(s.mux, debug)
 	return s, nil
+}
+
+// installUnauthenticated installs the handlers kubelet serves on both its
+// servers (its InstallAuthNotRequiredHandlers): /healthz, /pods,
+// /stats/summary and the metrics endpoints.
+func (s *Server) installUnauthenticated(mux *http.ServeMux) {
+	installHealthz(mux, s.log, s.healthChecks())
+	mux.HandleFunc("GET /pods", s.pods)
+	mux.HandleFunc("GET /pods/{$}", s.pods)
+	mux.HandleFunc("GET /metrics/resource", s.metricsResource)
+	mux.HandleFunc("GET /metrics/cadvisor", s.metricsCadvisor)
+	mux.HandleFunc("GET /stats/summary", s.statsSummary)
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", s.opts.Metrics)
+	}
+	if s.opts.ProbeMetrics != nil {
+		mux.Handle("GET /metrics/probes", s.opts.ProbeMetrics)
+	}
 }
 
 // Handler is the authenticated, authorized mux (tests serve it directly).
@@ -328,6 +354,9 @@ func (s *Server) Listen() (net.Listener, error) {
 // Serve serves HTTPS on ln until ctx ends; open requests (log follows) are
 // cut then.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.tls == nil {
+		return errors.New("nodeapi: a read-only server (NewReadOnly) serves only ServeReadOnly")
+	}
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		TLSConfig:         s.tls,
@@ -348,6 +377,47 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("node API listening", "address", ln.Addr().String())
 	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("nodeapi: %w", err)
+	}
+	return nil
+}
+
+// ReadOnlyHandler is the read-only server's mux (tests serve it directly).
+func (s *Server) ReadOnlyHandler() http.Handler { return s.readOnly }
+
+// ListenReadOnly opens address:port for the read-only server (kubelet's
+// readOnlyPort on its address), so that a port in use fails the agent's
+// start.
+func (s *Server) ListenReadOnly(port int) (net.Listener, error) {
+	addr := net.JoinHostPort(s.opts.Address, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("nodeapi: listen %s: %w (set readOnlyPort to a free port, or 0 to disable the read-only server)", addr, err)
+	}
+	return ln, nil
+}
+
+// ServeReadOnly serves kubelet's read-only server on ln until ctx ends:
+// plain HTTP, every request let in without authentication or
+// authorization, the handlers of installUnauthenticated and, as kubelet,
+// 405 "Debug endpoints are disabled." on its debugging paths.
+func (s *Server) ServeReadOnly(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.readOnly,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second, // kubelet's
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		_ = srv.Close()
+	}()
+	s.log.Info("node API read-only server listening (no authentication)", "address", ln.Addr().String())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("nodeapi: read-only server: %w", err)
 	}
 	return nil
 }

@@ -300,6 +300,18 @@ func (m *Manager) registerLocked(ctx context.Context) (*v1.Node, error) {
 	// One timeout for the whole attempt (at most three requests).
 	ctx, cancel := context.WithTimeout(ctx, 3*m.cfg.RequestTimeout)
 	defer cancel()
+	if m.cfg.NoRegister {
+		existing, err := m.cfg.Nodes.Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("node %q not found, and registerNode is false: waiting for it to be created", m.cfg.NodeName)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading node: %w", err)
+		}
+		m.log.Info("node exists (registerNode false: not registering)")
+		m.node = existing
+		return existing, nil
+	}
 	now := m.in.now
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, Labels: m.desiredLabels(),
 		Annotations: map[string]string{ControllerManagedAttachAnnotation: "true"}}}
@@ -470,8 +482,9 @@ func latestHeartbeat(n *v1.Node) time.Time {
 func (m *Manager) tryReport(ctx context.Context, try int, now time.Time) error {
 	base, err := m.baseNode(ctx, try)
 	if apierrors.IsNotFound(err) {
-		// The Node was deleted under us: register it again.
-		m.log.Warn("node object not found; registering again")
+		// The Node was deleted under us: register it again (or, with
+		// NoRegister, fail until it exists again).
+		m.log.Warn("node object not found; registering again", "registerNode", !m.cfg.NoRegister)
 		m.node = nil
 		_, err = m.registerLocked(ctx)
 		return err

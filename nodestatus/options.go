@@ -87,6 +87,11 @@ type Options struct {
 	Labels     map[string]string // extra labels set at registration (kubelet's nodeLabels)
 	Taints     []v1.Taint        // taints set at registration only (registerWithTaints)
 	ProviderID string
+	// NoRegister is kubelet's registerNode false: the agent never creates
+	// its Node (nor sets Labels, Taints, ProviderID or the attach-detach
+	// annotation on it); Register waits, retrying, until someone else
+	// has created it, and a Node deleted later is not created again.
+	NoRegister bool
 
 	AgentVersion string // nodeagent's version, reported in nodeInfo.kubeletVersion (KubeletVersion)
 	// KubeletPort is the node API's port, reported as

@@ -313,6 +313,7 @@ func newAgent(cfg *config.NodeAgentConfiguration, loadOpts config.LoadOptions, l
 		Labels:                           cfg.NodeLabels,
 		Taints:                           cfg.RegisterWithTaints,
 		ProviderID:                       cfg.ProviderID,
+		NoRegister:                       !cfg.RegisterNode,
 		AgentVersion:                     version,
 		KubeletPort:                      cfg.Port,
 		PLEGHealthy:                      a.plegHealthy,
@@ -491,7 +492,7 @@ func (a *agent) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	api, apiListener, err := a.newNodeAPI()
+	api, apiListener, roListener, err := a.newNodeAPI()
 	if err != nil {
 		if srv != nil {
 			_ = srv.Close()
@@ -539,10 +540,17 @@ func (a *agent) run(ctx context.Context) error {
 		goLoop(a.net.Run)
 	}
 	// 10.
-	if api != nil {
+	if apiListener != nil {
 		goLoop(func(ctx context.Context) {
 			if err := api.Serve(ctx, apiListener); err != nil {
 				a.log.Error("node API stopped", "err", err)
+			}
+		})
+	}
+	if roListener != nil {
+		goLoop(func(ctx context.Context) {
+			if err := api.ServeReadOnly(ctx, roListener); err != nil {
+				a.log.Error("node API read-only server stopped", "err", err)
 			}
 		})
 	}

@@ -21,20 +21,29 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// newNodeAPI builds the node API server from the configuration (nil when
-// port is 0). Certificate or CA files that cannot be read fail the start.
-func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
+// newNodeAPI builds the node API server from the configuration and opens
+// its listeners: ln for the authenticated server (nil when port is 0 or
+// enableServer false), roLn for the read-only server (nil when
+// readOnlyPort is 0). Certificate or CA files that cannot be read, and
+// ports in use, fail the start.
+func (a *agent) newNodeAPI() (s *nodeapi.Server, ln, roLn net.Listener, err error) {
 	c := a.cfg
-	if c.Port == 0 {
+	secure := c.Port != 0 && c.EnableServer
+	switch {
+	case !c.EnableServer:
+		a.log.Info("node API disabled (enableServer: false)")
+	case c.Port == 0:
 		a.log.Info("node API disabled (port: 0)")
-		return nil, nil, nil
+	}
+	if !secure && c.ReadOnlyPort == 0 {
+		return nil, nil, nil, nil
 	}
 	hosts := []string{a.nodeName}
 	if c.NodeIP != "" {
 		hosts = append(hosts, c.NodeIP)
 	}
 	suites, minTLS := c.NodeAPITLS()
-	s, err := nodeapi.New(nodeapi.Options{
+	opts := nodeapi.Options{
 		NodeName:               a.nodeName,
 		Address:                c.Address,
 		Port:                   int(c.Port),
@@ -79,24 +88,38 @@ func (a *agent) newNodeAPI() (*nodeapi.Server, net.Listener, error) {
 			LogQuery:     c.EnableSystemLogQuery && c.FeatureEnabled(config.FeatureNodeLogQuery),
 			Checkpoint:   c.FeatureEnabled(config.FeatureContainerCheckpoint),
 		},
-		Metrics:            promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
-		ProbeMetrics:       promhttp.HandlerFor(a.probeReg, promhttp.HandlerOpts{Registry: a.probeReg}),
-		Configz:            func() ([]byte, error) { return config.KubeletConfigz(a.cfg) },
-		Logger:             a.base.With("component", "nodeapi", "node", a.nodeName),
-		ServingCertMetrics: servingCertMetrics(a.reg, c.ServerTLSBootstrap),
-	})
+		Metrics:      promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
+		ProbeMetrics: promhttp.HandlerFor(a.probeReg, promhttp.HandlerOpts{Registry: a.probeReg}),
+		Configz:      func() ([]byte, error) { return config.KubeletConfigz(a.cfg) },
+		Logger:       a.base.With("component", "nodeapi", "node", a.nodeName),
+	}
+	if !secure {
+		s, err = nodeapi.NewReadOnly(opts)
+	} else {
+		opts.ServingCertMetrics = servingCertMetrics(a.reg, c.ServerTLSBootstrap)
+		s, err = nodeapi.New(opts)
+	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	ln, err := s.Listen()
-	if err != nil {
-		return nil, nil, err
+	if secure {
+		if ln, err = s.Listen(); err != nil {
+			return nil, nil, nil, err
+		}
+		if c.EnableDebuggingHandlers && c.EnableProfilingHandler && c.EnableContentionProfiling {
+			// As kubelet: every blocking event, for /debug/pprof/block.
+			goruntime.SetBlockProfileRate(1)
+		}
 	}
-	if c.EnableDebuggingHandlers && c.EnableProfilingHandler && c.EnableContentionProfiling {
-		// As kubelet: every blocking event, for /debug/pprof/block.
-		goruntime.SetBlockProfileRate(1)
+	if c.ReadOnlyPort != 0 {
+		if roLn, err = s.ListenReadOnly(int(c.ReadOnlyPort)); err != nil {
+			if ln != nil {
+				_ = ln.Close()
+			}
+			return nil, nil, nil, err
+		}
 	}
-	return s, ln, nil
+	return s, ln, roLn, nil
 }
 
 // setVerbosity is the node API's PUT /debug/flags/v: the log verbosity
