@@ -170,7 +170,7 @@ func (r *podResizer) allocate(ctx context.Context, pod *v1.Pod, now time.Time) *
 	if r.allocatable != nil {
 		alloc = r.allocatable(ctx)
 	}
-	d := resize.DecideWith(pod, allocated, r.others(pod.UID), alloc, r.staticCPUs)
+	d := resize.Decide(pod, allocated, r.others(pod.UID), alloc, r.staticCPUs)
 	if d.Resize && alloc == nil {
 		d.Allocate, d.Reason, d.Message = false, resize.ReasonDeferred, "the node's allocatable is not known yet"
 	}
@@ -246,7 +246,7 @@ func (r *podResizer) actuate(ctx context.Context, pod *v1.Pod, rs pleg.PodStatus
 	}
 	alloc := resize.AllocationOf(pod)
 	noQuota := r.noCPUQuota || (r.cpus != nil && r.cpus.PodExclusive(pod))
-	err := resize.ApplyWith(ctx, pod, noQuota, acts, podCgroupOf{r}, containerCgroupsOf{r}, usage, func(name string, v resize.Values) error {
+	err := resize.Apply(ctx, pod, noQuota, acts, podCgroupOf{r}, containerCgroupsOf{r}, usage, func(name string, v resize.Values) error {
 		return r.store.SetActuated(pod.UID, name, resize.Requirements(alloc[name], v))
 	})
 	if err != nil {

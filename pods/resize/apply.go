@@ -37,14 +37,9 @@ type ContainerCgroups interface {
 // cgroup limit (or CPU shares) that grows is set before the containers, one
 // that shrinks after them; the first error stops it (the next sync tries
 // again). actuated is called after each container update that succeeded,
-// with what the container now has.
-func Apply(ctx context.Context, pod *v1.Pod, acts Actions, pc PodCgroup, cc ContainerCgroups, usage map[string]int64, actuated func(name string, v Values) error) error {
-	return ApplyWith(ctx, pod, false, acts, pc, cc, usage, actuated)
-}
-
-// ApplyWith is Apply for a pod that has exclusive CPUs (noQuota) or not:
-// its cgroup then keeps no CFS quota, as kubelet's resize leaves it.
-func ApplyWith(ctx context.Context, pod *v1.Pod, noQuota bool, acts Actions, pc PodCgroup, cc ContainerCgroups, usage map[string]int64, actuated func(name string, v Values) error) error {
+// with what the container now has. noQuota: the pod's cgroup keeps no CFS
+// quota (exclusive CPUs, cpuCFSQuota false), as kubelet's resize leaves it.
+func Apply(ctx context.Context, pod *v1.Pod, noQuota bool, acts Actions, pc PodCgroup, cc ContainerCgroups, usage map[string]int64, actuated func(name string, v Values) error) error {
 	cur, err := pc.ReadPod(pod)
 	if err != nil {
 		return fmt.Errorf("unable to get pod cgroup config for pod %q: %w", pod.Namespace+"/"+pod.Name, err)

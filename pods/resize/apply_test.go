@@ -73,7 +73,7 @@ func TestApplyOrder(t *testing.T) {
 			pod := podWith("p", tc.want)
 			acts := ComputeActions(pod, map[string]string{"a": "a"}, Allocation{"a": old})
 			var got []Values
-			err := Apply(context.Background(), pod, acts, f, f, map[string]int64{"a": tc.usage}, func(_ string, v Values) error {
+			err := Apply(context.Background(), pod, false, acts, f, f, map[string]int64{"a": tc.usage}, func(_ string, v Values) error {
 				got = append(got, v)
 				return nil
 			})
@@ -103,7 +103,7 @@ func TestApplyStopsAtFirstError(t *testing.T) {
 	f := &fakeCgroups{pod: Cgroup{CPUShares: 512, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 128 << 20}, fail: "pod memory=268435456"}
 	pod := podWith("p", rr("1", "1", "256Mi", "256Mi"))
 	acts := ComputeActions(pod, map[string]string{"a": "a"}, Allocation{"a": rr("500m", "500m", "128Mi", "128Mi")})
-	err := Apply(context.Background(), pod, acts, f, f, nil, func(string, Values) error { t.Error("actuated after a failure"); return nil })
+	err := Apply(context.Background(), pod, false, acts, f, f, nil, func(string, Values) error { t.Error("actuated after a failure"); return nil })
 	if err == nil || len(f.calls) != 1 {
 		t.Errorf("err=%v calls=%v, want one failed call", err, f.calls)
 	}
@@ -292,7 +292,7 @@ func TestRequirements(t *testing.T) {
 func TestApplyReconcilesThePodCgroup(t *testing.T) {
 	pod := podWith("p", rr("250m", "250m", "64Mi", "64Mi"))
 	f := &fakeCgroups{pod: Cgroup{CPUShares: 512, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 128 << 20, MemoryUsage: 1 << 20}}
-	if err := Apply(context.Background(), pod, Actions{}, f, f, nil, nil); err != nil {
+	if err := Apply(context.Background(), pod, false, Actions{}, f, f, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"pod memory=67108864", "pod shares=256", "pod quota=25000"}
@@ -300,12 +300,12 @@ func TestApplyReconcilesThePodCgroup(t *testing.T) {
 		t.Errorf("calls %v, want %v", f.calls, want)
 	}
 	f = &fakeCgroups{pod: Cgroup{CPUShares: 256, CPUQuota: 25000, CPUPeriod: 100000, MemoryLimit: 64 << 20}}
-	if err := Apply(context.Background(), pod, Actions{}, f, f, nil, nil); err != nil || len(f.calls) != 0 {
+	if err := Apply(context.Background(), pod, false, Actions{}, f, f, nil, nil); err != nil || len(f.calls) != 0 {
 		t.Errorf("a pod cgroup with its config: calls %v, %v", f.calls, err)
 	}
 	// cgroup v2: the weight is compared, not the lossy shares.
 	f = &fakeCgroups{pod: Cgroup{CPUWeight: cm.SharesToWeight(256), CPUShares: 255, CPUQuota: 25000, CPUPeriod: 100000, MemoryLimit: 64 << 20}}
-	if err := Apply(context.Background(), pod, Actions{}, f, f, nil, nil); err != nil || len(f.calls) != 0 {
+	if err := Apply(context.Background(), pod, false, Actions{}, f, f, nil, nil); err != nil || len(f.calls) != 0 {
 		t.Errorf("cgroup v2 pod cgroup with its config: calls %v, %v", f.calls, err)
 	}
 }
@@ -318,14 +318,14 @@ func TestApplyWithoutQuota(t *testing.T) {
 	pod := podWith("p", rr("1", "1", "128Mi", "128Mi"))
 	f := &fakeCgroups{pod: Cgroup{CPUShares: 1024, CPUQuota: -1, CPUPeriod: 100000, MemoryLimit: 64 << 20}}
 	acts := ComputeActions(pod, map[string]string{"a": "a"}, Allocation{"a": old})
-	if err := ApplyWith(context.Background(), pod, true, acts, f, f, nil, func(string, Values) error { return nil }); err != nil {
+	if err := Apply(context.Background(), pod, true, acts, f, f, nil, func(string, Values) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"pod memory=134217728", "a cpu=1000/1000 mem=134217728"}; strings.Join(f.calls, ",") != strings.Join(want, ",") {
 		t.Errorf("calls %v, want %v", f.calls, want)
 	}
 	f = &fakeCgroups{pod: Cgroup{CPUShares: 1024, CPUQuota: 100000, CPUPeriod: 100000, MemoryLimit: 128 << 20}}
-	if err := ApplyWith(context.Background(), pod, true, Actions{}, f, f, nil, nil); err != nil {
+	if err := Apply(context.Background(), pod, true, Actions{}, f, f, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"pod quota=-1"}; strings.Join(f.calls, ",") != strings.Join(want, ",") {
@@ -344,7 +344,7 @@ func TestApplyCPULimitWithoutQuota(t *testing.T) {
 		if len(acts.Update[v1.ResourceCPU]) != 1 {
 			t.Fatalf("%s → %s: actions %+v", tc.from, tc.to, acts)
 		}
-		if err := ApplyWith(context.Background(), pod, true, acts, f, f, nil, func(string, Values) error { return nil }); err != nil {
+		if err := Apply(context.Background(), pod, true, acts, f, f, nil, func(string, Values) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		want := "a cpu=250/" + map[string]string{"1": "1000", "500m": "500"}[tc.to] + " mem=67108864"

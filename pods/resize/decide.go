@@ -129,14 +129,10 @@ type Decision struct {
 // Decide is kubelet's handlePodResourcesResize and canResizePod as a pure
 // function: desired is the pod as its source has it, allocated the same
 // pod with its allocation (WithAllocation), others the other admitted pods
-// with theirs, allocatable the node's.
-func Decide(desired, allocated *v1.Pod, others []*v1.Pod, allocatable v1.ResourceList) Decision {
-	return DecideWith(desired, allocated, others, allocatable, false)
-}
-
-// DecideWith is Decide on a node whose CPU manager policy is static
-// (staticCPUs) or none.
-func DecideWith(desired, allocated *v1.Pod, others []*v1.Pod, allocatable v1.ResourceList, staticCPUs bool) Decision {
+// with theirs, allocatable the node's; staticCPUs: the node's CPU manager
+// policy is static (kubelet 1.34 refuses CPU resizes of pods with
+// exclusive CPUs).
+func Decide(desired, allocated *v1.Pod, others []*v1.Pod, allocatable v1.ResourceList, staticCPUs bool) Decision {
 	if !differs(desired, allocated) {
 		return Decision{}
 	}

@@ -85,7 +85,7 @@ func TestDecide(t *testing.T) {
 		}()), podWith("p", guaranteed), nil, Decision{Resize: true, Reason: "Infeasible", Message: msgNonResizable}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			if got := Decide(tc.desired, tc.allocated, tc.others, alloc); got != tc.want {
+			if got := Decide(tc.desired, tc.allocated, tc.others, alloc, false); got != tc.want {
 				t.Errorf("Decide = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -109,13 +109,13 @@ func TestDecideStaticCPUs(t *testing.T) {
 		{"burstable cpu", podWith("p", rr("500m", "1", "", "")), podWith("p", rr("250m", "1", "", "")), Decision{Resize: true, Allocate: true}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			if got := DecideWith(tc.desired, tc.allocated, nil, alloc, true); got != tc.want {
-				t.Errorf("DecideWith = %+v, want %+v", got, tc.want)
+			if got := Decide(tc.desired, tc.allocated, nil, alloc, true); got != tc.want {
+				t.Errorf("Decide = %+v, want %+v", got, tc.want)
 			}
 			if tc.want.Allocate {
 				return
 			}
-			if got := Decide(tc.desired, tc.allocated, nil, alloc); !got.Allocate {
+			if got := Decide(tc.desired, tc.allocated, nil, alloc, false); !got.Allocate {
 				t.Errorf("without the static policy: %+v", got)
 			}
 		})
